@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The main job end to end on an embedded SQLite metastore: build state-store, create a
+# throw-away Airflow 3.3.2 metastore with sample data under target/demo, then set, get, list
+# and clean its task and asset state store, printing each command before running it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+cargo build --locked --quiet
+bin="$PWD/target/debug/state-store"
+
+demo="$PWD/target/demo"
+rm -rf "$demo"
+mkdir -p "$demo"
+# Everything below reads Airflow's configuration exactly as Airflow would: $AIRFLOW_HOME/airflow.cfg.
+export AIRFLOW_HOME="$demo"
+unset AIRFLOW_CONFIG
+for var in $(env | grep -o '^AIRFLOW__[A-Z_]*' || true); do unset "$var"; done
+cat > "$demo/airflow.cfg" <<CFG
+[database]
+sql_alchemy_conn = sqlite:///$demo/airflow.db
+
+[state_store]
+default_retention_days = 30
+state_cleanup_batch_size = 2
+CFG
+
+step() {
+    printf '\n\033[1m$ state-store %s\033[0m\n' "$*"
+    "$bin" "$@"
+}
+
+step sandbox create --sample-data
+step list
+step set watermark '"2026-11-29T00:00:00Z"' --dag-id incremental_orders \
+    --run-id 'scheduled__2026-11-28T00:00:00+00:00' --task-id load_new_orders --retention 7d
+step get watermark --dag-id incremental_orders \
+    --run-id 'scheduled__2026-11-28T00:00:00+00:00' --task-id load_new_orders -o plain
+step get job --dag-id spark_daily_etl --run-id 'manual__2026-11-28T06:00:00+00:00' --task-id submit_job -o json
+step list --assets
+step clean --dry-run
+step clean
+step list --expired
+step list
+printf '\nThe demo metastore is %s/airflow.db; try more commands with AIRFLOW_HOME=%s %s --help\n' "$demo" "$demo" "$bin"

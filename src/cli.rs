@@ -1,0 +1,209 @@
+//! The command line, as clap definitions. Nothing here touches a database: these types are
+//! turned into validated options by the command modules before any connection is opened.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    success
+  1    not found: the key, dag run or asset does not exist
+  2    invalid usage or input (flags, values, JSON)
+  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
+  4    database error (cannot open, connect, read or write)
+  5    schema not recognised (not an Airflow 3.3 state store)
+  130  stopped by SIGINT, 143 stopped by SIGTERM
+
+Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
+$AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
+variables override the file, and flags override both.";
+
+/// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
+/// directly in the metastore database.
+#[derive(Debug, Parser)]
+#[command(name = "state-store", version, about, after_help = EXIT_CODES, max_term_width = 100)]
+pub(crate) struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GlobalArgs {
+    /// Airflow configuration file (airflow.cfg, or a .toml file with the same sections)
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Database URL, overriding [database] sql_alchemy_conn (e.g. sqlite:////path/airflow.db)
+    #[arg(long, global = true, value_name = "URL")]
+    pub conn: Option<String>,
+    /// Output format: table for people, json/yaml for programs, plain for shell variables
+    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    pub output: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    Table,
+    Json,
+    Yaml,
+    Plain,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Print the value stored under a key (exit 1 when it does not exist)
+    Get(GetArgs),
+    /// Store a JSON value under a key (an upsert, as Airflow does)
+    Set(SetArgs),
+    /// Delete one key (a missing key is not an error, as in Airflow)
+    Delete(DeleteArgs),
+    /// Delete every key of a task instance or an asset
+    Clear(ClearArgs),
+    /// List keys with their values, filtered by scope
+    List(ListArgs),
+    /// Delete expired task keys and the keys of inactive assets, in batches
+    Clean(CleanArgs),
+    /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
+    #[command(subcommand)]
+    Sandbox(SandboxCommand),
+}
+
+/// Where a key lives: a task instance (--dag-id, --run-id, --task-id, --map-index) or an asset
+/// (--asset, --asset-uri or --asset-id).
+#[derive(Debug, Args, Clone, Default)]
+pub(crate) struct ScopeArgs {
+    /// Dag id of the task instance
+    #[arg(long, value_name = "DAG_ID", help_heading = "Task scope")]
+    pub dag_id: Option<String>,
+    /// Run id of the dag run
+    #[arg(long, value_name = "RUN_ID", help_heading = "Task scope")]
+    pub run_id: Option<String>,
+    /// Task id of the task instance
+    #[arg(long, value_name = "TASK_ID", help_heading = "Task scope")]
+    pub task_id: Option<String>,
+    /// Map index of a mapped task; -1 (the default) for an unmapped task
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Task scope")]
+    pub map_index: Option<i64>,
+    /// Asset by name (active assets only)
+    #[arg(long, value_name = "NAME", help_heading = "Asset scope")]
+    pub asset: Option<String>,
+    /// Asset by URI (active assets only)
+    #[arg(long, value_name = "URI", help_heading = "Asset scope")]
+    pub asset_uri: Option<String>,
+    /// Asset by id (also reaches inactive assets)
+    #[arg(long, value_name = "ID", help_heading = "Asset scope")]
+    pub asset_id: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GetArgs {
+    /// The key (up to 512 characters; `/` and any other character allowed)
+    pub key: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct SetArgs {
+    /// The key (up to 512 characters; `/` and any other character allowed)
+    pub key: String,
+    /// The value as JSON text, e.g. '42', '"text"', '{"a": [1, 2]}'; `-` reads it from stdin
+    #[arg(allow_hyphen_values = true)]
+    pub value: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Keep the key for this long (90s, 15m, 6h, 7d, 2w, 1h30m) or `never`;
+    /// default: [state_store] default_retention_days. Task scope only
+    #[arg(long, value_name = "DURATION", conflicts_with = "expires_at")]
+    pub retention: Option<String>,
+    /// Expire the key at this instant (RFC 3339, e.g. 2026-12-31T00:00:00Z). Task scope only
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub expires_at: Option<String>,
+    /// Write a value longer than [state_store] max_value_storage_bytes anyway
+    #[arg(long)]
+    pub allow_large: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DeleteArgs {
+    /// The key to delete
+    pub key: String,
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ClearArgs {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Clear every map index of the task, not only --map-index
+    #[arg(long, conflicts_with = "map_index")]
+    pub all_map_indices: bool,
+    /// Do not ask for confirmation (required when not on a terminal)
+    #[arg(short = 'y', long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ListArgs {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// List the keys of every asset
+    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    pub assets: bool,
+    /// Only task keys that have expired and not yet been cleaned
+    #[arg(long)]
+    pub expired: bool,
+    /// At most this many rows; 0 means no limit
+    #[arg(long, value_name = "N", default_value_t = 100)]
+    pub limit: u64,
+    /// Skip this many rows first
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub offset: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CleanArgs {
+    /// Show what would be deleted (counts and a sample), delete nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Delete task keys that expired before this instant (RFC 3339) instead of now; never later than now
+    #[arg(long, value_name = "TIMESTAMP")]
+    pub before: Option<String>,
+    /// Rows per batch, each batch its own transaction; 0 deletes all in one statement.
+    /// Default: [state_store] state_cleanup_batch_size
+    #[arg(long, value_name = "N")]
+    pub batch_size: Option<String>,
+    /// Rows shown in the sample of a dry run
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub sample: u64,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SandboxCommand {
+    /// Create the Airflow 3.3.2 state-store tables in a new, empty database
+    Create {
+        /// Also add example dag runs, assets and keys (some of them expired)
+        #[arg(long)]
+        sample_data: bool,
+    },
+    /// Add a dag run to a sandbox (refused on a real metastore)
+    AddDagRun {
+        #[arg(long)]
+        dag_id: String,
+        #[arg(long)]
+        run_id: String,
+    },
+    /// Add an asset to a sandbox (refused on a real metastore); prints its id
+    AddAsset {
+        #[arg(long)]
+        name: String,
+        #[arg(long)]
+        uri: String,
+        /// Do not mark the asset active (its keys are then orphans that clean removes)
+        #[arg(long)]
+        inactive: bool,
+    },
+}

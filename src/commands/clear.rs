@@ -1,0 +1,90 @@
+//! `clear <scope>`: removes every key of a task instance (one map index, or all of them) or of
+//! an asset. It deletes many rows at once, so it asks first on a terminal and needs `--yes`
+//! anywhere else; the database is untouched until the user agrees.
+
+use std::io::{BufRead, IsTerminal, Write};
+
+use super::{Context, Scope, describe_asset, require_asset, require_dag_run, scope_from_args};
+use crate::cli::{ClearArgs, GlobalArgs};
+use crate::db::{Access, Metastore};
+use crate::error::{Error, Result};
+use crate::output::{self, Rendered, int, obj};
+
+pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
+    let scope = scope_from_args(&args.scope)?;
+    if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
+        return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()));
+    }
+    let ctx = Context::load(global, None)?;
+    let mut store = ctx.open(Access::ReadWrite)?;
+    let (target, place) = match &scope {
+        Scope::Task(task) => {
+            require_dag_run(store.as_mut(), task)?;
+            let place = if args.all_map_indices {
+                format!("task dag_id={:?} run_id={:?} task_id={:?} (every map index)", task.dag_id, task.run_id, task.task_id)
+            } else {
+                format!("task {task}")
+            };
+            (Target::Task(task), place)
+        }
+        Scope::Asset(selector) => {
+            let asset = require_asset(store.as_mut(), selector)?;
+            let place = describe_asset(&asset);
+            (Target::Asset(asset.id), place)
+        }
+    };
+    let present = target.count(store.as_mut(), args.all_map_indices)?;
+    let deleted = if present == 0 {
+        0
+    } else if confirmed(args.yes, present, &place)? {
+        target.clear(store.as_mut(), args.all_map_indices)?
+    } else {
+        output::note("cancelled; nothing deleted");
+        return Ok(());
+    };
+    output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
+    output::emit(
+        ctx.format,
+        &Rendered { doc: obj(vec![("deleted", int(deleted))]), tables: Vec::new(), plain: Some(deleted.to_string()) },
+    )?;
+    Ok(())
+}
+
+enum Target<'a> {
+    Task(&'a crate::model::TaskScope),
+    Asset(i64),
+}
+
+impl Target<'_> {
+    fn count(&self, store: &mut dyn Metastore, all: bool) -> Result<u64> {
+        match self {
+            Target::Task(scope) => store.count_task_scope(scope, all),
+            Target::Asset(id) => store.count_asset_scope(*id),
+        }
+    }
+
+    fn clear(&self, store: &mut dyn Metastore, all: bool) -> Result<u64> {
+        match self {
+            Target::Task(scope) => store.clear_task(scope, all),
+            Target::Asset(id) => store.clear_asset(*id),
+        }
+    }
+}
+
+/// `--yes`, or a "y" typed at a terminal. Without a terminal there is nobody to ask.
+fn confirmed(yes: bool, present: u64, place: &str) -> Result<bool> {
+    if yes {
+        return Ok(true);
+    }
+    if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+        return Err(Error::Usage(format!(
+            "clear would remove {present} key(s) of {place}; pass --yes to confirm when not on a terminal"
+        )));
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = write!(err, "Remove {present} key(s) of {place}? [y/N] ");
+    let _ = err.flush();
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer).map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}

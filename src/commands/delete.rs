@@ -1,0 +1,43 @@
+//! `delete KEY <scope>`: removes one key. A missing key is a no-op, as in Airflow, but the
+//! user is told on stderr; a missing dag run or asset is "not found".
+
+use super::{Context, Scope, check_key, describe_asset, require_asset, require_dag_run, scope_from_args};
+use crate::cli::{DeleteArgs, GlobalArgs};
+use crate::db::Access;
+use crate::error::Result;
+use crate::json::Json;
+use crate::output::{self, Rendered, int, obj};
+
+pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
+    check_key(&args.key)?;
+    let scope = scope_from_args(&args.scope)?;
+    let ctx = Context::load(global, None)?;
+    let mut store = ctx.open(Access::ReadWrite)?;
+    let (deleted, place) = match scope {
+        Scope::Task(scope) => {
+            let deleted = store.delete_task(&scope, &args.key)?;
+            if deleted == 0 {
+                require_dag_run(store.as_mut(), &scope)?;
+            }
+            (deleted, format!("task {scope}"))
+        }
+        Scope::Asset(selector) => {
+            let asset = require_asset(store.as_mut(), &selector)?;
+            (store.delete_asset(asset.id, &args.key)?, describe_asset(&asset))
+        }
+    };
+    if deleted == 0 {
+        output::note(&format!("key {:?} not found for {place}; nothing deleted", args.key));
+    } else {
+        output::note(&format!("deleted key {:?} of {place}", args.key));
+    }
+    output::emit(
+        ctx.format,
+        &Rendered {
+            doc: obj(vec![("key", Json::Str(args.key.clone())), ("deleted", int(deleted))]),
+            tables: Vec::new(),
+            plain: Some(deleted.to_string()),
+        },
+    )?;
+    Ok(())
+}

@@ -1,0 +1,55 @@
+//! `get KEY <scope>`: one stored value. Like Airflow 3.3, an expired row that no clean has
+//! removed yet is still returned.
+
+use super::{Context, Scope, check_key, require_asset, require_dag_run, scope_from_args};
+use crate::cli::{GetArgs, GlobalArgs};
+use crate::db::Access;
+use crate::error::{Error, Result};
+use crate::output::{self, Rendered, Table};
+
+pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
+    check_key(&args.key)?;
+    let scope = scope_from_args(&args.scope)?;
+    let ctx = Context::load(global, None)?;
+    let mut store = ctx.open(Access::ReadOnly)?;
+    let rendered = match scope {
+        Scope::Task(scope) => {
+            let Some(entry) = store.task_entry(&scope, &args.key)? else {
+                require_dag_run(store.as_mut(), &scope)?;
+                return Err(Error::NotFound(format!("key {:?} not found for task {scope}", args.key)));
+            };
+            let value = output::stored_value(&entry.key, &entry.value);
+            Rendered {
+                tables: vec![Table {
+                    title: None,
+                    headers: output::TASK_HEADERS.to_vec(),
+                    rows: vec![output::task_row(&entry, &value, false)],
+                }],
+                plain: Some(output::plain_value(&value)),
+                doc: output::task_entry_json(&entry, value),
+            }
+        }
+        Scope::Asset(selector) => {
+            let asset = require_asset(store.as_mut(), &selector)?;
+            let Some(entry) = store.asset_entry(&asset, &args.key)? else {
+                return Err(Error::NotFound(format!(
+                    "key {:?} not found for {}",
+                    args.key,
+                    super::describe_asset(&asset)
+                )));
+            };
+            let value = output::stored_value(&entry.key, &entry.value);
+            Rendered {
+                tables: vec![Table {
+                    title: None,
+                    headers: output::ASSET_HEADERS.to_vec(),
+                    rows: vec![output::asset_row(&entry, &value, false)],
+                }],
+                plain: Some(output::plain_value(&value)),
+                doc: output::asset_entry_json(&entry, value),
+            }
+        }
+    };
+    output::emit(ctx.format, &rendered)?;
+    Ok(())
+}

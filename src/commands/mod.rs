@@ -1,0 +1,203 @@
+//! One module per subcommand, each thin: turn arguments into validated options, call the
+//! database layer, hand a report to [`crate::output`]. This module holds what they share:
+//! loading the configuration, opening the metastore, and validating scopes and keys.
+
+mod clean;
+mod clear;
+mod delete;
+mod get;
+mod list;
+mod sandbox;
+mod set;
+
+use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
+use crate::config::{self, Overrides, Settings};
+use crate::db::{self, Access, Metastore};
+use crate::error::{Error, Result};
+use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
+use crate::url::DbUrl;
+
+pub(crate) fn run(cli: Cli) -> Result<()> {
+    let Cli { global, command } = cli;
+    match command {
+        Command::Get(args) => get::run(&global, &args),
+        Command::Set(args) => set::run(&global, &args),
+        Command::Delete(args) => delete::run(&global, &args),
+        Command::Clear(args) => clear::run(&global, &args),
+        Command::List(args) => list::run(&global, &args),
+        Command::Clean(args) => clean::run(&global, &args),
+        Command::Sandbox(args) => sandbox::run(&global, &args),
+    }
+}
+
+/// The validated configuration of one run: everything is checked before a database is opened.
+pub(crate) struct Context {
+    pub settings: Settings,
+    pub url: DbUrl,
+    pub format: Format,
+}
+
+impl Context {
+    pub(crate) fn load(global: &GlobalArgs, batch_size: Option<&str>) -> Result<Context> {
+        let overrides = Overrides {
+            config_path: global.config.clone(),
+            conn: global.conn.clone(),
+            batch_size: batch_size.map(str::to_string),
+            schema: None,
+        };
+        let settings = config::load(&overrides, &|name| std::env::var(name).ok())
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let conn = &settings.sql_alchemy_conn;
+        let url = DbUrl::parse(&conn.value).map_err(|e| {
+            Error::Config(format!("invalid [database] sql_alchemy_conn (from {}): {e}", conn.source))
+        })?;
+        if let Some(password) = &url.password {
+            crate::redact::register(password);
+        }
+        Ok(Context { settings, url, format: global.output })
+    }
+
+    pub(crate) fn open(&self, access: Access) -> Result<Box<dyn Metastore>> {
+        db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access)
+    }
+}
+
+/// Where a command acts: one task instance, or one asset.
+pub(crate) enum Scope {
+    Task(TaskScope),
+    Asset(AssetSelector),
+}
+
+fn check_identifier(flag: &str, value: &str) -> Result<()> {
+    if value.is_empty() {
+        return Err(Error::Usage(format!("{flag} must not be empty")));
+    }
+    let chars = value.chars().count();
+    if chars > MAX_ID_CHARS {
+        return Err(Error::Usage(format!(
+            "{flag} is {chars} characters long; Airflow's column holds at most {MAX_ID_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() {
+        return Err(Error::Usage("the key must not be empty".to_string()));
+    }
+    let chars = key.chars().count();
+    if chars > MAX_KEY_CHARS {
+        return Err(Error::Usage(format!(
+            "the key is {chars} characters long; Airflow keys hold at most {MAX_KEY_CHARS}"
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
+    if map_index < -1 {
+        return Err(Error::Usage(format!(
+            "--map-index {map_index} is invalid: use -1 for an unmapped task, or 0 and up"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether any asset-scope flag was given.
+pub(crate) fn has_asset_flags(args: &ScopeArgs) -> bool {
+    args.asset.is_some() || args.asset_uri.is_some() || args.asset_id.is_some()
+}
+
+pub(crate) fn has_task_flags(args: &ScopeArgs) -> bool {
+    args.dag_id.is_some() || args.run_id.is_some() || args.task_id.is_some() || args.map_index.is_some()
+}
+
+/// Exactly one asset selector, or `None` when no asset flag was given.
+pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> {
+    let mut given = Vec::new();
+    if let Some(name) = &args.asset {
+        given.push(AssetSelector::Name(name.clone()));
+    }
+    if let Some(uri) = &args.asset_uri {
+        given.push(AssetSelector::Uri(uri.clone()));
+    }
+    if let Some(id) = args.asset_id {
+        given.push(AssetSelector::Id(id));
+    }
+    match given.len() {
+        0 => Ok(None),
+        1 => Ok(given.pop()),
+        _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string())),
+    }
+}
+
+/// Turns scope flags into one scope, refusing incomplete or mixed ones.
+pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
+    if let Some(selector) = asset_selector(args)? {
+        if has_task_flags(args) {
+            return Err(Error::Usage(
+                "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both"
+                    .to_string(),
+            ));
+        }
+        return Ok(Scope::Asset(selector));
+    }
+    let missing: Vec<&str> = [("--dag-id", &args.dag_id), ("--run-id", &args.run_id), ("--task-id", &args.task_id)]
+        .into_iter()
+        .filter(|(_, v)| v.is_none())
+        .map(|(flag, _)| flag)
+        .collect();
+    match (&args.dag_id, &args.run_id, &args.task_id) {
+        (Some(dag_id), Some(run_id), Some(task_id)) => {
+            check_identifier("--dag-id", dag_id)?;
+            check_identifier("--run-id", run_id)?;
+            check_identifier("--task-id", task_id)?;
+            let map_index = args.map_index.unwrap_or(-1);
+            check_map_index(map_index)?;
+            Ok(Scope::Task(TaskScope {
+                dag_id: dag_id.clone(),
+                run_id: run_id.clone(),
+                task_id: task_id.clone(),
+                map_index,
+            }))
+        }
+        _ if missing.len() == 3 && args.map_index.is_none() => Err(Error::Usage(
+            "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)"
+                .to_string(),
+        )),
+        _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", ")))),
+    }
+}
+
+/// The dag run of a task scope must exist: the tool never creates one, and a write without it
+/// would violate Airflow's foreign key.
+pub(crate) fn require_dag_run(store: &mut dyn Metastore, scope: &TaskScope) -> Result<i64> {
+    store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
+        Error::NotFound(format!("no dag run found for dag_id={:?} run_id={:?}", scope.dag_id, scope.run_id))
+    })
+}
+
+/// Resolves an asset selector. Names and URIs address active assets only, as tasks do.
+pub(crate) fn require_asset(store: &mut dyn Metastore, selector: &AssetSelector) -> Result<Asset> {
+    if let Some(asset) = store.find_asset(selector)? {
+        return Ok(asset);
+    }
+    if store.asset_exists_inactive(selector)? {
+        return Err(Error::NotFound(format!(
+            "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
+        )));
+    }
+    Err(Error::NotFound(format!("no asset found with {selector}")))
+}
+
+pub(crate) fn describe_asset(asset: &Asset) -> String {
+    format!("asset {:?} (id {})", asset.name, asset.id)
+}
+
+/// Reads a whole stream as UTF-8, for `set KEY -`.
+pub(crate) fn read_stdin() -> Result<String> {
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+        .map_err(|e| Error::Usage(format!("cannot read the value from stdin: {e}")))?;
+    Ok(text)
+}

@@ -1,0 +1,96 @@
+//! `sandbox`: a throw-away Airflow 3.3 metastore, for trying the tool (the README's demo) and
+//! for tests, which add their own dag runs and assets through it on every dialect alike.
+
+use super::Context;
+use crate::cli::{GlobalArgs, SandboxCommand};
+use crate::db::{self, Access, AssetWrite, TaskWrite};
+use crate::error::Result;
+use crate::json::Json;
+use crate::model::TaskScope;
+use crate::output::{self, Rendered, int, obj};
+use crate::time::Timestamp;
+
+pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
+    let ctx = Context::load(global, None)?;
+    let mut sandbox = db::open_sandbox(&ctx.url)?;
+    let doc = match command {
+        SandboxCommand::Create { sample_data } => {
+            sandbox.create()?;
+            drop(sandbox);
+            if *sample_data {
+                add_sample_data(&ctx)?;
+            }
+            output::note(&format!(
+                "created an Airflow 3.3.2 state-store sandbox at {}{}",
+                ctx.url.redacted(),
+                if *sample_data { " with sample data" } else { "" }
+            ));
+            obj(vec![("created", Json::Bool(true)), ("sample_data", Json::Bool(*sample_data))])
+        }
+        SandboxCommand::AddDagRun { dag_id, run_id } => {
+            let id = sandbox.add_dag_run(dag_id, run_id)?;
+            obj(vec![("dag_run_id", int(id))])
+        }
+        SandboxCommand::AddAsset { name, uri, inactive } => {
+            let id = sandbox.add_asset(name, uri, !inactive)?;
+            obj(vec![("asset_id", int(id))])
+        }
+    };
+    let plain = match &doc {
+        Json::Object(fields) => fields.first().map(|(_, v)| crate::json::dumps_unicode(v)),
+        _ => None,
+    };
+    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })?;
+    Ok(())
+}
+
+const HOUR: i64 = 3_600_000_000;
+const DAY: i64 = 24 * HOUR;
+
+/// A small, realistic state store: watermarks, job ids and mapped-task offsets, some keys
+/// already expired, one never expiring, and an inactive asset whose keys are orphans.
+fn add_sample_data(ctx: &Context) -> Result<()> {
+    let mut sandbox = db::open_sandbox(&ctx.url)?;
+    let runs = [
+        ("incremental_orders", "scheduled__2026-11-20T00:00:00+00:00"),
+        ("incremental_orders", "scheduled__2026-11-28T00:00:00+00:00"),
+        ("spark_daily_etl", "manual__2026-11-28T06:00:00+00:00"),
+    ];
+    let mut run_ids = Vec::new();
+    for (dag_id, run_id) in runs {
+        run_ids.push(sandbox.add_dag_run(dag_id, run_id)?);
+    }
+    let orders = sandbox.add_asset("orders", "s3://warehouse/orders/", true)?;
+    let legacy = sandbox.add_asset("legacy_orders", "s3://warehouse/orders-v1/", false)?;
+    drop(sandbox);
+
+    let mut store = ctx.open(Access::ReadWrite)?;
+    let now = Timestamp::now();
+    let at = |offset: i64| Timestamp::from_micros(now.micros() + offset);
+    // (run, task, map_index, key, value, updated, expires)
+    let rows: [(usize, &str, i64, &str, &str, i64, Option<i64>); 8] = [
+        (0, "load_new_orders", -1, "watermark", r#""2026-11-20T00:00:00Z""#, -9 * DAY, Some(-2 * DAY)),
+        (0, "load_new_orders", -1, "rows_loaded", "1250", -9 * DAY, Some(-2 * DAY)),
+        (1, "load_new_orders", -1, "watermark", r#""2026-11-28T00:00:00Z""#, -HOUR, Some(30 * DAY - HOUR)),
+        (1, "load_new_orders", -1, "rows_loaded", "1312", -HOUR, Some(30 * DAY - HOUR)),
+        (1, "transform", 0, "offset", "4096", -HOUR, Some(6 * HOUR)),
+        (1, "transform", 1, "offset", "8192", -HOUR, Some(6 * HOUR)),
+        (2, "submit_job", -1, "job", r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#, -2 * HOUR, None),
+        (2, "submit_job", -1, "checkpoint/path", r#""s3://warehouse/checkpoints/daily/""#, -2 * HOUR, Some(-HOUR)),
+    ];
+    for (run, task_id, map_index, key, value, updated, expires) in rows {
+        let (dag_id, run_id) = runs[run];
+        let scope = TaskScope { dag_id: dag_id.into(), run_id: run_id.into(), task_id: task_id.into(), map_index };
+        store.upsert_task(&TaskWrite {
+            dag_run_id: run_ids[run],
+            scope: &scope,
+            key,
+            value,
+            updated_at: at(updated),
+            expires_at: expires.map(at),
+        })?;
+    }
+    store.upsert_asset(&AssetWrite { asset_id: orders, key: "watermark", value: r#""2026-11-28T23:59:59Z""#, updated_at: at(-HOUR) })?;
+    store.upsert_asset(&AssetWrite { asset_id: legacy, key: "cursor", value: "[17, \"page-3\"]", updated_at: at(-40 * DAY) })?;
+    Ok(())
+}

@@ -1,0 +1,138 @@
+//! `set KEY VALUE <scope>`: an upsert, written exactly as Airflow writes it: the value as
+//! Python's `json.dumps` text, `updated_at` now, and (task scope) `expires_at` from the
+//! retention, the explicit instant, or `[state_store] default_retention_days`.
+
+use super::{Context, Scope, check_key, describe_asset, read_stdin, require_asset, require_dag_run, scope_from_args};
+use crate::cli::{GlobalArgs, SetArgs};
+use crate::db::{Access, AssetWrite, TaskWrite};
+use crate::error::{Error, Result};
+use crate::json::{self, Json, ParseErrorKind};
+use crate::model::{AssetEntry, StoredTime, TaskEntry};
+use crate::output::{self, Rendered, Table};
+use crate::time::{self, Retention, Timestamp};
+
+pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
+    check_key(&args.key)?;
+    let scope = scope_from_args(&args.scope)?;
+    let text = if args.value == "-" { read_stdin()? } else { args.value.clone() };
+    let value = parse_value(&text)?;
+    let ctx = Context::load(global, None)?;
+    let encoded = json::dumps(&value);
+    check_size(&ctx, &encoded, args.allow_large)?;
+    let now = Timestamp::now();
+
+    let rendered = match scope {
+        Scope::Task(scope) => {
+            let expires_at = expiry(&ctx, args, now)?;
+            let mut store = ctx.open(Access::ReadWrite)?;
+            let dag_run_id = require_dag_run(store.as_mut(), &scope)?;
+            store.upsert_task(&TaskWrite {
+                dag_run_id,
+                scope: &scope,
+                key: &args.key,
+                value: &encoded,
+                updated_at: now,
+                expires_at,
+            })?;
+            let entry = TaskEntry {
+                scope,
+                key: args.key.clone(),
+                value: encoded,
+                updated_at: StoredTime::At(now),
+                expires_at: expires_at.map(StoredTime::At),
+            };
+            Rendered {
+                tables: vec![Table {
+                    title: None,
+                    headers: output::TASK_HEADERS.to_vec(),
+                    rows: vec![output::task_row(&entry, &value, true)],
+                }],
+                plain: None,
+                doc: output::task_entry_json(&entry, value),
+            }
+        }
+        Scope::Asset(selector) => {
+            if args.retention.is_some() || args.expires_at.is_some() {
+                return Err(Error::Usage(
+                    "asset keys never expire: --retention and --expires-at are for task keys".to_string(),
+                ));
+            }
+            let mut store = ctx.open(Access::ReadWrite)?;
+            let asset = require_asset(store.as_mut(), &selector)?;
+            if !asset.active {
+                return Err(Error::NotFound(format!(
+                    "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+                    describe_asset(&asset)
+                )));
+            }
+            store.upsert_asset(&AssetWrite { asset_id: asset.id, key: &args.key, value: &encoded, updated_at: now })?;
+            let entry = AssetEntry {
+                asset_id: asset.id,
+                asset_name: Some(asset.name.clone()),
+                asset_uri: Some(asset.uri.clone()),
+                key: args.key.clone(),
+                value: encoded,
+                updated_at: StoredTime::At(now),
+                last_updated_by_kind: Some("api".to_string()),
+            };
+            Rendered {
+                tables: vec![Table {
+                    title: None,
+                    headers: output::ASSET_HEADERS.to_vec(),
+                    rows: vec![output::asset_row(&entry, &value, true)],
+                }],
+                plain: None,
+                doc: output::asset_entry_json(&entry, value),
+            }
+        }
+    };
+    output::emit(ctx.format, &rendered)?;
+    Ok(())
+}
+
+/// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
+/// refuses: `null` ("Cannot set value as None") and non-finite numbers.
+fn parse_value(text: &str) -> Result<Json> {
+    let value = json::parse(text).map_err(|e| match e.kind() {
+        ParseErrorKind::NonFinite => {
+            Error::Usage(format!("invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"))
+        }
+        _ => Error::Usage(format!("invalid value: not JSON: {e} (a string needs quotes: '\"text\"')")),
+    })?;
+    if value == Json::Null {
+        return Err(Error::Usage("invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete".to_string()));
+    }
+    Ok(value)
+}
+
+fn check_size(ctx: &Context, encoded: &str, allow_large: bool) -> Result<()> {
+    let limit = &ctx.settings.max_value_storage_bytes;
+    let size = encoded.len() as u64;
+    if limit.value > 0 && size > limit.value && !allow_large {
+        return Err(Error::Usage(format!(
+            "the value is {size} bytes as stored, over [state_store] max_value_storage_bytes = {} (from {}); \
+             pass --allow-large to write it anyway",
+            limit.value, limit.source
+        )));
+    }
+    Ok(())
+}
+
+/// The task row's `expires_at`: `--expires-at`, `--retention`, or the configured default
+/// (`default_retention_days = 0` means never), computed at write time as Airflow does.
+fn expiry(ctx: &Context, args: &SetArgs, now: Timestamp) -> Result<Option<Timestamp>> {
+    if let Some(text) = &args.expires_at {
+        let at = Timestamp::parse_rfc3339(text).map_err(|e| Error::Usage(format!("invalid --expires-at: {e}")))?;
+        return Ok(Some(at));
+    }
+    let retention = match &args.retention {
+        Some(text) => time::parse_retention(text).map_err(|e| Error::Usage(format!("invalid --retention: {e}")))?,
+        None => {
+            let days = &ctx.settings.default_retention_days;
+            Retention::from_default_retention_days(i64::from(days.value)).map_err(|e| {
+                Error::Config(format!("invalid [state_store] default_retention_days (from {}): {e}", days.source))
+            })?
+        }
+    };
+    retention.expires_at(now).map_err(|e| Error::Usage(format!("cannot compute the expiry: {e}")))
+}

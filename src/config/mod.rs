@@ -1,0 +1,1700 @@
+//! The settings `state-store` shares with Apache Airflow 3.3, found the way Airflow's
+//! `conf.get` finds them, so that the tool works on the same database with the same limits as
+//! the Airflow installation around it.
+//!
+//! For each option the first of these wins: the command-line flag (where there is one), the
+//! `AIRFLOW__{SECTION}__{KEY}` environment variable, its `_CMD` and `_SECRET` forms, the config
+//! file's option, its `_cmd` and `_secret` forms, the built-in default. `_cmd` and `_secret`
+//! exist only for the options Airflow marks sensitive (here `[database] sql_alchemy_conn`), and
+//! that option is also still looked up under its pre-3.0 name `[core] sql_alchemy_conn`. Values
+//! from the environment, the file and the defaults get Airflow's `$VAR`/`~` expansion; command
+//! output does not. Every value is checked here, before any database is opened, and every
+//! answer says where it came from.
+//!
+//! Nothing is printed and nothing is written: where Airflow would create a missing config file,
+//! this module just uses the defaults that Airflow would have used.
+
+mod ini;
+mod toml_file;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use ini::{parse_ini, py_space};
+use toml_file::parse_toml;
+
+/// The built-in state store backend, the default of `[state_store] backend`.
+pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBackend";
+
+/// Other dotted paths that name that very class. Airflow's clean checks
+/// `isinstance(backend, MetastoreBackend)` on whatever `import_string` returns, and these two
+/// Airflow modules import the class under its own name, so they resolve to it too.
+const METASTORE_BACKEND_REEXPORTS: &[&str] = &[
+    "airflow.cli.commands.state_store_command.MetastoreBackend",
+    "airflow.api_fastapi.execution_api.routes.asset_state_store.MetastoreBackend",
+];
+
+/// Where a setting's value came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// A command-line flag, e.g. `--batch-size`.
+    Flag(&'static str),
+    /// An environment variable, by name.
+    Env(String),
+    /// The output of the command in this environment variable.
+    EnvCmd(String),
+    /// An option in the config file.
+    File { path: PathBuf, line: Option<usize> },
+    /// The output of the command in this `_cmd` option of the config file.
+    FileCmd { path: PathBuf, line: Option<usize> },
+    /// Airflow's built-in default.
+    Default,
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Flag(flag) => write!(f, "{flag} flag"),
+            Source::Env(var) => write!(f, "environment variable {var}"),
+            Source::EnvCmd(var) => write!(f, "command in environment variable {var}"),
+            Source::File { path, line } => {
+                write!(f, "{}", path.display())?;
+                line.map_or(Ok(()), |line| write!(f, " line {line}"))
+            }
+            Source::FileCmd { path, line } => {
+                write!(f, "command in {}", path.display())?;
+                line.map_or(Ok(()), |line| write!(f, " line {line}"))
+            }
+            Source::Default => f.write_str("default"),
+        }
+    }
+}
+
+/// A setting's value and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sourced<T> {
+    pub value: T,
+    pub source: Source,
+}
+
+/// What the command line says about configuration. `batch_size` is the flag's raw text, so
+/// that it is checked by the same rules, with the same messages, as the other sources.
+#[derive(Clone, Default)]
+pub(crate) struct Overrides {
+    pub config_path: Option<PathBuf>,
+    pub conn: Option<String>,
+    pub batch_size: Option<String>,
+    pub schema: Option<String>,
+}
+
+impl fmt::Debug for Overrides {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Overrides")
+            .field("config_path", &self.config_path)
+            .field("conn", &self.conn.as_ref().map(|_| "<hidden>"))
+            .field("batch_size", &self.batch_size)
+            .field("schema", &self.schema)
+            .finish()
+    }
+}
+
+/// The checked settings.
+#[derive(Clone)]
+pub(crate) struct Settings {
+    /// The config file actually read, if any.
+    pub config_file: Option<PathBuf>,
+    pub backend: Sourced<String>,
+    pub default_retention_days: Sourced<u32>,
+    pub state_cleanup_batch_size: Sourced<u64>,
+    pub clear_on_success: Sourced<bool>,
+    /// 0 disables the limit.
+    pub max_value_storage_bytes: Sourced<u64>,
+    /// An SQLAlchemy URL, possibly with a password: never print it whole.
+    pub sql_alchemy_conn: Sourced<String>,
+    pub sql_alchemy_schema: Sourced<Option<String>>,
+}
+
+impl fmt::Debug for Settings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Settings")
+            .field("config_file", &self.config_file)
+            .field("backend", &self.backend)
+            .field("default_retention_days", &self.default_retention_days)
+            .field("state_cleanup_batch_size", &self.state_cleanup_batch_size)
+            .field("clear_on_success", &self.clear_on_success)
+            .field("max_value_storage_bytes", &self.max_value_storage_bytes)
+            .field("sql_alchemy_conn", &self.sql_alchemy_conn.source)
+            .field("sql_alchemy_schema", &self.sql_alchemy_schema)
+            .finish()
+    }
+}
+
+impl Settings {
+    /// Whether `[state_store] backend` is Airflow's built-in metastore backend, the only one
+    /// Airflow's own clean works on. A user's subclass cannot be recognised from its name and
+    /// counts as custom.
+    pub(crate) fn is_builtin_backend(&self) -> bool {
+        let name = self.backend.value.as_str();
+        name == METASTORE_BACKEND || METASTORE_BACKEND_REEXPORTS.contains(&name)
+    }
+}
+
+/// Why the settings could not be loaded. Messages never contain the value of a sensitive
+/// option nor the output of a command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ConfigError {
+    /// The config file cannot be read.
+    Io { path: PathBuf, reason: String },
+    /// The config file is malformed, or a value in it cannot be `%`-expanded.
+    Parse { path: PathBuf, line: Option<usize>, message: String },
+    /// A value was found but is not acceptable. `value` is `None` for sensitive options.
+    Invalid { option: String, value: Option<String>, source: Source, reason: String },
+    /// A `_cmd` command could not be run, failed or printed nothing.
+    Command { option: String, source: Source, reason: String },
+    /// A `_secret` reference, which only Airflow's secrets backend can resolve.
+    Secret { option: String, source: Source },
+    /// An Airflow environment variable that locates the configuration is unusable.
+    Environment { var: String, reason: String },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::Io { path, reason } => {
+                write!(f, "cannot read config file {}: {reason}", path.display())
+            }
+            ConfigError::Parse { path, line: Some(line), message } => {
+                write!(f, "{} line {line}: {message}", path.display())
+            }
+            ConfigError::Parse { path, line: None, message } => write!(f, "{}: {message}", path.display()),
+            ConfigError::Invalid { option, value: Some(value), source, reason } => {
+                write!(f, "invalid {option} {value:?} (from {source}): {reason}")
+            }
+            ConfigError::Invalid { option, value: None, source, reason } => {
+                write!(f, "invalid {option} (from {source}): {reason}")
+            }
+            ConfigError::Command { option, source, reason } => {
+                write!(f, "cannot get {option} from {source}: {reason}")
+            }
+            ConfigError::Secret { option, source } => write!(
+                f,
+                "{option} (from {source}) needs Airflow's secrets backend, which state-store \
+                 cannot reach; set the value directly or use _cmd"
+            ),
+            ConfigError::Environment { var, reason } => {
+                write!(f, "environment variable {var} {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One option as Airflow defines it.
+struct Spec {
+    section: &'static str,
+    key: &'static str,
+    /// Airflow's `deprecated_options`: an older location still read when the current one is
+    /// unset, after it at each level (environment, file, command, secret).
+    deprecated: Option<(&'static str, &'static str)>,
+    /// Airflow's `sensitive` flag: only such options have `_cmd`/`_secret` forms, and their
+    /// values never appear in messages.
+    sensitive: bool,
+}
+
+impl Spec {
+    fn name(&self) -> String {
+        format!("[{}] {}", self.section, self.key)
+    }
+
+    fn locations(&self) -> impl Iterator<Item = (&'static str, &'static str)> {
+        std::iter::once((self.section, self.key)).chain(self.deprecated)
+    }
+}
+
+const BACKEND: Spec = Spec { section: "state_store", key: "backend", deprecated: None, sensitive: false };
+const DEFAULT_RETENTION_DAYS: Spec =
+    Spec { section: "state_store", key: "default_retention_days", deprecated: None, sensitive: false };
+const STATE_CLEANUP_BATCH_SIZE: Spec =
+    Spec { section: "state_store", key: "state_cleanup_batch_size", deprecated: None, sensitive: false };
+const CLEAR_ON_SUCCESS: Spec =
+    Spec { section: "state_store", key: "clear_on_success", deprecated: None, sensitive: false };
+const MAX_VALUE_STORAGE_BYTES: Spec =
+    Spec { section: "state_store", key: "max_value_storage_bytes", deprecated: None, sensitive: false };
+const SQL_ALCHEMY_CONN: Spec = Spec {
+    section: "database",
+    key: "sql_alchemy_conn",
+    deprecated: Some(("core", "sql_alchemy_conn")),
+    sensitive: true,
+};
+const SQL_ALCHEMY_SCHEMA: Spec =
+    Spec { section: "database", key: "sql_alchemy_schema", deprecated: None, sensitive: false };
+
+/// Airflow's environment variable for an option.
+fn env_var_name(section: &str, key: &str) -> String {
+    format!("AIRFLOW__{}__{}", section.replace('.', "_").to_uppercase(), key.to_uppercase())
+}
+
+/// The injected environment, guarded against names no environment can hold.
+struct Vars<'a> {
+    env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Vars<'_> {
+    fn get(&self, name: &str) -> Option<String> {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return None;
+        }
+        (self.env)(name)
+    }
+}
+
+/// Expansion stops with an error past these: Python would loop forever or run out of memory on
+/// a variable that contains itself.
+const MAX_EXPANSION_ROUNDS: usize = 64;
+const MAX_EXPANDED_LEN: usize = 1 << 20;
+
+/// Airflow's `expand_env_var`: Python's `os.path.expandvars` then `os.path.expanduser`, again
+/// and again until the text stops changing. `None` when it never settles.
+fn expand_env_var(value: &str, vars: &Vars<'_>) -> Option<String> {
+    let mut current = value.to_owned();
+    for _ in 0..MAX_EXPANSION_ROUNDS {
+        let next = expand_user(&expand_vars(&current, vars), vars);
+        if next == current {
+            return Some(next);
+        }
+        if next.len() > MAX_EXPANDED_LEN {
+            return None;
+        }
+        current = next;
+    }
+    None
+}
+
+/// `os.path.expandvars` (POSIX): `$name` (ASCII letters, digits, `_`) and `${anything}` are
+/// replaced when the variable exists and left alone otherwise; replaced text is not rescanned.
+fn expand_vars(text: &str, vars: &Vars<'_>) -> String {
+    if !text.contains('$') {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        let reference = if let Some(braced) = after.strip_prefix('{') {
+            braced.find('}').map(|end| (&braced[..end], end + 2))
+        } else {
+            let len = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+            (len > 0).then(|| (&after[..len], len))
+        };
+        if let Some((name, len)) = reference {
+            match vars.get(name) {
+                Some(value) => out.push_str(&value),
+                None => out.push_str(&rest[dollar..=dollar + len]),
+            }
+            rest = &after[len..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `os.path.expanduser` (POSIX): a leading `~` is `$HOME` (or the account's home directory
+/// when HOME is unset), `~name` that user's home directory; unknown users are left alone.
+fn expand_user(text: &str, vars: &Vars<'_>) -> String {
+    let Some(after) = text.strip_prefix('~') else {
+        return text.to_owned();
+    };
+    let end = after.find('/').unwrap_or(after.len());
+    let (user, tail) = after.split_at(end);
+    let home = if user.is_empty() {
+        vars.get("HOME").or_else(|| passwd_home(None))
+    } else {
+        passwd_home(Some(user))
+    };
+    let Some(home) = home else {
+        return text.to_owned();
+    };
+    let joined = format!("{}{tail}", home.trim_end_matches('/'));
+    if joined.is_empty() { "/".to_owned() } else { joined }
+}
+
+/// The home directory of `user`, or of the current user, from `/etc/passwd` (Python asks the
+/// `pwd` module, which reads the same database on ordinary systems).
+fn passwd_home(user: Option<&str>) -> Option<String> {
+    let uid = match user {
+        Some(_) => None,
+        None => Some(current_uid()?),
+    };
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() < 7 {
+            return None;
+        }
+        let matches = match (user, uid) {
+            (Some(user), _) => fields[0] == user,
+            (None, Some(uid)) => fields[2].parse::<u32>().ok() == Some(uid),
+            (None, None) => false,
+        };
+        matches.then(|| fields[5].to_owned())
+    })
+}
+
+#[cfg(unix)]
+fn current_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").ok().map(|meta| meta.uid())
+}
+
+#[cfg(not(unix))]
+fn current_uid() -> Option<u32> {
+    None
+}
+
+/// Python's `shlex.split` (POSIX mode, no comments), which Airflow uses to turn a `_cmd` value
+/// into an argument list: no shell runs, so pipes, `$VAR` and globs are plain text.
+fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    // True once the current word has begun, even if only with `''`.
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\r' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                word.push(chars.next().ok_or("it ends with a lone backslash")?);
+                in_word = true;
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        None => return Err("a quotation is not closed"),
+                        Some('\'') => break,
+                        Some(ch) => word.push(ch),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        None => return Err("a quotation is not closed"),
+                        Some('"') => break,
+                        Some('\\') => {
+                            let escaped = chars.next().ok_or("a quotation is not closed")?;
+                            // Inside double quotes a backslash only escapes `"` and `\`.
+                            if escaped != '"' && escaped != '\\' {
+                                word.push('\\');
+                            }
+                            word.push(escaped);
+                        }
+                        Some(ch) => word.push(ch),
+                    }
+                }
+            }
+            other => {
+                word.push(other);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// Longest stderr excerpt quoted in an error.
+const MAX_STDERR_EXCERPT: usize = 200;
+
+/// Runs a `_cmd` command as Airflow does (split by `shlex`, no shell) and returns its standard
+/// output, decoded as UTF-8 with undecodable bytes dropped (Airflow's `decode(..., "ignore")`).
+///
+/// Two deliberate differences from Airflow: trailing line ends are removed (Airflow keeps
+/// them, so `echo` output would put a newline into the URL, e.g. into an SQLite file name; no
+/// working setup depends on that), and empty output is an error (Airflow falls back to the
+/// default `[database] sql_alchemy_conn` for a file `_cmd`, and uses the empty string for an
+/// environment `_CMD`; both silently open some other database). The command gets no standard
+/// input, so it can never consume input meant for state-store. The error never contains the
+/// command's output, which is a secret by design; it may quote the first line of its stderr.
+fn run_command(command: &str) -> Result<String, String> {
+    let words = shlex_split(command).map_err(|e| format!("cannot split the command: {e}"))?;
+    let Some((program, args)) = words.split_first() else {
+        return Err("the command is empty".to_owned());
+    };
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().map(|l| l.trim_matches(py_space)).find(|l| !l.is_empty()).unwrap_or("");
+        let excerpt: String = first.chars().filter(|c| !c.is_control()).take(MAX_STDERR_EXCERPT).collect();
+        let how = describe_status(output.status);
+        return Err(if excerpt.is_empty() {
+            format!("`{program}` {how}")
+        } else {
+            format!("`{program}` {how}: {excerpt}")
+        });
+    }
+    let mut text = String::with_capacity(output.stdout.len());
+    for chunk in output.stdout.utf8_chunks() {
+        text.push_str(chunk.valid());
+    }
+    let kept = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(kept);
+    if text.is_empty() {
+        return Err(format!("`{program}` printed nothing"));
+    }
+    Ok(text)
+}
+
+fn describe_status(status: std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    "failed".to_owned()
+}
+
+/// A value from a config file and the line it is on.
+struct FileValue {
+    value: String,
+    line: Option<usize>,
+}
+
+/// A parsed config file of either format.
+enum ConfigFile {
+    Ini(ini::IniFile),
+    Toml(toml_file::TomlFile),
+}
+
+impl ConfigFile {
+    fn path(&self) -> &Path {
+        match self {
+            ConfigFile::Ini(file) => file.path(),
+            ConfigFile::Toml(file) => file.path(),
+        }
+    }
+
+    fn get(&self, section: &str, key: &str) -> Result<Option<FileValue>, ConfigError> {
+        Ok(match self {
+            ConfigFile::Ini(file) => {
+                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
+            }
+            ConfigFile::Toml(file) => {
+                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
+            }
+        })
+    }
+}
+
+fn read_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..valid].split(|b| *b == b'\n').count();
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: Some(line),
+            message: "the file is not valid UTF-8".to_owned(),
+        }
+    })?;
+    let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
+    if is_toml {
+        parse_toml(&text, path).map(ConfigFile::Toml)
+    } else {
+        parse_ini(&text, path).map(ConfigFile::Ini)
+    }
+}
+
+/// Whether a config file is there to read: `Ok(false)` when nothing exists at `path`.
+fn config_file_exists(path: &Path) -> Result<bool, ConfigError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            Err(ConfigError::Io { path: path.to_path_buf(), reason: "it is a directory".to_owned() })
+        }
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() }),
+    }
+}
+
+/// The file to read: the `--config` path (which must exist), else `$AIRFLOW_CONFIG`, else
+/// `$AIRFLOW_HOME/airflow.cfg`, as Airflow's `get_airflow_config` picks it.
+///
+/// When the chosen file does not exist, Airflow reads nothing, goes on with its defaults and
+/// the environment, and afterwards (in its CLI) writes a file holding just those defaults. So
+/// "no file, defaults" gives exactly the values Airflow uses, without creating anything.
+fn find_config_file(
+    overrides: &Overrides,
+    vars: &Vars<'_>,
+    airflow_home: &str,
+) -> Result<Option<PathBuf>, ConfigError> {
+    if let Some(path) = &overrides.config_path {
+        return if config_file_exists(path)? {
+            Ok(Some(path.clone()))
+        } else {
+            Err(ConfigError::Io { path: path.clone(), reason: "no such file".to_owned() })
+        };
+    }
+    let candidate = match vars.get("AIRFLOW_CONFIG") {
+        // Airflow takes "" as the current directory and fails on it.
+        Some(value) if value.is_empty() => {
+            return Err(ConfigError::Environment {
+                var: "AIRFLOW_CONFIG".to_owned(),
+                reason: "is set but empty".to_owned(),
+            });
+        }
+        Some(value) => {
+            PathBuf::from(expand_env_var(&value, vars).ok_or_else(|| ConfigError::Environment {
+                var: "AIRFLOW_CONFIG".to_owned(),
+                reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
+            })?)
+        }
+        None => Path::new(airflow_home).join("airflow.cfg"),
+    };
+    Ok(config_file_exists(&candidate)?.then_some(candidate))
+}
+
+/// Looks options up in Airflow's order.
+struct Resolver<'a> {
+    vars: &'a Vars<'a>,
+    file: Option<&'a ConfigFile>,
+}
+
+impl Resolver<'_> {
+    fn expanded(&self, spec: &Spec, value: &str, source: Source) -> Result<Sourced<String>, ConfigError> {
+        match expand_env_var(value, self.vars) {
+            Some(value) => Ok(Sourced { value, source }),
+            None => Err(ConfigError::Invalid {
+                option: spec.name(),
+                value: None,
+                source,
+                reason: "expanding its $VARIABLES never settles (a variable that contains \
+                         itself?)"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    fn command(spec: &Spec, command: &str, source: Source) -> Result<Sourced<String>, ConfigError> {
+        match run_command(command) {
+            Ok(value) => Ok(Sourced { value, source }),
+            Err(reason) => Err(ConfigError::Command { option: spec.name(), source, reason }),
+        }
+    }
+
+    fn file_source(file: &ConfigFile, line: Option<usize>) -> Source {
+        Source::File { path: file.path().to_path_buf(), line }
+    }
+
+    /// The raw text of an option, and where it came from.
+    fn resolve(
+        &self,
+        spec: &Spec,
+        flag: Option<(&'static str, &str)>,
+        default: &str,
+    ) -> Result<Sourced<String>, ConfigError> {
+        if let Some((flag, value)) = flag {
+            return Ok(Sourced { value: value.to_owned(), source: Source::Flag(flag) });
+        }
+        for (section, key) in spec.locations() {
+            let var = env_var_name(section, key);
+            if let Some(value) = self.vars.get(&var) {
+                return self.expanded(spec, &value, Source::Env(var));
+            }
+            if !spec.sensitive {
+                continue;
+            }
+            let cmd_var = format!("{var}_CMD");
+            if let Some(command) = self.vars.get(&cmd_var) {
+                return Self::command(spec, &command, Source::EnvCmd(cmd_var));
+            }
+            let secret_var = format!("{var}_SECRET");
+            if self.vars.get(&secret_var).is_some() {
+                return Err(ConfigError::Secret {
+                    option: format!("[{section}] {key}_secret"),
+                    source: Source::Env(secret_var),
+                });
+            }
+        }
+        if let Some(file) = self.file {
+            for (section, key) in spec.locations() {
+                if let Some(found) = file.get(section, key)? {
+                    return self.expanded(spec, &found.value, Self::file_source(file, found.line));
+                }
+            }
+            if spec.sensitive {
+                for (section, key) in spec.locations() {
+                    if let Some(found) = file.get(section, &format!("{key}_cmd"))? {
+                        let source = Source::FileCmd { path: file.path().to_path_buf(), line: found.line };
+                        return Self::command(spec, &found.value, source);
+                    }
+                }
+                for (section, key) in spec.locations() {
+                    if let Some(found) = file.get(section, &format!("{key}_secret"))? {
+                        return Err(ConfigError::Secret {
+                            option: format!("[{section}] {key}_secret"),
+                            source: Self::file_source(file, found.line),
+                        });
+                    }
+                }
+            }
+        }
+        self.expanded(spec, default, Source::Default)
+    }
+}
+
+fn invalid(spec: &Spec, raw: Sourced<String>, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option: spec.name(),
+        value: (!spec.sensitive).then_some(raw.value),
+        source: raw.source,
+        reason: reason.into(),
+    }
+}
+
+/// `int()`'s syntax for a base-10 string: surrounding whitespace, an optional sign, ASCII
+/// digits with single underscores between them. Magnitudes beyond `i128` saturate, which
+/// every caller's range check then rejects.
+///
+/// `int()` and `float()` strip less than `str.strip()`: the ASCII separators U+001C..U+001F
+/// stay, which is exactly Rust's `trim`. Python would also take non-ASCII decimal digits
+/// (`"٣"` is 3); those are refused here, as nobody writes them on purpose.
+fn python_int(text: &str) -> Option<i128> {
+    let text = text.trim();
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if !is_digit_part(digits) {
+        return None;
+    }
+    let magnitude = digits
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .fold(0_i128, |n, d| n.saturating_mul(10).saturating_add(i128::from(d - b'0')));
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Python's `digitpart`: digits, with single underscores only between two digits.
+fn is_digit_part(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('_')
+        && !s.ends_with('_')
+        && !s.contains("__")
+        && s.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+}
+
+/// `float()`'s syntax, for Airflow's fallback in `getint`; `None` for anything else, and for
+/// infinities and NaN, which `int()` refuses.
+fn python_float(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
+        None => (unsigned, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (mantissa, None),
+    };
+    let whole_ok = whole.is_empty() || is_digit_part(whole);
+    let fraction_ok = fraction.is_none_or(|f| f.is_empty() || is_digit_part(f));
+    let has_digits = !whole.is_empty() || fraction.is_some_and(|f| !f.is_empty());
+    let exponent_ok = exponent.is_none_or(|e| is_digit_part(e.strip_prefix(['+', '-']).unwrap_or(e)));
+    if !(whole_ok && fraction_ok && has_digits && exponent_ok) {
+        return None;
+    }
+    let cleaned: String = text.chars().filter(|c| *c != '_').collect();
+    cleaned.parse::<f64>().ok().filter(|f| f.is_finite())
+}
+
+/// Airflow 3.3's `getint`: `int(value)`, else `float(value)` when that is a whole number
+/// (so `"3.0"` and `"1e3"` are accepted, `"3.5"` is not).
+fn airflow_int(text: &str) -> Option<i128> {
+    python_int(text).or_else(|| {
+        let f = python_float(text)?;
+        // `as` saturates beyond i128, which the range checks then reject.
+        #[allow(clippy::cast_possible_truncation)]
+        let whole = f as i128;
+        (f.fract() == 0.0).then_some(whole)
+    })
+}
+
+fn non_negative<T: TryFrom<i128>>(spec: &Spec, raw: Sourced<String>) -> Result<Sourced<T>, ConfigError> {
+    let Some(n) = airflow_int(&raw.value) else {
+        return Err(invalid(spec, raw, "not an integer"));
+    };
+    if n < 0 {
+        return Err(invalid(spec, raw, "must be >= 0"));
+    }
+    match T::try_from(n) {
+        Ok(value) => Ok(Sourced { value, source: raw.source }),
+        Err(_) => Err(invalid(spec, raw, "too large")),
+    }
+}
+
+/// Airflow's `getboolean`: case-insensitive `t`/`true`/`1` or `f`/`false`/`0`, and anything from
+/// a `#` on is ignored (so `True # comment` is true, although airflow.cfg has no inline
+/// comments otherwise).
+fn airflow_bool(text: &str) -> Option<bool> {
+    let lowered = text.to_lowercase();
+    let mut value = lowered.trim_matches(py_space);
+    if let Some(hash) = value.find('#') {
+        value = value[..hash].trim_matches(py_space);
+    }
+    match value {
+        "t" | "true" | "1" => Some(true),
+        "f" | "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// Airflow's `AIRFLOW_HOME`: the variable, else `~/airflow`, expanded.
+fn airflow_home(vars: &Vars<'_>) -> Result<String, ConfigError> {
+    let raw = vars.get("AIRFLOW_HOME");
+    expand_env_var(raw.as_deref().unwrap_or("~/airflow"), vars).ok_or_else(|| ConfigError::Environment {
+        var: "AIRFLOW_HOME".to_owned(),
+        reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
+    })
+}
+
+/// Finds, reads and checks the settings. `env` answers for environment variables (HOME
+/// included); production passes `|k| std::env::var(k).ok()`.
+pub(crate) fn load(
+    overrides: &Overrides,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Settings, ConfigError> {
+    let vars = Vars { env };
+    let home = airflow_home(&vars)?;
+    let config_file = find_config_file(overrides, &vars, &home)?;
+    let file = config_file.as_deref().map(read_config_file).transpose()?;
+    let resolver = Resolver { vars: &vars, file: file.as_ref() };
+
+    let backend = resolver.resolve(&BACKEND, None, METASTORE_BACKEND)?;
+    if backend.value.trim_matches(py_space).is_empty() {
+        return Err(invalid(
+            &BACKEND,
+            backend,
+            "empty; Airflow needs the dotted path of a state store backend class",
+        ));
+    }
+    if !backend.value.contains('.') {
+        return Err(invalid(
+            &BACKEND,
+            backend,
+            "not a dotted class path such as airflow.state.metastore.MetastoreBackend",
+        ));
+    }
+
+    let default_retention_days =
+        non_negative(&DEFAULT_RETENTION_DAYS, resolver.resolve(&DEFAULT_RETENTION_DAYS, None, "30")?)?;
+    let batch_flag = overrides.batch_size.as_deref().map(|v| ("--batch-size", v));
+    let state_cleanup_batch_size = non_negative(
+        &STATE_CLEANUP_BATCH_SIZE,
+        resolver.resolve(&STATE_CLEANUP_BATCH_SIZE, batch_flag, "0")?,
+    )?;
+
+    let raw = resolver.resolve(&CLEAR_ON_SUCCESS, None, "False")?;
+    let clear_on_success = match airflow_bool(&raw.value) {
+        Some(value) => Sourced { value, source: raw.source },
+        None => {
+            return Err(invalid(&CLEAR_ON_SUCCESS, raw, "not a boolean (use true/false, t/f or 1/0)"));
+        }
+    };
+
+    let max_value_storage_bytes =
+        non_negative(&MAX_VALUE_STORAGE_BYTES, resolver.resolve(&MAX_VALUE_STORAGE_BYTES, None, "65535")?)?;
+
+    let conn_flag = overrides.conn.as_deref().map(|v| ("--conn", v));
+    let default_conn = format!("sqlite:///{home}/airflow.db");
+    let sql_alchemy_conn = resolver.resolve(&SQL_ALCHEMY_CONN, conn_flag, &default_conn)?;
+
+    let schema_flag = overrides.schema.as_deref().map(|v| ("--schema", v));
+    let raw = resolver.resolve(&SQL_ALCHEMY_SCHEMA, schema_flag, "")?;
+    // Airflow treats an empty or all-blank schema as no schema, and uses any other text as is.
+    let sql_alchemy_schema = Sourced {
+        value: (!raw.value.trim_matches(py_space).is_empty()).then_some(raw.value),
+        source: raw.source,
+    };
+
+    Ok(Settings {
+        config_file,
+        backend,
+        default_retention_days,
+        state_cleanup_batch_size,
+        clear_on_success,
+        max_value_storage_bytes,
+        sql_alchemy_conn,
+        sql_alchemy_schema,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    /// A scratch directory removed again when the test ends.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(tag: &str) -> Self {
+            let path = std::env::temp_dir().join(format!("state-store-config-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).expect("create temp dir");
+            TempDir(path)
+        }
+
+        fn path(&self, name: &str) -> PathBuf {
+            self.0.join(name)
+        }
+
+        fn write(&self, name: &str, content: impl AsRef<[u8]>) -> PathBuf {
+            let path = self.path(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).expect("create parent");
+            }
+            std::fs::write(&path, content).expect("write file");
+            path
+        }
+
+        fn text(&self) -> String {
+            self.0.display().to_string()
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: HashMap<String, String> =
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        move |key| map.get(key).cloned()
+    }
+
+    fn load_with(overrides: &Overrides, pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
+        load(overrides, &env_of(pairs))
+    }
+
+    fn ok(result: Result<Settings, ConfigError>) -> Settings {
+        match result {
+            Ok(settings) => settings,
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+
+    fn err(result: Result<Settings, ConfigError>) -> String {
+        match result {
+            Ok(settings) => panic!("expected an error, got {settings:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    fn file_source(path: &Path, line: usize) -> Source {
+        Source::File { path: path.to_path_buf(), line: Some(line) }
+    }
+
+    #[test]
+    fn defaults_without_any_file() {
+        let dir = TempDir::new("defaults");
+        let home = dir.text();
+        let s = ok(load_with(&Overrides::default(), &[("HOME", &home)]));
+        assert_eq!(s.config_file, None);
+        assert_eq!(s.backend.value, METASTORE_BACKEND);
+        assert!(s.is_builtin_backend());
+        assert_eq!(s.default_retention_days.value, 30);
+        assert_eq!(s.state_cleanup_batch_size.value, 0);
+        assert!(!s.clear_on_success.value);
+        assert_eq!(s.max_value_storage_bytes.value, 65535);
+        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{home}/airflow/airflow.db"));
+        assert_eq!(s.sql_alchemy_schema.value, None);
+        for source in [
+            &s.backend.source,
+            &s.default_retention_days.source,
+            &s.state_cleanup_batch_size.source,
+            &s.clear_on_success.source,
+            &s.max_value_storage_bytes.source,
+            &s.sql_alchemy_conn.source,
+            &s.sql_alchemy_schema.source,
+        ] {
+            assert_eq!(source, &Source::Default);
+        }
+        // the default URL is built from AIRFLOW_HOME as given, without normalising it
+        let s = ok(load_with(&Overrides::default(), &[("HOME", &home), ("AIRFLOW_HOME", "rel/dir/")]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///rel/dir//airflow.db");
+    }
+
+    #[test]
+    fn file_lookup_order() {
+        let dir = TempDir::new("lookup");
+        let home = dir.text();
+        let cfg = |n: u32| format!("[state_store]\ndefault_retention_days = {n}\n");
+        let in_home = dir.write("home/airflow/airflow.cfg", cfg(1));
+        let in_airflow_home = dir.write("ah/airflow.cfg", cfg(2));
+        let in_airflow_config = dir.write("elsewhere/custom.cfg", cfg(3));
+        let explicit = dir.write("explicit.cfg", cfg(4));
+        let home_dir = dir.path("home").display().to_string();
+        let ah = dir.path("ah").display().to_string();
+        let ac = in_airflow_config.display().to_string();
+        let none = Overrides::default();
+
+        // ~/airflow/airflow.cfg when nothing else is set
+        let s = ok(load_with(&none, &[("HOME", &home_dir)]));
+        assert_eq!(s.config_file.as_deref(), Some(in_home.as_path()));
+        assert_eq!(s.default_retention_days.value, 1);
+        assert_eq!(s.default_retention_days.source, file_source(&in_home, 2));
+
+        // $AIRFLOW_HOME/airflow.cfg
+        let s = ok(load_with(&none, &[("HOME", &home_dir), ("AIRFLOW_HOME", &ah)]));
+        assert_eq!(s.config_file.as_deref(), Some(in_airflow_home.as_path()));
+        assert_eq!(s.default_retention_days.value, 2);
+        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{ah}/airflow.db"));
+
+        // $AIRFLOW_CONFIG beats $AIRFLOW_HOME, but the default URL still follows AIRFLOW_HOME
+        let env = [("HOME", home_dir.as_str()), ("AIRFLOW_HOME", &ah), ("AIRFLOW_CONFIG", &ac)];
+        let s = ok(load_with(&none, &env));
+        assert_eq!(s.config_file.as_deref(), Some(in_airflow_config.as_path()));
+        assert_eq!(s.default_retention_days.value, 3);
+        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{ah}/airflow.db"));
+
+        // the --config flag beats everything
+        let flagged = Overrides { config_path: Some(explicit.clone()), ..Overrides::default() };
+        let s = ok(load_with(&flagged, &env));
+        assert_eq!(s.config_file.as_deref(), Some(explicit.as_path()));
+        assert_eq!(s.default_retention_days.value, 4);
+
+        // AIRFLOW_CONFIG is expanded like Airflow does ($VARS and ~)
+        let s = ok(load_with(
+            &none,
+            &[("HOME", &home), ("SUB", "elsewhere"), ("AIRFLOW_CONFIG", "~/${SUB}/custom.cfg")],
+        ));
+        assert_eq!(s.default_retention_days.value, 3);
+
+        // a missing $AIRFLOW_CONFIG means defaults, even if $AIRFLOW_HOME has a file
+        let s = ok(load_with(
+            &none,
+            &[("HOME", &home), ("AIRFLOW_HOME", &ah), ("AIRFLOW_CONFIG", "/nonexistent/a.cfg")],
+        ));
+        assert_eq!(s.config_file, None);
+        assert_eq!(s.default_retention_days.value, 30);
+        assert_eq!(s.default_retention_days.source, Source::Default);
+        assert!(!Path::new("/nonexistent/a.cfg").exists());
+
+        // a missing --config file is an error
+        let missing = Overrides { config_path: Some(dir.path("nope.cfg")), ..Overrides::default() };
+        assert_eq!(
+            err(load_with(&missing, &[("HOME", &home)])),
+            format!("cannot read config file {home}/nope.cfg: no such file")
+        );
+        // AIRFLOW_CONFIG set but empty
+        assert_eq!(
+            err(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", "")])),
+            "environment variable AIRFLOW_CONFIG is set but empty"
+        );
+        // a directory where the file should be
+        assert_eq!(
+            err(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &ah)])),
+            format!("cannot read config file {ah}: it is a directory")
+        );
+    }
+
+    #[test]
+    fn unreadable_files_name_the_path() {
+        let dir = TempDir::new("unreadable");
+        let home = dir.text();
+        let bad = dir.write("bad.cfg", b"[state_store]\n# caf\xe9\n");
+        let e =
+            err(load_with(&Overrides { config_path: Some(bad), ..Overrides::default() }, &[("HOME", &home)]));
+        assert_eq!(e, format!("{home}/bad.cfg line 2: the file is not valid UTF-8"));
+        let broken = dir.write("broken.cfg", "sql_alchemy_conn = x\n");
+        let e = err(load_with(
+            &Overrides { config_path: Some(broken), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert!(e.starts_with(&format!("{home}/broken.cfg line 1: File contains no section headers")));
+    }
+
+    #[test]
+    fn connection_precedence() {
+        let dir = TempDir::new("conn-precedence");
+        let home = dir.text();
+        let cfg = dir.write(
+            "airflow.cfg",
+            "[database]\nsql_alchemy_conn = sqlite:////file.db\nsql_alchemy_conn_cmd = printf sqlite:////filecmd.db\n",
+        );
+        let cmd_only =
+            dir.write("cmd-only.cfg", "[database]\n\nsql_alchemy_conn_cmd = printf sqlite:////filecmd.db\n");
+        let ac = cfg.display().to_string();
+        let flag = Overrides { conn: Some("sqlite:////flag.db".into()), ..Overrides::default() };
+        let none = Overrides::default();
+        let env_var = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:////env.db");
+        let env_cmd = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////envcmd.db");
+        let base = [("HOME", home.as_str()), ("AIRFLOW_CONFIG", &ac)];
+
+        let s = ok(load_with(&flag, &[base[0], base[1], env_var, env_cmd]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////flag.db");
+        assert_eq!(s.sql_alchemy_conn.source, Source::Flag("--conn"));
+
+        let s = ok(load_with(&none, &[base[0], base[1], env_var, env_cmd]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////env.db");
+        assert_eq!(s.sql_alchemy_conn.source, Source::Env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN".into()));
+
+        let s = ok(load_with(&none, &[base[0], base[1], env_cmd]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////envcmd.db");
+        assert_eq!(
+            s.sql_alchemy_conn.source,
+            Source::EnvCmd("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD".into())
+        );
+
+        let s = ok(load_with(&none, &base));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////file.db");
+        assert_eq!(s.sql_alchemy_conn.source, file_source(&cfg, 2));
+
+        let cc = cmd_only.display().to_string();
+        let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &cc)]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////filecmd.db");
+        assert_eq!(s.sql_alchemy_conn.source, Source::FileCmd { path: cmd_only.clone(), line: Some(3) });
+        assert_eq!(s.sql_alchemy_conn.source.to_string(), format!("command in {cc} line 3"));
+    }
+
+    #[test]
+    fn batch_size_and_retention_precedence() {
+        let dir = TempDir::new("int-precedence");
+        let home = dir.text();
+        let cfg = dir.write(
+            "airflow.cfg",
+            "[state_store]\nstate_cleanup_batch_size = 200\ndefault_retention_days = 7\n",
+        );
+        let ac = cfg.display().to_string();
+        let flag = Overrides { batch_size: Some(" 1_000 ".into()), ..Overrides::default() };
+        let none = Overrides::default();
+        let env = [
+            ("HOME", home.as_str()),
+            ("AIRFLOW_CONFIG", &ac),
+            ("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "300"),
+            ("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "14"),
+        ];
+        let s = ok(load_with(&flag, &env));
+        assert_eq!(s.state_cleanup_batch_size.value, 1000);
+        assert_eq!(s.state_cleanup_batch_size.source, Source::Flag("--batch-size"));
+        assert_eq!(s.default_retention_days.value, 14);
+
+        let s = ok(load_with(&none, &env));
+        assert_eq!(s.state_cleanup_batch_size.value, 300);
+        assert_eq!(
+            s.state_cleanup_batch_size.source.to_string(),
+            "environment variable AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE"
+        );
+
+        let s = ok(load_with(&none, &env[..2]));
+        assert_eq!(s.state_cleanup_batch_size.value, 200);
+        assert_eq!(s.state_cleanup_batch_size.source, file_source(&cfg, 2));
+        assert_eq!(s.default_retention_days.value, 7);
+        assert_eq!(s.default_retention_days.source, file_source(&cfg, 3));
+        assert_eq!(s.max_value_storage_bytes.source, Source::Default);
+    }
+
+    #[test]
+    fn commands_only_for_sensitive_options() {
+        let dir = TempDir::new("cmd-sensitive");
+        let home = dir.text();
+        let cfg = dir.write(
+            "airflow.cfg",
+            "[state_store]\ndefault_retention_days_cmd = printf 5\nbackend_secret = x\n",
+        );
+        let ac = cfg.display().to_string();
+        let s = ok(load_with(
+            &Overrides::default(),
+            &[
+                ("HOME", &home),
+                ("AIRFLOW_CONFIG", &ac),
+                ("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE_CMD", "printf 9"),
+                ("AIRFLOW__STATE_STORE__BACKEND_SECRET", "x"),
+            ],
+        ));
+        assert_eq!(s.default_retention_days.value, 30);
+        assert_eq!(s.state_cleanup_batch_size.value, 0);
+        assert_eq!(s.backend.value, METASTORE_BACKEND);
+    }
+
+    #[test]
+    fn deprecated_core_location_of_the_connection() {
+        let dir = TempDir::new("core-conn");
+        let home = dir.text();
+        let both = dir.write(
+            "both.cfg",
+            "[core]\nsql_alchemy_conn = sqlite:////core.db\n[database]\nsql_alchemy_conn = sqlite:////db.db\n",
+        );
+        let core_only = dir.write(
+            "core.cfg",
+            "[core]\nsql_alchemy_conn = sqlite:////core.db\n[database]\nsql_alchemy_conn_cmd = printf x\n",
+        );
+        let none = Overrides::default();
+        let b = both.display().to_string();
+        let c = core_only.display().to_string();
+        let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &b)]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////db.db");
+        // a plain value in [core] beats a command in [database], as in Airflow
+        let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &c)]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////core.db");
+        assert_eq!(s.sql_alchemy_conn.source, file_source(&core_only, 2));
+        // any environment variable beats the file, the old name included
+        let s = ok(load_with(
+            &none,
+            &[
+                ("HOME", &home),
+                ("AIRFLOW_CONFIG", &b),
+                ("AIRFLOW__CORE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////corecmd.db"),
+            ],
+        ));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////corecmd.db");
+        let s = ok(load_with(
+            &none,
+            &[
+                ("HOME", &home),
+                ("AIRFLOW__CORE__SQL_ALCHEMY_CONN", "sqlite:////coreenv.db"),
+                ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////dbcmd.db"),
+            ],
+        ));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////dbcmd.db");
+    }
+
+    #[test]
+    fn validation_errors() {
+        let dir = TempDir::new("validation");
+        let home = dir.text();
+        let none = Overrides::default();
+        let with_env = |pairs: &[(&str, &str)]| {
+            let mut env = vec![("HOME", home.as_str())];
+            env.extend_from_slice(pairs);
+            load_with(&none, &env)
+        };
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "ten")])),
+            "invalid [state_store] state_cleanup_batch_size \"ten\" (from environment variable \
+             AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE): not an integer"
+        );
+        let cfg = dir.write("airflow.cfg", "[state_store]\n# retention\n\ndefault_retention_days = -1\n");
+        assert_eq!(
+            err(load_with(
+                &Overrides { config_path: Some(cfg.clone()), ..Overrides::default() },
+                &[("HOME", &home)]
+            )),
+            format!(
+                "invalid [state_store] default_retention_days \"-1\" (from {} line 4): must be >= 0",
+                cfg.display()
+            )
+        );
+        assert_eq!(
+            err(load_with(
+                &Overrides { batch_size: Some("1.5".into()), ..Overrides::default() },
+                &[("HOME", &home)]
+            )),
+            "invalid [state_store] state_cleanup_batch_size \"1.5\" (from --batch-size flag): \
+             not an integer"
+        );
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "-5")])),
+            "invalid [state_store] state_cleanup_batch_size \"-5\" (from environment variable \
+             AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE): must be >= 0"
+        );
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "-1")])),
+            "invalid [state_store] max_value_storage_bytes \"-1\" (from environment variable \
+             AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES): must be >= 0"
+        );
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "18446744073709551616")])),
+            "invalid [state_store] max_value_storage_bytes \"18446744073709551616\" (from \
+             environment variable AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES): too large"
+        );
+        assert!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "4294967296")]))
+                .ends_with(": too large")
+        );
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS", "yes")])),
+            "invalid [state_store] clear_on_success \"yes\" (from environment variable \
+             AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS): not a boolean (use true/false, t/f or 1/0)"
+        );
+        assert_eq!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__BACKEND", "")])),
+            "invalid [state_store] backend \"\" (from environment variable \
+             AIRFLOW__STATE_STORE__BACKEND): empty; Airflow needs the dotted path of a state \
+             store backend class"
+        );
+        assert!(
+            err(with_env(&[("AIRFLOW__STATE_STORE__BACKEND", "MetastoreBackend")]))
+                .ends_with("not a dotted class path such as airflow.state.metastore.MetastoreBackend")
+        );
+        // an empty environment variable is a value, not an absence
+        assert!(err(with_env(&[("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "")])).ends_with(
+            "(from environment variable AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS): not an integer"
+        ));
+    }
+
+    #[test]
+    fn sensitive_values_never_appear_in_errors() {
+        let dir = TempDir::new("sensitive");
+        let home = dir.text();
+        let e = err(load_with(
+            &Overrides::default(),
+            &[
+                ("HOME", &home),
+                ("LOOP", "p4ssw0rd$LOOP"),
+                ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://u:$LOOP@h/db"),
+            ],
+        ));
+        assert_eq!(
+            e,
+            "invalid [database] sql_alchemy_conn (from environment variable \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN): expanding its $VARIABLES never settles (a \
+             variable that contains itself?)"
+        );
+        let cfg = dir.write("airflow.cfg", "[database]\nsql_alchemy_conn = postgresql://u:p4ss%word@h/db\n");
+        let e = err(load_with(
+            &Overrides { config_path: Some(cfg.clone()), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert!(!e.contains("p4ss"), "{e}");
+        assert!(e.starts_with(&format!(
+            "{} line 2: cannot expand % in [database] sql_alchemy_conn",
+            cfg.display()
+        )));
+    }
+
+    #[test]
+    fn integers_as_airflow_getint_reads_them() {
+        // expectations printed by python3 running Airflow 3.3.2's getint steps on each text
+        for (text, want) in [
+            ("30", 30),
+            (" 1_000 ", 1000),
+            ("+5", 5),
+            ("-0", 0),
+            ("010", 10),
+            ("\t7\n", 7),
+            ("\u{a0}8\u{3000}", 8),
+            // Airflow 3.3's getint falls back to float() for whole numbers
+            ("3.0", 3),
+            ("1e3", 1000),
+            ("1_0.0_0", 10),
+            (".5e1", 5),
+            ("5.", 5),
+            ("-2.0", -2),
+            ("-1e2", -100),
+            ("1E2", 100),
+            ("1.e5", 100_000),
+            ("1e1_0", 10_000_000_000),
+            ("1e-400", 0),
+            ("9007199254740993.0", 9_007_199_254_740_992),
+        ] {
+            assert_eq!(airflow_int(text), Some(want), "{text:?}");
+        }
+        for text in [
+            "",
+            " ",
+            "ten",
+            "1__0",
+            "_1",
+            "1_",
+            "0x10",
+            "1.5",
+            "inf",
+            "-infinity",
+            "nan",
+            "1e400",
+            "1 0",
+            "++1",
+            "1e",
+            "e3",
+            ".",
+            "30 # days",
+            "1._5",
+            "1_.5",
+            "+.5e-0",
+            "\u{1c}5\u{1c}",
+        ] {
+            assert_eq!(airflow_int(text), None, "{text:?}");
+        }
+        // Python's int() reads Arabic-Indic digits; this tool deliberately does not
+        assert_eq!(airflow_int("\u{663}"), None);
+    }
+
+    #[test]
+    fn booleans_as_airflow_getboolean_reads_them() {
+        for (text, want) in [
+            ("True", true),
+            (" T ", true),
+            ("1", true),
+            ("TRUE # comment", true),
+            ("false", false),
+            ("F", false),
+            ("0", false),
+            ("False#x", false),
+        ] {
+            assert_eq!(airflow_bool(text), Some(want), "{text:?}");
+        }
+        for text in ["yes", "no", "", "# True", "on", "2", "tru"] {
+            assert_eq!(airflow_bool(text), None, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn commands_run_without_a_shell_and_are_trimmed() {
+        // python3: shlex.split('echo "a  b"   $HOME | cat') == ['echo', 'a  b', '$HOME', '|', 'cat']
+        assert_eq!(run_command("echo \"a  b\"   $HOME | cat").as_deref(), Ok("a  b $HOME | cat"));
+        assert_eq!(run_command("printf 'x\\n\\r\\n\\n'").as_deref(), Ok("x"));
+        assert_eq!(run_command("printf ' x \\n'").as_deref(), Ok(" x "));
+        // undecodable bytes are dropped, like Airflow's decode(..., "ignore")
+        assert_eq!(run_command("printf 'a\\377b'").as_deref(), Ok("ab"));
+    }
+
+    #[test]
+    fn command_failures() {
+        let e =
+            run_command("sh -c 'echo s3cret; echo first >&2; echo second >&2; exit 3'").expect_err("fails");
+        assert_eq!(e, "`sh` exited with status 3: first");
+        assert_eq!(run_command("true"), Err("`true` printed nothing".to_owned()));
+        assert_eq!(run_command("printf '\\n\\n'"), Err("`printf` printed nothing".to_owned()));
+        assert_eq!(run_command("false"), Err("`false` exited with status 1".to_owned()));
+        assert_eq!(run_command("   "), Err("the command is empty".to_owned()));
+        assert_eq!(
+            run_command("echo 'oops"),
+            Err("cannot split the command: a quotation is not closed".to_owned())
+        );
+        let e = run_command("/nonexistent/state-store-test-program").expect_err("fails");
+        assert!(e.starts_with("cannot run `/nonexistent/state-store-test-program`: "), "{e}");
+        let e = run_command("sh -c 'kill -9 $$'").expect_err("fails");
+        assert_eq!(e, "`sh` was killed by signal 9");
+    }
+
+    #[test]
+    fn command_errors_name_the_source_not_the_output() {
+        let dir = TempDir::new("cmd-errors");
+        let home = dir.text();
+        let e = err(load_with(
+            &Overrides::default(),
+            &[
+                ("HOME", &home),
+                (
+                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD",
+                    "sh -c 'echo postgresql://u:s3cret@h/db; exit 2'",
+                ),
+            ],
+        ));
+        assert_eq!(
+            e,
+            "cannot get [database] sql_alchemy_conn from command in environment variable \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD: `sh` exited with status 2"
+        );
+        let cfg = dir.write("airflow.cfg", "[database]\nsql_alchemy_conn_cmd = true\n");
+        let e = err(load_with(
+            &Overrides { config_path: Some(cfg.clone()), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert_eq!(
+            e,
+            format!(
+                "cannot get [database] sql_alchemy_conn from command in {} line 2: `true` printed nothing",
+                cfg.display()
+            )
+        );
+        // the command text gets % interpolation (it is read with configparser's get) but not
+        // $VAR expansion, and its output is used as is
+        let cfg =
+            dir.write("pct.cfg", "[database]\nsql_alchemy_conn_cmd = echo 'sqlite:////$HOME/100%%.db'\n");
+        let s =
+            ok(load_with(&Overrides { config_path: Some(cfg), ..Overrides::default() }, &[("HOME", &home)]));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////$HOME/100%.db");
+    }
+
+    #[test]
+    fn secrets_are_refused_with_their_origin() {
+        let dir = TempDir::new("secrets");
+        let home = dir.text();
+        let e = err(load_with(
+            &Overrides::default(),
+            &[("HOME", &home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET", "airflow/conn")],
+        ));
+        assert_eq!(
+            e,
+            "[database] sql_alchemy_conn_secret (from environment variable \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET) needs Airflow's secrets backend, which \
+             state-store cannot reach; set the value directly or use _cmd"
+        );
+        let cfg = dir.write("airflow.cfg", "[core]\nsql_alchemy_conn_secret = airflow/conn\n[database]\n");
+        let e = err(load_with(
+            &Overrides { config_path: Some(cfg.clone()), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert_eq!(
+            e,
+            format!(
+                "[core] sql_alchemy_conn_secret (from {} line 2) needs Airflow's secrets backend, \
+                 which state-store cannot reach; set the value directly or use _cmd",
+                cfg.display()
+            )
+        );
+        // a direct value wins before the secret is ever consulted
+        let s = ok(load_with(
+            &Overrides { config_path: Some(cfg), ..Overrides::default() },
+            &[("HOME", &home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:///x")],
+        ));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///x");
+    }
+
+    #[test]
+    fn values_are_expanded_like_airflow() {
+        let dir = TempDir::new("expand");
+        let home = dir.text();
+        let cfg = dir.write(
+            "airflow.cfg",
+            "[database]\nsql_alchemy_conn = sqlite:///$HOME/x.db\nsql_alchemy_schema = ~/s\n\
+             [state_store]\ndefault_retention_days = ${DAYS}\n",
+        );
+        let s = ok(load_with(
+            &Overrides { config_path: Some(cfg), ..Overrides::default() },
+            &[("HOME", &home), ("DAYS", "9")],
+        ));
+        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{home}/x.db"));
+        assert_eq!(s.sql_alchemy_schema.value, Some(format!("{home}/s")));
+        assert_eq!(s.default_retention_days.value, 9);
+        // flags are taken literally
+        let s = ok(load_with(
+            &Overrides { conn: Some("sqlite:///$HOME/y.db".into()), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///$HOME/y.db");
+    }
+
+    #[test]
+    fn expand_env_var_matches_python() {
+        // each expectation printed by python3 with os.path.expandvars/expanduser in a loop
+        let env = env_of(&[("HOME", "/home/t"), ("A", "1"), ("B", "${A}x"), ("E", "")]);
+        let vars = Vars { env: &env };
+        for (input, want) in [
+            ("$A", "1"),
+            ("${A}", "1"),
+            ("$B", "1x"),
+            ("$UNKNOWN/x", "$UNKNOWN/x"),
+            ("${UNKNOWN}", "${UNKNOWN}"),
+            ("$$A", "$1"),
+            ("$", "$"),
+            ("${}", "${}"),
+            ("${A", "${A"),
+            ("a$A-b", "a1-b"),
+            ("$A_", "$A_"),
+            ("$E.", "."),
+            ("~", "/home/t"),
+            ("~/x", "/home/t/x"),
+            ("~root/x", "/root/x"),
+            ("~nosuchuser-state-store/x", "~nosuchuser-state-store/x"),
+            ("x~/y", "x~/y"),
+            ("$HOME/y", "/home/t/y"),
+            ("p@ss$word", "p@ss$word"),
+            ("%(x)s", "%(x)s"),
+        ] {
+            assert_eq!(expand_env_var(input, &vars).as_deref(), Some(want), "{input:?}");
+        }
+        let root = env_of(&[("HOME", "/")]);
+        let vars = Vars { env: &root };
+        assert_eq!(expand_env_var("~", &vars).as_deref(), Some("/"));
+        assert_eq!(expand_env_var("~/x", &vars).as_deref(), Some("/x"));
+        let grow = env_of(&[("G", "$G$G")]);
+        let vars = Vars { env: &grow };
+        assert_eq!(expand_env_var("$G", &vars), None);
+    }
+
+    #[test]
+    fn home_falls_back_to_the_account_database() {
+        let output = Command::new("python3")
+            .args(["-c", "import os, pwd; print(pwd.getpwuid(os.getuid()).pw_dir)"])
+            .output()
+            .expect("python3 is needed for this test and could not be run");
+        let python_home = String::from_utf8(output.stdout).expect("UTF-8");
+        let python_home = python_home.trim_end();
+        let env = env_of(&[]);
+        let vars = Vars { env: &env };
+        assert_eq!(
+            airflow_home(&vars).as_deref(),
+            Ok(format!("{}/airflow", python_home.trim_end_matches('/')).as_str())
+        );
+    }
+
+    #[test]
+    fn shlex_split_matches_python() {
+        // each expectation printed by python3's shlex.split
+        let cases: &[(&str, &[&str])] = &[
+            ("echo \"a  b\"   $HOME | cat", &["echo", "a  b", "$HOME", "|", "cat"]),
+            ("a\\ b c", &["a b", "c"]),
+            ("\"x\\y\" \"q\\\"\" \"\\\\\"", &["x\\y", "q\"", "\\"]),
+            ("'' x", &["", "x"]),
+            ("a'b c'd", &["ab cd"]),
+            ("  ", &[]),
+            ("# not comment", &["#", "not", "comment"]),
+            ("a\tb\nc\rd", &["a", "b", "c", "d"]),
+        ];
+        for (line, want) in cases {
+            let want: Vec<String> = want.iter().map(|s| (*s).to_owned()).collect();
+            assert_eq!(shlex_split(line), Ok(want), "{line:?}");
+        }
+        assert!(shlex_split("x\\").is_err());
+        assert!(shlex_split("\"unclosed").is_err());
+        assert!(shlex_split("'unclosed").is_err());
+    }
+
+    #[test]
+    fn schema_blank_means_none() {
+        let dir = TempDir::new("schema");
+        let home = dir.text();
+        let none = Overrides::default();
+        let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "  ")]));
+        assert_eq!(s.sql_alchemy_schema.value, None);
+        assert_eq!(s.sql_alchemy_schema.source, Source::Env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA".into()));
+        let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", " s ")]));
+        assert_eq!(s.sql_alchemy_schema.value.as_deref(), Some(" s "));
+        let s = ok(load_with(
+            &Overrides { schema: Some("airflow".into()), ..Overrides::default() },
+            &[("HOME", &home)],
+        ));
+        assert_eq!(s.sql_alchemy_schema.value.as_deref(), Some("airflow"));
+        assert_eq!(s.sql_alchemy_schema.source, Source::Flag("--schema"));
+    }
+
+    #[test]
+    fn builtin_backend_names() {
+        let dir = TempDir::new("backend");
+        let home = dir.text();
+        for (name, builtin) in [
+            ("airflow.state.metastore.MetastoreBackend", true),
+            ("airflow.cli.commands.state_store_command.MetastoreBackend", true),
+            ("airflow.api_fastapi.execution_api.routes.asset_state_store.MetastoreBackend", true),
+            // the secrets backend of the same name is another class
+            ("airflow.secrets.metastore.MetastoreBackend", false),
+            ("mypackage.state.CustomStoreBackend", false),
+            (" airflow.state.metastore.MetastoreBackend", false),
+        ] {
+            let s = ok(load_with(
+                &Overrides::default(),
+                &[("HOME", &home), ("AIRFLOW__STATE_STORE__BACKEND", name)],
+            ));
+            assert_eq!(s.is_builtin_backend(), builtin, "{name:?}");
+        }
+    }
+
+    #[test]
+    fn toml_file_gives_the_same_settings() {
+        let dir = TempDir::new("toml");
+        let home = dir.text();
+        let path = dir.write(
+            "settings.toml",
+            "[state_store]\nbackend = \"mypackage.Backend\"\ndefault_retention_days = 7\n\
+             state_cleanup_batch_size = 10_000\nclear_on_success = true\n\
+             max_value_storage_bytes = 0\n[database]\nsql_alchemy_conn_cmd = \"printf sqlite:////t.db\"\n\
+             sql_alchemy_schema = \"$SCHEMA\"\n",
+        );
+        let s = ok(load_with(
+            &Overrides { config_path: Some(path.clone()), ..Overrides::default() },
+            &[("HOME", &home), ("SCHEMA", "airflow")],
+        ));
+        assert_eq!(s.config_file.as_deref(), Some(path.as_path()));
+        assert_eq!(s.backend.value, "mypackage.Backend");
+        assert!(!s.is_builtin_backend());
+        assert_eq!(s.default_retention_days.value, 7);
+        assert_eq!(s.default_retention_days.source, file_source(&path, 3));
+        assert_eq!(s.state_cleanup_batch_size.value, 10_000);
+        assert!(s.clear_on_success.value);
+        assert_eq!(s.clear_on_success.source, file_source(&path, 5));
+        assert_eq!(s.max_value_storage_bytes.value, 0);
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////t.db");
+        assert_eq!(s.sql_alchemy_conn.source, Source::FileCmd { path: path.clone(), line: Some(8) });
+        assert_eq!(s.sql_alchemy_schema.value.as_deref(), Some("airflow"));
+
+        let bad = dir.write("bad.toml", "[state_store]\ndefault_retention_days = 7.5\n");
+        assert_eq!(
+            err(load_with(
+                &Overrides { config_path: Some(bad.clone()), ..Overrides::default() },
+                &[("HOME", &home)]
+            )),
+            format!(
+                "{} line 2: [state_store] default_retention_days is a TOML float; only strings, \
+                 integers and booleans can stand for an airflow.cfg value",
+                bad.display()
+            )
+        );
+        let negative = dir.write("neg.TOML", "[state_store]\nstate_cleanup_batch_size = -1\n");
+        assert_eq!(
+            err(load_with(
+                &Overrides { config_path: Some(negative.clone()), ..Overrides::default() },
+                &[("HOME", &home)]
+            )),
+            format!(
+                "invalid [state_store] state_cleanup_batch_size \"-1\" (from {} line 2): must be >= 0",
+                negative.display()
+            )
+        );
+        // AIRFLOW_CONFIG may name a TOML file too
+        let ac = path.display().to_string();
+        let s = ok(load_with(
+            &Overrides::default(),
+            &[("HOME", &home), ("AIRFLOW_CONFIG", &ac), ("SCHEMA", "x")],
+        ));
+        assert_eq!(s.default_retention_days.value, 7);
+    }
+
+    #[test]
+    fn source_display() {
+        let path = PathBuf::from("/etc/airflow/airflow.cfg");
+        assert_eq!(Source::Flag("--conn").to_string(), "--conn flag");
+        assert_eq!(Source::Env("X".into()).to_string(), "environment variable X");
+        assert_eq!(Source::EnvCmd("X_CMD".into()).to_string(), "command in environment variable X_CMD");
+        assert_eq!(
+            Source::File { path: path.clone(), line: Some(12) }.to_string(),
+            "/etc/airflow/airflow.cfg line 12"
+        );
+        assert_eq!(Source::File { path: path.clone(), line: None }.to_string(), "/etc/airflow/airflow.cfg");
+        assert_eq!(
+            Source::FileCmd { path, line: Some(3) }.to_string(),
+            "command in /etc/airflow/airflow.cfg line 3"
+        );
+        assert_eq!(Source::Default.to_string(), "default");
+    }
+
+    #[test]
+    fn debug_output_hides_the_connection() {
+        let dir = TempDir::new("debug");
+        let home = dir.text();
+        let overrides = Overrides { conn: Some("postgresql://u:s3cret@h/db".into()), ..Overrides::default() };
+        let s = ok(load_with(&overrides, &[("HOME", &home)]));
+        assert!(!format!("{s:?}").contains("s3cret"));
+        assert!(!format!("{overrides:?}").contains("s3cret"));
+    }
+}

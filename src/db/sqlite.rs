@@ -1,0 +1,624 @@
+//! SQLite, Airflow's embedded default metastore.
+//!
+//! Airflow stores SQLite timestamps as text `YYYY-MM-DD HH:MM:SS.ffffff` (UTC, no offset) and
+//! compares `expires_at < ?` as strings, so every bound timestamp uses exactly that form. Each
+//! connection turns foreign keys on (as Airflow does, so a write for a vanished dag run fails
+//! instead of leaving an orphan) and waits for a busy database instead of failing at once.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
+
+use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use crate::error::{Error, Result};
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::time::Timestamp;
+use crate::url::{DbUrl, SqliteTarget};
+
+/// How long a statement waits for another connection's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub(crate) struct SqliteStore {
+    conn: Connection,
+    location: String,
+}
+
+fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
+    move |e| Error::db(context.to_string(), e)
+}
+
+impl SqliteStore {
+    pub(crate) fn open(url: &DbUrl, access: Access) -> Result<Self> {
+        let target = url.sqlite_target().ok_or_else(|| {
+            Error::Config(format!("[database] sql_alchemy_conn {} is not a SQLite URL", url.redacted()))
+        })?;
+        let (conn, location) = match target {
+            SqliteTarget::Memory => (
+                Connection::open_in_memory().map_err(sql_err("cannot open an in-memory SQLite database"))?,
+                "the in-memory SQLite database".to_string(),
+            ),
+            SqliteTarget::File(path) => {
+                let location = format!("SQLite database {}", path.display());
+                (open_existing_file(&path, &location)?, location)
+            }
+        };
+        let store = SqliteStore { conn, location };
+        store.prepare_connection(access)?;
+        recognise_schema(&store.location, |table| store.columns(table))?;
+        Ok(store)
+    }
+
+    fn prepare_connection(&self, access: Access) -> Result<()> {
+        let context = format!("cannot use {}", self.location);
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&context, e))?;
+        // Reading sqlite_master is the first real read: a file that is not a database fails here.
+        self.conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0))
+            .map_err(|e| Error::db(&context, e))?;
+        self.conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&context, e))?;
+        if access == Access::ReadOnly {
+            self.conn.execute_batch("PRAGMA query_only = ON").map_err(|e| Error::db(&context, e))?;
+        }
+        Ok(())
+    }
+
+    fn columns(&self, table: &str) -> Result<Option<Vec<String>>> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name FROM pragma_table_info(?1)")
+            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), e))?;
+        let names = stmt
+            .query_map([table], |row| row.get::<_, String>(0))
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<String>>>)
+            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), e))?;
+        Ok(if names.is_empty() { None } else { Some(names) })
+    }
+
+    fn ctx(&self, what: &str) -> String {
+        format!("{what} in {}", self.location)
+    }
+}
+
+/// Never creates a file: a mistyped path must be an error, not a new empty database.
+fn open_existing_file(path: &Path, location: &str) -> Result<Connection> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::Database {
+                context: format!("cannot open {location}"),
+                cause: "the file does not exist".to_string(),
+            });
+        }
+        Err(e) => return Err(Error::db(format!("cannot open {location}"), e)),
+        Ok(meta) if meta.is_dir() => {
+            return Err(Error::Database {
+                context: format!("cannot open {location}"),
+                cause: "it is a directory".to_string(),
+            });
+        }
+        Ok(_) => {}
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(path, flags).map_err(|e| Error::db(format!("cannot open {location}"), e))
+}
+
+fn stored_time(value: ValueRef<'_>) -> Option<StoredTime> {
+    match value {
+        ValueRef::Null => None,
+        ValueRef::Text(bytes) => {
+            let text = String::from_utf8_lossy(bytes);
+            Some(match Timestamp::parse_db_text(&text) {
+                Ok(ts) => StoredTime::At(ts),
+                Err(_) => StoredTime::Unreadable(text.into_owned()),
+            })
+        }
+        ValueRef::Integer(i) => Some(StoredTime::Unreadable(i.to_string())),
+        ValueRef::Real(f) => Some(StoredTime::Unreadable(f.to_string())),
+        ValueRef::Blob(b) => Some(StoredTime::Unreadable(String::from_utf8_lossy(b).into_owned())),
+    }
+}
+
+fn required_time(row: &Row<'_>, idx: usize) -> rusqlite::Result<StoredTime> {
+    Ok(stored_time(row.get_ref(idx)?).unwrap_or_else(|| StoredTime::Unreadable(String::new())))
+}
+
+/// Values are TEXT, but a damaged or foreign row may hold anything: show it rather than fail.
+fn text_lossy(row: &Row<'_>, idx: usize) -> rusqlite::Result<String> {
+    Ok(match row.get_ref(idx)? {
+        ValueRef::Null => String::new(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(f) => f.to_string(),
+    })
+}
+
+const TASK_COLUMNS: &str = r#"dag_id, run_id, task_id, map_index, "key", value, updated_at, expires_at"#;
+
+fn task_entry(row: &Row<'_>) -> rusqlite::Result<TaskEntry> {
+    Ok(TaskEntry {
+        scope: TaskScope {
+            dag_id: row.get(0)?,
+            run_id: row.get(1)?,
+            task_id: row.get(2)?,
+            map_index: row.get(3)?,
+        },
+        key: row.get(4)?,
+        value: text_lossy(row, 5)?,
+        updated_at: required_time(row, 6)?,
+        expires_at: stored_time(row.get_ref(7)?),
+    })
+}
+
+const ASSET_COLUMNS: &str =
+    r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind"#;
+
+fn asset_entry(row: &Row<'_>) -> rusqlite::Result<AssetEntry> {
+    Ok(AssetEntry {
+        asset_id: row.get(0)?,
+        asset_name: row.get(1)?,
+        asset_uri: row.get(2)?,
+        key: row.get(3)?,
+        value: text_lossy(row, 4)?,
+        updated_at: required_time(row, 5)?,
+        last_updated_by_kind: row.get(6)?,
+    })
+}
+
+/// `LIMIT -1` is SQLite's "no limit".
+fn limit_value(page: Page) -> i64 {
+    page.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX))
+}
+
+fn offset_value(page: Page) -> i64 {
+    i64::try_from(page.offset).unwrap_or(i64::MAX)
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// An asset is active when `asset_active` has a row with the same name AND uri.
+const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
+
+/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
+/// whose asset row is gone altogether (possible when foreign keys were off).
+fn orphan_condition(outer: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
+         WHERE oa.id = {outer}.asset_id)"
+    )
+}
+
+impl Metastore for SqliteStore {
+    fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
+        let ctx = self.ctx("cannot look up the dag run");
+        self.conn
+            .query_row("SELECT id FROM dag_run WHERE dag_id = ?1 AND run_id = ?2", params![dag_id, run_id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>> {
+        let ctx = self.ctx("cannot look up the asset");
+        let base = "SELECT a.id, a.name, a.uri, EXISTS (SELECT 1 FROM asset_active aa \
+                    WHERE aa.name = a.name AND aa.uri = a.uri) FROM asset a";
+        let map = |r: &Row<'_>| -> rusqlite::Result<Asset> {
+            Ok(Asset { id: r.get(0)?, name: r.get(1)?, uri: r.get(2)?, active: r.get(3)? })
+        };
+        let result = match selector {
+            AssetSelector::Id(id) => {
+                self.conn.query_row(&format!("{base} WHERE a.id = ?1"), [id], map).optional()
+            }
+            AssetSelector::Name(name) => self
+                .conn
+                .query_row(
+                    &format!("SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} WHERE a.name = ?1"),
+                    [name],
+                    map,
+                )
+                .optional(),
+            AssetSelector::Uri(uri) => self
+                .conn
+                .query_row(
+                    &format!("SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} WHERE a.uri = ?1"),
+                    [uri],
+                    map,
+                )
+                .optional(),
+        };
+        result.map_err(|e| Error::db(ctx, e))
+    }
+
+    fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
+        let ctx = self.ctx("cannot look up the asset");
+        let (sql, arg) = match selector {
+            AssetSelector::Name(name) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?1)", name.as_str()),
+            AssetSelector::Uri(uri) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?1)", uri.as_str()),
+            AssetSelector::Id(_) => return Ok(false),
+        };
+        self.conn.query_row(sql, [arg], |r| r.get(0)).map_err(|e| Error::db(ctx, e))
+    }
+
+    fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        self.conn
+            .query_row(
+                &format!(
+                    r#"SELECT {TASK_COLUMNS} FROM task_state_store
+                       WHERE dag_id = ?1 AND run_id = ?2 AND task_id = ?3 AND map_index = ?4 AND "key" = ?5"#
+                ),
+                params![scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key],
+                task_entry,
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        self.conn
+            .query_row(
+                &format!(
+                    r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+                       WHERE s.asset_id = ?1 AND s."key" = ?2"#
+                ),
+                params![asset.id, key],
+                asset_entry,
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot write task_state_store");
+        // The conflict target is Airflow's own unique key, so a concurrent Airflow worker
+        // writing the same key updates the same row instead of failing or duplicating it.
+        self.conn
+            .execute(
+                r#"INSERT INTO task_state_store
+                       (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                   ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at"#,
+                params![
+                    w.dag_run_id,
+                    w.scope.task_id,
+                    w.scope.map_index,
+                    w.key,
+                    w.scope.dag_id,
+                    w.scope.run_id,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.expires_at.map(Timestamp::to_sqlite_text),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot write asset_state_store");
+        // An `api` write records no task, so the four writer columns are reset to NULL.
+        self.conn
+            .execute(
+                r#"INSERT INTO asset_state_store
+                       (asset_id, "key", value, updated_at, last_updated_by_kind, last_updated_by_dag_id,
+                        last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index)
+                   VALUES (?1, ?2, ?3, ?4, 'api', NULL, NULL, NULL, NULL)
+                   ON CONFLICT (asset_id, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at,
+                       last_updated_by_kind = excluded.last_updated_by_kind,
+                       last_updated_by_dag_id = NULL, last_updated_by_run_id = NULL,
+                       last_updated_by_task_id = NULL, last_updated_by_map_index = NULL"#,
+                params![w.asset_id, w.key, w.value, w.updated_at.to_sqlite_text()],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
+        let ctx = self.ctx("cannot delete from task_state_store");
+        self.conn
+            .execute(
+                r#"DELETE FROM task_state_store
+                   WHERE dag_id = ?1 AND run_id = ?2 AND task_id = ?3 AND map_index = ?4 AND "key" = ?5"#,
+                params![scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key],
+            )
+            .map(count)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        let ctx = self.ctx("cannot delete from asset_state_store");
+        self.conn
+            .execute(r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2"#, params![asset_id, key])
+            .map(count)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let (sql, map_index) = task_scope_where(scope, all_map_indices);
+        self.conn
+            .query_row(
+                &format!("SELECT count(*) FROM task_state_store WHERE {sql}"),
+                params![scope.dag_id, scope.run_id, scope.task_id, map_index],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        let ctx = self.ctx("cannot delete from task_state_store");
+        let (sql, map_index) = task_scope_where(scope, all_map_indices);
+        self.conn
+            .execute(
+                &format!("DELETE FROM task_state_store WHERE {sql}"),
+                params![scope.dag_id, scope.run_id, scope.task_id, map_index],
+            )
+            .map(count)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        self.conn
+            .query_row("SELECT count(*) FROM asset_state_store WHERE asset_id = ?1", [asset_id], |r| r.get::<_, i64>(0))
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn clear_asset(&mut self, asset_id: i64) -> Result<u64> {
+        let ctx = self.ctx("cannot delete from asset_state_store");
+        self.conn
+            .execute("DELETE FROM asset_state_store WHERE asset_id = ?1", [asset_id])
+            .map(count)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        for (clause, value) in [
+            ("dag_id = ?", &filter.dag_id),
+            ("run_id = ?", &filter.run_id),
+            ("task_id = ?", &filter.task_id),
+        ] {
+            if let Some(v) = value {
+                clauses.push(clause);
+                args.push(v.clone().into());
+            }
+        }
+        if let Some(map_index) = filter.map_index {
+            clauses.push("map_index = ?");
+            args.push(map_index.into());
+        }
+        if let Some(cutoff) = filter.expired_before {
+            clauses.push("expires_at < ?");
+            args.push(cutoff.to_sqlite_text().into());
+        }
+        let where_sql =
+            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        args.push(limit_value(page).into());
+        args.push(offset_value(page).into());
+        let sql = format!(
+            r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
+               ORDER BY dag_id, run_id, task_id, map_index, "key" LIMIT ? OFFSET ?"#
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params_from_iter(args), task_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        let where_sql = if asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               {where_sql} ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params![asset_id, limit_value(page), offset_value(page)], asset_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
+        let ctx = self.ctx("cannot count expired rows");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT dag_id, count(*) FROM task_state_store WHERE expires_at < ?1 \
+                 GROUP BY dag_id ORDER BY dag_id",
+            )
+            .map_err(sql_err(&ctx))?;
+        stmt.query_map([cutoff.to_sqlite_text()], |r| {
+            Ok(DagCount { dag_id: r.get(0)?, rows: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0) })
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {
+        let ctx = self.ctx("cannot count orphaned asset rows");
+        let sql = format!(
+            "SELECT s.asset_id, a.name, count(*) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+             WHERE {} GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            orphan_condition("s")
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map([], |r| {
+            Ok(AssetCount {
+                asset_id: r.get(0)?,
+                asset_name: r.get(1)?,
+                rows: u64::try_from(r.get::<_, i64>(2)?).unwrap_or(0),
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>> {
+        let ctx = self.ctx("cannot read orphaned asset rows");
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               WHERE {} ORDER BY s.asset_id, s."key" LIMIT ?1"#,
+            orphan_condition("s")
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], asset_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
+        let ctx = self.ctx("cannot find the next batch of expired rows");
+        let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
+        self.conn
+            .query_row(
+                "SELECT id FROM task_state_store WHERE id > ?1 AND expires_at < ?2 ORDER BY id LIMIT 1 OFFSET ?3",
+                params![after_id, cutoff.to_sqlite_text(), offset],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after_id: i64, up_to_id: Option<i64>) -> Result<u64> {
+        let ctx = self.ctx("cannot delete expired rows");
+        self.conn
+            .execute(
+                "DELETE FROM task_state_store WHERE id > ?1 AND id <= ?2 AND expires_at < ?3",
+                params![after_id, up_to_id.unwrap_or(i64::MAX), cutoff.to_sqlite_text()],
+            )
+            .map(count)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn delete_orphans(&mut self) -> Result<u64> {
+        let ctx = self.ctx("cannot delete orphaned asset rows");
+        let sql = format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store"));
+        self.conn.execute(&sql, []).map(count).map_err(|e| Error::db(ctx, e))
+    }
+}
+
+/// The WHERE clause of a task scope, with map_index bound as NULL-matching-anything when all
+/// map indices are meant (`?4 IS NULL`), so one statement serves both forms of `clear`.
+fn task_scope_where(scope: &TaskScope, all_map_indices: bool) -> (&'static str, Option<i64>) {
+    (
+        "dag_id = ?1 AND run_id = ?2 AND task_id = ?3 AND (?4 IS NULL OR map_index = ?4)",
+        if all_map_indices { None } else { Some(scope.map_index) },
+    )
+}
+
+/// A sandbox file: created when missing, never an existing Airflow metastore.
+pub(crate) struct SqliteSandbox {
+    conn: Connection,
+    location: String,
+}
+
+impl SqliteSandbox {
+    pub(crate) fn open(url: &DbUrl) -> Result<Self> {
+        let Some(SqliteTarget::File(path)) = url.sqlite_target() else {
+            return Err(Error::Usage(
+                "a sandbox needs a SQLite file (an in-memory database would vanish at exit)".to_string(),
+            ));
+        };
+        let location = format!("SQLite database {}", path.display());
+        let conn = Connection::open(&path).map_err(|e| Error::db(format!("cannot open {location}"), e))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&location, e))?;
+        conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&location, e))?;
+        Ok(SqliteSandbox { conn, location })
+    }
+
+    fn require_marker(&self) -> Result<()> {
+        let marked: bool = self
+            .conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                [schema::SANDBOX_MARKER_TABLE],
+                |r| r.get(0),
+            )
+            .map_err(|e| Error::db(format!("cannot read {}", self.location), e))?;
+        if marked {
+            Ok(())
+        } else {
+            Err(Error::Usage(format!(
+                "{} was not created by `state-store sandbox create`; sandbox commands never change a real metastore",
+                self.location
+            )))
+        }
+    }
+}
+
+impl super::Sandbox for SqliteSandbox {
+    fn create(&mut self) -> Result<()> {
+        let existing: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN \
+                 ('dag_run', 'asset', 'asset_active', 'task_state_store', 'asset_state_store', 'alembic_version')",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| Error::db(format!("cannot read {}", self.location), e))?;
+        if existing > 0 {
+            return Err(Error::Usage(format!("{} already has Airflow tables; a sandbox starts empty", self.location)));
+        }
+        let ctx = format!("cannot create the tables in {}", self.location);
+        // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
+        self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| Error::db(&ctx, e))?;
+        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, e))?;
+        for statement in schema::SQLITE_DDL {
+            tx.execute_batch(statement).map_err(|e| Error::db(&ctx, e))?;
+        }
+        tx.execute("INSERT INTO alembic_version (version_num) VALUES (?1)", [schema::AIRFLOW_33_ALEMBIC_REVISION])
+            .map_err(|e| Error::db(&ctx, e))?;
+        tx.execute_batch(&format!("CREATE TABLE {} (created_at TIMESTAMP NOT NULL)", schema::SANDBOX_MARKER_TABLE))
+            .map_err(|e| Error::db(&ctx, e))?;
+        tx.execute(
+            &format!("INSERT INTO {} (created_at) VALUES (?1)", schema::SANDBOX_MARKER_TABLE),
+            [Timestamp::now().to_sqlite_text()],
+        )
+        .map_err(|e| Error::db(&ctx, e))?;
+        tx.commit().map_err(|e| Error::db(&ctx, e))
+    }
+
+    fn add_dag_run(&mut self, dag_id: &str, run_id: &str) -> Result<i64> {
+        self.require_marker()?;
+        let now = Timestamp::now().to_sqlite_text();
+        self.conn
+            .execute(
+                "INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, queued_at, start_date, created_at, updated_at) \
+                 VALUES (?1, ?2, 'manual', 'running', ?3, ?3, ?3, ?3, ?3)",
+                params![dag_id, run_id, now],
+            )
+            .map_err(|e| Error::db(format!("cannot add the dag run to {}", self.location), e))?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64> {
+        self.require_marker()?;
+        let ctx = format!("cannot add the asset to {}", self.location);
+        let now = Timestamp::now().to_sqlite_text();
+        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, e))?;
+        tx.execute(
+            r#"INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) VALUES (?1, ?2, 'asset', '{}', ?3, ?3)"#,
+            params![name, uri, now],
+        )
+        .map_err(|e| Error::db(&ctx, e))?;
+        let id = tx.last_insert_rowid();
+        if active {
+            tx.execute("INSERT INTO asset_active (name, uri) VALUES (?1, ?2)", params![name, uri])
+                .map_err(|e| Error::db(&ctx, e))?;
+        }
+        tx.commit().map_err(|e| Error::db(&ctx, e))?;
+        Ok(id)
+    }
+}

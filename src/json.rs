@@ -1,0 +1,1855 @@
+//! JSON text exactly as Python 3.11's `json` module reads and writes it.
+//!
+//! Airflow keeps every state-store value as the text of `json.dumps(value)`, so a
+//! value written by this tool must be byte-identical to what Airflow would have
+//! written, and anything Airflow wrote must read back the way `json.loads` reads it.
+//! [`parse`] follows `json.loads` (the C scanner) including its error messages and
+//! positions; [`dumps`] follows `json.dumps` with default arguments. Where Python
+//! would accept a value this tool cannot faithfully carry (NaN and infinities,
+//! strings holding unpaired surrogates) the parser refuses it with a distinct
+//! [`ParseErrorKind`] instead.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// Python 3.11 refuses to convert integer text longer than this many digits.
+const MAX_INT_DIGITS: usize = 4300;
+
+/// Containers nested deeper than this are refused. Python gives up with a
+/// `RecursionError` at 996 levels when called from the top of a script, and sooner
+/// from deeper in a program such as Airflow's API server, so a value we store must
+/// stay well below that for every Airflow reader to load it back.
+const MAX_DEPTH: usize = 500;
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+/// A JSON value with the distinctions Python's `json` module makes: integers and
+/// floats are different types, and object keys keep their insertion order.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Json {
+    Null,
+    Bool(bool),
+    /// Canonical decimal text of an arbitrary-size integer: no sign on zero, no
+    /// leading zeros, no `+`. The encoders write it verbatim.
+    Int(String),
+    Float(f64),
+    Str(String),
+    Array(Vec<Json>),
+    Object(Vec<(String, Json)>),
+}
+
+impl Json {
+    /// The JSON-level name of the value's type, for messages.
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Json::Null => "null",
+            Json::Bool(_) => "boolean",
+            Json::Int(_) => "integer",
+            Json::Float(_) => "float",
+            Json::Str(_) => "string",
+            Json::Array(_) => "array",
+            Json::Object(_) => "object",
+        }
+    }
+}
+
+/// Why a text was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ParseErrorKind {
+    /// Python's `json.loads` rejects the text too (or it nests too deeply).
+    Syntax,
+    /// `NaN`, `Infinity`, `-Infinity`, or a number too large for a finite float.
+    NonFinite,
+    /// An integer with more digits than Python 3.11 converts.
+    IntegerTooLong,
+    /// A `\uXXXX` escape for a surrogate that is not part of a pair.
+    LoneSurrogate,
+}
+
+/// A rejected text: the message Python would give and where, counted in
+/// characters as Python counts them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ParseError {
+    kind: ParseErrorKind,
+    message: String,
+    line: usize,
+    column: usize,
+    offset: usize,
+}
+
+impl ParseError {
+    pub(crate) fn kind(&self) -> ParseErrorKind {
+        self.kind
+    }
+}
+
+impl fmt::Display for ParseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: line {} column {} (char {})",
+            self.message, self.line, self.column, self.offset
+        )
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// Parses `text` as `json.loads(text)` would.
+///
+/// Syntax errors carry Python's message and position. Values Python would accept
+/// but that cannot be represented (see [`ParseErrorKind`]) are refused only when the
+/// whole text is otherwise valid and they survive into the result (a repeated key
+/// discards the earlier value), so the outcome is refused exactly when Python's
+/// result would hold such a value, and a syntax error always wins, as in Python.
+pub(crate) fn parse(text: &str) -> Result<Json, ParseError> {
+    let mut parser = Parser {
+        text,
+        bytes: text.as_bytes(),
+        deferred: Vec::new(),
+    };
+    if text.starts_with('\u{feff}') {
+        return Err(parser.error(
+            ParseErrorKind::Syntax,
+            "Unexpected UTF-8 BOM (decode using utf-8-sig)",
+            0,
+        ));
+    }
+    let start = parser.skip_ws(0);
+    let (value, end) = parser.parse_value(start)?;
+    let end = parser.skip_ws(end);
+    if end != parser.bytes.len() {
+        return Err(parser.error(ParseErrorKind::Syntax, "Extra data", end));
+    }
+    match parser.deferred.first() {
+        Some(refusal) => Err(parser.error(refusal.kind, &refusal.message, refusal.pos)),
+        None => Ok(value),
+    }
+}
+
+/// A value Python would accept but this parser will not return, held back until
+/// the text is known to be otherwise valid.
+struct Refusal {
+    kind: ParseErrorKind,
+    message: String,
+    pos: usize,
+}
+
+/// An object under construction: Python builds a dict, so a repeated key replaces
+/// the earlier value but keeps the earlier position.
+struct ObjectBuilder {
+    entries: Vec<(String, Json)>,
+    /// Byte range of the text each entry's current value was read from.
+    spans: Vec<(usize, usize)>,
+    index: HashMap<String, usize>,
+    pending_key: String,
+    pending_start: usize,
+}
+
+impl ObjectBuilder {
+    fn new(key: String, value_start: usize) -> Self {
+        ObjectBuilder {
+            entries: Vec::new(),
+            spans: Vec::new(),
+            index: HashMap::new(),
+            pending_key: key,
+            pending_start: value_start,
+        }
+    }
+
+    /// Stores the value for the pending key. A replaced value is gone from the
+    /// result, so refusals raised inside it no longer apply.
+    fn insert(&mut self, value: Json, value_end: usize, refusals: &mut Vec<Refusal>) {
+        let key = std::mem::take(&mut self.pending_key);
+        let span = (self.pending_start, value_end);
+        if let Some(&at) = self.index.get(&key) {
+            if let (Some(slot), Some(old)) = (self.entries.get_mut(at), self.spans.get_mut(at)) {
+                let (start, end) = *old;
+                refusals.retain(|refusal| refusal.pos < start || refusal.pos >= end);
+                slot.1 = value;
+                *old = span;
+            }
+        } else {
+            self.index.insert(key.clone(), self.entries.len());
+            self.entries.push((key, value));
+            self.spans.push(span);
+        }
+    }
+}
+
+enum Frame {
+    Array(Vec<Json>),
+    Object(ObjectBuilder),
+}
+
+/// Works on bytes (every structural character is ASCII) and converts byte
+/// offsets to Python's character offsets only when reporting an error.
+struct Parser<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    /// Refusals in text order; the first still standing is reported once the
+    /// whole text has been found valid, as Python would have accepted it.
+    deferred: Vec<Refusal>,
+}
+
+impl Parser<'_> {
+    fn error(&self, kind: ParseErrorKind, message: &str, pos: usize) -> ParseError {
+        let before = self.bytes.get(..pos).unwrap_or(self.bytes);
+        let count_chars = |bytes: &[u8]| bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |newline| newline + 1);
+        ParseError {
+            kind,
+            message: message.to_owned(),
+            line: before.split(|&b| b == b'\n').count(),
+            column: count_chars(before.get(line_start..).unwrap_or_default()) + 1,
+            offset: count_chars(before),
+        }
+    }
+
+    fn defer(&mut self, kind: ParseErrorKind, message: String, pos: usize) {
+        self.deferred.push(Refusal { kind, message, pos });
+    }
+
+    fn skip_ws(&self, mut pos: usize) -> usize {
+        while matches!(self.bytes.get(pos), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            pos += 1;
+        }
+        pos
+    }
+
+    /// Whether at least `n` characters follow byte offset `pos`: the C scanner's
+    /// length checks on `\u` escapes count characters, not bytes.
+    fn has_chars(&self, pos: usize, n: usize) -> bool {
+        self.bytes
+            .get(pos..)
+            .unwrap_or_default()
+            .iter()
+            .filter(|&&b| b & 0xC0 != 0x80)
+            .take(n)
+            .count()
+            == n
+    }
+
+    fn hex4(&self, pos: usize) -> Option<u32> {
+        let digits = self.bytes.get(pos..pos + 4)?;
+        digits.iter().try_fold(0_u32, |acc, &b| {
+            let digit = char::from(b).to_digit(16)?;
+            Some(acc * 16 + digit)
+        })
+    }
+
+    /// Parses one value starting exactly at `pos`, returning it and the offset
+    /// just past it. Iterative, so nesting depth costs heap, not stack.
+    fn parse_value(&mut self, mut pos: usize) -> Result<(Json, usize), ParseError> {
+        let mut stack: Vec<Frame> = Vec::new();
+        'value: loop {
+            let (mut value, mut end) = match self.bytes.get(pos) {
+                Some(&open @ (b'[' | b'{')) => {
+                    if stack.len() >= MAX_DEPTH {
+                        let message = format!("Exceeds the maximum nesting depth of {MAX_DEPTH}");
+                        return Err(self.error(ParseErrorKind::Syntax, &message, pos));
+                    }
+                    let inner = self.skip_ws(pos + 1);
+                    let close = if open == b'[' { b']' } else { b'}' };
+                    if self.bytes.get(inner) == Some(&close) {
+                        let empty = if open == b'[' {
+                            Json::Array(Vec::new())
+                        } else {
+                            Json::Object(Vec::new())
+                        };
+                        (empty, inner + 1)
+                    } else if open == b'[' {
+                        stack.push(Frame::Array(Vec::new()));
+                        pos = inner;
+                        continue 'value;
+                    } else {
+                        let (key, after) = self.object_key(inner)?;
+                        stack.push(Frame::Object(ObjectBuilder::new(key, after)));
+                        pos = after;
+                        continue 'value;
+                    }
+                }
+                _ => self.scan_scalar(pos)?,
+            };
+            // Hand the finished value to its container, closing as many
+            // containers as end here.
+            loop {
+                let Some(frame) = stack.last_mut() else {
+                    return Ok((value, end));
+                };
+                let after = self.skip_ws(end);
+                let next = self.bytes.get(after);
+                match frame {
+                    Frame::Array(items) => {
+                        items.push(value);
+                        match next {
+                            Some(b']') => {
+                                value = Json::Array(std::mem::take(items));
+                                end = after + 1;
+                                stack.pop();
+                            }
+                            Some(b',') => {
+                                pos = self.skip_ws(after + 1);
+                                continue 'value;
+                            }
+                            _ => {
+                                return Err(self.error(
+                                    ParseErrorKind::Syntax,
+                                    "Expecting ',' delimiter",
+                                    after,
+                                ));
+                            }
+                        }
+                    }
+                    Frame::Object(object) => {
+                        object.insert(value, end, &mut self.deferred);
+                        match next {
+                            Some(b'}') => {
+                                value = Json::Object(std::mem::take(&mut object.entries));
+                                end = after + 1;
+                                stack.pop();
+                            }
+                            Some(b',') => {
+                                let key_pos = self.skip_ws(after + 1);
+                                let (key, value_pos) = self.object_key(key_pos)?;
+                                object.pending_key = key;
+                                object.pending_start = value_pos;
+                                pos = value_pos;
+                                continue 'value;
+                            }
+                            _ => {
+                                return Err(self.error(
+                                    ParseErrorKind::Syntax,
+                                    "Expecting ',' delimiter",
+                                    after,
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads `"key" :` at `pos` and returns the key and where its value starts.
+    fn object_key(&mut self, pos: usize) -> Result<(String, usize), ParseError> {
+        if self.bytes.get(pos) != Some(&b'"') {
+            return Err(self.error(
+                ParseErrorKind::Syntax,
+                "Expecting property name enclosed in double quotes",
+                pos,
+            ));
+        }
+        let (key, end) = self.scan_string(pos + 1)?;
+        let colon = self.skip_ws(end);
+        if self.bytes.get(colon) != Some(&b':') {
+            return Err(self.error(ParseErrorKind::Syntax, "Expecting ':' delimiter", colon));
+        }
+        Ok((key, self.skip_ws(colon + 1)))
+    }
+
+    fn scan_scalar(&mut self, pos: usize) -> Result<(Json, usize), ParseError> {
+        let rest = self.bytes.get(pos..).unwrap_or_default();
+        match rest.first() {
+            Some(b'"') => {
+                let (text, end) = self.scan_string(pos + 1)?;
+                Ok((Json::Str(text), end))
+            }
+            Some(b'n') if rest.starts_with(b"null") => Ok((Json::Null, pos + 4)),
+            Some(b't') if rest.starts_with(b"true") => Ok((Json::Bool(true), pos + 4)),
+            Some(b'f') if rest.starts_with(b"false") => Ok((Json::Bool(false), pos + 5)),
+            Some(b'N') if rest.starts_with(b"NaN") => Ok(self.non_finite("NaN", pos)),
+            Some(b'I') if rest.starts_with(b"Infinity") => Ok(self.non_finite("Infinity", pos)),
+            Some(b'-') if rest.starts_with(b"-Infinity") => Ok(self.non_finite("-Infinity", pos)),
+            _ => self.scan_number(pos),
+        }
+    }
+
+    fn non_finite(&mut self, literal: &str, pos: usize) -> (Json, usize) {
+        let message = format!("Non-finite number {literal} is not allowed");
+        self.defer(ParseErrorKind::NonFinite, message, pos);
+        (Json::Null, pos + literal.len())
+    }
+
+    /// Matches `-?(0|[1-9]\d*)(\.\d+)?([eE][-+]?\d+)?` at `pos`, taking each
+    /// optional part only if it is complete, as the C scanner does ("1." reads as
+    /// 1 followed by extra data).
+    fn scan_number(&mut self, pos: usize) -> Result<(Json, usize), ParseError> {
+        let bytes = self.bytes;
+        let digit_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
+        let mut i = pos;
+        if bytes.get(i) == Some(&b'-') {
+            i += 1;
+        }
+        match bytes.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => {
+                i += 1;
+                while digit_at(i) {
+                    i += 1;
+                }
+            }
+            _ => return Err(self.error(ParseErrorKind::Syntax, "Expecting value", pos)),
+        }
+        let mut is_float = false;
+        if bytes.get(i) == Some(&b'.') && digit_at(i + 1) {
+            is_float = true;
+            i += 2;
+            while digit_at(i) {
+                i += 1;
+            }
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            let mut j = i + 1;
+            if matches!(bytes.get(j), Some(b'+' | b'-')) {
+                j += 1;
+            }
+            let exponent_digits = j;
+            while digit_at(j) {
+                j += 1;
+            }
+            if j > exponent_digits {
+                is_float = true;
+                i = j;
+            }
+        }
+        let token = self.text.get(pos..i).unwrap_or_default();
+        if !is_float {
+            let digits = token.strip_prefix('-').unwrap_or(token).len();
+            if digits > MAX_INT_DIGITS {
+                let message = format!(
+                    "Exceeds the limit ({MAX_INT_DIGITS} digits) for integer string conversion: value has {digits} digits"
+                );
+                return Err(self.error(ParseErrorKind::IntegerTooLong, &message, pos));
+            }
+            let canonical = if token == "-0" { "0" } else { token };
+            return Ok((Json::Int(canonical.to_owned()), i));
+        }
+        // Rust's float parsing is correctly rounded, as Python's is.
+        match token.parse::<f64>() {
+            Ok(number) if number.is_finite() => Ok((Json::Float(number), i)),
+            Ok(_) => {
+                self.defer(
+                    ParseErrorKind::NonFinite,
+                    "Number is too large for a finite float".to_owned(),
+                    pos,
+                );
+                Ok((Json::Null, i))
+            }
+            Err(_) => Err(self.error(ParseErrorKind::Syntax, "Expecting value", pos)),
+        }
+    }
+
+    /// Scans a string whose opening quote is just before `start`; returns its
+    /// contents and the offset past the closing quote. Error positions follow the
+    /// C scanner exactly, including its quirk of demanding one more character
+    /// after a `\uXXXX` escape before it will decode it.
+    fn scan_string(&mut self, start: usize) -> Result<(String, usize), ParseError> {
+        let bytes = self.bytes;
+        let begin = start.saturating_sub(1);
+        let unterminated = |parser: &Self| {
+            parser.error(
+                ParseErrorKind::Syntax,
+                "Unterminated string starting at",
+                begin,
+            )
+        };
+        let mut out = String::new();
+        let mut end = start;
+        loop {
+            let mut next = end;
+            while let Some(&b) = bytes.get(next) {
+                if b == b'"' || b == b'\\' {
+                    break;
+                }
+                if b < 0x20 {
+                    return Err(self.error(
+                        ParseErrorKind::Syntax,
+                        "Invalid control character at",
+                        next,
+                    ));
+                }
+                next += 1;
+            }
+            let Some(&terminator) = bytes.get(next) else {
+                return Err(unterminated(self));
+            };
+            out.push_str(self.text.get(end..next).unwrap_or_default());
+            next += 1;
+            if terminator == b'"' {
+                return Ok((out, next));
+            }
+            let Some(&escape) = bytes.get(next) else {
+                return Err(unterminated(self));
+            };
+            if escape != b'u' {
+                let unescaped = match escape {
+                    b'"' => '"',
+                    b'\\' => '\\',
+                    b'/' => '/',
+                    b'b' => '\u{8}',
+                    b'f' => '\u{c}',
+                    b'n' => '\n',
+                    b'r' => '\r',
+                    b't' => '\t',
+                    _ => {
+                        return Err(self.error(
+                            ParseErrorKind::Syntax,
+                            "Invalid \\escape",
+                            next - 1,
+                        ));
+                    }
+                };
+                out.push(unescaped);
+                end = next + 1;
+                continue;
+            }
+            let u_pos = next;
+            let hex_start = u_pos + 1;
+            let invalid_u = |parser: &Self, at: usize| {
+                parser.error(ParseErrorKind::Syntax, "Invalid \\uXXXX escape", at)
+            };
+            if !self.has_chars(hex_start, 5) {
+                return Err(invalid_u(self, u_pos));
+            }
+            let Some(mut code) = self.hex4(hex_start) else {
+                return Err(invalid_u(self, u_pos));
+            };
+            end = hex_start + 4;
+            if (0xD800..=0xDBFF).contains(&code)
+                && self.has_chars(end, 7)
+                && bytes.get(end) == Some(&b'\\')
+                && bytes.get(end + 1) == Some(&b'u')
+            {
+                let Some(low) = self.hex4(end + 2) else {
+                    return Err(invalid_u(self, end + 1));
+                };
+                if (0xDC00..=0xDFFF).contains(&low) {
+                    code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+                    end += 6;
+                }
+            }
+            if let Some(ch) = char::from_u32(code) {
+                out.push(ch);
+            } else {
+                let message = format!("Lone surrogate \\u{code:04x} in a string is not supported");
+                self.defer(ParseErrorKind::LoneSurrogate, message, u_pos - 1);
+                out.push(char::REPLACEMENT_CHARACTER);
+            }
+        }
+    }
+}
+
+/// `json.dumps(value)` with Python's defaults: separators `", "` and `": "`,
+/// everything outside printable ASCII escaped.
+pub(crate) fn dumps(value: &Json) -> String {
+    let mut out = String::new();
+    write_compact(value, true, &mut out);
+    out
+}
+
+/// Like [`dumps`] but with `ensure_ascii=False`: non-ASCII characters are kept as
+/// they are, which reads better on a terminal.
+pub(crate) fn dumps_unicode(value: &Json) -> String {
+    let mut out = String::new();
+    write_compact(value, false, &mut out);
+    out
+}
+
+/// `json.dumps(value, indent=indent, ensure_ascii=False)`: one item per line,
+/// `","` at line ends and `": "` after keys; empty containers stay `[]`/`{}`.
+pub(crate) fn dumps_pretty(value: &Json, indent: usize) -> String {
+    let mut out = String::new();
+    write_pretty(value, indent, 0, &mut out);
+    out
+}
+
+fn write_compact(value: &Json, ascii: bool, out: &mut String) {
+    match value {
+        Json::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_compact(item, ascii, out);
+            }
+            out.push(']');
+        }
+        Json::Object(entries) => {
+            out.push('{');
+            for (i, (key, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_string(key, ascii, out);
+                out.push_str(": ");
+                write_compact(item, ascii, out);
+            }
+            out.push('}');
+        }
+        scalar => write_scalar(scalar, ascii, out),
+    }
+}
+
+fn write_pretty(value: &Json, indent: usize, level: usize, out: &mut String) {
+    let newline = |out: &mut String, level: usize| {
+        out.push('\n');
+        out.extend(std::iter::repeat_n(' ', indent * level));
+    };
+    match value {
+        Json::Array(items) if !items.is_empty() => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, level + 1);
+                write_pretty(item, indent, level + 1, out);
+            }
+            newline(out, level);
+            out.push(']');
+        }
+        Json::Object(entries) if !entries.is_empty() => {
+            out.push('{');
+            for (i, (key, item)) in entries.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, level + 1);
+                write_string(key, false, out);
+                out.push_str(": ");
+                write_pretty(item, indent, level + 1, out);
+            }
+            newline(out, level);
+            out.push('}');
+        }
+        other => write_compact(other, false, out),
+    }
+}
+
+fn write_scalar(value: &Json, ascii: bool, out: &mut String) {
+    match value {
+        Json::Null => out.push_str("null"),
+        Json::Bool(true) => out.push_str("true"),
+        Json::Bool(false) => out.push_str("false"),
+        Json::Int(text) => out.push_str(text),
+        Json::Float(number) => out.push_str(&python_float_repr(*number)),
+        Json::Str(text) => write_string(text, ascii, out),
+        Json::Array(_) | Json::Object(_) => write_compact(value, ascii, out),
+    }
+}
+
+fn push_u_escape(unit: u32, out: &mut String) {
+    out.push_str("\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(char::from(HEX_DIGITS[((unit >> shift) & 0xF) as usize]));
+    }
+}
+
+/// Python's string encoders: `"`, `\` and the five short control escapes
+/// always; other characters below U+0020 as `\u00XX`; with `ascii`, also DEL
+/// and everything non-ASCII, astral characters as UTF-16 surrogate pairs.
+fn write_string(text: &str, ascii: bool, out: &mut String) {
+    out.push('"');
+    let mut run_start = 0;
+    for (at, ch) in text.char_indices() {
+        let short = match ch {
+            '"' => Some("\\\""),
+            '\\' => Some("\\\\"),
+            '\n' => Some("\\n"),
+            '\r' => Some("\\r"),
+            '\t' => Some("\\t"),
+            '\u{8}' => Some("\\b"),
+            '\u{c}' => Some("\\f"),
+            _ => None,
+        };
+        if short.is_none() && ch >= ' ' && !(ascii && ch >= '\u{7f}') {
+            continue;
+        }
+        out.push_str(text.get(run_start..at).unwrap_or_default());
+        run_start = at + ch.len_utf8();
+        if let Some(escape) = short {
+            out.push_str(escape);
+            continue;
+        }
+        let mut units = [0_u16; 2];
+        for unit in ch.encode_utf16(&mut units) {
+            push_u_escape(u32::from(*unit), out);
+        }
+    }
+    out.push_str(text.get(run_start..).unwrap_or_default());
+    out.push('"');
+}
+
+/// Python's `repr(float)`: the shortest digits that round-trip, laid out in
+/// fixed notation when the decimal point falls within 16 places of the first
+/// digit (and not more than 4 zeros after the point), else in scientific
+/// notation with a signed exponent of at least two digits.
+pub(crate) fn python_float_repr(f: f64) -> String {
+    if f.is_nan() {
+        return "NaN".to_owned();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
+    if f == 0.0 {
+        return if f.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+    }
+    let (digits, exponent_value) = shortest_digits(f.abs());
+    // The value is 0.DIGITS times ten to the power `point`.
+    let point = exponent_value + 1;
+    let mut out = String::with_capacity(digits.len() + 8);
+    if f.is_sign_negative() {
+        out.push('-');
+    }
+    if -4 < point && point <= 16 {
+        let split = usize::try_from(point).unwrap_or(0);
+        if point <= 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
+            out.push_str(&digits);
+        } else if split < digits.len() {
+            out.push_str(digits.get(..split).unwrap_or_default());
+            out.push('.');
+            out.push_str(digits.get(split..).unwrap_or_default());
+        } else {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', split - digits.len()));
+            out.push_str(".0");
+        }
+    } else {
+        out.push_str(digits.get(..1).unwrap_or_default());
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(digits.get(1..).unwrap_or_default());
+        }
+        out.push('e');
+        out.push(if exponent_value < 0 { '-' } else { '+' });
+        let magnitude = exponent_value.unsigned_abs();
+        if magnitude < 10 {
+            out.push('0');
+        }
+        out.push_str(&magnitude.to_string());
+    }
+    out
+}
+
+/// The shortest decimal digits that read back as `f` (positive, finite, non-zero)
+/// and the decimal exponent of the first digit. Among equally short candidates
+/// Python picks the one nearest `f`, and on an exact tie the one with an even last
+/// digit; Rust's shortest formatting rounds such ties up, while its fixed-precision
+/// formatting is correctly rounded (ties to even), so the latter decides.
+fn shortest_digits(f: f64) -> (String, i32) {
+    let split = |formatted: &str| {
+        let (mantissa, exponent) = formatted.split_once('e').unwrap_or((formatted, "0"));
+        let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+        let magnitude = exponent
+            .trim_start_matches('-')
+            .bytes()
+            .fold(0_i32, |acc, b| acc * 10 + i32::from(b.wrapping_sub(b'0')));
+        let exponent = if exponent.starts_with('-') {
+            -magnitude
+        } else {
+            magnitude
+        };
+        (digits, exponent)
+    };
+    let shortest = format!("{f:e}");
+    let (digits, exponent) = split(&shortest);
+    let nearest = format!("{:.*e}", digits.len().saturating_sub(1), f);
+    if nearest != shortest && nearest.parse::<f64>() == Ok(f) {
+        let (nearest_digits, nearest_exponent) = split(&nearest);
+        let trimmed = nearest_digits.trim_end_matches('0');
+        if !trimmed.is_empty() {
+            return (trimmed.to_owned(), nearest_exponent);
+        }
+    }
+    (digits, exponent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int(text: &str) -> Json {
+        Json::Int(text.to_owned())
+    }
+
+    fn string(text: &str) -> Json {
+        Json::Str(text.to_owned())
+    }
+
+    fn err(text: &str) -> ParseError {
+        match parse(text) {
+            Ok(value) => panic!("{text:?} parsed as {value:?}"),
+            Err(error) => error,
+        }
+    }
+
+    fn ok(text: &str) -> Json {
+        match parse(text) {
+            Ok(value) => value,
+            Err(error) => panic!("{text:?} failed: {error}"),
+        }
+    }
+
+    /// Structural equality that tells -0.0 from 0.0.
+    fn same(a: &Json, b: &Json) -> bool {
+        match (a, b) {
+            (Json::Float(x), Json::Float(y)) => x.to_bits() == y.to_bits(),
+            (Json::Array(xs), Json::Array(ys)) => {
+                xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(x, y))
+            }
+            (Json::Object(xs), Json::Object(ys)) => {
+                xs.len() == ys.len()
+                    && xs
+                        .iter()
+                        .zip(ys)
+                        .all(|((kx, x), (ky, y))| kx == ky && same(x, y))
+            }
+            _ => a == b,
+        }
+    }
+
+    #[test]
+    fn parses_scalars_and_containers() {
+        assert_eq!(ok("null"), Json::Null);
+        assert_eq!(ok("true"), Json::Bool(true));
+        assert_eq!(ok("false"), Json::Bool(false));
+        assert_eq!(ok("42"), int("42"));
+        assert_eq!(ok("-7"), int("-7"));
+        assert_eq!(ok("\"hi\""), string("hi"));
+        assert_eq!(ok("[]"), Json::Array(vec![]));
+        assert_eq!(ok("{}"), Json::Object(vec![]));
+        assert_eq!(ok("[ ]"), Json::Array(vec![]));
+        assert_eq!(ok("{ \n}"), Json::Object(vec![]));
+        assert_eq!(
+            ok(r#"{"b": [1, 2.5, {"c": null}], "a": "x"}"#),
+            Json::Object(vec![
+                (
+                    "b".to_owned(),
+                    Json::Array(vec![
+                        int("1"),
+                        Json::Float(2.5),
+                        Json::Object(vec![("c".to_owned(), Json::Null)]),
+                    ])
+                ),
+                ("a".to_owned(), string("x")),
+            ])
+        );
+    }
+
+    #[test]
+    fn whitespace_is_only_space_tab_newline_return() {
+        assert_eq!(
+            ok(" \t\n\r[ 1 ,\t2 ]\r\n "),
+            Json::Array(vec![int("1"), int("2")])
+        );
+        assert_eq!(
+            err("\u{c}1").to_string(),
+            "Expecting value: line 1 column 1 (char 0)"
+        );
+        assert_eq!(
+            err("1\u{b}").to_string(),
+            "Extra data: line 1 column 2 (char 1)"
+        );
+        assert_eq!(
+            err("\u{a0}1").to_string(),
+            "Expecting value: line 1 column 1 (char 0)"
+        );
+        assert_eq!(
+            err("").to_string(),
+            "Expecting value: line 1 column 1 (char 0)"
+        );
+        assert_eq!(
+            err("  ").to_string(),
+            "Expecting value: line 1 column 3 (char 2)"
+        );
+    }
+
+    /// Messages and positions as printed by Python 3.11's `json.loads`.
+    const SYNTAX_CASES: &[(&str, &str)] = &[
+        ("[", "Expecting value: line 1 column 2 (char 1)"),
+        ("[1", "Expecting ',' delimiter: line 1 column 3 (char 2)"),
+        ("[1,", "Expecting value: line 1 column 4 (char 3)"),
+        ("[1,]", "Expecting value: line 1 column 4 (char 3)"),
+        ("[1 2]", "Expecting ',' delimiter: line 1 column 4 (char 3)"),
+        ("[1,,2]", "Expecting value: line 1 column 4 (char 3)"),
+        (
+            "{",
+            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+        (
+            "{\"a\"",
+            "Expecting ':' delimiter: line 1 column 5 (char 4)",
+        ),
+        ("{\"a\":", "Expecting value: line 1 column 6 (char 5)"),
+        (
+            "{\"a\":1",
+            "Expecting ',' delimiter: line 1 column 7 (char 6)",
+        ),
+        (
+            "{\"a\":1,}",
+            "Expecting property name enclosed in double quotes: line 1 column 8 (char 7)",
+        ),
+        (
+            "{\"a\" 1}",
+            "Expecting ':' delimiter: line 1 column 6 (char 5)",
+        ),
+        (
+            "{\"a\":1 \"b\":2}",
+            "Expecting ',' delimiter: line 1 column 8 (char 7)",
+        ),
+        (
+            "{1:2}",
+            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+        ("1 2", "Extra data: line 1 column 3 (char 2)"),
+        ("[1]x", "Extra data: line 1 column 4 (char 3)"),
+        ("true false", "Extra data: line 1 column 6 (char 5)"),
+        ("truex", "Extra data: line 1 column 5 (char 4)"),
+        ("nul", "Expecting value: line 1 column 1 (char 0)"),
+        ("tru", "Expecting value: line 1 column 1 (char 0)"),
+        ("None", "Expecting value: line 1 column 1 (char 0)"),
+        ("'a'", "Expecting value: line 1 column 1 (char 0)"),
+        (
+            "\n\n  [1,\n x]",
+            "Expecting value: line 4 column 2 (char 9)",
+        ),
+        (
+            "\"abc",
+            "Unterminated string starting at: line 1 column 1 (char 0)",
+        ),
+        (
+            "\"abc\\",
+            "Unterminated string starting at: line 1 column 1 (char 0)",
+        ),
+        (
+            "[\"\\",
+            "Unterminated string starting at: line 1 column 2 (char 1)",
+        ),
+        (
+            "\"a\u{1}\"",
+            "Invalid control character at: line 1 column 3 (char 2)",
+        ),
+        (
+            "\"a\nb\"",
+            "Invalid control character at: line 1 column 3 (char 2)",
+        ),
+        (
+            "\"\u{1f}",
+            "Invalid control character at: line 1 column 2 (char 1)",
+        ),
+        ("\"a\\x\"", "Invalid \\escape: line 1 column 3 (char 2)"),
+        ("\"a\\U0041\"", "Invalid \\escape: line 1 column 3 (char 2)"),
+        ("\"a\\é\"", "Invalid \\escape: line 1 column 3 (char 2)"),
+        (
+            "\"\\u12\"",
+            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
+        ),
+        (
+            "\"\\u12zz\"",
+            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
+        ),
+        (
+            "\"\\u00é0\"",
+            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
+        ),
+        // The C scanner wants one more character after the four digits.
+        (
+            "\"\\u1234",
+            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
+        ),
+        (
+            "\"\\ud800\\u12zz\"",
+            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
+        ),
+        (
+            "\"\\ud800\\u12\"",
+            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
+        ),
+        (
+            "\"\\ud800\\udc00",
+            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
+        ),
+    ];
+
+    #[test]
+    fn syntax_errors_match_python() {
+        for &(text, expected) in SYNTAX_CASES {
+            let error = err(text);
+            assert_eq!(error.to_string(), expected, "input {text:?}");
+            assert_eq!(error.kind(), ParseErrorKind::Syntax, "input {text:?}");
+        }
+    }
+
+    #[test]
+    fn numbers_follow_the_strict_grammar() {
+        let cases = [
+            ("01", "Extra data: line 1 column 2 (char 1)"),
+            ("-01", "Extra data: line 1 column 3 (char 2)"),
+            ("-", "Expecting value: line 1 column 1 (char 0)"),
+            ("-a", "Expecting value: line 1 column 1 (char 0)"),
+            ("[-]", "Expecting value: line 1 column 2 (char 1)"),
+            ("+1", "Expecting value: line 1 column 1 (char 0)"),
+            (".5", "Expecting value: line 1 column 1 (char 0)"),
+            ("1.", "Extra data: line 1 column 2 (char 1)"),
+            ("1.e5", "Extra data: line 1 column 2 (char 1)"),
+            ("1e", "Extra data: line 1 column 2 (char 1)"),
+            ("1e+", "Extra data: line 1 column 2 (char 1)"),
+            ("1.5e+", "Extra data: line 1 column 4 (char 3)"),
+            ("0x10", "Extra data: line 1 column 2 (char 1)"),
+            ("-Inf", "Expecting value: line 1 column 1 (char 0)"),
+            ("1_000", "Extra data: line 1 column 2 (char 1)"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(err(text).to_string(), expected, "input {text:?}");
+        }
+        assert_eq!(ok("0"), int("0"));
+        assert_eq!(ok("-0"), int("0"));
+        assert_eq!(
+            ok("12345678901234567890123"),
+            int("12345678901234567890123")
+        );
+        assert_eq!(ok("1E5"), Json::Float(100_000.0));
+        assert_eq!(ok("1e05"), Json::Float(100_000.0));
+        assert_eq!(ok("1e+2"), Json::Float(100.0));
+        assert_eq!(ok("0.1e1"), Json::Float(1.0));
+        assert_eq!(ok("2.0"), Json::Float(2.0));
+        assert!(same(&ok("-0.0"), &Json::Float(-0.0)));
+        assert!(same(&ok("-0e0"), &Json::Float(-0.0)));
+        assert!(same(&ok("1e-400"), &Json::Float(0.0)));
+        assert_eq!(ok("0.1"), Json::Float(0.1));
+        assert_eq!(
+            ok("2.2250738585072014e-308"),
+            Json::Float(f64::MIN_POSITIVE)
+        );
+        assert_eq!(ok("4.9406564584124654e-324"), Json::Float(5e-324));
+        assert_eq!(ok("1.7976931348623157e308"), Json::Float(f64::MAX));
+        // Decimal text rounds correctly however long it is.
+        let long = format!("0.{}1e400", "0".repeat(400));
+        assert_eq!(ok(&long), Json::Float(0.1));
+        assert_eq!(
+            ok("9007199254740993.0"),
+            Json::Float(9_007_199_254_740_992.0)
+        );
+    }
+
+    #[test]
+    fn integer_digit_limit_is_python_311s() {
+        let limit = "9".repeat(4300);
+        assert_eq!(ok(&limit), Json::Int(limit.clone()));
+        let negative = format!("-{limit}");
+        assert_eq!(ok(&negative), Json::Int(negative.clone()));
+        let error = err(&format!("[1, {limit}1]"));
+        assert_eq!(error.kind(), ParseErrorKind::IntegerTooLong);
+        assert_eq!(
+            error.to_string(),
+            "Exceeds the limit (4300 digits) for integer string conversion: value has 4301 digits: line 1 column 5 (char 4)"
+        );
+        // Python raises as soon as it reads the number, before later syntax errors.
+        assert_eq!(
+            err(&format!("[{limit}1, x")).kind(),
+            ParseErrorKind::IntegerTooLong
+        );
+        assert_eq!(
+            err(&format!("[x, {limit}1]")).kind(),
+            ParseErrorKind::Syntax
+        );
+        // A float may have any number of digits.
+        assert_eq!(ok(&format!("0.{limit}")), Json::Float(1.0));
+        assert_eq!(ok(&format!("{limit}e-4300")), Json::Float(1.0));
+    }
+
+    #[test]
+    fn non_finite_numbers_are_refused() {
+        for (text, message) in [
+            (
+                "NaN",
+                "Non-finite number NaN is not allowed: line 1 column 1 (char 0)",
+            ),
+            (
+                "Infinity",
+                "Non-finite number Infinity is not allowed: line 1 column 1 (char 0)",
+            ),
+            (
+                "[1, -Infinity]",
+                "Non-finite number -Infinity is not allowed: line 1 column 5 (char 4)",
+            ),
+            (
+                "{\"a\": 1e400}",
+                "Number is too large for a finite float: line 1 column 7 (char 6)",
+            ),
+            (
+                "-1e400",
+                "Number is too large for a finite float: line 1 column 1 (char 0)",
+            ),
+            (
+                "1e99999999999999999999",
+                "Number is too large for a finite float: line 1 column 1 (char 0)",
+            ),
+        ] {
+            let error = err(text);
+            assert_eq!(error.kind(), ParseErrorKind::NonFinite, "input {text:?}");
+            assert_eq!(error.to_string(), message);
+        }
+        assert_eq!(ok("1.7976931348623158e308"), Json::Float(f64::MAX));
+        assert_eq!(
+            err("1.7976931348623159e308").kind(),
+            ParseErrorKind::NonFinite
+        );
+        // Python accepts these, so a later syntax error is what it reports.
+        assert_eq!(
+            err("[NaN").to_string(),
+            "Expecting ',' delimiter: line 1 column 5 (char 4)"
+        );
+        assert_eq!(err("[1e400, x]").kind(), ParseErrorKind::Syntax);
+        assert_eq!(
+            err("-Infinityx").to_string(),
+            "Extra data: line 1 column 10 (char 9)"
+        );
+        assert_eq!(err("nan").kind(), ParseErrorKind::Syntax);
+    }
+
+    #[test]
+    fn strings_unescape_like_python() {
+        assert_eq!(
+            ok(r#""\" \\ \/ \b \f \n \r \t""#),
+            string("\" \\ / \u{8} \u{c} \n \r \t")
+        );
+        assert_eq!(ok(r#""\u00e9\u00E9\u20AC\u0000""#), string("éé€\u{0}"));
+        assert_eq!(ok(r#""\uD83D\uDE00\ud83d\ude00""#), string("😀😀"));
+        assert_eq!(ok(r#""\ud800\udc00""#), string("\u{10000}"));
+        assert_eq!(ok(r#""\udbff\udfff""#), string("\u{10ffff}"));
+        assert_eq!(
+            ok("\"raw é 😀 \u{7f} \u{2028}\""),
+            string("raw é 😀 \u{7f} \u{2028}")
+        );
+        assert_eq!(ok(r#""/""#), string("/"));
+        // A high surrogate followed by a non-surrogate escape stays alone.
+        assert_eq!(ok(r#""\ud7ff\u0041""#), string("\u{d7ff}A"));
+    }
+
+    #[test]
+    fn lone_surrogates_are_refused() {
+        for (text, position) in [
+            (r#""\ud800""#, "line 1 column 2 (char 1)"),
+            (r#""\udc00""#, "line 1 column 2 (char 1)"),
+            (r#""ab\ud800\u0041""#, "line 1 column 4 (char 3)"),
+            (r#""\ud800\ud800\udc00""#, "line 1 column 2 (char 1)"),
+            (r#"{"\udfff": 1}"#, "line 1 column 3 (char 2)"),
+            (r#"["é", "\udc00\ud800"]"#, "line 1 column 8 (char 7)"),
+        ] {
+            let error = err(text);
+            assert_eq!(error.kind(), ParseErrorKind::LoneSurrogate, "input {text}");
+            assert!(error.to_string().ends_with(position), "{error}");
+        }
+        assert_eq!(
+            err(r#""\ud800""#).to_string(),
+            "Lone surrogate \\ud800 in a string is not supported: line 1 column 2 (char 1)"
+        );
+        // Python accepts a lone surrogate, so later syntax errors come first.
+        assert_eq!(
+            err(r#"["\ud800" 1]"#).to_string(),
+            "Expecting ',' delimiter: line 1 column 11 (char 10)"
+        );
+    }
+
+    #[test]
+    fn byte_order_mark_is_rejected_like_python() {
+        assert_eq!(
+            err("\u{feff}1").to_string(),
+            "Unexpected UTF-8 BOM (decode using utf-8-sig): line 1 column 1 (char 0)"
+        );
+        assert_eq!(
+            err(" \u{feff}1").to_string(),
+            "Expecting value: line 1 column 2 (char 1)"
+        );
+    }
+
+    #[test]
+    fn positions_count_characters_and_lines() {
+        assert_eq!(
+            err("é1").to_string(),
+            "Expecting value: line 1 column 1 (char 0)"
+        );
+        assert_eq!(
+            err("\"é😀\u{1}\"").to_string(),
+            "Invalid control character at: line 1 column 4 (char 3)"
+        );
+        assert_eq!(
+            err("[\"😀😀\",\n \"é\",\n  x]").to_string(),
+            "Expecting value: line 3 column 3 (char 15)"
+        );
+        assert_eq!(
+            err("[1]\n\nx").to_string(),
+            "Extra data: line 3 column 1 (char 5)"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_keep_first_position_and_last_value() {
+        assert_eq!(
+            ok(r#"{"a": 1, "b": 2, "a": 3}"#),
+            Json::Object(vec![("a".to_owned(), int("3")), ("b".to_owned(), int("2"))])
+        );
+        assert_eq!(
+            dumps(&ok(r#"{"a": 1, "b": 2, "a": 3}"#)),
+            r#"{"a": 3, "b": 2}"#
+        );
+        // "\u0061" is the same key as "a".
+        assert_eq!(dumps(&ok(r#"{"a": 1, "\u0061": {}}"#)), r#"{"a": {}}"#);
+        // A refused value that a later duplicate replaces is not in Python's
+        // result, so nothing is refused.
+        assert_eq!(
+            dumps(&ok(r#"{"a": NaN, "b": 2, "a": 1}"#)),
+            r#"{"a": 1, "b": 2}"#
+        );
+        assert_eq!(
+            dumps(&ok(r#"{"a": ["\ud800", 1e999], "a": 0}"#)),
+            r#"{"a": 0}"#
+        );
+        assert_eq!(
+            err(r#"{"a": 1, "a": NaN}"#).kind(),
+            ParseErrorKind::NonFinite
+        );
+        assert_eq!(
+            err(r#"{"a": NaN, "b": Infinity, "a": 1}"#).to_string(),
+            "Non-finite number Infinity is not allowed: line 1 column 17 (char 16)"
+        );
+        // Many keys, so lookups go through the index.
+        let text = format!(
+            "{{{}, \"k0\": true}}",
+            (0..200)
+                .map(|i| format!("\"k{i}\": {i}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let Json::Object(entries) = ok(&text) else {
+            panic!("not an object")
+        };
+        assert_eq!(entries.len(), 200);
+        assert_eq!(entries[0], ("k0".to_owned(), Json::Bool(true)));
+        assert_eq!(entries[199], ("k199".to_owned(), int("199")));
+    }
+
+    #[test]
+    fn nesting_depth_is_limited_without_overflowing_the_stack() {
+        let deep = format!("{}{}", "[".repeat(500), "]".repeat(500));
+        let value = ok(&deep);
+        assert_eq!(dumps(&value), deep);
+        let too_deep = format!("{}{}", "[".repeat(501), "]".repeat(501));
+        let error = err(&too_deep);
+        assert_eq!(error.kind(), ParseErrorKind::Syntax);
+        assert_eq!(
+            error.to_string(),
+            "Exceeds the maximum nesting depth of 500: line 1 column 501 (char 500)"
+        );
+        let error = err(&"[".repeat(100_000));
+        assert_eq!(error.kind(), ParseErrorKind::Syntax);
+        assert!(error.to_string().contains("(char 500)"), "{error}");
+        let objects = "{\"a\":".repeat(100_000);
+        assert_eq!(err(&objects).kind(), ParseErrorKind::Syntax);
+        let mixed = format!("{}1{}", "[{\"k\": ".repeat(250), "}]".repeat(250));
+        assert_eq!(dumps(&ok(&mixed)), mixed);
+    }
+
+    #[test]
+    fn dumps_uses_python_default_layout() {
+        let value = ok(r#"{"b":[1,2.0,{"c":null}],"a":true,"e":[],"f":{},"g":false,"h":-0.0}"#);
+        assert_eq!(
+            dumps(&value),
+            r#"{"b": [1, 2.0, {"c": null}], "a": true, "e": [], "f": {}, "g": false, "h": -0.0}"#
+        );
+        assert_eq!(dumps(&int("-12")), "-12");
+        assert_eq!(dumps(&Json::Float(1e16)), "1e+16");
+        assert_eq!(dumps(&Json::Float(f64::NAN)), "NaN");
+        assert_eq!(dumps(&Json::Float(f64::NEG_INFINITY)), "-Infinity");
+        assert_eq!(dumps(&Json::Null), "null");
+    }
+
+    #[test]
+    fn dumps_escapes_strings_like_ensure_ascii() {
+        let text = "\u{2028}\u{0}\u{1f}\u{7f}\u{80}\u{ffff}\u{10ffff}/\\\"\u{8}\u{c}\n\r\t é😀~ ";
+        assert_eq!(
+            dumps(&string(text)),
+            r#""\u2028\u0000\u001f\u007f\u0080\uffff\udbff\udfff/\\\"\b\f\n\r\t \u00e9\ud83d\ude00~ ""#
+        );
+        assert_eq!(
+            dumps(&Json::Object(vec![("ké\n".to_owned(), string("v"))])),
+            r#"{"k\u00e9\n": "v"}"#
+        );
+        assert_eq!(dumps(&string("")), r#""""#);
+    }
+
+    #[test]
+    fn dumps_unicode_keeps_non_ascii() {
+        let text = "\u{2028}\u{0}\u{1f}\u{7f}\u{80}\u{ffff}\u{10ffff}/\\\"\u{8}\u{c}\n\r\t é😀";
+        assert_eq!(
+            dumps_unicode(&string(text)),
+            "\"\u{2028}\\u0000\\u001f\u{7f}\u{80}\u{ffff}\u{10ffff}/\\\\\\\"\\b\\f\\n\\r\\t é😀\""
+        );
+        assert_eq!(
+            dumps_unicode(&ok(r#"{"é": [1, "😀"]}"#)),
+            "{\"é\": [1, \"😀\"]}"
+        );
+    }
+
+    #[test]
+    fn dumps_pretty_matches_python_indent() {
+        let value = ok(r#"{"a": [], "b": {}, "c": [1, {"d": "é\u0000"}], "e": 1.5}"#);
+        assert_eq!(
+            dumps_pretty(&value, 2),
+            "{\n  \"a\": [],\n  \"b\": {},\n  \"c\": [\n    1,\n    {\n      \"d\": \"é\\u0000\"\n    }\n  ],\n  \"e\": 1.5\n}"
+        );
+        assert_eq!(
+            dumps_pretty(&value, 0),
+            "{\n\"a\": [],\n\"b\": {},\n\"c\": [\n1,\n{\n\"d\": \"é\\u0000\"\n}\n],\n\"e\": 1.5\n}"
+        );
+        assert_eq!(dumps_pretty(&Json::Array(vec![]), 4), "[]");
+        assert_eq!(dumps_pretty(&string("x"), 4), "\"x\"");
+        assert_eq!(dumps_pretty(&ok("[[]]"), 2), "[\n  []\n]");
+    }
+
+    #[test]
+    fn float_repr_matches_python() {
+        let cases = [
+            (0.1, "0.1"),
+            (1e16, "1e+16"),
+            (1e15, "1000000000000000.0"),
+            (1e-5, "1e-05"),
+            (1e-4, "0.0001"),
+            (0.000_123_4, "0.0001234"),
+            (123.456, "123.456"),
+            (1e22, "1e+22"),
+            (1.5e300, "1.5e+300"),
+            (5e-324, "5e-324"),
+            (2.225_073_858_507_201_4e-308, "2.2250738585072014e-308"),
+            (-0.0, "-0.0"),
+            (0.0, "0.0"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (f64::MIN, "-1.7976931348623157e+308"),
+            (100.0, "100.0"),
+            (1_234_567_890_123_456.7, "1234567890123456.8"),
+            (9_007_199_254_740_993.0, "9007199254740992.0"),
+            (9_999_999_999_999_998.0, "9999999999999998.0"),
+            (123_456_789_012_345.0, "123456789012345.0"),
+            (1.234_567_890_123_456_7e19, "1.2345678901234567e+19"),
+            (123_456_789_012_345_678.0, "1.2345678901234568e+17"),
+            (1e-7, "1e-07"),
+            (0.5, "0.5"),
+            (-2.5, "-2.5"),
+            (1e100, "1e+100"),
+            (1.0, "1.0"),
+            // Exact ties between two shortest candidates go to the even digit:
+            // these doubles are exactly ...562.25, ...562.75, ...796.125, ...796.375.
+            (1_658_206_780_088_562.2, "1658206780088562.2"),
+            (1_658_206_780_088_562.8, "1658206780088562.8"),
+            (233_115_890_514_796.12, "233115890514796.12"),
+            (233_115_890_514_796.38, "233115890514796.38"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (f64::NAN, "NaN"),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(
+                python_float_repr(value),
+                expected,
+                "bits {:#x}",
+                value.to_bits()
+            );
+        }
+    }
+
+    #[test]
+    fn type_names() {
+        let names: Vec<&str> = [
+            Json::Null,
+            Json::Bool(true),
+            int("1"),
+            Json::Float(1.0),
+            string(""),
+            Json::Array(vec![]),
+            Json::Object(vec![]),
+        ]
+        .iter()
+        .map(Json::type_name)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "null", "boolean", "integer", "float", "string", "array", "object"
+            ]
+        );
+    }
+
+    /// Small deterministic generator (xorshift64) so the differential test is
+    /// reproducible without a dependency.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        fn index(&mut self, n: usize) -> usize {
+            usize::try_from(self.below(n as u64)).unwrap_or(0)
+        }
+    }
+
+    const TRICKY_CHARS: [char; 12] = [
+        '"', '\\', '/', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{7f}', '\u{2028}', '\u{feff}',
+        '\u{fffd}',
+    ];
+
+    fn random_char(rng: &mut Rng) -> char {
+        let code = match rng.below(10) {
+            0..=3 => 0x20 + rng.below(0x5f),
+            4 => return TRICKY_CHARS[rng.index(TRICKY_CHARS.len())],
+            5 => rng.below(0x20),
+            6 => 0x80 + rng.below(0x780),
+            7 => rng.below(0x1_0000),
+            8 => 0x1_0000 + rng.below(0x10_0000),
+            _ => [0x1f600, 0xe9, 0xffff, 0x10_ffff, 0xd7ff, 0xe000][rng.index(6)],
+        };
+        char::from_u32(u32::try_from(code).unwrap_or(0)).unwrap_or('\u{fffd}')
+    }
+
+    fn random_string(rng: &mut Rng) -> String {
+        let len = rng.below(10);
+        (0..len).map(|_| random_char(rng)).collect()
+    }
+
+    fn random_float(rng: &mut Rng) -> f64 {
+        const SPECIAL: [f64; 20] = [
+            0.0,
+            -0.0,
+            5e-324,
+            -5e-324,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+            f64::MIN,
+            1e16,
+            1e15,
+            9_999_999_999_999_998.0,
+            1e-5,
+            1e-4,
+            0.000_123_4,
+            0.1,
+            1e22,
+            1.5e300,
+            2.5,
+            1_658_206_780_088_562.2,
+            100.0,
+            -1e-7,
+        ];
+        let sign = if rng.below(2) == 0 { 1.0 } else { -1.0 };
+        loop {
+            #[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation)]
+            let value = match rng.below(6) {
+                0 | 1 => f64::from_bits(rng.next()),
+                2 => SPECIAL[rng.index(SPECIAL.len())],
+                3 => sign * rng.below(1_000_000_000) as f64 / 10_f64.powi(rng.below(12) as i32),
+                // Values whose shortest digits can tie between two candidates.
+                4 => sign * (rng.next() >> 11) as f64 / 2_f64.powi(rng.below(12) as i32),
+                _ => sign * rng.below(100) as f64,
+            };
+            if value.is_finite() {
+                return value;
+            }
+        }
+    }
+
+    fn random_int(rng: &mut Rng) -> String {
+        match rng.below(5) {
+            0 => "0".to_owned(),
+            #[allow(clippy::cast_possible_wrap)]
+            1 => (rng.next() as i64).to_string(),
+            2 => [
+                "9223372036854775807",
+                "-9223372036854775808",
+                "18446744073709551616",
+                "-1",
+            ][rng.index(4)]
+            .to_owned(),
+            _ => {
+                let len = if rng.below(8) == 0 {
+                    4300
+                } else {
+                    1 + rng.below(60)
+                };
+                let mut text = String::new();
+                if rng.below(2) == 0 {
+                    text.push('-');
+                }
+                text.push(char::from(b'1' + u8::try_from(rng.below(9)).unwrap_or(0)));
+                for _ in 1..len {
+                    text.push(char::from(b'0' + u8::try_from(rng.below(10)).unwrap_or(0)));
+                }
+                text
+            }
+        }
+    }
+
+    fn random_value(rng: &mut Rng, depth: u32) -> Json {
+        let kinds = if depth == 0 { 5 } else { 7 };
+        match rng.below(kinds) {
+            0 => Json::Null,
+            1 => Json::Bool(rng.below(2) == 0),
+            2 => Json::Int(random_int(rng)),
+            3 => Json::Float(random_float(rng)),
+            4 => Json::Str(random_string(rng)),
+            5 => Json::Array(
+                (0..rng.below(5))
+                    .map(|_| random_value(rng, depth - 1))
+                    .collect(),
+            ),
+            _ => {
+                let mut entries: Vec<(String, Json)> = Vec::new();
+                for _ in 0..rng.below(5) {
+                    let key = random_string(rng);
+                    if entries.iter().all(|(k, _)| *k != key) {
+                        entries.push((key, random_value(rng, depth - 1)));
+                    }
+                }
+                Json::Object(entries)
+            }
+        }
+    }
+
+    /// Damages a valid text at a random character so that, usually, the result
+    /// is invalid somewhere interesting.
+    fn mutate(rng: &mut Rng, text: &str) -> String {
+        const INSERTS: [char; 34] = [
+            '"', '\\', ',', ':', '[', ']', '{', '}', ' ', '\n', '\t', '\r', 'e', 'E', '.', '-',
+            '+', '0', '1', 'u', 'd', 'x', 'é', '😀', '\u{1}', '\u{7f}', 'N', 'I', 'n', 't', 'f',
+            '\u{feff}', '\u{c}', '/',
+        ];
+        let mut chars: Vec<char> = text.chars().collect();
+        let at = rng.index(chars.len() + 1);
+        let insert = INSERTS[rng.index(INSERTS.len())];
+        match rng.below(4) {
+            0 => chars.truncate(at),
+            1 if at < chars.len() => {
+                chars.remove(at);
+            }
+            2 if at < chars.len() => chars[at] = insert,
+            _ => chars.insert(at, insert),
+        }
+        chars.into_iter().collect()
+    }
+
+    /// More texts for the differential test, beyond [`SYNTAX_CASES`].
+    const HANDCRAFTED: &[&str] = &[
+        "",
+        " ",
+        "[",
+        "[1",
+        "[1,",
+        "[1,]",
+        "[1 2]",
+        "{",
+        "{\"a\"",
+        "{\"a\":",
+        "{\"a\":1",
+        "{\"a\":1,}",
+        "{\"a\" 1}",
+        "{1:2}",
+        "1 2",
+        "01",
+        "-",
+        "-a",
+        "1.",
+        "1.e5",
+        "1e",
+        "1e+",
+        "1.5e+",
+        "-01",
+        "nul",
+        "tru",
+        "\"abc",
+        "\"a\u{1}\"",
+        "\"a\\x\"",
+        "\"\\u12\"",
+        "\"\\u1234",
+        "\"\\u12zz\"",
+        "\"\\ud800\\u12zz\"",
+        "\"\\ud800\\u12\"",
+        "\"\\ud800\\udc00",
+        "\"\\ud800\\udc00\"",
+        "\"\\ud800\"",
+        "\"abc\\",
+        "\"\\",
+        "\u{feff}1",
+        "\u{feff}",
+        " \u{feff}1",
+        "NaN",
+        "-Infinity",
+        "[NaN",
+        "é1",
+        "\"é\u{1}\"",
+        "\"\\uD83D\\uDE00\"",
+        "1e400",
+        "-1e400",
+        "1e-400",
+        "-0",
+        "-0.0",
+        "[1]x",
+        "\n\n  [1,\n x]",
+        "\u{c}1",
+        "1\u{b}",
+        "\"\u{7f}\"",
+        "[1,,2]",
+        "{\"a\":1 \"b\":2}",
+        "\"\\ud800\\u0041\"",
+        "\"\\udc00\"",
+        "\"\\ud800\\ud800\\udc00\"",
+        "true false",
+        "truex",
+        "[-]",
+        "[-Infinity]",
+        "-Infinityx",
+        "-Inf",
+        "1E5",
+        "1e05",
+        "0.1e1",
+        "\"\\/\"",
+        "{\"a\":1,\"b\":2,\"a\":3}",
+        "{\"a\": NaN, \"a\": 1}",
+        "{\"a\": [NaN], \"b\": 1, \"a\": 2}",
+        "{\"a\": 1, \"a\": NaN}",
+        "[\"\\ud800\", 1 2]",
+        "[1e400, x]",
+        "\"\\ud800é\\udc00\"",
+        "\"\\ud800\\uéc00\"",
+        "\"\\ud800\\udc0é\"",
+        "\"\\ud800\\udc00é\"",
+        "\"\\u00é\"",
+        "\"\\u00éx\"",
+        "[\"\\ud800\\udc00\"]",
+        "\"\\ud800\\",
+        "\"\\ud800\\u",
+        "{\"\\ud800\": 1, \"\\ud801\": 2}",
+        "{\"\\ud800\": NaN, \"\\ufffd\": 1}",
+        "1.7976931348623159e308",
+        "  1  ",
+        "\t[\r]\n",
+        "{\"\":\"\"}",
+        "[{}, [], {\"\": []}]",
+    ];
+
+    /// Texts whose handling by `json.loads` is easy to get subtly wrong.
+    fn handcrafted_documents() -> Vec<String> {
+        let mut docs: Vec<String> = SYNTAX_CASES
+            .iter()
+            .map(|(text, _)| *text)
+            .chain(HANDCRAFTED.iter().copied())
+            .map(str::to_owned)
+            .collect();
+        let limit = "7".repeat(4300);
+        docs.push(limit.clone());
+        docs.push(format!("-{limit}"));
+        docs.push(format!("{limit}1"));
+        docs.push(format!("[{limit}1, x"));
+        docs.push(format!("[x, {limit}1]"));
+        docs.push(format!("{limit}.5e-4300"));
+        docs.push(format!("{}{}", "[".repeat(500), "]".repeat(500)));
+        docs.push(format!("{}{}", "[".repeat(1100), "]".repeat(1100)));
+        docs.push(format!("{}1{}", "{\"a\": ".repeat(400), "}".repeat(400)));
+        docs
+    }
+
+    const PYTHON_CHECK: &str = r"
+import json, sys
+
+def problems(v, found):
+    if isinstance(v, float):
+        if v != v or v in (float('inf'), float('-inf')):
+            found.add('NonFinite')
+    elif isinstance(v, str):
+        if any(0xD800 <= ord(c) <= 0xDFFF for c in v):
+            found.add('LoneSurrogate')
+    elif isinstance(v, list):
+        for x in v:
+            problems(x, found)
+    elif isinstance(v, dict):
+        for k, x in v.items():
+            problems(k, found)
+            problems(x, found)
+    return found
+
+with open(sys.argv[1], encoding='utf-8') as fh:
+    lines = fh.read().split('\n')
+bad = []
+for i, line in enumerate(lines):
+    v = json.loads(line)
+    a = json.dumps(v)
+    if a != line:
+        bad.append(i)
+    print(json.dumps([a, json.dumps(v, ensure_ascii=False), json.dumps(v, indent=i % 4, ensure_ascii=False)]))
+print(json.dumps(bad))
+with open(sys.argv[2], encoding='utf-8') as fh:
+    docs = [json.loads(l) for l in fh.read().split('\n')]
+for doc in docs:
+    try:
+        r = json.loads(doc)
+        found = sorted(problems(r, set()))
+        print(json.dumps(['ok', '' if found else json.dumps(r), found]))
+    except json.JSONDecodeError as e:
+        print(json.dumps(['syntax', str(e), []]))
+    except RecursionError:
+        print(json.dumps(['recursion', '', []]))
+    except ValueError as e:
+        print(json.dumps(['value', str(e), []]))
+";
+
+    fn strings_of(line: &str) -> Vec<String> {
+        match parse(line) {
+            Ok(Json::Array(items)) => items
+                .into_iter()
+                .map(|item| match item {
+                    Json::Str(text) => text,
+                    other => dumps(&other),
+                })
+                .collect(),
+            other => panic!("unexpected line from python: {line:?} ({other:?})"),
+        }
+    }
+
+    /// Writes the two inputs to files and runs [`PYTHON_CHECK`] over them in one
+    /// process; returns its output lines.
+    fn run_python(value_lines: &[String], doc_lines: &[String]) -> Vec<String> {
+        let dir = std::env::temp_dir();
+        let tag = format!("{}-{:?}", std::process::id(), std::thread::current().id());
+        let values_path = dir.join(format!("json-values-{tag}.txt"));
+        let docs_path = dir.join(format!("json-docs-{tag}.txt"));
+        std::fs::write(&values_path, value_lines.join("\n")).expect("write values file");
+        std::fs::write(&docs_path, doc_lines.join("\n")).expect("write documents file");
+        let output = std::process::Command::new("python3")
+            .arg("-c")
+            .arg(PYTHON_CHECK)
+            .arg(&values_path)
+            .arg(&docs_path)
+            .output()
+            .expect("python3 is required for this test and could not be run");
+        let _ = std::fs::remove_file(&values_path);
+        let _ = std::fs::remove_file(&docs_path);
+        assert!(
+            output.status.success(),
+            "python3 failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let stdout = String::from_utf8(output.stdout).expect("python output is UTF-8");
+        stdout.lines().map(str::to_owned).collect()
+    }
+
+    /// Compares the three encodings and the round trip of each value with
+    /// Python's line for it.
+    fn check_values(values: &[Json], python_lines: &[String], failures: &mut Vec<String>) {
+        for (i, (value, line)) in values.iter().zip(python_lines).enumerate() {
+            let python = strings_of(line);
+            let ours = [
+                dumps(value),
+                dumps_unicode(value),
+                dumps_pretty(value, i % 4),
+            ];
+            for (which, (ours, theirs)) in ours.iter().zip(&python).enumerate() {
+                if ours != theirs {
+                    failures.push(format!(
+                        "value {i} encoding {which}: ours {ours:?}, python {theirs:?}"
+                    ));
+                }
+            }
+            match parse(&python[0]) {
+                Ok(back) if same(&back, value) => {}
+                other => failures.push(format!("value {i} does not round-trip: {other:?}")),
+            }
+        }
+    }
+
+    /// Compares `parse` with Python's verdict on each document: the same value,
+    /// the same syntax error text, or a refusal of something Python's result holds.
+    fn check_documents(docs: &[String], python_lines: &[String], failures: &mut Vec<String>) {
+        for (doc, line) in docs.iter().zip(python_lines) {
+            let python = strings_of(line);
+            let (outcome, detail, found) = (python[0].as_str(), &python[1], &python[2]);
+            let ours = parse(doc);
+            let agrees = match (&ours, outcome) {
+                (Ok(value), "ok") => found == "[]" && dumps(value) == *detail,
+                (Err(e), "ok") => found.contains(&format!("{:?}", e.kind())),
+                (Err(e), "syntax") => {
+                    e.kind() == ParseErrorKind::Syntax && e.to_string() == *detail
+                }
+                (Err(e), "recursion") => {
+                    e.kind() == ParseErrorKind::Syntax && e.message.contains("nesting depth")
+                }
+                (Err(e), "value") => {
+                    e.kind() == ParseErrorKind::IntegerTooLong && detail.starts_with(&e.message)
+                }
+                _ => false,
+            };
+            if !agrees {
+                failures.push(format!(
+                    "document {doc:?}: ours {ours:?}, python {outcome} {detail:?} {found}"
+                ));
+            }
+        }
+    }
+
+    /// Runs Python once over a few hundred random values and damaged texts and
+    /// requires the same bytes out of `dumps`/`dumps_unicode`/`dumps_pretty`, the
+    /// same value back from `parse`, and the same accept/refuse decision and error
+    /// message from `parse` as from `json.loads`.
+    #[test]
+    fn matches_python_json_dumps() {
+        let mut rng = Rng(0x5eed_1234_abcd_ef01);
+        let values: Vec<Json> = (0..300)
+            .map(|i| random_value(&mut rng, [0, 2, 4][i % 3]))
+            .collect();
+        let mut docs = handcrafted_documents();
+        for value in values.iter().take(150) {
+            docs.push(mutate(&mut rng, &dumps(value)));
+            let pretty = dumps_pretty(value, 1);
+            docs.push(mutate(&mut rng, &pretty));
+            let once = mutate(&mut rng, &pretty);
+            docs.push(mutate(&mut rng, &once));
+        }
+        let value_lines: Vec<String> = values.iter().map(dumps).collect();
+        let doc_lines: Vec<String> = docs
+            .iter()
+            .map(|doc| dumps(&Json::Str(doc.clone())))
+            .collect();
+
+        let lines = run_python(&value_lines, &doc_lines);
+        assert_eq!(
+            lines.len(),
+            values.len() + 1 + docs.len(),
+            "python output line count"
+        );
+        assert_eq!(
+            lines[values.len()],
+            "[]",
+            "lines where json.dumps(json.loads(line)) != line"
+        );
+        let mut failures: Vec<String> = Vec::new();
+        check_values(&values, &lines[..values.len()], &mut failures);
+        check_documents(&docs, &lines[values.len() + 1..], &mut failures);
+        assert!(
+            failures.is_empty(),
+            "{} disagreements with python3, first ones:\n{}",
+            failures.len(),
+            failures[..failures.len().min(10)].join("\n")
+        );
+    }
+}

@@ -1,0 +1,72 @@
+//! `state-store`: the Apache Airflow 3.3 task and asset state store (AIP-103), read and
+//! written directly in the metastore database, with a safe, batched garbage collector.
+//!
+//! The flow of every run: parse the command line ([`cli`]), load and validate Airflow's
+//! configuration ([`config`]) and the database URL ([`url`]) before any connection is opened,
+//! open the metastore and recognise its schema ([`db`]), run one command ([`commands`]), and
+//! render its report ([`output`]). Errors become exit codes in one place ([`error`]).
+
+mod cli;
+mod commands;
+mod config;
+mod db;
+mod error;
+mod json;
+mod model;
+mod output;
+mod redact;
+mod signals;
+mod time;
+mod url;
+
+use std::io::Write;
+
+use clap::Parser;
+use clap::error::ErrorKind;
+
+use crate::error::exit;
+
+/// Runs the command line of this process and returns its exit code.
+#[must_use]
+pub fn main_exit_code() -> i32 {
+    signals::install();
+    let cli = match cli::Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_exit(&e),
+    };
+    match commands::run(cli) {
+        Ok(()) => exit::SUCCESS,
+        Err(e) if is_broken_pipe(&e) => exit::SUCCESS,
+        Err(e) => {
+            if !matches!(e, error::Error::Interrupted { .. }) {
+                output::note(&format!("error: {}", redact::redact(&e.to_string())));
+            }
+            e.exit_code()
+        }
+    }
+}
+
+/// `--help` and `--version` print to stdout and succeed; any other clap error becomes the
+/// one-line `error: …` of every other failure, with exit code 2.
+fn clap_exit(e: &clap::Error) -> i32 {
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let text = e.render().to_string();
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            let _ = out.flush();
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { exit::USAGE } else { exit::SUCCESS }
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage");
+            let first = first.strip_prefix("error: ").unwrap_or(first);
+            output::note(&format!("error: {first} (see --help)"));
+            exit::USAGE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &error::Error) -> bool {
+    matches!(e, error::Error::Output(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
+}

@@ -1,0 +1,312 @@
+//! Everything that reaches the terminal goes through here.
+//!
+//! A command returns a report; this module renders it as a table (people), JSON or YAML
+//! (programs) or plain text (shell variables) on stdout. Messages for people go to stderr. A
+//! closed stdout (`state-store list | head`) is not an error: the process ends quietly.
+
+use std::io::{self, Write};
+
+use crate::cli::Format;
+use crate::json::{self, Json};
+use crate::model::{AssetEntry, StoredTime, TaskEntry};
+
+/// A rendered document: what JSON/YAML show, what a table shows, what plain shows.
+pub(crate) struct Rendered {
+    pub doc: Json,
+    pub tables: Vec<Table>,
+    pub plain: Option<String>,
+}
+
+pub(crate) struct Table {
+    /// Printed above the table when a report has several.
+    pub title: Option<String>,
+    pub headers: Vec<&'static str>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// Writes a report to stdout in the chosen format.
+pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    match format {
+        Format::Json => writeln!(out, "{}", json::dumps_unicode(&rendered.doc))?,
+        Format::Yaml => out.write_all(to_yaml(&rendered.doc).as_bytes())?,
+        Format::Table => {
+            for (i, table) in rendered.tables.iter().enumerate() {
+                if i > 0 {
+                    writeln!(out)?;
+                }
+                if let Some(title) = &table.title {
+                    writeln!(out, "{title}")?;
+                }
+                out.write_all(render_table(table).as_bytes())?;
+            }
+        }
+        Format::Plain => {
+            if let Some(text) = &rendered.plain {
+                writeln!(out, "{text}")?;
+            }
+        }
+    }
+    out.flush()
+}
+
+/// A message for people, on stderr. Failing to write it is not worth failing the command.
+pub(crate) fn note(message: &str) {
+    let mut err = io::stderr().lock();
+    let _ = writeln!(err, "{message}");
+}
+
+pub(crate) fn warn(message: &str) {
+    note(&format!("warning: {message}"));
+}
+
+/// The JSON value of a stored value. Text that is not JSON (a damaged row) is shown as a
+/// string, with a warning, rather than hiding the row.
+pub(crate) fn stored_value(key: &str, text: &str) -> Json {
+    match json::parse(text) {
+        Ok(value) => value,
+        Err(e) => {
+            warn(&format!("the value of key {key:?} is not valid JSON ({e}); shown as text"));
+            Json::Str(text.to_string())
+        }
+    }
+}
+
+fn time_json(t: &StoredTime) -> Json {
+    Json::Str(t.display())
+}
+
+fn opt_time_json(t: Option<&StoredTime>) -> Json {
+    t.map_or(Json::Null, time_json)
+}
+
+fn opt_str_json(s: Option<&str>) -> Json {
+    s.map_or(Json::Null, |s| Json::Str(s.to_string()))
+}
+
+pub(crate) fn int(n: impl Into<i128>) -> Json {
+    Json::Int(n.into().to_string())
+}
+
+pub(crate) fn obj(fields: Vec<(&str, Json)>) -> Json {
+    Json::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
+/// The JSON object of a task entry: the field names are part of the documented interface.
+pub(crate) fn task_entry_json(entry: &TaskEntry, value: Json) -> Json {
+    obj(vec![
+        ("dag_id", Json::Str(entry.scope.dag_id.clone())),
+        ("run_id", Json::Str(entry.scope.run_id.clone())),
+        ("task_id", Json::Str(entry.scope.task_id.clone())),
+        ("map_index", int(entry.scope.map_index)),
+        ("key", Json::Str(entry.key.clone())),
+        ("value", value),
+        ("updated_at", time_json(&entry.updated_at)),
+        ("expires_at", opt_time_json(entry.expires_at.as_ref())),
+    ])
+}
+
+pub(crate) fn asset_entry_json(entry: &AssetEntry, value: Json) -> Json {
+    obj(vec![
+        ("asset_id", int(entry.asset_id)),
+        ("asset_name", opt_str_json(entry.asset_name.as_deref())),
+        ("asset_uri", opt_str_json(entry.asset_uri.as_deref())),
+        ("key", Json::Str(entry.key.clone())),
+        ("value", value),
+        ("updated_at", time_json(&entry.updated_at)),
+        ("last_updated_by_kind", opt_str_json(entry.last_updated_by_kind.as_deref())),
+    ])
+}
+
+pub(crate) const TASK_HEADERS: [&str; 8] =
+    ["dag_id", "run_id", "task_id", "map_index", "key", "value", "updated_at", "expires_at"];
+pub(crate) const ASSET_HEADERS: [&str; 6] = ["asset_id", "asset", "key", "value", "updated_at", "updated_by"];
+
+/// Long values would make a list unreadable; `get` and the JSON forms show them whole.
+const LIST_VALUE_WIDTH: usize = 60;
+
+pub(crate) fn task_row(entry: &TaskEntry, value: &Json, truncate: bool) -> Vec<String> {
+    vec![
+        entry.scope.dag_id.clone(),
+        entry.scope.run_id.clone(),
+        entry.scope.task_id.clone(),
+        entry.scope.map_index.to_string(),
+        entry.key.clone(),
+        value_cell(value, truncate),
+        entry.updated_at.display(),
+        entry.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
+    ]
+}
+
+pub(crate) fn asset_row(entry: &AssetEntry, value: &Json, truncate: bool) -> Vec<String> {
+    vec![
+        entry.asset_id.to_string(),
+        entry.asset_name.clone().unwrap_or_else(|| "(deleted)".to_string()),
+        entry.key.clone(),
+        value_cell(value, truncate),
+        entry.updated_at.display(),
+        entry.last_updated_by_kind.clone().unwrap_or_default(),
+    ]
+}
+
+fn value_cell(value: &Json, truncate: bool) -> String {
+    let text = json::dumps_unicode(value);
+    if truncate && text.chars().count() > LIST_VALUE_WIDTH {
+        let cut: String = text.chars().take(LIST_VALUE_WIDTH - 1).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+/// How `get -o plain` prints a value: strings raw, so `wm=$(state-store get …)` works.
+pub(crate) fn plain_value(value: &Json) -> String {
+    match value {
+        Json::Str(s) => s.clone(),
+        other => json::dumps_unicode(other),
+    }
+}
+
+/// Control characters in a cell would break the table's lines; show them escaped.
+fn cell_text(cell: &str) -> String {
+    if cell.chars().any(char::is_control) {
+        cell.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+    } else {
+        cell.to_string()
+    }
+}
+
+fn render_table(table: &Table) -> String {
+    let rows: Vec<Vec<String>> = table.rows.iter().map(|r| r.iter().map(|c| cell_text(c)).collect()).collect();
+    let mut widths: Vec<usize> = table.headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (i, cell) in row.iter().enumerate() {
+            if let Some(w) = widths.get_mut(i) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+    }
+    let line = |cells: &mut dyn Iterator<Item = &str>| -> String {
+        let mut s = String::new();
+        for (i, cell) in cells.enumerate() {
+            if i > 0 {
+                s.push_str(" | ");
+            }
+            s.push_str(cell);
+            let pad = widths.get(i).copied().unwrap_or(0).saturating_sub(cell.chars().count());
+            s.extend(std::iter::repeat_n(' ', pad));
+        }
+        format!("{}\n", s.trim_end())
+    };
+    let mut out = line(&mut table.headers.iter().copied());
+    let rule: Vec<String> = widths.iter().map(|w| "=".repeat(*w)).collect();
+    out.push_str(&line(&mut rule.iter().map(String::as_str)));
+    for row in &rows {
+        out.push_str(&line(&mut row.iter().map(String::as_str)));
+    }
+    out
+}
+
+/// YAML in block style. Strings are always double-quoted with JSON escapes, which YAML reads
+/// back as the same string whatever they contain (`yes`, `1.0`, `:`, newlines…).
+pub(crate) fn to_yaml(doc: &Json) -> String {
+    let mut out = String::new();
+    yaml_node(doc, 0, &mut out);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// Field names print bare; any key YAML could read as something else is quoted.
+fn yaml_key(key: &str) -> String {
+    let bare = key.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !matches!(
+            key.to_ascii_lowercase().as_str(),
+            "true" | "false" | "null" | "yes" | "no" | "on" | "off" | "y" | "n"
+        );
+    if bare { key.to_string() } else { json::dumps_unicode(&Json::Str(key.to_string())) }
+}
+
+fn yaml_scalar(value: &Json) -> Option<String> {
+    match value {
+        Json::Null => Some("null".to_string()),
+        Json::Bool(b) => Some(if *b { "true" } else { "false" }.to_string()),
+        Json::Int(_) | Json::Float(_) | Json::Str(_) => Some(json::dumps_unicode(value)),
+        Json::Array(items) if items.is_empty() => Some("[]".to_string()),
+        Json::Object(fields) if fields.is_empty() => Some("{}".to_string()),
+        Json::Array(_) | Json::Object(_) => None,
+    }
+}
+
+fn yaml_node(value: &Json, indent: usize, out: &mut String) {
+    let pad = " ".repeat(indent);
+    match value {
+        Json::Array(items) if !items.is_empty() => {
+            for item in items {
+                out.push_str(&pad);
+                out.push_str("- ");
+                yaml_inline_child(item, indent + 2, out);
+            }
+        }
+        Json::Object(fields) if !fields.is_empty() => {
+            for (key, item) in fields {
+                out.push_str(&pad);
+                out.push_str(&yaml_key(key));
+                out.push(':');
+                match yaml_scalar(item) {
+                    Some(s) => {
+                        out.push(' ');
+                        out.push_str(&s);
+                        out.push('\n');
+                    }
+                    None => {
+                        out.push('\n');
+                        yaml_node(item, indent + 2, out);
+                    }
+                }
+            }
+        }
+        scalar => {
+            out.push_str(&pad);
+            out.push_str(&yaml_scalar(scalar).unwrap_or_default());
+            out.push('\n');
+        }
+    }
+}
+
+/// The first line of a sequence item continues after "- ": nested collections start there.
+fn yaml_inline_child(item: &Json, indent: usize, out: &mut String) {
+    if let Some(s) = yaml_scalar(item) {
+        out.push_str(&s);
+        out.push('\n');
+        return;
+    }
+    let mut nested = String::new();
+    yaml_node(item, indent, &mut nested);
+    out.push_str(nested.get(indent..).unwrap_or(&nested));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_nests_sequences_and_mappings() {
+        let doc = Json::Array(vec![
+            obj(vec![("key", Json::Str("a".into())), ("value", Json::Array(vec![int(1), int(2)]))]),
+            Json::Array(vec![Json::Str("x".into()), Json::Object(vec![])]),
+        ]);
+        assert_eq!(
+            to_yaml(&doc),
+            "- key: \"a\"\n  value:\n    - 1\n    - 2\n- - \"x\"\n  - {}\n"
+        );
+    }
+
+    #[test]
+    fn table_escapes_control_characters_and_aligns() {
+        let t = Table { title: None, headers: vec!["k", "value"], rows: vec![vec!["a\nb".into(), "1".into()]] };
+        assert_eq!(render_table(&t), "k    | value\n==== | =====\na\\nb | 1\n");
+    }
+}

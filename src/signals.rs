@@ -1,0 +1,43 @@
+//! SIGINT and SIGTERM.
+//!
+//! Most commands are one short transaction: a signal ends the process at once with 130/143,
+//! and the database discards the unfinished transaction. `clean` runs for minutes, so while it
+//! runs a signal only raises a flag; the current batch commits or rolls back as a whole, the
+//! summary is printed with `interrupted: true`, and a second signal ends the process at once.
+
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+static GRACEFUL: AtomicBool = AtomicBool::new(false);
+static RECEIVED: AtomicI32 = AtomicI32::new(0);
+
+/// Starts the thread that receives SIGINT/SIGTERM. Without it the defaults apply (the
+/// process dies by the signal), which is still safe; so a failure here is not fatal.
+pub(crate) fn install() {
+    let Ok(mut signals) = Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            let first = RECEIVED.swap(signal, Ordering::SeqCst) == 0;
+            if !(GRACEFUL.load(Ordering::SeqCst) && first) {
+                std::process::exit(128 + signal);
+            }
+        }
+    });
+}
+
+/// From now on a first signal is only recorded, for [`stop_requested`] to report.
+pub(crate) fn defer() {
+    GRACEFUL.store(true, Ordering::SeqCst);
+}
+
+/// The signal received since [`defer`], if any.
+pub(crate) fn stop_requested() -> Option<i32> {
+    match RECEIVED.load(Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}

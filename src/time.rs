@@ -1,0 +1,1178 @@
+//! UTC instants in the text forms Airflow stores and shows, and the retention and duration
+//! amounts users type on the command line.
+//!
+//! Airflow's SQLite columns hold `YYYY-MM-DD HH:MM:SS.ffffff` and are compared as strings, so
+//! the text this module writes must sort exactly as the instants do. Dates are converted with
+//! Howard Hinnant's days-from-civil arithmetic over the proleptic Gregorian calendar, limited
+//! to the years 1 to 9999 that Python's `datetime` (and so Airflow) can hold.
+
+use std::fmt;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const MICROS_PER_SECOND: i64 = 1_000_000;
+const MICROS_PER_MINUTE: i64 = 60 * MICROS_PER_SECOND;
+const MICROS_PER_HOUR: i64 = 60 * MICROS_PER_MINUTE;
+const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
+const MICROS_PER_WEEK: i64 = 7 * MICROS_PER_DAY;
+
+/// An instant in UTC, in microseconds since 1970-01-01T00:00:00Z (Python's resolution).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Timestamp(i64);
+
+/// Why a timestamp, retention or duration text was refused. The offending text is kept
+/// (shortened, escaped) so the one-line message can show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TimeError {
+    /// A timestamp given by a user.
+    Timestamp {
+        text: String,
+        problem: &'static str,
+    },
+    /// A date and time without `Z` or an offset: local time or UTC cannot be told apart.
+    NoOffset {
+        text: String,
+    },
+    /// Text found in a timestamp column.
+    StoredTimestamp {
+        text: String,
+        problem: &'static str,
+    },
+    Retention {
+        text: String,
+        problem: &'static str,
+    },
+    /// A retention that adds up to nothing; see `parse_retention`.
+    ZeroRetention {
+        text: String,
+    },
+    Duration {
+        text: String,
+        problem: &'static str,
+    },
+    NegativeRetentionDays {
+        days: i64,
+    },
+    RetentionDaysTooLarge {
+        days: i64,
+    },
+    /// now + retention is after 9999-12-31T23:59:59.999999Z.
+    ExpiryOutOfRange,
+}
+
+impl fmt::Display for TimeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimeError::Timestamp { text, problem } => write!(
+                f,
+                "invalid timestamp {text}: {problem}; expected RFC 3339 such as \
+                 2026-01-02T03:04:05Z or 2026-01-02T05:04:05.5+02:00, or a date 2026-01-02 (midnight UTC)"
+            ),
+            TimeError::NoOffset { text } => write!(
+                f,
+                "timestamp {text} has no time zone: add Z for UTC (2026-01-02T03:04:05Z) \
+                 or an offset such as +02:00"
+            ),
+            TimeError::StoredTimestamp { text, problem } => write!(
+                f,
+                "unreadable stored timestamp {text}: {problem}; expected \
+                 YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]"
+            ),
+            TimeError::Retention { text, problem } => write!(
+                f,
+                "invalid retention {text}: {problem}; expected whole numbers with units \
+                 w, d, h, m, s from largest to smallest (7d, 6h, 1h30m) or never"
+            ),
+            TimeError::ZeroRetention { text } => write!(
+                f,
+                "invalid retention {text}: retention must be positive; use never for keys \
+                 that should not expire"
+            ),
+            TimeError::Duration { text, problem } => write!(
+                f,
+                "invalid duration {text}: {problem}; expected whole numbers with units \
+                 w, d, h, m, s, ms from largest to smallest (200ms, 10m, 1h30m) or 0"
+            ),
+            TimeError::NegativeRetentionDays { days } => write!(
+                f,
+                "[state_store] default_retention_days must be >= 0, got {days}"
+            ),
+            TimeError::RetentionDaysTooLarge { days } => write!(
+                f,
+                "[state_store] default_retention_days = {days} is too large \
+                 (expiry would be after the year 9999)"
+            ),
+            TimeError::ExpiryOutOfRange => write!(
+                f,
+                "the retention puts the expiry after 9999-12-31T23:59:59.999999Z, \
+                 the last instant a timestamp can hold; use never instead"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for TimeError {}
+
+/// The text as a message shows it: quoted, escaped onto one line, cut at 64 characters.
+fn shown(text: &str) -> String {
+    const LIMIT: usize = 64;
+    match text.char_indices().nth(LIMIT) {
+        Some((cut, _)) => format!("\"{}…\"", text[..cut].escape_debug()),
+        None => format!("\"{}\"", text.escape_debug()),
+    }
+}
+
+impl Timestamp {
+    /// 0001-01-01T00:00:00Z.
+    pub(crate) const MIN: Timestamp = Timestamp(-62_135_596_800 * MICROS_PER_SECOND);
+    /// 9999-12-31T23:59:59.999999Z.
+    pub(crate) const MAX: Timestamp = Timestamp(253_402_300_800 * MICROS_PER_SECOND - 1);
+
+    /// The system clock, kept within `MIN..=MAX`.
+    pub(crate) fn now() -> Timestamp {
+        let micros = match SystemTime::now().duration_since(UNIX_EPOCH) {
+            Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+            Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |m| -m),
+        };
+        Timestamp(micros.clamp(Self::MIN.0, Self::MAX.0))
+    }
+
+    /// Any value is kept as given, even outside the years 1 to 9999 (PostgreSQL can hold
+    /// such instants); only the parsers and `checked_add` enforce that range.
+    pub(crate) fn from_micros(us: i64) -> Self {
+        Timestamp(us)
+    }
+
+    pub(crate) fn micros(self) -> i64 {
+        self.0
+    }
+
+    /// A UTC calendar date and time; `None` if any field is out of range (years 1 to 9999,
+    /// no leap seconds).
+    pub(crate) fn from_civil(
+        year: i32,
+        month: u32,
+        day: u32,
+        hour: u32,
+        minute: u32,
+        second: u32,
+        micro: u32,
+    ) -> Option<Timestamp> {
+        let valid = (1..=9999).contains(&year)
+            && (1..=12).contains(&month)
+            && day >= 1
+            && day <= days_in_month(year, month)
+            && hour < 24
+            && minute < 60
+            && second < 60
+            && micro < 1_000_000;
+        if !valid {
+            return None;
+        }
+        let days = days_from_civil(i64::from(year), i64::from(month), i64::from(day));
+        let time = i64::from(hour) * MICROS_PER_HOUR
+            + i64::from(minute) * MICROS_PER_MINUTE
+            + i64::from(second) * MICROS_PER_SECOND
+            + i64::from(micro);
+        Some(Timestamp(days * MICROS_PER_DAY + time))
+    }
+
+    /// (year, month, day, hour, minute, second, microsecond) in UTC.
+    pub(crate) fn to_civil(self) -> (i32, u32, u32, u32, u32, u32, u32) {
+        let days = self.0.div_euclid(MICROS_PER_DAY);
+        let time = self.0.rem_euclid(MICROS_PER_DAY);
+        let (year, month, day) = civil_from_days(days);
+        // Every i64 of microseconds is within ±300,000 years, so the year fits.
+        let year = i32::try_from(year).unwrap_or(if year < 0 { i32::MIN } else { i32::MAX });
+        let field = |v: i64| u32::try_from(v).unwrap_or(0);
+        (
+            year,
+            field(month),
+            field(day),
+            field(time / MICROS_PER_HOUR),
+            field(time / MICROS_PER_MINUTE % 60),
+            field(time / MICROS_PER_SECOND % 60),
+            field(time % MICROS_PER_SECOND),
+        )
+    }
+
+    /// `self + us`, or `None` outside `MIN..=MAX`.
+    pub(crate) fn checked_add(self, us: i64) -> Option<Timestamp> {
+        self.0
+            .checked_add(us)
+            .filter(|t| (Self::MIN.0..=Self::MAX.0).contains(t))
+            .map(Timestamp)
+    }
+
+    /// A timestamp typed by a user. Accepts RFC 3339 (`T`, `t` or a space between date and
+    /// time; `Z`, `z` or `±HH:MM`), a bare date as midnight UTC, and, like Python's
+    /// `fromisoformat`, a missing `:SS`, a `,` decimal mark and `±HHMM`/`±HH` offsets.
+    /// Fractions beyond microseconds are truncated, as Python does.
+    pub(crate) fn parse_rfc3339(s: &str) -> Result<Timestamp, TimeError> {
+        let parsed = parse_datetime(s).map_err(|problem| TimeError::Timestamp {
+            text: shown(s),
+            problem,
+        })?;
+        match parsed.offset {
+            Offset::Given(_) | Offset::DateOnly => {}
+            Offset::Naive => return Err(TimeError::NoOffset { text: shown(s) }),
+        }
+        parsed.to_utc().ok_or_else(|| TimeError::Timestamp {
+            text: shown(s),
+            problem: OUT_OF_RANGE,
+        })
+    }
+
+    /// Text from a SQLite timestamp column: Airflow's own form, and what other writers
+    /// leave there (no fraction, `T`, a `Z` or an offset). Text without an offset is UTC,
+    /// which is how Airflow stores it.
+    pub(crate) fn parse_db_text(s: &str) -> Result<Timestamp, TimeError> {
+        let stored = |problem| TimeError::StoredTimestamp {
+            text: shown(s),
+            problem,
+        };
+        parse_datetime(s)
+            .map_err(stored)?
+            .to_utc()
+            .ok_or_else(|| stored(OUT_OF_RANGE))
+    }
+
+    /// Airflow's SQLite storage form, `YYYY-MM-DD HH:MM:SS.ffffff`; for years 1 to 9999 its
+    /// string order is the instants' order.
+    pub(crate) fn to_sqlite_text(self) -> String {
+        let (y, mo, d, h, mi, s, us) = self.to_civil();
+        format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, for display and JSON.
+    pub(crate) fn to_rfc3339(self) -> String {
+        let (y, mo, d, h, mi, s, us) = self.to_civil();
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
+    }
+}
+
+impl fmt::Display for Timestamp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+const OUT_OF_RANGE: &str = "outside the years 0001 to 9999 once converted to UTC";
+
+fn is_leap(year: i32) -> bool {
+    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
+}
+
+fn days_in_month(year: i32, month: u32) -> u32 {
+    match month {
+        2 if is_leap(year) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant). Counting from March makes
+/// the leap day the last day of the year, so month lengths follow a fixed 153-day pattern.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let year_of_era = y.rem_euclid(400);
+    let march_month = (month + 9) % 12;
+    let day_of_year = (153 * march_month + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    // 719_468 days separate 0000-03-01 from 1970-01-01.
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// The inverse of `days_from_civil`.
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let march_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * march_month + 2) / 5 + 1;
+    let month = if march_month < 10 {
+        march_month + 3
+    } else {
+        march_month - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
+enum Offset {
+    /// Seconds east of UTC.
+    Given(i64),
+    Naive,
+    DateOnly,
+}
+
+struct ParsedDateTime {
+    days: i64,
+    time_micros: i64,
+    offset: Offset,
+}
+
+impl ParsedDateTime {
+    fn to_utc(&self) -> Option<Timestamp> {
+        let offset = match self.offset {
+            Offset::Given(seconds) => seconds,
+            Offset::Naive | Offset::DateOnly => 0,
+        };
+        let local = self.days * MICROS_PER_DAY + self.time_micros;
+        Timestamp(local).checked_add(-offset * MICROS_PER_SECOND)
+    }
+}
+
+/// A cursor over ASCII text; every read checks bounds, so malformed input cannot panic.
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    pos: usize,
+}
+
+impl Cursor<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.pos).copied()
+    }
+
+    fn eat(&mut self, wanted: &[u8]) -> Option<u8> {
+        let b = self.peek().filter(|b| wanted.contains(b))?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// Exactly `n` ASCII digits as a number.
+    fn digits(&mut self, n: usize) -> Option<i64> {
+        let end = self.pos.checked_add(n)?;
+        let run = self.bytes.get(self.pos..end)?;
+        if !run.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        self.pos = end;
+        Some(run.iter().fold(0, |acc, b| acc * 10 + i64::from(b - b'0')))
+    }
+
+    fn at_end(&self) -> bool {
+        self.pos >= self.bytes.len()
+    }
+}
+
+fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
+    let mut cur = Cursor {
+        bytes: s.as_bytes(),
+        pos: 0,
+    };
+    let date = (|| {
+        let year = cur.digits(4)?;
+        cur.eat(b"-")?;
+        let month = cur.digits(2)?;
+        cur.eat(b"-")?;
+        let day = cur.digits(2)?;
+        Some((year, month, day))
+    })();
+    let (year, month, day) = date.ok_or("expected a date YYYY-MM-DD")?;
+    if year == 0 {
+        return Err("year must be 0001 to 9999");
+    }
+    if !(1..=12).contains(&month) {
+        return Err("month must be 01 to 12");
+    }
+    // Both are small: year has four digits, month is 1 to 12.
+    let max_day = days_in_month(
+        i32::try_from(year).unwrap_or(1),
+        u32::try_from(month).unwrap_or(1),
+    );
+    if day < 1 || day > i64::from(max_day) {
+        return Err("day out of range for the month");
+    }
+    let days = days_from_civil(year, month, day);
+    if cur.at_end() {
+        return Ok(ParsedDateTime {
+            days,
+            time_micros: 0,
+            offset: Offset::DateOnly,
+        });
+    }
+    cur.eat(b"Tt ")
+        .ok_or("expected T or a space between the date and the time")?;
+
+    let hour = cur.digits(2).ok_or("expected the time as HH:MM:SS")?;
+    cur.eat(b":").ok_or("expected the time as HH:MM:SS")?;
+    let minute = cur.digits(2).ok_or("expected the time as HH:MM:SS")?;
+    let mut second = 0;
+    let mut micro = 0;
+    if cur.eat(b":").is_some() {
+        second = cur.digits(2).ok_or("expected two digits of seconds")?;
+        if cur.eat(b".,").is_some() {
+            let start = cur.pos;
+            while cur.peek().is_some_and(|b| b.is_ascii_digit()) {
+                cur.pos += 1;
+            }
+            let fraction = &cur.bytes[start..cur.pos];
+            if fraction.is_empty() || fraction.len() > 9 {
+                return Err("expected 1 to 9 digits after the decimal point");
+            }
+            // Microseconds are Python's resolution; further digits are dropped, not rounded.
+            micro = (0..6).fold(0, |acc, i| {
+                acc * 10 + fraction.get(i).map_or(0, |b| i64::from(b - b'0'))
+            });
+        }
+    }
+    if hour > 23 {
+        return Err("hour must be 00 to 23");
+    }
+    if minute > 59 {
+        return Err("minute must be 00 to 59");
+    }
+    if second > 59 {
+        return Err("second must be 00 to 59 (leap seconds are not supported)");
+    }
+    let time_micros =
+        hour * MICROS_PER_HOUR + minute * MICROS_PER_MINUTE + second * MICROS_PER_SECOND + micro;
+
+    let offset = match cur.eat(b"Zz+-") {
+        None => Offset::Naive,
+        Some(b'Z' | b'z') => Offset::Given(0),
+        Some(sign) => {
+            let bad = "expected the offset as +HH:MM or -HH:MM";
+            let oh = cur.digits(2).ok_or(bad)?;
+            let om = if cur.at_end() {
+                0
+            } else {
+                cur.eat(b":");
+                cur.digits(2).ok_or(bad)?
+            };
+            if oh > 23 || om > 59 {
+                return Err("the offset must be less than 24 hours");
+            }
+            let seconds = oh * 3600 + om * 60;
+            Offset::Given(if sign == b'-' { -seconds } else { seconds })
+        }
+    };
+    if !cur.at_end() {
+        return Err("unexpected text after the timestamp");
+    }
+    Ok(ParsedDateTime {
+        days,
+        time_micros,
+        offset,
+    })
+}
+
+/// How long a task key lives after it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Retention {
+    /// `expires_at` NULL: only an explicit delete or clear removes the key.
+    Never,
+    /// Microseconds, always > 0.
+    After(i64),
+}
+
+impl Retention {
+    /// Airflow's `[state_store] default_retention_days`: 0 means never, negative is refused.
+    pub(crate) fn from_default_retention_days(days: i64) -> Result<Retention, TimeError> {
+        if days < 0 {
+            return Err(TimeError::NegativeRetentionDays { days });
+        }
+        if days == 0 {
+            return Ok(Retention::Never);
+        }
+        days.checked_mul(MICROS_PER_DAY)
+            .map(Retention::After)
+            .ok_or(TimeError::RetentionDaysTooLarge { days })
+    }
+
+    /// The `expires_at` a write at `now` gets: `None` for never.
+    pub(crate) fn expires_at(self, now: Timestamp) -> Result<Option<Timestamp>, TimeError> {
+        match self {
+            Retention::Never => Ok(None),
+            Retention::After(us) => now
+                .checked_add(us)
+                .map(Some)
+                .ok_or(TimeError::ExpiryOutOfRange),
+        }
+    }
+}
+
+impl fmt::Display for Retention {
+    /// In the same units `parse_retention` reads: `never`, `7d`, `1h30m`, `2w3d`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Retention::After(mut rest) = *self else {
+            return f.write_str("never");
+        };
+        let mut wrote = false;
+        for (unit, size) in RETENTION_UNITS {
+            if rest >= *size {
+                write!(f, "{}{unit}", rest / size)?;
+                rest %= size;
+                wrote = true;
+            }
+        }
+        if rest > 0 || !wrote {
+            // Only `from_micros`-style callers can build sub-second retentions.
+            write!(f, "{rest}us")?;
+        }
+        Ok(())
+    }
+}
+
+/// Largest first: amounts must be written in this order.
+const RETENTION_UNITS: &[(&str, i64)] = &[
+    ("w", MICROS_PER_WEEK),
+    ("d", MICROS_PER_DAY),
+    ("h", MICROS_PER_HOUR),
+    ("m", MICROS_PER_MINUTE),
+    ("s", MICROS_PER_SECOND),
+];
+
+/// `ms` is listed before `m` so the longer unit wins.
+const DURATION_UNITS: &[(&str, i64)] = &[
+    ("w", MICROS_PER_WEEK),
+    ("d", MICROS_PER_DAY),
+    ("h", MICROS_PER_HOUR),
+    ("ms", 1_000),
+    ("m", MICROS_PER_MINUTE),
+    ("s", MICROS_PER_SECOND),
+];
+
+/// Sums `<digits><unit>` groups into microseconds. Units must appear from largest to
+/// smallest, each once: `30m1h` or `1h1h` are more likely typos than intent.
+fn parse_amounts(s: &str, units: &[(&str, i64)]) -> Result<i64, &'static str> {
+    if s.is_empty() {
+        return Err("empty");
+    }
+    let mut total: i64 = 0;
+    let mut last_size = i64::MAX;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let digits_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        if digits_end == 0 {
+            return Err("expected a whole number");
+        }
+        let amount: i64 = rest[..digits_end].parse().map_err(|_| "amount too large")?;
+        rest = &rest[digits_end..];
+        if rest.is_empty() {
+            return Err("missing unit after the number");
+        }
+        let (unit, size) = units
+            .iter()
+            .find(|(unit, _)| rest.starts_with(unit))
+            .ok_or("unknown unit")?;
+        rest = &rest[unit.len()..];
+        // `7min`, or `7ms` where milliseconds are not allowed, must not read as `7m` + junk.
+        if rest.starts_with(|c: char| c.is_alphabetic()) {
+            return Err("unknown unit");
+        }
+        if *size >= last_size {
+            return Err("units must go from largest to smallest, each at most once");
+        }
+        last_size = *size;
+        total = amount
+            .checked_mul(*size)
+            .and_then(|part| total.checked_add(part))
+            .ok_or("amount too large")?;
+    }
+    Ok(total)
+}
+
+/// A retention such as `90s`, `15m`, `6h`, `7d`, `2w`, `1h30m`, or `never`.
+///
+/// Zero is refused rather than given a meaning: as a retention it would write a key that is
+/// already expired, which the next clean deletes, and Airflow's own `default_retention_days
+/// = 0` means the opposite (never expire). A user who types `0s` has to say which one.
+pub(crate) fn parse_retention(s: &str) -> Result<Retention, TimeError> {
+    if s.eq_ignore_ascii_case("never") {
+        return Ok(Retention::Never);
+    }
+    match parse_amounts(s, RETENTION_UNITS) {
+        Ok(0) => Err(TimeError::ZeroRetention { text: shown(s) }),
+        Ok(us) => Ok(Retention::After(us)),
+        Err(problem) => Err(TimeError::Retention {
+            text: shown(s),
+            problem,
+        }),
+    }
+}
+
+/// A wait or time bound such as `200ms`, `10m`, `1h30m`; `0` (no unit) means none.
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, TimeError> {
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let us = parse_amounts(s, DURATION_UNITS).map_err(|problem| TimeError::Duration {
+        text: shown(s),
+        problem,
+    })?;
+    // parse_amounts only sums non-negative amounts.
+    Ok(Duration::from_micros(u64::try_from(us).unwrap_or(0)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(s: &str) -> Timestamp {
+        match Timestamp::parse_rfc3339(s) {
+            Ok(t) => t,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    fn db(s: &str) -> Timestamp {
+        match Timestamp::parse_db_text(s) {
+            Ok(t) => t,
+            Err(e) => panic!("{s:?}: {e}"),
+        }
+    }
+
+    fn civil(year: i32, month: u32, day: u32, hour: u32, min: u32, sec: u32, us: u32) -> Timestamp {
+        match Timestamp::from_civil(year, month, day, hour, min, sec, us) {
+            Some(t) => t,
+            None => panic!("invalid civil {year}-{month}-{day} {hour}:{min}:{sec}.{us}"),
+        }
+    }
+
+    #[test]
+    fn epoch_and_known_instants() {
+        assert_eq!(ts("1970-01-01T00:00:00Z").micros(), 0);
+        assert_eq!(
+            ts("2026-01-02T03:04:05Z").micros(),
+            1_767_323_045 * MICROS_PER_SECOND
+        );
+        assert_eq!(
+            ts("2000-02-29T12:00:00Z").micros(),
+            951_825_600 * MICROS_PER_SECOND
+        );
+        assert_eq!(ts("1969-12-31T23:59:59.999999Z").micros(), -1);
+        assert_eq!(
+            ts("1900-01-01T00:00:00Z").micros(),
+            -2_208_988_800 * MICROS_PER_SECOND
+        );
+        assert_eq!(ts("0001-01-01T00:00:00Z"), Timestamp::MIN);
+        assert_eq!(ts("9999-12-31T23:59:59.999999Z"), Timestamp::MAX);
+        assert_eq!(
+            Timestamp::MAX.to_sqlite_text(),
+            "9999-12-31 23:59:59.999999"
+        );
+        assert_eq!(Timestamp::MIN.to_rfc3339(), "0001-01-01T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn negative_epochs_render() {
+        let t = Timestamp::from_micros(-1);
+        assert_eq!(t.to_sqlite_text(), "1969-12-31 23:59:59.999999");
+        assert_eq!(t.to_civil(), (1969, 12, 31, 23, 59, 59, 999_999));
+        let t = Timestamp::from_micros(-86_400 * MICROS_PER_SECOND);
+        assert_eq!(t.to_rfc3339(), "1969-12-31T00:00:00.000000Z");
+        assert_eq!(
+            db("1969-07-20 20:17:40.000000"),
+            civil(1969, 7, 20, 20, 17, 40, 0)
+        );
+        assert!(db("1969-07-20 20:17:40").micros() < 0);
+    }
+
+    #[test]
+    fn civil_round_trip_every_day_of_some_years() {
+        for year in [
+            1, 4, 100, 400, 1582, 1900, 1969, 1970, 2000, 2024, 2100, 9999,
+        ] {
+            let mut previous: Option<Timestamp> = None;
+            for month in 1..=12 {
+                for day in 1..=days_in_month(year, month) {
+                    let t = civil(year, month, day, 0, 0, 0, 0);
+                    assert_eq!(t.to_civil(), (year, month, day, 0, 0, 0, 0));
+                    if let Some(p) = previous {
+                        assert_eq!(t.micros() - p.micros(), MICROS_PER_DAY);
+                    }
+                    previous = Some(t);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn leap_years() {
+        assert!(Timestamp::from_civil(2024, 2, 29, 0, 0, 0, 0).is_some());
+        assert!(Timestamp::from_civil(2000, 2, 29, 0, 0, 0, 0).is_some());
+        assert!(Timestamp::from_civil(1900, 2, 29, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2023, 2, 29, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::parse_rfc3339("2100-02-29T00:00:00Z").is_err());
+        assert_eq!(
+            ts("2024-02-28T23:59:59Z").checked_add(MICROS_PER_SECOND),
+            Some(ts("2024-02-29T00:00:00Z"))
+        );
+        assert_eq!(
+            ts("2023-02-28T23:59:59Z").checked_add(MICROS_PER_SECOND),
+            Some(ts("2023-03-01T00:00:00Z"))
+        );
+    }
+
+    #[test]
+    fn from_civil_limits() {
+        assert!(Timestamp::from_civil(0, 1, 1, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(10_000, 1, 1, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 13, 1, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 4, 31, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 1, 0, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 1, 1, 24, 0, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 1, 1, 0, 60, 0, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 1, 1, 0, 0, 60, 0).is_none());
+        assert!(Timestamp::from_civil(2026, 1, 1, 0, 0, 0, 1_000_000).is_none());
+    }
+
+    #[test]
+    fn rfc3339_forms() {
+        let base = civil(2026, 1, 2, 3, 4, 5, 0);
+        assert_eq!(ts("2026-01-02T03:04:05Z"), base);
+        assert_eq!(ts("2026-01-02t03:04:05z"), base);
+        assert_eq!(ts("2026-01-02 03:04:05Z"), base);
+        assert_eq!(ts("2026-01-02T03:04:05+00:00"), base);
+        assert_eq!(ts("2026-01-02T03:04:05-00:00"), base);
+        assert_eq!(ts("2026-01-02T05:04:05+02:00"), base);
+        assert_eq!(ts("2026-01-02T05:04:05+0200"), base);
+        assert_eq!(ts("2026-01-02T05:04:05+02"), base);
+        assert_eq!(ts("2026-01-01T21:34:05-05:30"), base);
+        assert_eq!(ts("2026-01-02T03:04Z"), civil(2026, 1, 2, 3, 4, 0, 0));
+        assert_eq!(ts("2026-01-02"), civil(2026, 1, 2, 0, 0, 0, 0));
+        assert_eq!(
+            ts("2026-01-02T03:04:05,5Z"),
+            civil(2026, 1, 2, 3, 4, 5, 500_000)
+        );
+    }
+
+    #[test]
+    fn fractions_pad_and_truncate_like_python() {
+        // datetime.fromisoformat("2026-01-02T03:04:05.1234569+00:00") is .123456: cut, not
+        // rounded.
+        let cases = [
+            ("1", 100_000),
+            ("12", 120_000),
+            ("000001", 1),
+            ("123456", 123_456),
+            ("1234567", 123_456),
+            ("1234569", 123_456),
+            ("999999999", 999_999),
+        ];
+        for (digits, micro) in cases {
+            let text = format!("2026-01-02T03:04:05.{digits}Z");
+            assert_eq!(ts(&text), civil(2026, 1, 2, 3, 4, 5, micro), "{text}");
+        }
+        assert_eq!(
+            ts("9999-12-31T23:59:59.9999999Z"),
+            Timestamp::MAX,
+            "truncation cannot carry past the last instant"
+        );
+        assert!(Timestamp::parse_rfc3339("2026-01-02T03:04:05.Z").is_err());
+        assert!(Timestamp::parse_rfc3339("2026-01-02T03:04:05.1234567890Z").is_err());
+    }
+
+    #[test]
+    fn offsets_cross_midnight_and_years() {
+        assert_eq!(
+            ts("2026-01-02T01:00:00+02:00"),
+            civil(2026, 1, 1, 23, 0, 0, 0)
+        );
+        assert_eq!(
+            ts("2025-12-31T23:30:00-01:00"),
+            civil(2026, 1, 1, 0, 30, 0, 0)
+        );
+        assert_eq!(
+            ts("2024-03-01T00:30:00+01:00"),
+            civil(2024, 2, 29, 23, 30, 0, 0)
+        );
+        assert_eq!(
+            ts("2026-01-02T03:04:05-23:59"),
+            civil(2026, 1, 3, 3, 3, 5, 0)
+        );
+        // Python: fromisoformat("9999-12-31T23:59:59.999999-01:00").astimezone(utc) raises
+        // "date value out of range".
+        let e = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999-01:00");
+        assert!(
+            matches!(
+                e,
+                Err(TimeError::Timestamp {
+                    problem: OUT_OF_RANGE,
+                    ..
+                })
+            ),
+            "{e:?}"
+        );
+        assert!(Timestamp::parse_rfc3339("0001-01-01T00:00:00+01:00").is_err());
+        assert_eq!(ts("0001-01-01T00:59:59+00:59"), civil(1, 1, 1, 0, 0, 59, 0));
+    }
+
+    #[test]
+    fn naive_datetime_is_refused_with_a_hint() {
+        for text in [
+            "2026-01-02T03:04:05",
+            "2026-01-02 03:04:05.5",
+            "2026-01-02T03:04",
+        ] {
+            let e = Timestamp::parse_rfc3339(text);
+            assert!(
+                matches!(e, Err(TimeError::NoOffset { .. })),
+                "{text}: {e:?}"
+            );
+            let msg = e.map_or_else(|e| e.to_string(), |_| String::new());
+            assert!(
+                msg.contains("add Z") && msg.contains("+02:00") && msg.contains(text),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn malformed_timestamps() {
+        let cases = [
+            ("", "expected a date"),
+            ("2026", "expected a date"),
+            ("2026-1-2T03:04:05Z", "expected a date"),
+            ("20260102T030405Z", "expected a date"),
+            ("0000-01-01", "year must be"),
+            ("2026-00-10", "month must be"),
+            ("2026-13-10", "month must be"),
+            ("2026-04-31", "day out of range"),
+            ("2026-01-00", "day out of range"),
+            ("2026-01-02X03:04:05Z", "expected T"),
+            ("2026-01-02Z", "expected T"),
+            ("2026-01-02T3:04:05Z", "HH:MM:SS"),
+            ("2026-01-02T03:4:05Z", "HH:MM:SS"),
+            ("2026-01-02T03:04:5Z", "seconds"),
+            ("2026-01-02T24:00:00Z", "hour must be"),
+            ("2026-01-02T23:60:00Z", "minute must be"),
+            ("2026-01-02T23:59:60Z", "leap seconds"),
+            ("2026-01-02T03:04:05+24:00", "less than 24 hours"),
+            ("2026-01-02T03:04:05+02:60", "less than 24 hours"),
+            ("2026-01-02T03:04:05+2", "+HH:MM"),
+            ("2026-01-02T03:04:05+02:0", "+HH:MM"),
+            ("2026-01-02T03:04:05Z ", "unexpected text"),
+            (" 2026-01-02T03:04:05Z", "expected a date"),
+            ("2026-01-02T03:04:05ZZ", "unexpected text"),
+            ("2026-01-02T03:04:05+02:00:00", "unexpected text"),
+            ("２０２６-01-02", "expected a date"),
+        ];
+        for (text, fragment) in cases {
+            match Timestamp::parse_rfc3339(text) {
+                Ok(t) => panic!("{text:?} parsed as {t:?}"),
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(fragment), "{text:?}: {msg}");
+                    assert!(msg.contains("2026-01-02T03:04:05Z"), "{msg}");
+                    assert!(!msg.contains('\n'));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn error_text_is_one_line_and_bounded() {
+        let long = format!("2026-01-02T03:04:05Z{}", "x".repeat(500));
+        let msg = Timestamp::parse_rfc3339(&long).map_or_else(|e| e.to_string(), |_| String::new());
+        assert!(msg.len() < 400, "{msg}");
+        assert!(msg.contains('…'));
+        let msg = Timestamp::parse_db_text("2026-01-02\n03:04:05")
+            .map_or_else(|e| e.to_string(), |_| String::new());
+        assert!(msg.contains("\\n") && !msg.contains('\n'), "{msg}");
+    }
+
+    #[test]
+    fn db_text_forms() {
+        let t = civil(2026, 1, 2, 3, 4, 5, 123_456);
+        assert_eq!(db("2026-01-02 03:04:05.123456"), t);
+        assert_eq!(db("2026-01-02T03:04:05.123456"), t);
+        assert_eq!(db("2026-01-02 03:04:05.123456+00:00"), t);
+        assert_eq!(db("2026-01-02 05:04:05.123456+02:00"), t);
+        assert_eq!(db("2026-01-02T03:04:05.123456Z"), t);
+        assert_eq!(
+            db("2026-01-02 03:04:05.123"),
+            civil(2026, 1, 2, 3, 4, 5, 123_000)
+        );
+        assert_eq!(db("2026-01-02 03:04:05"), civil(2026, 1, 2, 3, 4, 5, 0));
+        assert_eq!(db("2026-01-02 03:04"), civil(2026, 1, 2, 3, 4, 0, 0));
+        assert_eq!(db("2026-01-02"), civil(2026, 1, 2, 0, 0, 0, 0));
+        for bad in [
+            "",
+            "garbage",
+            "1767323045",
+            "2026-01-02 03:04:05 +00:00",
+            "2026-02-30 00:00:00",
+        ] {
+            let e = Timestamp::parse_db_text(bad);
+            assert!(
+                matches!(e, Err(TimeError::StoredTimestamp { .. })),
+                "{bad:?}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn storage_and_display_forms() {
+        let t = civil(2026, 1, 2, 3, 4, 5, 7);
+        assert_eq!(t.to_sqlite_text(), "2026-01-02 03:04:05.000007");
+        assert_eq!(t.to_rfc3339(), "2026-01-02T03:04:05.000007Z");
+        assert_eq!(t.to_string(), t.to_rfc3339());
+        let t = civil(5, 6, 7, 8, 9, 10, 0);
+        assert_eq!(t.to_sqlite_text(), "0005-06-07 08:09:10.000000");
+        assert_eq!(db(&t.to_sqlite_text()), t);
+        assert_eq!(ts(&t.to_rfc3339()), t);
+    }
+
+    #[test]
+    fn checked_add_stays_in_range() {
+        let t = ts("2026-01-02T03:04:05Z");
+        assert_eq!(t.checked_add(0), Some(t));
+        assert_eq!(
+            t.checked_add(-MICROS_PER_DAY),
+            Some(ts("2026-01-01T03:04:05Z"))
+        );
+        assert_eq!(Timestamp::MAX.checked_add(1), None);
+        assert_eq!(Timestamp::MIN.checked_add(-1), None);
+        assert_eq!(t.checked_add(i64::MAX), None);
+        assert_eq!(Timestamp::from_micros(i64::MIN).checked_add(i64::MIN), None);
+        // Out-of-range values are carried but not extended.
+        assert_eq!(Timestamp::from_micros(i64::MAX).checked_add(-1), None);
+    }
+
+    #[test]
+    fn extreme_micros_do_not_panic() {
+        for us in [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX] {
+            let t = Timestamp::from_micros(us);
+            let _ = (t.to_civil(), t.to_sqlite_text(), t.to_rfc3339());
+        }
+        let (year, ..) = Timestamp::from_micros(i64::MAX).to_civil();
+        assert_eq!(year, 294_247);
+    }
+
+    #[test]
+    fn now_is_in_range_and_recent() {
+        let now = Timestamp::now();
+        assert!(now > ts("2020-01-01T00:00:00Z") && now <= Timestamp::MAX);
+    }
+
+    /// xorshift64*, enough to spread instants over the whole range reproducibly.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+        }
+        fn instant(&mut self) -> Timestamp {
+            let span =
+                u64::try_from(Timestamp::MAX.micros() - Timestamp::MIN.micros()).unwrap_or(0) + 1;
+            let offset = match self.next() % 4 {
+                // Half the draws near "now" and near midnights, where digits roll over.
+                0 => self.next() % span,
+                1 => {
+                    let day = self.next() % (span / u64::try_from(MICROS_PER_DAY).unwrap_or(1));
+                    day * u64::try_from(MICROS_PER_DAY).unwrap_or(1) + self.next() % 3
+                }
+                _ => {
+                    let around =
+                        u64::try_from(1_767_323_045 * MICROS_PER_SECOND - Timestamp::MIN.micros())
+                            .unwrap_or(0);
+                    around + self.next() % (400 * u64::try_from(MICROS_PER_DAY).unwrap_or(1))
+                }
+            };
+            Timestamp::MIN
+                .checked_add(i64::try_from(offset.min(span - 1)).unwrap_or(0))
+                .unwrap_or(Timestamp::MIN)
+        }
+    }
+
+    #[test]
+    fn sqlite_text_order_and_round_trip_over_random_instants() {
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        let mut all: Vec<(Timestamp, String)> = Vec::with_capacity(10_000);
+        for _ in 0..10_000 {
+            let t = rng.instant();
+            let text = t.to_sqlite_text();
+            assert_eq!(text.len(), 26, "{text}");
+            assert_eq!(db(&text), t, "{text}");
+            assert_eq!(ts(&t.to_rfc3339()), t);
+            all.push((t, text));
+        }
+        for pair in all.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            assert_eq!(a.0.cmp(&b.0), a.1.cmp(&b.1), "{} vs {}", a.1, b.1);
+        }
+        all.sort_by_key(|(t, _)| *t);
+        let by_time: Vec<&String> = all.iter().map(|(_, s)| s).collect();
+        let mut by_text = by_time.clone();
+        by_text.sort();
+        assert_eq!(by_time, by_text);
+    }
+
+    #[test]
+    fn retention_forms() {
+        let after = |us: i64| Ok(Retention::After(us));
+        assert_eq!(parse_retention("never"), Ok(Retention::Never));
+        assert_eq!(parse_retention("NEVER"), Ok(Retention::Never));
+        assert_eq!(parse_retention("90s"), after(90 * MICROS_PER_SECOND));
+        assert_eq!(parse_retention("15m"), after(15 * MICROS_PER_MINUTE));
+        assert_eq!(parse_retention("6h"), after(6 * MICROS_PER_HOUR));
+        assert_eq!(parse_retention("7d"), after(7 * MICROS_PER_DAY));
+        assert_eq!(parse_retention("2w"), after(14 * MICROS_PER_DAY));
+        assert_eq!(parse_retention("1h30m"), after(90 * MICROS_PER_MINUTE));
+        assert_eq!(
+            parse_retention("1w2d3h4m5s"),
+            after(
+                MICROS_PER_WEEK
+                    + 2 * MICROS_PER_DAY
+                    + 3 * MICROS_PER_HOUR
+                    + 4 * MICROS_PER_MINUTE
+                    + 5 * MICROS_PER_SECOND
+            )
+        );
+        assert_eq!(parse_retention("0h30m"), after(30 * MICROS_PER_MINUTE));
+        assert_eq!(parse_retention("007d"), after(7 * MICROS_PER_DAY));
+    }
+
+    #[test]
+    fn retention_refusals() {
+        for zero in ["0s", "0d", "0h0m"] {
+            let e = parse_retention(zero);
+            assert!(
+                matches!(e, Err(TimeError::ZeroRetention { .. })),
+                "{zero}: {e:?}"
+            );
+            let msg = e.map_or_else(|e| e.to_string(), |_| String::new());
+            assert!(
+                msg.contains("must be positive") && msg.contains("never"),
+                "{msg}"
+            );
+        }
+        let cases = [
+            ("", "empty"),
+            ("7", "missing unit"),
+            ("d", "whole number"),
+            ("7x", "unknown unit"),
+            ("7D", "unknown unit"),
+            ("7ms", "unknown unit"),
+            ("1.5h", "unknown unit"),
+            ("-1d", "whole number"),
+            ("+1d", "whole number"),
+            ("1h 30m", "whole number"),
+            (" 1h", "whole number"),
+            ("30m1h", "largest to smallest"),
+            ("1h1h", "largest to smallest"),
+            ("99999999999999999999s", "too large"),
+            ("9223372036854775807w", "too large"),
+            ("500000w", "largest"),
+            ("7min", "unknown unit"),
+        ];
+        for (text, fragment) in cases {
+            match parse_retention(text) {
+                Ok(r) if fragment == "largest" => {
+                    // Parsable, but an expiry after the year 9999.
+                    assert_eq!(
+                        r.expires_at(Timestamp::now()),
+                        Err(TimeError::ExpiryOutOfRange)
+                    );
+                }
+                Ok(r) => panic!("{text:?} parsed as {r:?}"),
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(fragment), "{text:?}: {msg}");
+                    assert!(msg.contains("1h30m"), "{msg}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn retention_expiry_and_days() {
+        let now = ts("2026-01-02T03:04:05Z");
+        assert_eq!(Retention::Never.expires_at(now), Ok(None));
+        let r = parse_retention("1d").map_err(|e| e.to_string());
+        assert_eq!(
+            r.map(|r| r.expires_at(now)),
+            Ok(Ok(Some(ts("2026-01-03T03:04:05Z"))))
+        );
+        assert_eq!(
+            Retention::from_default_retention_days(0),
+            Ok(Retention::Never)
+        );
+        assert_eq!(
+            Retention::from_default_retention_days(30),
+            Ok(Retention::After(30 * MICROS_PER_DAY))
+        );
+        assert_eq!(
+            Retention::from_default_retention_days(-1).map_err(|e| e.to_string()),
+            Err("[state_store] default_retention_days must be >= 0, got -1".to_string())
+        );
+        assert!(matches!(
+            Retention::from_default_retention_days(i64::MAX),
+            Err(TimeError::RetentionDaysTooLarge { .. })
+        ));
+        let huge = Retention::from_default_retention_days(3_000_000);
+        assert_eq!(
+            huge.map(|r| r.expires_at(now)),
+            Ok(Err(TimeError::ExpiryOutOfRange))
+        );
+    }
+
+    #[test]
+    fn retention_display_reads_back() {
+        for text in [
+            "never",
+            "90s",
+            "15m",
+            "6h",
+            "1w",
+            "2w",
+            "1h30m",
+            "1w2d3h4m5s",
+        ] {
+            let r = parse_retention(text).map_err(|e| e.to_string());
+            let shown = r.map(|r| r.to_string());
+            let expected = if text == "90s" { "1m30s" } else { text };
+            assert_eq!(shown.as_deref(), Ok(expected));
+            let again = parse_retention(expected).map_err(|e| e.to_string());
+            assert_eq!(again, parse_retention(text).map_err(|e| e.to_string()));
+        }
+        assert_eq!(Retention::After(1_500_000).to_string(), "1s500000us");
+    }
+
+    #[test]
+    #[allow(clippy::duration_suboptimal_units)] // from_mins/from_hours are newer than the MSRV
+    fn duration_forms() {
+        let ok = |s: &str| parse_duration(s).map_err(|e| e.to_string());
+        assert_eq!(ok("0"), Ok(Duration::ZERO));
+        assert_eq!(ok("0s"), Ok(Duration::ZERO));
+        assert_eq!(ok("0ms"), Ok(Duration::ZERO));
+        assert_eq!(ok("200ms"), Ok(Duration::from_millis(200)));
+        assert_eq!(ok("10m"), Ok(Duration::from_secs(600)));
+        assert_eq!(ok("1m30s"), Ok(Duration::from_secs(90)));
+        assert_eq!(ok("1s500ms"), Ok(Duration::from_millis(1500)));
+        assert_eq!(ok("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(ok("2w"), Ok(Duration::from_secs(14 * 86_400)));
+        for (text, fragment) in [
+            ("", "empty"),
+            ("5", "missing unit"),
+            ("00", "missing unit"),
+            ("never", "whole number"),
+            ("1.5s", "unknown unit"),
+            ("10M", "unknown unit"),
+            ("500ms1s", "largest to smallest"),
+            ("1m1ms1s", "largest to smallest"),
+            ("99999999999999w", "too large"),
+            ("-1s", "whole number"),
+        ] {
+            match parse_duration(text) {
+                Ok(d) => panic!("{text:?} parsed as {d:?}"),
+                Err(e) => {
+                    let msg = e.to_string();
+                    assert!(msg.contains(fragment), "{text:?}: {msg}");
+                    assert!(msg.contains("200ms"), "{msg}");
+                }
+            }
+        }
+    }
+}

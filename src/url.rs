@@ -1,0 +1,1066 @@
+//! SQLAlchemy database URLs, as Airflow users write them in `[database] sql_alchemy_conn`.
+//!
+//! The split into user, password, host, port, database and query follows SQLAlchemy's own
+//! URL grammar, quirks included, so that this tool reaches the same database Airflow does.
+//! Where SQLAlchemy would accept text that no driver can connect with (an `@` left in a host,
+//! a port that is not a number, a SQLite URL with a host), parsing fails here instead, with a
+//! message that never repeats the password.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The database families Airflow's metastore can live in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Dialect {
+    Sqlite,
+    Postgres,
+    Mysql,
+}
+
+impl Dialect {
+    /// The dialect's name as SQLAlchemy spells it (`mariadb` is folded into `mysql`).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgresql",
+            Dialect::Mysql => "mysql",
+        }
+    }
+}
+
+impl fmt::Display for Dialect {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A parsed `sql_alchemy_conn`. `Debug` and `Display` hide the password.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct DbUrl {
+    /// The scheme exactly as written (`mariadb+pymysql`), so messages echo the user's text.
+    pub(crate) scheme: String,
+    pub(crate) dialect: Dialect,
+    /// The Python driver after `+`; only recorded, this tool has its own drivers.
+    pub(crate) driver: Option<String>,
+    pub(crate) username: Option<String>,
+    pub(crate) password: Option<String>,
+    /// For IPv6 the address without its brackets, as SQLAlchemy reports it.
+    pub(crate) host: Option<String>,
+    pub(crate) port: Option<u16>,
+    pub(crate) database: Option<String>,
+    /// Decoded pairs in the order written; repeated keys are all kept.
+    pub(crate) query: Vec<(String, String)>,
+}
+
+/// Where a SQLite URL points.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SqliteTarget {
+    Memory,
+    /// As written: a relative path is relative to the working directory, as in SQLAlchemy.
+    File(PathBuf),
+}
+
+/// Why a `sql_alchemy_conn` value was refused. No variant carries user, password, host, port
+/// or database text: a malformed URL can put a password in any of those places.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UrlError {
+    Empty,
+    /// No `scheme://` at the start.
+    NotAUrl,
+    UnsupportedScheme {
+        scheme: String,
+    },
+    /// A known dialect with an empty driver (`mysql+`) or more than one `+`.
+    BadDriver {
+        scheme: String,
+    },
+    /// Encrypted SQLite needs SQLCipher, which this tool does not link.
+    SqlCipher {
+        scheme: String,
+    },
+    BadPort {
+        scheme: String,
+    },
+    BadHost {
+        scheme: String,
+        problem: &'static str,
+    },
+    /// SQLite URLs name a file only; SQLAlchemy refuses user, password, host and port too.
+    SqliteNetloc {
+        scheme: String,
+    },
+    /// `?uri=true` turns the database part into a SQLite `file:` URI, which is not a path.
+    SqliteUriFilename {
+        scheme: String,
+    },
+}
+
+const WHERE: &str = "[database] sql_alchemy_conn";
+
+impl fmt::Display for UrlError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UrlError::Empty => write!(f, "{WHERE} is empty"),
+            UrlError::NotAUrl => write!(
+                f,
+                "{WHERE} is not a database URL: expected \
+                 dialect[+driver]://[user[:password]@]host[:port]/database, \
+                 e.g. postgresql://airflow:secret@db:5432/airflow or sqlite:////path/to/airflow.db"
+            ),
+            UrlError::UnsupportedScheme { scheme } => write!(
+                f,
+                "unsupported database scheme \"{scheme}\" in {WHERE} \
+                 (supported: sqlite, postgresql, mysql)"
+            ),
+            UrlError::BadDriver { scheme } => write!(
+                f,
+                "malformed database scheme \"{scheme}\" in {WHERE}: \
+                 expected dialect or dialect+driver, e.g. postgresql+psycopg2"
+            ),
+            UrlError::SqlCipher { scheme } => write!(
+                f,
+                "encrypted SQLite (\"{scheme}\" in {WHERE}) is not supported: \
+                 state-store can only open plain SQLite files"
+            ),
+            UrlError::BadPort { scheme } => write!(
+                f,
+                "invalid port in {WHERE} ({scheme} URL): expected a number from 1 to 65535 after \
+                 the host; an '@' inside the password must be written %40"
+            ),
+            UrlError::BadHost { scheme, problem } => {
+                write!(f, "invalid host in {WHERE} ({scheme} URL): {problem}")
+            }
+            UrlError::SqliteNetloc { scheme } => write!(
+                f,
+                "a SQLite URL takes no user, password, host or port ({scheme} URL in {WHERE}): \
+                 use sqlite:////absolute/path/to/airflow.db"
+            ),
+            UrlError::SqliteUriFilename { scheme } => write!(
+                f,
+                "SQLite URI filenames (uri=true, {scheme} URL in {WHERE}) are not supported: \
+                 use sqlite:////absolute/path/to/airflow.db"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for UrlError {}
+
+impl DbUrl {
+    /// Parses a URL the way SQLAlchemy's `make_url` splits it, then checks what a driver
+    /// would need.
+    pub(crate) fn parse(url: &str) -> Result<DbUrl, UrlError> {
+        if url.is_empty() {
+            return Err(UrlError::Empty);
+        }
+        let scheme_len = url
+            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '+'))
+            .unwrap_or(url.len());
+        let scheme = &url[..scheme_len];
+        let Some(rest) = url[scheme_len..].strip_prefix("://") else {
+            return Err(UrlError::NotAUrl);
+        };
+        if scheme.is_empty() {
+            return Err(UrlError::NotAUrl);
+        }
+        let (dialect, driver) = split_scheme(scheme)?;
+
+        let (userinfo, after_userinfo) = split_userinfo(rest);
+        let (username, password) = match userinfo {
+            Some((user, pass)) => (Some(percent_decode(user)), pass.map(percent_decode)),
+            None => (None, None),
+        };
+        let (host, port_text, after_host) = split_host_port(after_userinfo, scheme)?;
+        let port = match port_text {
+            None => None,
+            Some(text) => Some(parse_port(text).ok_or_else(|| UrlError::BadPort {
+                scheme: scheme.to_string(),
+            })?),
+        };
+
+        let (database, query_text) = match after_host.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (after_host, None),
+        };
+        // SQLAlchemy's grammar leaves nothing between the host part and `/database` or
+        // `?query`; `split_host_port` has checked that.
+        let database = database.strip_prefix('/').map(percent_decode);
+        let query = query_text.map(parse_query).unwrap_or_default();
+
+        let parsed = DbUrl {
+            scheme: scheme.to_string(),
+            dialect,
+            driver,
+            username,
+            password,
+            host,
+            port,
+            database,
+            query,
+        };
+        if dialect == Dialect::Sqlite {
+            parsed.check_sqlite()?;
+        }
+        Ok(parsed)
+    }
+
+    fn check_sqlite(&self) -> Result<(), UrlError> {
+        if self.driver.as_deref() == Some("pysqlcipher") {
+            return Err(UrlError::SqlCipher {
+                scheme: self.scheme.clone(),
+            });
+        }
+        // SQLAlchemy tests truthiness: `sqlite://@/x.db` (an empty user) still passes there.
+        let non_empty = |part: &Option<String>| part.as_deref().is_some_and(|s| !s.is_empty());
+        if non_empty(&self.username)
+            || non_empty(&self.password)
+            || self.host.is_some()
+            || self.port.is_some()
+        {
+            return Err(UrlError::SqliteNetloc {
+                scheme: self.scheme.clone(),
+            });
+        }
+        if self.query_value("uri").is_some_and(|v| {
+            // SQLAlchemy's `asbool`, which reads the flag.
+            matches!(
+                v.trim().to_ascii_lowercase().as_str(),
+                "true" | "yes" | "on" | "y" | "t" | "1"
+            )
+        }) {
+            return Err(UrlError::SqliteUriFilename {
+                scheme: self.scheme.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The URL as text with the password shown as `***`, for messages and logs.
+    pub(crate) fn redacted(&self) -> String {
+        self.render(true)
+    }
+
+    /// Renders the URL so that parsing the result gives back the same `DbUrl`. Percent-encodes
+    /// like SQLAlchemy's `render_as_string`, except that query keys keep their written order
+    /// and `/` and `:` stay readable in query values (socket paths).
+    fn render(&self, hide_password: bool) -> String {
+        let mut s = format!("{}://", self.scheme);
+        if let Some(user) = &self.username {
+            s.push_str(&percent_encode(user, b" +"));
+            if let Some(password) = &self.password {
+                s.push(':');
+                if hide_password {
+                    s.push_str("***");
+                } else {
+                    s.push_str(&percent_encode(password, b" +"));
+                }
+            }
+            s.push('@');
+        }
+        if let Some(host) = &self.host {
+            if host.contains(':') {
+                s.push('[');
+                s.push_str(host);
+                s.push(']');
+            } else {
+                s.push_str(host);
+            }
+        }
+        if let Some(port) = self.port {
+            s.push(':');
+            s.push_str(&port.to_string());
+        }
+        if let Some(database) = &self.database {
+            s.push('/');
+            s.push_str(&percent_encode(database, b" +/"));
+        }
+        if !self.query.is_empty() {
+            s.push('?');
+            let pairs: Vec<String> = self
+                .query
+                .iter()
+                .map(|(k, v)| format!("{}={}", encode_query_part(k), encode_query_part(v)))
+                .collect();
+            s.push_str(&pairs.join("&"));
+        }
+        s
+    }
+
+    /// Where a SQLite URL points; `None` for other dialects.
+    pub(crate) fn sqlite_target(&self) -> Option<SqliteTarget> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        Some(match self.database.as_deref() {
+            None | Some("" | ":memory:") => SqliteTarget::Memory,
+            Some(path) => SqliteTarget::File(PathBuf::from(path)),
+        })
+    }
+
+    /// The last value given for `key` in the query string, as drivers read repeated keys.
+    pub(crate) fn query_value(&self, key: &str) -> Option<&str> {
+        self.query
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+impl fmt::Display for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DbUrl")
+            .field("scheme", &self.scheme)
+            .field("dialect", &self.dialect)
+            .field("driver", &self.driver)
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("host", &self.host)
+            .field("port", &self.port)
+            .field("database", &self.database)
+            .field("query", &self.query)
+            .finish()
+    }
+}
+
+/// Replaces every occurrence of `password` in `text`, raw or in the percent-encoded spellings
+/// a URL or a driver message may carry, with `***`. Driver errors sometimes quote the
+/// connection string they were given; this is the last line of defence for those.
+pub(crate) fn redact_in_text(text: &str, password: &str) -> String {
+    if password.is_empty() {
+        return text.to_string();
+    }
+    let mut forms = vec![
+        password.to_string(),
+        percent_encode(password, b""),
+        percent_encode(password, b" +"),
+        encode_query_part(password),
+        percent_encode(password, b"").replace("%20", "+"),
+    ];
+    let lower_hex: Vec<String> = forms.iter().map(|f| lowercase_escapes(f)).collect();
+    forms.extend(lower_hex);
+    // Longest first, so an encoded form is replaced whole before a shorter form (the raw
+    // password can be a substring of its own encoding, e.g. `%` in `%25`) cuts into it.
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    let mut out = text.to_string();
+    for form in &forms {
+        out = out.replace(form.as_str(), "***");
+    }
+    out
+}
+
+fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
+    let (backend, driver) = match scheme.split_once('+') {
+        Some((backend, driver)) => (backend, Some(driver)),
+        None => (scheme, None),
+    };
+    // Names are case-sensitive: SQLAlchemy cannot load a `PostgreSQL` dialect either.
+    let dialect = match backend {
+        "sqlite" => Dialect::Sqlite,
+        // `postgres` stopped working in SQLAlchemy 1.4, but Airflow rewrites it to
+        // `postgresql` when it loads the configuration, so old configs still run.
+        "postgresql" | "postgres" => Dialect::Postgres,
+        "mysql" | "mariadb" => Dialect::Mysql,
+        _ => {
+            return Err(UrlError::UnsupportedScheme {
+                scheme: scheme.to_string(),
+            });
+        }
+    };
+    match driver {
+        None => Ok((dialect, None)),
+        Some(d) if !d.is_empty() && !d.contains('+') => Ok((dialect, Some(d.to_string()))),
+        Some(_) => Err(UrlError::BadDriver {
+            scheme: scheme.to_string(),
+        }),
+    }
+}
+
+/// Splits off `user[:password]@` the way SQLAlchemy's pattern
+/// `(?:([^:/]*)(?::([^@]*))?@)?` settles: the user name runs to the first `:` or `/`; with a
+/// `:` there, the password runs to the NEXT `@` (it may hold `:`, `/`, `?`, but not `@`);
+/// without a password, the user name ends at the LAST `@` before that first `:` or `/`.
+/// Returns the raw (still encoded) parts and the text after the `@`.
+fn split_userinfo(rest: &str) -> (Option<(&str, Option<&str>)>, &str) {
+    let user_end = rest.find([':', '/']).unwrap_or(rest.len());
+    if rest[user_end..].starts_with(':') {
+        let after_colon = &rest[user_end + 1..];
+        if let Some(at) = after_colon.find('@') {
+            let user = &rest[..user_end];
+            let password = &after_colon[..at];
+            return (Some((user, Some(password))), &after_colon[at + 1..]);
+        }
+    }
+    match rest[..user_end].rfind('@') {
+        Some(at) => (Some((&rest[..at], None)), &rest[at + 1..]),
+        None => (None, rest),
+    }
+}
+
+/// Splits `host[:port]` (or `[v6][:port]`) from the front of `rest`, returning the host, the
+/// raw port text and what follows (empty, or starting with `/` or `?`).
+fn split_host_port<'a>(
+    rest: &'a str,
+    scheme: &str,
+) -> Result<(Option<String>, Option<&'a str>, &'a str), UrlError> {
+    let bad_host = |problem| UrlError::BadHost {
+        scheme: scheme.to_string(),
+        problem,
+    };
+    let host_part_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let host_part = &rest[..host_part_end];
+    let after = &rest[host_part_end..];
+
+    // SQLAlchemy takes the bracketed form up to the last `]` before any `/` or `?`.
+    let bracketed = host_part.strip_prefix('[').and_then(|s| {
+        s.rfind(']')
+            .filter(|close| *close > 0)
+            .map(|close| (s, close))
+    });
+    if let Some((inner_and_tail, close)) = bracketed {
+        let inner = &inner_and_tail[..close];
+        let tail = &inner_and_tail[close + 1..];
+        // SQLAlchemy silently drops anything between `]` and `:port`, `/` or `?`.
+        let port = if tail.is_empty() {
+            None
+        } else if let Some(port) = tail.strip_prefix(':') {
+            Some(port)
+        } else {
+            return Err(bad_host(
+                "unexpected text after the closing ']' of an IPv6 address",
+            ));
+        };
+        if inner.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(bad_host("whitespace inside an IPv6 address"));
+        }
+        return Ok((Some(inner.to_string()), port, after));
+    }
+
+    let (host, port) = match host_part.split_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (host_part, None),
+    };
+    if host.contains('@') {
+        // `user:p@ss@host`: SQLAlchemy ends the password at the first `@` and keeps the rest
+        // in the host.
+        return Err(bad_host(
+            "it contains '@'; an '@' inside the user name or password must be written %40",
+        ));
+    }
+    if host.contains(['[', ']']) {
+        return Err(bad_host(
+            "unbalanced '[' or ']'; an IPv6 address is written [::1]",
+        ));
+    }
+    if host
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '#')
+    {
+        return Err(bad_host("it contains whitespace or '#'"));
+    }
+    let host = (!host.is_empty()).then(|| host.to_string());
+    Ok((host, port, after))
+}
+
+/// ASCII digits only, 1 to 65535. Python's `int()` would also take `+5432`, ` 5432`, `5_432`
+/// and non-ASCII digits; nobody means those in a URL.
+fn parse_port(text: &str) -> Option<u16> {
+    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = text.trim_start_matches('0');
+    if digits.len() > 5 {
+        return None;
+    }
+    digits.parse::<u16>().ok().filter(|p| *p != 0)
+}
+
+/// `urllib.parse.parse_qsl` with its defaults: pairs split on `&`, `+` means space, pairs
+/// without `=` or with an empty value are dropped.
+fn parse_query(text: &str) -> Vec<(String, String)> {
+    text.split('&')
+        .filter_map(|pair| {
+            let (key, value) = pair.split_once('=')?;
+            if value.is_empty() {
+                return None;
+            }
+            Some((
+                percent_decode(&key.replace('+', " ")),
+                percent_decode(&value.replace('+', " ")),
+            ))
+        })
+        .collect()
+}
+
+/// `urllib.parse.unquote`: valid `%XX` escapes become bytes, anything else stays as written,
+/// and bytes that are not UTF-8 become U+FFFD.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hi = bytes.get(i + 1).and_then(|b| hex_value(*b));
+            let lo = bytes.get(i + 2).and_then(|b| hex_value(*b));
+            if let (Some(hi), Some(lo)) = (hi, lo) {
+                out.push((hi << 4) | lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `urllib.parse.quote`: letters, digits and `_.-~` stay, as do the bytes in `safe`; every
+/// other byte becomes `%XX` (upper-case hex).
+fn percent_encode(text: &str, safe: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) || safe.contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+        }
+    }
+    out
+}
+
+/// A query key or value: space as `+`; `/` and `:` kept for readable socket paths. `@` must
+/// stay encoded, or a URL with `host:port` would have its query taken for a password.
+fn encode_query_part(text: &str) -> String {
+    percent_encode(text, b" /:").replace(' ', "+")
+}
+
+fn lowercase_escapes(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut chars = encoded.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            for _ in 0..2 {
+                if let Some(h) = chars.next() {
+                    out.push(h.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PW: &str = "S3cr3t-pw";
+
+    fn parse(url: &str) -> DbUrl {
+        match DbUrl::parse(url) {
+            Ok(u) => u,
+            Err(e) => panic!("{url:?} should parse: {e}"),
+        }
+    }
+
+    fn parse_err(url: &str) -> UrlError {
+        match DbUrl::parse(url) {
+            Ok(u) => panic!("{url:?} should fail, got {u:?}"),
+            Err(e) => e,
+        }
+    }
+
+    #[allow(clippy::unnecessary_wraps)] // shorthand for the optional fields
+    fn s(v: &str) -> Option<String> {
+        Some(v.to_string())
+    }
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
+        p.iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn every_supported_scheme() {
+        let cases = [
+            ("sqlite", Dialect::Sqlite, None),
+            ("sqlite+pysqlite", Dialect::Sqlite, Some("pysqlite")),
+            ("sqlite+aiosqlite", Dialect::Sqlite, Some("aiosqlite")),
+            ("postgresql", Dialect::Postgres, None),
+            ("postgres", Dialect::Postgres, None),
+            ("postgres+psycopg2", Dialect::Postgres, Some("psycopg2")),
+            ("postgresql+psycopg2", Dialect::Postgres, Some("psycopg2")),
+            ("postgresql+psycopg", Dialect::Postgres, Some("psycopg")),
+            ("postgresql+asyncpg", Dialect::Postgres, Some("asyncpg")),
+            ("postgresql+pg8000", Dialect::Postgres, Some("pg8000")),
+            (
+                "postgresql+somethingnew",
+                Dialect::Postgres,
+                Some("somethingnew"),
+            ),
+            ("mysql", Dialect::Mysql, None),
+            ("mysql+mysqldb", Dialect::Mysql, Some("mysqldb")),
+            ("mysql+pymysql", Dialect::Mysql, Some("pymysql")),
+            (
+                "mysql+mysqlconnector",
+                Dialect::Mysql,
+                Some("mysqlconnector"),
+            ),
+            ("mariadb", Dialect::Mysql, None),
+            ("mariadb+mysqldb", Dialect::Mysql, Some("mysqldb")),
+            ("mariadb+pymysql", Dialect::Mysql, Some("pymysql")),
+        ];
+        for (scheme, dialect, driver) in cases {
+            let text = if dialect == Dialect::Sqlite {
+                format!("{scheme}:////tmp/airflow.db")
+            } else {
+                format!("{scheme}://airflow:{PW}@db.example:1234/airflow")
+            };
+            let u = parse(&text);
+            assert_eq!(u.dialect, dialect, "{scheme}");
+            assert_eq!(u.driver.as_deref(), driver, "{scheme}");
+            assert_eq!(u.scheme, scheme);
+            if dialect != Dialect::Sqlite {
+                assert_eq!(u.username, s("airflow"));
+                assert_eq!(u.password, s(PW));
+                assert_eq!(u.host, s("db.example"));
+                assert_eq!(u.port, Some(1234));
+                assert_eq!(u.database, s("airflow"));
+            }
+        }
+        assert_eq!(Dialect::Mysql.name(), "mysql");
+        assert_eq!(Dialect::Postgres.to_string(), "postgresql");
+        assert_eq!(Dialect::Sqlite.name(), "sqlite");
+    }
+
+    #[test]
+    fn unsupported_scheme_is_named() {
+        let e = parse_err(&format!("oracle://scott:{PW}@h/db"));
+        assert_eq!(
+            e.to_string(),
+            "unsupported database scheme \"oracle\" in [database] sql_alchemy_conn \
+             (supported: sqlite, postgresql, mysql)"
+        );
+        assert!(matches!(
+            parse_err("mssql+pyodbc://h/db"),
+            UrlError::UnsupportedScheme { scheme } if scheme == "mssql+pyodbc"
+        ));
+        // Case matters to SQLAlchemy's plugin loader too.
+        assert!(matches!(
+            parse_err("POSTGRESQL://h/db"),
+            UrlError::UnsupportedScheme { .. }
+        ));
+        assert!(matches!(
+            parse_err("+pymysql://h/db"),
+            UrlError::UnsupportedScheme { .. }
+        ));
+    }
+
+    #[test]
+    fn malformed_driver() {
+        assert!(matches!(
+            parse_err("mysql+://h/db"),
+            UrlError::BadDriver { .. }
+        ));
+        assert!(matches!(
+            parse_err("mysql+pymysql+x://h/db"),
+            UrlError::BadDriver { .. }
+        ));
+        assert!(matches!(
+            parse_err("sqlite+pysqlcipher://:key@/x.db"),
+            UrlError::SqlCipher { .. }
+        ));
+    }
+
+    #[test]
+    fn spec_examples() {
+        let u = parse("postgresql+psycopg2://user:pass@host:5432/db?sslmode=require");
+        assert_eq!(u.host, s("host"));
+        assert_eq!(u.query_value("sslmode"), Some("require"));
+        let u = parse("mysql+mysqldb://user:pass@host:3306/db");
+        assert_eq!((u.port, u.database), (Some(3306), s("db")));
+    }
+
+    #[test]
+    fn password_may_hold_colon_slash_question_mark() {
+        let u = parse("postgresql://user:a:b/c?d#e@host/db");
+        assert_eq!(u.username, s("user"));
+        assert_eq!(u.password, s("a:b/c?d#e"));
+        assert_eq!(u.host, s("host"));
+        assert_eq!(u.database, s("db"));
+    }
+
+    #[test]
+    fn at_sign_splitting_matches_sqlalchemy() {
+        // No password: the user name runs to the last '@' before the first ':' or '/'.
+        let u = parse("postgresql://us@er@host/db");
+        assert_eq!(
+            (u.username, u.password, u.host),
+            (s("us@er"), None, s("host"))
+        );
+        let u = parse("postgresql://us@er:pw@host/db");
+        assert_eq!(
+            (u.username, u.password, u.host),
+            (s("us@er"), s("pw"), s("host"))
+        );
+        // With a password, SQLAlchemy ends it at the first '@' and leaves "ss@host" as the
+        // host; refused here, with a hint and without the password.
+        let e = parse_err("postgresql://user:p@ss@host/db");
+        assert!(matches!(e, UrlError::BadHost { .. }));
+        let msg = e.to_string();
+        assert!(msg.contains("%40"), "{msg}");
+        assert!(!msg.contains("ss@host"), "{msg}");
+        // Encoded, it works.
+        let u = parse("postgresql://user:p%40ss@host/db");
+        assert_eq!((u.password, u.host), (s("p@ss"), s("host")));
+    }
+
+    #[test]
+    fn query_at_sign_after_port_is_taken_as_userinfo_like_sqlalchemy() {
+        // make_url("postgresql://host:5432/db?x=a@b") gives user "host", password
+        // "5432/db?x=a", host "b": mirrored, so the tool fails where Airflow fails.
+        let u = parse("postgresql://host:5432/db?x=a@b");
+        assert_eq!(u.username, s("host"));
+        assert_eq!(u.password, s("5432/db?x=a"));
+        assert_eq!(u.host, s("b"));
+        assert_eq!(u.database, None);
+    }
+
+    #[test]
+    fn percent_decoding() {
+        let u = parse("postgresql://u%40x:p%3Aw%2F%25%20+@h/d%2Fb");
+        assert_eq!(u.username, s("u@x"));
+        // unquote, not unquote_plus: '+' stays a plus in the password.
+        assert_eq!(u.password, s("p:w/% +"));
+        assert_eq!(u.database, s("d/b"));
+        // Invalid escapes stay; bytes that are not UTF-8 become U+FFFD.
+        let u = parse("postgresql://u:%zz%e9%C3%A9%4@h/db");
+        assert_eq!(u.password, s("%zz\u{FFFD}\u{e9}%4"));
+        // The host is not decoded (SQLAlchemy keeps it as written).
+        let u = parse("postgresql://[fe80::1%25eth0]:5432/db");
+        assert_eq!(u.host, s("fe80::1%25eth0"));
+    }
+
+    #[test]
+    fn empty_user_and_password() {
+        let u = parse("postgresql://u:@h/db");
+        assert_eq!((u.username, u.password), (s("u"), s("")));
+        let u = parse("postgresql://:pw@h/db");
+        assert_eq!((u.username, u.password), (s(""), s("pw")));
+        let u = parse("postgresql://@h/db");
+        assert_eq!((u.username, u.password), (s(""), None));
+        let u = parse("postgresql://h/db");
+        assert_eq!((u.username, u.password), (None, None));
+    }
+
+    #[test]
+    fn hosts_ports_and_databases() {
+        let u = parse("postgresql://u:p@[::1]:5432/db");
+        assert_eq!((u.host, u.port), (s("::1"), Some(5432)));
+        let u = parse("postgresql://[2001:db8::7]/db");
+        assert_eq!((u.host, u.port), (s("2001:db8::7"), None));
+        let u = parse("mysql://10.0.0.5:3306/airflow");
+        assert_eq!((u.host, u.port), (s("10.0.0.5"), Some(3306)));
+        let u = parse("postgresql://:5432/db");
+        assert_eq!((u.host, u.port), (None, Some(5432)));
+        let u = parse("postgresql://u:pw@h:5432");
+        assert_eq!((u.port, u.database), (Some(5432), None));
+        let u = parse("postgresql://h?sslmode=require");
+        assert_eq!(u.database, None);
+        assert_eq!(u.query, pairs(&[("sslmode", "require")]));
+        let u = parse("postgresql://h/db/x");
+        assert_eq!(u.database, s("db/x"));
+        let u = parse("postgresql://h/");
+        assert_eq!(u.database, s(""));
+        let u = parse("postgresql://h:065535/db");
+        assert_eq!(u.port, Some(65535));
+    }
+
+    #[test]
+    fn sockets_land_in_query() {
+        let u = parse("postgresql://user@/db?host=/var/run/postgresql");
+        assert_eq!(u.host, None);
+        assert_eq!(u.username, s("user"));
+        assert_eq!(u.query_value("host"), Some("/var/run/postgresql"));
+        let u = parse("mysql://user@localhost/db?unix_socket=/run/mysqld/mysqld.sock");
+        assert_eq!(u.host, s("localhost"));
+        assert_eq!(
+            u.query_value("unix_socket"),
+            Some("/run/mysqld/mysqld.sock")
+        );
+    }
+
+    #[test]
+    fn query_like_parse_qsl() {
+        let u = parse("postgresql://h/db?a=&b=1&c&a=2&a=3&d=x+y%2Bz&&e=1;f=2");
+        assert_eq!(
+            u.query,
+            pairs(&[
+                ("b", "1"),
+                ("a", "2"),
+                ("a", "3"),
+                ("d", "x y+z"),
+                ("e", "1;f=2")
+            ])
+        );
+        assert_eq!(u.query_value("a"), Some("3"));
+        assert_eq!(u.query_value("c"), None);
+        assert_eq!(u.query_value("zz"), None);
+        assert!(parse("postgresql://h/db?").query.is_empty());
+        let u = parse("postgresql://h/db?options=-c%20search_path%3Dx&k=v=w");
+        assert_eq!(u.query_value("options"), Some("-c search_path=x"));
+        assert_eq!(u.query_value("k"), Some("v=w"));
+    }
+
+    #[test]
+    fn sqlite_forms() {
+        let file = |p: &str| Some(SqliteTarget::File(PathBuf::from(p)));
+        assert_eq!(parse("sqlite:///rel.db").sqlite_target(), file("rel.db"));
+        assert_eq!(
+            parse("sqlite:////abs/x.db").sqlite_target(),
+            file("/abs/x.db")
+        );
+        assert_eq!(
+            parse("sqlite:////abs/x.db?timeout=30").sqlite_target(),
+            file("/abs/x.db")
+        );
+        assert_eq!(
+            parse("sqlite:///my%20db.db").sqlite_target(),
+            file("my db.db")
+        );
+        assert_eq!(
+            parse("sqlite+pysqlite:////a/b.db").sqlite_target(),
+            file("/a/b.db")
+        );
+        assert_eq!(
+            parse("sqlite://").sqlite_target(),
+            Some(SqliteTarget::Memory)
+        );
+        assert_eq!(
+            parse("sqlite:///").sqlite_target(),
+            Some(SqliteTarget::Memory)
+        );
+        assert_eq!(
+            parse("sqlite:///:memory:").sqlite_target(),
+            Some(SqliteTarget::Memory)
+        );
+        assert_eq!(parse("postgresql://h/db").sqlite_target(), None);
+        // Without uri=true a "file:" name is a plain file name, as in SQLAlchemy.
+        assert_eq!(
+            parse("sqlite:///file:x.db").sqlite_target(),
+            file("file:x.db")
+        );
+        // An empty user is falsy in SQLAlchemy's check, so it passes there too.
+        assert_eq!(parse("sqlite://@/x.db").sqlite_target(), file("x.db"));
+    }
+
+    #[test]
+    fn sqlite_refusals() {
+        for url in [
+            "sqlite://host/x.db",
+            "sqlite://abs/path.db",
+            "sqlite://u@/x.db",
+            &format!("sqlite://:{PW}@/x.db"),
+            "sqlite://:5/x.db",
+        ] {
+            assert!(
+                matches!(parse_err(url), UrlError::SqliteNetloc { .. }),
+                "{url}"
+            );
+        }
+        for url in [
+            "sqlite:///file:x.db?mode=ro&uri=true",
+            "sqlite:///file:x.db?uri=1",
+        ] {
+            assert!(
+                matches!(parse_err(url), UrlError::SqliteUriFilename { .. }),
+                "{url}"
+            );
+        }
+        assert!(parse("sqlite:///x.db?uri=false").sqlite_target().is_some());
+    }
+
+    #[test]
+    fn garbage_is_refused() {
+        for url in [
+            "foo",
+            "postgresql:/x",
+            "postgresql//h/db",
+            " postgresql://h/db",
+            "://h/db",
+            "postgre sql://h/db",
+            "user:pass@host/db",
+        ] {
+            assert_eq!(parse_err(url), UrlError::NotAUrl, "{url}");
+        }
+        assert_eq!(parse_err(""), UrlError::Empty);
+    }
+
+    #[test]
+    fn bad_ports() {
+        for url in [
+            "postgresql://h:abc/db",
+            "postgresql://h:/db",
+            "postgresql://h: 5432/db",
+            "postgresql://h:+5432/db",
+            "postgresql://h:5_432/db",
+            "postgresql://h:0/db",
+            "postgresql://h:65536/db",
+            "postgresql://h:99999999999999999999/db",
+            "postgresql://h:5432:1/db",
+            "postgresql://h:\u{665}\u{664}/db",
+            "postgresql://[::1]:x/db",
+        ] {
+            assert!(matches!(parse_err(url), UrlError::BadPort { .. }), "{url}");
+        }
+    }
+
+    #[test]
+    fn bad_hosts() {
+        for url in [
+            "postgresql://[::1]x:5432/db",
+            "postgresql://[]/db",
+            "postgresql://[::1",
+            "postgresql://h]/db",
+            "postgresql://h st/db",
+            "postgresql://h#frag/db",
+            "postgresql://u:p@w@h/db",
+        ] {
+            assert!(matches!(parse_err(url), UrlError::BadHost { .. }), "{url}");
+        }
+    }
+
+    #[test]
+    fn no_error_message_contains_the_password() {
+        let urls = [
+            // The password where a port belongs: "user:S3cr3t-pw/db" without "@host".
+            format!("postgresql://user:{PW}/db"),
+            format!("postgresql://user:{PW}@h:99999/db"),
+            format!("postgresql://user:{PW}@h:{PW}/db"),
+            format!("postgresql://user:{PW}@ho st/db"),
+            format!("postgresql://user:a@{PW}@host/db"),
+            format!("postgresql://user:{PW}@[::1]{PW}/db"),
+            format!("oracle://user:{PW}@h/db"),
+            format!("mysql+://user:{PW}@h/db"),
+            format!("user:{PW}@h/db"),
+            PW.to_string(),
+            format!("sqlite://user:{PW}@/x.db"),
+            format!("sqlite+pysqlcipher://:{PW}@/x.db"),
+            format!("sqlite:///x.db?uri=true&password={PW}"),
+        ];
+        for url in &urls {
+            let e = parse_err(url);
+            let msg = e.to_string();
+            assert!(!msg.contains(PW), "{url}: {msg}");
+            assert!(!format!("{e:?}").contains(PW), "{url}: {e:?}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+    }
+
+    #[test]
+    fn redacted_hides_password_everywhere() {
+        let u = parse(&format!(
+            "postgresql+psycopg2://airflow:{PW}@db:5432/airflow?sslmode=require"
+        ));
+        assert_eq!(
+            u.redacted(),
+            "postgresql+psycopg2://airflow:***@db:5432/airflow?sslmode=require"
+        );
+        assert_eq!(u.to_string(), u.redacted());
+        assert!(!format!("{u:?}").contains(PW));
+        let u = parse("mariadb+pymysql://u%20x@[::1]:3306/db?unix_socket=/run/m.sock&a=b%26c");
+        assert_eq!(
+            u.redacted(),
+            "mariadb+pymysql://u x@[::1]:3306/db?unix_socket=/run/m.sock&a=b%26c"
+        );
+        assert_eq!(
+            parse("sqlite:////tmp/a b.db").redacted(),
+            "sqlite:////tmp/a b.db"
+        );
+        assert_eq!(parse("sqlite://").redacted(), "sqlite://");
+        assert_eq!(
+            parse("postgresql://u:@h/db").redacted(),
+            "postgresql://u:***@h/db"
+        );
+    }
+
+    #[test]
+    fn render_round_trips() {
+        let urls = [
+            "postgresql://u%40x:p%3Aw%2F%25%20+%40@h/d%2Fb",
+            "postgresql://us%3Aer:pa%2Fss%3F%23@h:1/db?a=1&b=x+y&a=%40%26%3D",
+            "mysql+pymysql://%E6%97%A5%E6%9C%AC:%F0%9F%94%91@[::1]:3306/db",
+            "postgresql://user@/db?host=/var/run/postgresql",
+            "postgresql://@h/db",
+            "postgresql://:pw@h/db",
+            "postgresql://h:5432/d%40b%3Fc%23",
+            "postgresql://h:5432/db?x=a%40b",
+            "sqlite:////abs/with%20space/x.db?timeout=30",
+            "sqlite:///rel.db",
+            "sqlite:///",
+            "sqlite://",
+            "mariadb://h",
+        ];
+        for url in urls {
+            let u = parse(url);
+            let again = parse(&u.render(false));
+            assert_eq!(again, u, "{url} -> {}", u.render(false));
+            assert!(
+                u.redacted().contains(":***@") == u.password.is_some(),
+                "{url}"
+            );
+        }
+        // Raw values come back through an encode/decode cycle unchanged.
+        for user in ["a@b", "c:d", "e/f", "g h", "i+j", "k%l", "ü"] {
+            for password in ["p@ss", "p:w", "a/b?c#d", "x y+z", "100%", "ünï", ""] {
+                let u = DbUrl {
+                    scheme: "postgresql".into(),
+                    dialect: Dialect::Postgres,
+                    driver: None,
+                    username: s(user),
+                    password: s(password),
+                    host: s("h"),
+                    port: Some(5432),
+                    database: s("db"),
+                    query: pairs(&[("sslmode", "require")]),
+                };
+                assert_eq!(parse(&u.render(false)), u, "{user:?} {password:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn redact_in_text_covers_encodings() {
+        let pw = "p@ss w/%rd";
+        let text = "raw p@ss w/%rd, quoted p%40ss%20w%2F%25rd, lower p%40ss%20w%2f%25rd, \
+                    plus p%40ss+w%2F%25rd, sa p%40ss w%2F%25rd";
+        let out = redact_in_text(text, pw);
+        assert_eq!(out, "raw ***, quoted ***, lower ***, plus ***, sa ***");
+        assert_eq!(redact_in_text("nothing here", ""), "nothing here");
+        assert_eq!(redact_in_text("a%25b %", "%"), "a***b ***");
+        assert_eq!(
+            redact_in_text("xx secret xx secret", "secret"),
+            "xx *** xx ***"
+        );
+    }
+}
