@@ -12,7 +12,7 @@ use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     let ctx = Context::load(global, None)?;
-    let mut sandbox = db::open_sandbox(&ctx.url)?;
+    let mut sandbox = db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref())?;
     let doc = match command {
         SandboxCommand::Create { sample_data } => {
             sandbox.create()?;
@@ -50,7 +50,7 @@ const DAY: i64 = 24 * HOUR;
 /// A small, realistic state store: watermarks, job ids and mapped-task offsets, some keys
 /// already expired, one never expiring, and an inactive asset whose keys are orphans.
 fn add_sample_data(ctx: &Context) -> Result<()> {
-    let mut sandbox = db::open_sandbox(&ctx.url)?;
+    let mut sandbox = db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref())?;
     let runs = [
         ("incremental_orders", "scheduled__2026-11-20T00:00:00+00:00"),
         ("incremental_orders", "scheduled__2026-11-28T00:00:00+00:00"),

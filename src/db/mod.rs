@@ -5,6 +5,10 @@
 //! Opening a database also checks that its tables are the Airflow 3.3 state store we know, so a
 //! wrong or half-migrated database is refused before anything is read or written.
 
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
@@ -211,15 +215,19 @@ pub(crate) fn recognise_schema(
 pub(crate) fn open(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<Box<dyn Metastore>> {
     match url.dialect {
         #[cfg(feature = "sqlite")]
-        Dialect::Sqlite => Ok(Box::new(sqlite::SqliteStore::open(url, access)?)),
-        Dialect::Postgres | Dialect::Mysql => {
-            let _ = (schema, access);
-            Err(Error::Config(format!(
-                "{} databases are not supported by this build of state-store yet (from [database] sql_alchemy_conn {})",
-                url.dialect.name(),
-                url.redacted()
-            )))
+        Dialect::Sqlite => {
+            let _ = schema;
+            Ok(Box::new(sqlite::SqliteStore::open(url, access)?))
         }
+        #[cfg(feature = "postgres")]
+        Dialect::Postgres => Ok(Box::new(postgres::PostgresStore::open(url, schema, access)?)),
+        #[cfg(feature = "mysql")]
+        Dialect::Mysql => {
+            let _ = schema;
+            Ok(Box::new(mysql::MysqlStore::open(url, access)?))
+        }
+        #[allow(unreachable_patterns)]
+        _ => Err(not_built(url)),
     }
 }
 
@@ -233,14 +241,30 @@ pub(crate) trait Sandbox {
     fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64>;
 }
 
-pub(crate) fn open_sandbox(url: &DbUrl) -> Result<Box<dyn Sandbox>> {
+pub(crate) fn open_sandbox(url: &DbUrl, schema: Option<&str>) -> Result<Box<dyn Sandbox>> {
     match url.dialect {
         #[cfg(feature = "sqlite")]
         Dialect::Sqlite => Ok(Box::new(sqlite::SqliteSandbox::open(url)?)),
-        Dialect::Postgres | Dialect::Mysql => Err(Error::Config(format!(
-            "{} databases are not supported by this build of state-store yet (from [database] sql_alchemy_conn {})",
-            url.dialect.name(),
-            url.redacted()
-        ))),
+        #[cfg(feature = "postgres")]
+        Dialect::Postgres => Ok(Box::new(postgres::PostgresSandbox::open(url, schema)?)),
+        #[cfg(feature = "mysql")]
+        Dialect::Mysql => Ok(Box::new(mysql::MysqlSandbox::open(url)?)),
+        #[allow(unreachable_patterns)]
+        _ => Err(not_built(url)),
     }
+}
+
+/// Each dialect is a Cargo feature (all on by default); a build without one says so.
+#[allow(dead_code)]
+fn not_built(url: &DbUrl) -> Error {
+    Error::Config(format!(
+        "this build of state-store has no {} support (Cargo feature \"{}\"); from [database] sql_alchemy_conn {}",
+        url.dialect.name(),
+        match url.dialect {
+            Dialect::Sqlite => "sqlite",
+            Dialect::Postgres => "postgres",
+            Dialect::Mysql => "mysql",
+        },
+        url.redacted()
+    ))
 }
