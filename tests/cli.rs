@@ -4,6 +4,8 @@
 //! against the servers named by `STATE_STORE_TEST_POSTGRES_URL` / `STATE_STORE_TEST_MYSQL_URL`,
 //! by default this machine's). The rest are about SQLite files and the command line itself.
 
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+
 mod support;
 
 use support::{Bench, Dialect};
@@ -39,7 +41,8 @@ fn stored(bench: &Bench, key: &str) -> (String, String, Option<String>) {
         bench.lit(key)
     ));
     let mut parts = row.splitn(3, '|').map(str::to_string);
-    let (value, updated, expires) = (parts.next().unwrap_or_default(), parts.next().unwrap_or_default(), parts.next());
+    let (value, updated, expires) =
+        (parts.next().unwrap_or_default(), parts.next().unwrap_or_default(), parts.next());
     (value, updated, expires.filter(|e| e != "NULL"))
 }
 
@@ -80,7 +83,10 @@ fn seconds_between(a: &str, b: &str) -> f64 {
         ])
         .output()
         .expect("python3");
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap_or_else(|_| panic!("seconds between {a:?} and {b:?}"))
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .unwrap_or_else(|_| panic!("seconds between {a:?} and {b:?}"))
 }
 
 /// Seeds `n` task rows: every `expired_every`-th expired, the others never expiring or far in
@@ -440,6 +446,62 @@ contract! {
         assert_eq!(remaining_keys(&bench), vec!["newer".to_string()]);
     }
 
+    fn clean_stops_at_max_rows_and_a_rerun_goes_on(d: Dialect) {
+        let bench = with_run(d);
+        let survivors = seed_expiring(&bench, 40, 3);
+        let run = bench.run(&["clean", "--batch-size", "4", "--max-rows", "6", "-o", "json"]).success();
+        assert_eq!(
+            run.json().py("(v['task_rows_deleted'], v['batches'], v['stopped_by'], v['interrupted'])"),
+            "(6, 2, 'max_rows', False)"
+        );
+        assert_eq!(remaining_keys(&bench).len(), 40 - 6);
+        let run = bench.run(&["clean", "--batch-size", "0", "--max-rows", "5", "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['task_rows_deleted'], v['batches'])"), "(5, 1)");
+        let run = bench.run(&["clean", "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['task_rows_deleted'], v['stopped_by'])"), "(3, None)");
+        assert_eq!(remaining_keys(&bench), survivors);
+    }
+
+    fn clean_stops_at_max_duration(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 40, 2);
+        let run = bench
+            .run(&["clean", "--batch-size", "1", "--sleep", "100ms", "--max-duration", "250ms", "-o", "json"])
+            .success();
+        let v = run.json();
+        assert_eq!(v.py("v['stopped_by']"), "'max_duration'");
+        let deleted: usize = v.py("v['task_rows_deleted']").parse().unwrap();
+        assert!((1..20).contains(&deleted), "deleted {deleted}");
+        assert_eq!(remaining_keys(&bench).len(), 40 - deleted, "the summary counts exactly what is gone");
+        bench.run(&["clean", "--max-duration", "soon"]).fails(2, "--max-duration");
+    }
+
+    fn clean_sigterm_ends_between_batches_and_a_rerun_finishes(d: Dialect) {
+        let bench = with_run(d);
+        let survivors = seed_expiring(&bench, 40, 2);
+        let child = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "150ms", "-o", "json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(600));
+        let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(143), "{stderr}");
+        assert!(stderr.contains("stopped by SIGTERM"), "{stderr}");
+        let v = support::serde_like::parse(&stdout);
+        assert_eq!(v.py("(v['interrupted'], v['stopped_by'])"), "(True, 'SIGTERM')");
+        let deleted: usize = v.py("v['task_rows_deleted']").parse().unwrap();
+        assert!((1..20).contains(&deleted), "deleted {deleted}");
+        assert_eq!(remaining_keys(&bench).len(), 40 - deleted, "only whole batches are gone");
+        bench.run(&["clean"]).success();
+        assert_eq!(remaining_keys(&bench), survivors);
+    }
+
     fn clean_skips_a_custom_backend(d: Dialect) {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);
@@ -489,7 +551,9 @@ contract! {
 fn help_lists_commands_and_exit_codes() {
     let bench = Bench::bare();
     let run = bench.run(&["--help"]).success();
-    for word in ["get", "set", "delete", "clear", "list", "clean", "Exit codes", "130", "AIRFLOW__SECTION__KEY"] {
+    for word in
+        ["get", "set", "delete", "clear", "list", "clean", "Exit codes", "130", "AIRFLOW__SECTION__KEY"]
+    {
         assert!(run.stdout.contains(word), "--help lacks {word}: {}", run.stdout);
     }
     for sub in ["get", "set", "delete", "clear", "list", "clean", "sandbox"] {
@@ -532,7 +596,8 @@ fn sqlite_file_problems_have_their_own_exit_codes() {
     bench.run(&["list"]).fails(4, "does not exist");
     assert!(!bench.db.exists(), "a missing database is never created");
 
-    std::fs::write(&bench.db, "this is not a database, just text that is long enough to be a header").unwrap();
+    std::fs::write(&bench.db, "this is not a database, just text that is long enough to be a header")
+        .unwrap();
     bench.run(&["list"]).fails(4, "not a database");
 
     std::fs::remove_file(&bench.db).unwrap();
@@ -545,7 +610,9 @@ fn sqlite_pre_release_table_names_are_recognised_and_refused() {
     let bench = Bench::bare();
     rusqlite::Connection::open(&bench.db)
         .unwrap()
-        .execute_batch("CREATE TABLE task_state (id INTEGER PRIMARY KEY); CREATE TABLE asset_state (asset_id INTEGER)")
+        .execute_batch(
+            "CREATE TABLE task_state (id INTEGER PRIMARY KEY); CREATE TABLE asset_state (asset_id INTEGER)",
+        )
         .unwrap();
     bench.run(&["list"]).fails(5, "pre-release");
 }
@@ -571,13 +638,19 @@ fn configuration_precedence_flag_env_file_default() {
     let mut c = bench.cmd(&["clean", "--dry-run", "-o", "json"]);
     c.env_remove("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE");
     let out = c.output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"batch_size\": 11"), "$AIRFLOW_CONFIG beats $AIRFLOW_HOME");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"batch_size\": 11"),
+        "$AIRFLOW_CONFIG beats $AIRFLOW_HOME"
+    );
     std::fs::remove_file(&cfg).unwrap();
     std::fs::remove_file(&other).unwrap();
     let mut c = bench.cmd(&["clean", "--dry-run", "-o", "json"]);
     c.env_remove("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE").env_remove("AIRFLOW_CONFIG");
     let out = c.output().unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains("\"batch_size\": 0"), "no file: Airflow's default 0");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\"batch_size\": 0"),
+        "no file: Airflow's default 0"
+    );
 }
 
 #[test]
@@ -588,7 +661,8 @@ fn config_file_lookup_and_conn_override() {
     // --conn beats the environment: the other database has no such dag run.
     bench.run(&cmd(&["get", "k", "--conn", &elsewhere.url()], &task(&[]))).fails(1, "no dag run");
     // --config names the file explicitly.
-    let cfg = bench.write_config("explicit.cfg", &format!("[database]\nsql_alchemy_conn = {}\n", elsewhere.url()));
+    let cfg =
+        bench.write_config("explicit.cfg", &format!("[database]\nsql_alchemy_conn = {}\n", elsewhere.url()));
     let mut c = bench.cmd(&cmd(&["get", "k", "--config", cfg.to_str().unwrap()], &task(&[])));
     c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
     let out = c.output().unwrap();
@@ -622,27 +696,37 @@ fn conn_from_cmd_and_secret() {
     bench.run(&cmd(&["set", "k", "\"v\""], &task(&[]))).success();
     let url = bench.url();
     let mut c = bench.cmd(&cmd(&["get", "k", "-o", "plain"], &task(&[])));
-    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("echo {url}"));
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("echo {url}"));
     let out = c.output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "v\n", "{}", String::from_utf8_lossy(&out.stderr));
 
     let mut c = bench.cmd(&["list"]);
-    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "false");
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "false");
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
 
     let mut c = bench.cmd(&["list"]);
-    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET", "conn/airflow");
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_SECRET", "conn/airflow");
     let out = c.output().unwrap();
     assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("secrets backend"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("secrets backend"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
 fn toml_configuration() {
     let bench = with_run(Dialect::Sqlite);
     seed_expiring(&bench, 4, 2);
-    let cfg = bench.write_config("airflow.toml", "[state_store]\nstate_cleanup_batch_size = 5\nclear_on_success = true\n");
+    let cfg = bench.write_config(
+        "airflow.toml",
+        "[state_store]\nstate_cleanup_batch_size = 5\nclear_on_success = true\n",
+    );
     let run = bench.run(&["clean", "--dry-run", "-o", "json", "--config", cfg.to_str().unwrap()]).success();
     assert_eq!(run.json().py("v['batch_size']"), "5");
 }

@@ -6,7 +6,7 @@
 //! `AIRFLOW__*` variable of the outer environment removed so tests never see a developer's
 //! Airflow configuration.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::too_many_arguments, clippy::type_complexity)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -51,7 +51,9 @@ pub enum Dialect {
 /// the environment names others. Each test creates its own database there and drops it.
 fn admin_url(dialect: Dialect) -> String {
     let (var, default) = match dialect {
-        Dialect::Postgres => ("STATE_STORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres"),
+        Dialect::Postgres => {
+            ("STATE_STORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        }
         Dialect::Mysql => ("STATE_STORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/"),
         Dialect::Sqlite => unreachable!("SQLite needs no server"),
     };
@@ -210,7 +212,9 @@ impl Bench {
             Dialect::Postgres => {
                 self.client(self.database.as_deref(), sql).lines().map(str::to_string).collect()
             }
-            Dialect::Mysql => self.client(self.database.as_deref(), sql).lines().map(str::to_string).collect(),
+            Dialect::Mysql => {
+                self.client(self.database.as_deref(), sql).lines().map(str::to_string).collect()
+            }
         }
     }
 
@@ -343,7 +347,12 @@ impl Bench {
 
     /// Inserts task rows directly, bypassing the tool (to seed what Airflow would have
     /// written): (task_id, map_index, key, value, updated_at, expires_at) for one dag run.
-    pub fn insert_task_rows(&self, dag_id: &str, run_id: &str, rows: &[(&str, i64, &str, &str, &str, Option<&str>)]) {
+    pub fn insert_task_rows(
+        &self,
+        dag_id: &str,
+        run_id: &str,
+        rows: &[(&str, i64, &str, &str, &str, Option<&str>)],
+    ) {
         let dag_run_id = self.scalar(&format!(
             "SELECT id FROM dag_run WHERE dag_id = {} AND run_id = {}",
             self.lit(dag_id),
@@ -373,14 +382,28 @@ impl Bench {
         }
     }
 
-    pub fn insert_task_row(&self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64, key: &str, value: &str, updated_at: &str, expires_at: Option<&str>) {
+    pub fn insert_task_row(
+        &self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        map_index: i64,
+        key: &str,
+        value: &str,
+        updated_at: &str,
+        expires_at: Option<&str>,
+    ) {
         self.insert_task_rows(dag_id, run_id, &[(task_id, map_index, key, value, updated_at, expires_at)]);
     }
 
     /// A string literal for test-written SQL (tests choose their text; the tool binds).
     pub fn lit(&self, text: &str) -> String {
         let escaped = text.replace('\'', "''");
-        if self.dialect == Dialect::Mysql { format!("'{}'", escaped.replace('\\', "\\\\")) } else { format!("'{escaped}'") }
+        if self.dialect == Dialect::Mysql {
+            format!("'{}'", escaped.replace('\\', "\\\\"))
+        } else {
+            format!("'{escaped}'")
+        }
     }
 }
 
@@ -417,7 +440,11 @@ impl Run {
 
     #[track_caller]
     pub fn code(self, expected: i32) -> Run {
-        assert_eq!(self.code, expected, "exit code of {:?}\nstdout: {}\nstderr: {}", self.args, self.stdout, self.stderr);
+        assert_eq!(
+            self.code, expected,
+            "exit code of {:?}\nstdout: {}\nstderr: {}",
+            self.args, self.stdout, self.stderr
+        );
         self
     }
 
@@ -483,7 +510,12 @@ pub mod serde_like {
             use std::io::Write;
             child.stdin.take().expect("stdin").write_all(self.0.as_bytes()).expect("write");
             let out = child.wait_with_output().expect("python3");
-            assert!(out.status.success(), "python3 failed on {:?}: {}", self.0, String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "python3 failed on {:?}: {}",
+                self.0,
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8_lossy(&out.stdout).trim_end().to_string()
         }
     }
