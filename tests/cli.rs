@@ -457,9 +457,11 @@ contract! {
         assert_eq!(remaining_keys(&bench).len(), 40 - 6);
         let run = bench.run(&["clean", "--batch-size", "0", "--max-rows", "5", "-o", "json"]).success();
         assert_eq!(run.json().py("(v['task_rows_deleted'], v['batches'])"), "(5, 1)");
-        let run = bench.run(&["clean", "-o", "json"]).success();
+        // A limit met exactly by the last expired row is a complete run, not a stop.
+        let run = bench.run(&["clean", "--max-rows", "3", "-o", "json"]).success();
         assert_eq!(run.json().py("(v['task_rows_deleted'], v['stopped_by'])"), "(3, None)");
         assert_eq!(remaining_keys(&bench), survivors);
+        bench.run(&["clean", "--max-rows", "0"]).fails(2, "--max-rows");
     }
 
     fn clean_stops_at_max_duration(d: Dialect) {
@@ -506,7 +508,8 @@ contract! {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);
         bench.env("AIRFLOW__STATE_STORE__BACKEND", "mypackage.state.CustomStateBackend");
-        bench.unchanged(|| bench.run(&["clean"]).success().stderr_has("skipping cleanup"));
+        let run = bench.unchanged(|| bench.run(&["clean", "-o", "json"]).success().stderr_has("skipping cleanup"));
+        assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
     }
 
     // ------------------------------------------------------------ schemas and hostile text
@@ -567,6 +570,8 @@ fn unknown_flag_is_a_one_line_usage_error() {
     Bench::bare().run(&["get", "k", "--frobnicate"]).fails(2, "--frobnicate");
     Bench::bare().run(&["frobnicate"]).fails(2, "frobnicate");
     Bench::bare().run(&["list", "--limit", "ten"]).fails(2, "ten");
+    Bench::bare().run(&["get"]).fails(2, "<KEY>");
+    Bench::bare().run(&["clean", "--batch-size", "-1"]).fails(2, "--batch-size");
 }
 
 #[test]

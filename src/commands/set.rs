@@ -104,7 +104,13 @@ fn parse_value(text: &str) -> Result<Json> {
         ParseErrorKind::NonFinite => Error::Usage(format!(
             "invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"
         )),
-        _ => Error::Usage(format!("invalid value: not JSON: {e} (a string needs quotes: '\"text\"')")),
+        // The commonest mistake is an unquoted string: say so when the text starts like one.
+        _ if e.to_string().starts_with("Expecting value")
+            && text.trim_start().starts_with(char::is_alphabetic) =>
+        {
+            Error::Usage(format!("invalid value: not JSON: {e} (a string needs quotes: '\"text\"')"))
+        }
+        _ => Error::Usage(format!("invalid value: not JSON: {e}")),
     })?;
     if value == Json::Null {
         return Err(Error::Usage(
