@@ -1,0 +1,133 @@
+"""The interoperability tier's run: one dialect per pytest process (`--dialect`).
+
+Before any test module imports Airflow, `pytest_configure` creates the run's databases and
+points Airflow at the first one through `AIRFLOW_HOME` and `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`.
+That database gets its schema from `airflow db migrate` alone, once per run (the `metastore`
+fixture); every test then makes its own dag runs and assets in it, so tests never share rows.
+A second database gets the project's own schema code (`state-store sandbox create`), for the
+schema comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+import support
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--dialect",
+        choices=("sqlite", "postgres", "mysql"),
+        required=True,
+        help="the database the run creates its metastores on",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    binary = os.environ.get("STATE_STORE_BIN")
+    if not binary or not os.access(binary, os.X_OK):
+        raise pytest.UsageError("STATE_STORE_BIN must name the state-store binary (tests/interop/run.sh sets it)")
+    dialect = config.getoption("--dialect")
+    home = Path(tempfile.mkdtemp(prefix=f"state-store-interop-{dialect}-"))
+    databases = support.Databases(dialect, home)
+    config.stash[_RUN] = {"dialect": dialect, "home": home, "databases": databases, "binary": binary}
+    airflow_url = databases.create("airflow")
+    config.stash[_RUN]["airflow_url"] = airflow_url
+    os.environ.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": airflow_url,
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        }
+    )
+    # A developer's own Airflow settings must not leak into the run.
+    for name in list(os.environ):
+        if name.startswith("AIRFLOW__") and name not in (
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+            "AIRFLOW__CORE__LOAD_EXAMPLES",
+        ):
+            del os.environ[name]
+    os.environ.pop("AIRFLOW_CONFIG", None)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    run = config.stash.get(_RUN, None)
+    if run is None:
+        return
+    airflow = run.get("airflow")
+    if airflow is not None:
+        airflow.dispose()
+    run["databases"].drop_all()
+    shutil.rmtree(run["home"], ignore_errors=True)
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    run = config.stash[_RUN]
+    from importlib.metadata import version
+
+    return [
+        f"dialect: {run['dialect']}; apache-airflow {version('apache-airflow')}; state-store {run['binary']}",
+    ]
+
+
+_RUN = pytest.StashKey[dict]()
+
+
+@pytest.fixture(scope="session")
+def run(pytestconfig: pytest.Config) -> dict:
+    return pytestconfig.stash[_RUN]
+
+
+@pytest.fixture(scope="session")
+def dialect(run: dict) -> str:
+    return run["dialect"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def metastore(run: dict) -> str:
+    """The run's metastore, with the schema `airflow db migrate` creates and nothing of ours."""
+    started = time.monotonic()
+    support.airflow_cli("db", "migrate")
+    print(f"\nairflow db migrate on {run['dialect']}: {time.monotonic() - started:.1f}s")
+    return run["airflow_url"]
+
+
+@pytest.fixture(scope="session")
+def airflow(run: dict, metastore: str) -> support.Airflow:
+    af = support.Airflow()
+    run["airflow"] = af
+    return af
+
+
+@pytest.fixture(scope="session")
+def state_store(run: dict, metastore: str) -> support.StateStore:
+    """Our binary on the Airflow-made metastore, found through Airflow's configuration."""
+    return support.StateStore(run["binary"])
+
+
+@pytest.fixture(scope="session")
+def databases(run: dict) -> support.Databases:
+    return run["databases"]
+
+
+@pytest.fixture
+def task(airflow: support.Airflow) -> support.Task:
+    """A task instance in a dag run of its own."""
+    return airflow.add_dag_run()
+
+
+@pytest.fixture
+def retention_days(monkeypatch: pytest.MonkeyPatch):
+    """Sets `[state_store] default_retention_days` for Airflow and our binary alike."""
+
+    def set_days(days: int) -> None:
+        monkeypatch.setenv("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", str(days))
+
+    return set_days

@@ -1,0 +1,196 @@
+"""Step 3: keys written by Airflow read back with `state-store get` and `list`.
+
+Airflow writes through its own code (the task SDK for task keys, the REST API's and the
+execution API's asset writes, or `MetastoreBackend` directly); our JSON output must then be
+exactly the documented entry (docs/output.md) built from Airflow's own reading of the row: the
+value `json.loads` of the stored text, printed as Python's `json.dumps(..., ensure_ascii=False)`
+prints it, and the timestamps Airflow's model returns, in UTC with microseconds. `delete` and
+`clear` must leave the same rows as Airflow's `delete` and `clear` on a twin scope.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import random
+
+import pytest
+
+import cases
+import support
+from support import Asset, Task, iso
+
+#: What tasks store: every value of the other direction, and an offloaded value's reference.
+VALUES = [(case, cases.python_value(text)) for case, text in cases.VALUES] + [
+    ("offloaded_reference", {"__airflow_state_ref__": "s3://state/dag/run/task/-1/key"}),
+]
+
+
+def task_entry(airflow: support.Airflow, task: Task, key: str) -> dict:
+    row = airflow.task_row(task, key)
+    return {
+        "dag_id": task.dag_id,
+        "run_id": task.run_id,
+        "task_id": task.task_id,
+        "map_index": task.map_index,
+        "key": key,
+        "value": json.loads(row["value"]),
+        "updated_at": iso(row["updated_at"]),
+        "expires_at": iso(row["expires_at"]),
+    }
+
+
+def asset_entry(airflow: support.Airflow, asset: Asset, key: str) -> dict:
+    row = airflow.asset_row(asset, key)
+    return {
+        "asset_id": asset.id,
+        "asset_name": asset.name,
+        "asset_uri": asset.uri,
+        "key": key,
+        "value": json.loads(row["value"]),
+        "updated_at": iso(row["updated_at"]),
+        "last_updated_by_kind": row["last_updated_by_kind"],
+    }
+
+
+def json_line(document) -> str:
+    """How our binary prints JSON on a pipe (docs/output.md): one line, Python's separators,
+    non-ASCII as is, floats as Python writes them, key order kept."""
+    return json.dumps(document, ensure_ascii=False) + "\n"
+
+
+@pytest.mark.parametrize(("case", "value"), VALUES, ids=[c for c, _ in VALUES])
+def test_task_value(case, value, task, airflow, state_store) -> None:
+    key = f"value/{case}"
+    airflow.worker_set(task, key, value)
+    entry = task_entry(airflow, task, key)
+
+    got = state_store.run("get", key, *task.args(), "-o", "json")
+    assert got.stdout == json_line(entry)
+    assert got.json() == entry
+    listed = state_store.run("list", *task.args(), "-o", "json")
+    assert listed.stdout == json_line([entry])
+
+    plain = state_store.run("get", key, *task.args(), "-o", "plain").stdout
+    expected_plain = entry["value"] if isinstance(entry["value"], str) else json.dumps(entry["value"], ensure_ascii=False, separators=(",", ":"))
+    if isinstance(entry["value"], str):
+        assert plain == expected_plain + "\n"
+    else:
+        assert json.loads(plain) == entry["value"]
+
+
+@pytest.mark.parametrize(("case", "value"), VALUES, ids=[c for c, _ in VALUES])
+def test_asset_value(case, value, task, airflow, state_store) -> None:
+    key = f"value/{case}"
+    asset = airflow.add_asset()
+    airflow.asset_set(asset, key, value, kind="task", task=task)
+    entry = asset_entry(airflow, asset, key)
+    for selector in (["--asset", asset.name], ["--asset-uri", asset.uri], ["--asset-id", str(asset.id)]):
+        got = state_store.run("get", key, *selector, "-o", "json")
+        assert got.stdout == json_line(entry), selector
+    assert state_store.run("list", "--asset-id", str(asset.id), "-o", "json").stdout == json_line([entry])
+
+
+@pytest.mark.parametrize("kind", ["task", "watcher", "api", None])
+def test_asset_writer_kind(kind, task, airflow, state_store) -> None:
+    asset = airflow.add_asset()
+    airflow.asset_set(asset, "watermark", "2026-11-29T00:00:00Z", kind=kind, task=task if kind == "task" else None)
+    got = state_store.json("get", "watermark", "--asset-id", str(asset.id))
+    assert got == asset_entry(airflow, asset, "watermark")
+    assert got["last_updated_by_kind"] == kind
+
+
+@pytest.mark.parametrize(("case", "key"), cases.KEYS, ids=[c for c, _ in cases.KEYS])
+def test_key(case, key, task, airflow, state_store) -> None:
+    airflow.worker_set(task, key, [case])
+    assert state_store.json("get", key, *task.args())["value"] == [case]
+    assert [e["key"] for e in state_store.json("list", *task.args())] == [key]
+    assert state_store.run("list", *task.args(), "-o", "plain").stdout == key + "\n"
+
+    asset = airflow.add_asset()
+    airflow.asset_set(asset, key, case, kind="api")
+    assert state_store.json("get", key, "--asset", asset.name)["value"] == case
+
+
+def test_list_order_and_paging_match_airflow(task, airflow, state_store) -> None:
+    """`list` orders a task's keys as Airflow's REST API does (`ORDER BY key` in the database's
+    own collation), and pages the same way."""
+    keys = ["b", "B", "a", "A", "_x", "a b", "a/b", "a-b", "aa", "é", "z", "Z", "10", "9", "ä", "~", " lead", "a\tb"]
+    random.Random(7).shuffle(keys)
+    for key in keys:
+        airflow.worker_set(task, key, key)
+    expected = airflow.task_keys(task)
+    assert [e["key"] for e in state_store.json("list", *task.args())] == expected
+    assert [e["key"] for e in state_store.json("list", *task.args(), "--limit", "5", "--offset", "5")] == expected[5:10]
+    assert [e["key"] for e in state_store.json("list", "--dag-id", task.dag_id)] == expected
+
+
+def test_expired_keys_are_still_read_until_cleaned(task, airflow, state_store) -> None:
+    """Airflow 3.3 returns expired rows until a cleanup removes them, and so does `get`;
+    `list --expired` shows exactly the rows Airflow's clean would delete."""
+    past = support.utcnow() - dt.timedelta(hours=1)
+    airflow.backend_set(task, "old", json.dumps("stale"), past)
+    airflow.backend_set(task, "fresh", json.dumps("new"), support.utcnow() + dt.timedelta(hours=1))
+    airflow.backend_set(task, "forever", json.dumps("kept"), None)
+    assert airflow.get(task, "old") == '"stale"'
+    assert state_store.json("get", "old", *task.args())["value"] == "stale"
+    expired = {e["key"] for e in state_store.json("list", "--dag-id", task.dag_id, "--expired")}
+    airflow_expired = {key for dag_id, _, _, _, key in airflow.expired_summary() if dag_id == task.dag_id}
+    assert expired == airflow_expired == {"old"}
+
+
+def test_missing_key_is_not_found_in_both(task, airflow, state_store) -> None:
+    assert airflow.get(task, "nothing") is None
+    result = state_store.run("get", "nothing", *task.args(), ok=False)
+    assert result.code == 1, result
+
+
+# ── delete and clear, against Airflow's own on a twin ─────────────────────────────────────────
+
+
+def _populate(airflow: support.Airflow, run: Task) -> None:
+    for task_id in ("t1", "t2"):
+        for map_index in (-1, 0, 1, 2):
+            for key in ("k1", "k2"):
+                airflow.worker_set(run.sibling(task_id, map_index), key, [task_id, map_index, key])
+
+
+def _task_rows(airflow: support.Airflow, run: Task) -> set:
+    return set(airflow.task_rows_of_dag(run.dag_id))
+
+
+def test_delete_and_clear_leave_what_airflow_leaves(airflow, state_store) -> None:
+    ours, theirs = airflow.add_dag_run(), airflow.add_dag_run()
+    _populate(airflow, ours)
+    _populate(airflow, theirs)
+    backend = airflow.backend
+    steps = [
+        (("delete", "k1", *ours.sibling("t1").args()), lambda: backend.delete(airflow.task_scope(theirs.sibling("t1")), "k1")),
+        (("delete", "missing", *ours.sibling("t1").args()), lambda: backend.delete(airflow.task_scope(theirs.sibling("t1")), "missing")),
+        (("clear", "--yes", *ours.sibling("t1", 1).args()), lambda: backend.clear(airflow.task_scope(theirs.sibling("t1", 1)))),
+        (
+            ("clear", "--yes", "--all-map-indices", *ours.sibling("t2").args()[:-2]),
+            lambda: backend.clear(airflow.task_scope(theirs.sibling("t2")), all_map_indices=True),
+        ),
+    ]
+    for args, airflow_step in steps:
+        state_store.run(*args)
+        airflow_step()
+        assert _task_rows(airflow, ours) == _task_rows(airflow, theirs), args
+
+
+def test_asset_delete_and_clear_leave_what_airflow_leaves(task, airflow, state_store) -> None:
+    ours, theirs = airflow.add_asset(), airflow.add_asset()
+    for asset in (ours, theirs):
+        for key in ("k1", "k2", "k3"):
+            airflow.asset_set(asset, key, key, kind="task", task=task)
+    backend = airflow.backend
+    steps = [
+        (("delete", "k1", "--asset", ours.name), lambda: backend.delete(airflow.AssetScope(asset_id=theirs.id), "k1")),
+        (("delete", "nope", "--asset-id", str(ours.id)), lambda: backend.delete(airflow.AssetScope(asset_id=theirs.id), "nope")),
+        (("clear", "--yes", "--asset-uri", ours.uri), lambda: backend.clear(airflow.AssetScope(asset_id=theirs.id))),
+    ]
+    for args, airflow_step in steps:
+        state_store.run(*args)
+        airflow_step()
+        assert {k for _, k in airflow.asset_rows([ours.id])} == {k for _, k in airflow.asset_rows([theirs.id])}, args
