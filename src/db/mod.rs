@@ -5,6 +5,8 @@
 //! Opening a database also checks that its tables are the Airflow 3.3 state store we know, so a
 //! wrong or half-migrated database is refused before anything is read or written.
 
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
