@@ -730,3 +730,26 @@ fn toml_configuration() {
     let run = bench.run(&["clean", "--dry-run", "-o", "json", "--config", cfg.to_str().unwrap()]).success();
     assert_eq!(run.json().py("v['batch_size']"), "5");
 }
+
+/// `[database] sql_alchemy_schema` puts Airflow's tables in that schema; the tool must read and
+/// write there and nowhere else (here a second sandbox shadows the one in `public`).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_sql_alchemy_schema_is_honoured() {
+    let mut bench = Bench::on(Dialect::Postgres);
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "Air \"Flow\"");
+    bench.run(&["sandbox", "create"]).success();
+    bench.add_dag_run(DAG, RUN);
+    bench.run(&cmd(&["set", "k", "\"in schema\""], &task(&[]))).success();
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("in schema\n");
+    assert_eq!(bench.scalar(r#"SELECT count(*) FROM "Air ""Flow""".task_state_store"#), "1");
+    assert_eq!(bench.scalar("SELECT count(*) FROM public.task_state_store"), "0");
+    assert_eq!(bench.scalar("SELECT count(*) FROM public.dag_run"), "0");
+
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "");
+    bench.run(&cmd(&["get", "k"], &task(&[]))).fails(1, "no dag run");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "air \"flow\"");
+    bench.run(&["list"]).fails(5, "does not exist");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", &"s".repeat(64));
+    bench.run(&["list"]).fails(3, "sql_alchemy_schema");
+}
