@@ -179,6 +179,15 @@ pub(crate) struct CleanArgs {
     /// Rows shown in the sample of a dry run
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub sample: u64,
+    /// Stop after deleting this many task rows (the rest is left for the next run)
+    #[arg(long, value_name = "N")]
+    pub max_rows: Option<u64>,
+    /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
+    #[arg(long, value_name = "DURATION")]
+    pub max_duration: Option<String>,
+    /// Pause between batches to throttle the load on the database (e.g. 200ms, 1s)
+    #[arg(long, value_name = "DURATION")]
+    pub sleep: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -51,7 +51,11 @@ impl Error {
             Error::Database { .. } => exit::DATABASE,
             Error::Schema(_) => exit::SCHEMA,
             Error::Interrupted { signal } => {
-                if *signal == 15 { exit::SIGTERM } else { exit::SIGINT }
+                if *signal == 15 {
+                    exit::SIGTERM
+                } else {
+                    exit::SIGINT
+                }
             }
             Error::Output(_) => exit::OUTPUT,
         }

@@ -40,6 +40,7 @@ pub(crate) enum Json {
 
 impl Json {
     /// The JSON-level name of the value's type, for messages.
+    #[cfg(test)]
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Json::Null => "null",
@@ -85,11 +86,7 @@ impl ParseError {
 
 impl fmt::Display for ParseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{}: line {} column {} (char {})",
-            self.message, self.line, self.column, self.offset
-        )
+        write!(f, "{}: line {} column {} (char {})", self.message, self.line, self.column, self.offset)
     }
 }
 
@@ -103,17 +100,9 @@ impl std::error::Error for ParseError {}
 /// discards the earlier value), so the outcome is refused exactly when Python's
 /// result would hold such a value, and a syntax error always wins, as in Python.
 pub(crate) fn parse(text: &str) -> Result<Json, ParseError> {
-    let mut parser = Parser {
-        text,
-        bytes: text.as_bytes(),
-        deferred: Vec::new(),
-    };
+    let mut parser = Parser { text, bytes: text.as_bytes(), deferred: Vec::new() };
     if text.starts_with('\u{feff}') {
-        return Err(parser.error(
-            ParseErrorKind::Syntax,
-            "Unexpected UTF-8 BOM (decode using utf-8-sig)",
-            0,
-        ));
+        return Err(parser.error(ParseErrorKind::Syntax, "Unexpected UTF-8 BOM (decode using utf-8-sig)", 0));
     }
     let start = parser.skip_ws(0);
     let (value, end) = parser.parse_value(start)?;
@@ -196,10 +185,7 @@ impl Parser<'_> {
     fn error(&self, kind: ParseErrorKind, message: &str, pos: usize) -> ParseError {
         let before = self.bytes.get(..pos).unwrap_or(self.bytes);
         let count_chars = |bytes: &[u8]| bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
-        let line_start = before
-            .iter()
-            .rposition(|&b| b == b'\n')
-            .map_or(0, |newline| newline + 1);
+        let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |newline| newline + 1);
         ParseError {
             kind,
             message: message.to_owned(),
@@ -223,14 +209,7 @@ impl Parser<'_> {
     /// Whether at least `n` characters follow byte offset `pos`: the C scanner's
     /// length checks on `\u` escapes count characters, not bytes.
     fn has_chars(&self, pos: usize, n: usize) -> bool {
-        self.bytes
-            .get(pos..)
-            .unwrap_or_default()
-            .iter()
-            .filter(|&&b| b & 0xC0 != 0x80)
-            .take(n)
-            .count()
-            == n
+        self.bytes.get(pos..).unwrap_or_default().iter().filter(|&&b| b & 0xC0 != 0x80).take(n).count() == n
     }
 
     fn hex4(&self, pos: usize) -> Option<u32> {
@@ -255,11 +234,8 @@ impl Parser<'_> {
                     let inner = self.skip_ws(pos + 1);
                     let close = if open == b'[' { b']' } else { b'}' };
                     if self.bytes.get(inner) == Some(&close) {
-                        let empty = if open == b'[' {
-                            Json::Array(Vec::new())
-                        } else {
-                            Json::Object(Vec::new())
-                        };
+                        let empty =
+                            if open == b'[' { Json::Array(Vec::new()) } else { Json::Object(Vec::new()) };
                         (empty, inner + 1)
                     } else if open == b'[' {
                         stack.push(Frame::Array(Vec::new()));
@@ -450,13 +426,8 @@ impl Parser<'_> {
     fn scan_string(&mut self, start: usize) -> Result<(String, usize), ParseError> {
         let bytes = self.bytes;
         let begin = start.saturating_sub(1);
-        let unterminated = |parser: &Self| {
-            parser.error(
-                ParseErrorKind::Syntax,
-                "Unterminated string starting at",
-                begin,
-            )
-        };
+        let unterminated =
+            |parser: &Self| parser.error(ParseErrorKind::Syntax, "Unterminated string starting at", begin);
         let mut out = String::new();
         let mut end = start;
         loop {
@@ -466,11 +437,7 @@ impl Parser<'_> {
                     break;
                 }
                 if b < 0x20 {
-                    return Err(self.error(
-                        ParseErrorKind::Syntax,
-                        "Invalid control character at",
-                        next,
-                    ));
+                    return Err(self.error(ParseErrorKind::Syntax, "Invalid control character at", next));
                 }
                 next += 1;
             }
@@ -496,11 +463,7 @@ impl Parser<'_> {
                     b'r' => '\r',
                     b't' => '\t',
                     _ => {
-                        return Err(self.error(
-                            ParseErrorKind::Syntax,
-                            "Invalid \\escape",
-                            next - 1,
-                        ));
+                        return Err(self.error(ParseErrorKind::Syntax, "Invalid \\escape", next - 1));
                     }
                 };
                 out.push(unescaped);
@@ -509,9 +472,8 @@ impl Parser<'_> {
             }
             let u_pos = next;
             let hex_start = u_pos + 1;
-            let invalid_u = |parser: &Self, at: usize| {
-                parser.error(ParseErrorKind::Syntax, "Invalid \\uXXXX escape", at)
-            };
+            let invalid_u =
+                |parser: &Self, at: usize| parser.error(ParseErrorKind::Syntax, "Invalid \\uXXXX escape", at);
             if !self.has_chars(hex_start, 5) {
                 return Err(invalid_u(self, u_pos));
             }
@@ -751,11 +713,7 @@ fn shortest_digits(f: f64) -> (String, i32) {
             .trim_start_matches('-')
             .bytes()
             .fold(0_i32, |acc, b| acc * 10 + i32::from(b.wrapping_sub(b'0')));
-        let exponent = if exponent.starts_with('-') {
-            -magnitude
-        } else {
-            magnitude
-        };
+        let exponent = if exponent.starts_with('-') { -magnitude } else { magnitude };
         (digits, exponent)
     };
     let shortest = format!("{f:e}");
@@ -805,11 +763,7 @@ mod tests {
                 xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same(x, y))
             }
             (Json::Object(xs), Json::Object(ys)) => {
-                xs.len() == ys.len()
-                    && xs
-                        .iter()
-                        .zip(ys)
-                        .all(|((kx, x), (ky, y))| kx == ky && same(x, y))
+                xs.len() == ys.len() && xs.iter().zip(ys).all(|((kx, x), (ky, y))| kx == ky && same(x, y))
             }
             _ => a == b,
         }
@@ -845,30 +799,12 @@ mod tests {
 
     #[test]
     fn whitespace_is_only_space_tab_newline_return() {
-        assert_eq!(
-            ok(" \t\n\r[ 1 ,\t2 ]\r\n "),
-            Json::Array(vec![int("1"), int("2")])
-        );
-        assert_eq!(
-            err("\u{c}1").to_string(),
-            "Expecting value: line 1 column 1 (char 0)"
-        );
-        assert_eq!(
-            err("1\u{b}").to_string(),
-            "Extra data: line 1 column 2 (char 1)"
-        );
-        assert_eq!(
-            err("\u{a0}1").to_string(),
-            "Expecting value: line 1 column 1 (char 0)"
-        );
-        assert_eq!(
-            err("").to_string(),
-            "Expecting value: line 1 column 1 (char 0)"
-        );
-        assert_eq!(
-            err("  ").to_string(),
-            "Expecting value: line 1 column 3 (char 2)"
-        );
+        assert_eq!(ok(" \t\n\r[ 1 ,\t2 ]\r\n "), Json::Array(vec![int("1"), int("2")]));
+        assert_eq!(err("\u{c}1").to_string(), "Expecting value: line 1 column 1 (char 0)");
+        assert_eq!(err("1\u{b}").to_string(), "Extra data: line 1 column 2 (char 1)");
+        assert_eq!(err("\u{a0}1").to_string(), "Expecting value: line 1 column 1 (char 0)");
+        assert_eq!(err("").to_string(), "Expecting value: line 1 column 1 (char 0)");
+        assert_eq!(err("  ").to_string(), "Expecting value: line 1 column 3 (char 2)");
     }
 
     /// Messages and positions as printed by Python 3.11's `json.loads`.
@@ -879,35 +815,14 @@ mod tests {
         ("[1,]", "Expecting value: line 1 column 4 (char 3)"),
         ("[1 2]", "Expecting ',' delimiter: line 1 column 4 (char 3)"),
         ("[1,,2]", "Expecting value: line 1 column 4 (char 3)"),
-        (
-            "{",
-            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
-        ),
-        (
-            "{\"a\"",
-            "Expecting ':' delimiter: line 1 column 5 (char 4)",
-        ),
+        ("{", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+        ("{\"a\"", "Expecting ':' delimiter: line 1 column 5 (char 4)"),
         ("{\"a\":", "Expecting value: line 1 column 6 (char 5)"),
-        (
-            "{\"a\":1",
-            "Expecting ',' delimiter: line 1 column 7 (char 6)",
-        ),
-        (
-            "{\"a\":1,}",
-            "Expecting property name enclosed in double quotes: line 1 column 8 (char 7)",
-        ),
-        (
-            "{\"a\" 1}",
-            "Expecting ':' delimiter: line 1 column 6 (char 5)",
-        ),
-        (
-            "{\"a\":1 \"b\":2}",
-            "Expecting ',' delimiter: line 1 column 8 (char 7)",
-        ),
-        (
-            "{1:2}",
-            "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
-        ),
+        ("{\"a\":1", "Expecting ',' delimiter: line 1 column 7 (char 6)"),
+        ("{\"a\":1,}", "Expecting property name enclosed in double quotes: line 1 column 8 (char 7)"),
+        ("{\"a\" 1}", "Expecting ':' delimiter: line 1 column 6 (char 5)"),
+        ("{\"a\":1 \"b\":2}", "Expecting ',' delimiter: line 1 column 8 (char 7)"),
+        ("{1:2}", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
         ("1 2", "Extra data: line 1 column 3 (char 2)"),
         ("[1]x", "Extra data: line 1 column 4 (char 3)"),
         ("true false", "Extra data: line 1 column 6 (char 5)"),
@@ -916,66 +831,24 @@ mod tests {
         ("tru", "Expecting value: line 1 column 1 (char 0)"),
         ("None", "Expecting value: line 1 column 1 (char 0)"),
         ("'a'", "Expecting value: line 1 column 1 (char 0)"),
-        (
-            "\n\n  [1,\n x]",
-            "Expecting value: line 4 column 2 (char 9)",
-        ),
-        (
-            "\"abc",
-            "Unterminated string starting at: line 1 column 1 (char 0)",
-        ),
-        (
-            "\"abc\\",
-            "Unterminated string starting at: line 1 column 1 (char 0)",
-        ),
-        (
-            "[\"\\",
-            "Unterminated string starting at: line 1 column 2 (char 1)",
-        ),
-        (
-            "\"a\u{1}\"",
-            "Invalid control character at: line 1 column 3 (char 2)",
-        ),
-        (
-            "\"a\nb\"",
-            "Invalid control character at: line 1 column 3 (char 2)",
-        ),
-        (
-            "\"\u{1f}",
-            "Invalid control character at: line 1 column 2 (char 1)",
-        ),
+        ("\n\n  [1,\n x]", "Expecting value: line 4 column 2 (char 9)"),
+        ("\"abc", "Unterminated string starting at: line 1 column 1 (char 0)"),
+        ("\"abc\\", "Unterminated string starting at: line 1 column 1 (char 0)"),
+        ("[\"\\", "Unterminated string starting at: line 1 column 2 (char 1)"),
+        ("\"a\u{1}\"", "Invalid control character at: line 1 column 3 (char 2)"),
+        ("\"a\nb\"", "Invalid control character at: line 1 column 3 (char 2)"),
+        ("\"\u{1f}", "Invalid control character at: line 1 column 2 (char 1)"),
         ("\"a\\x\"", "Invalid \\escape: line 1 column 3 (char 2)"),
         ("\"a\\U0041\"", "Invalid \\escape: line 1 column 3 (char 2)"),
         ("\"a\\é\"", "Invalid \\escape: line 1 column 3 (char 2)"),
-        (
-            "\"\\u12\"",
-            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
-        ),
-        (
-            "\"\\u12zz\"",
-            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
-        ),
-        (
-            "\"\\u00é0\"",
-            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
-        ),
+        ("\"\\u12\"", "Invalid \\uXXXX escape: line 1 column 3 (char 2)"),
+        ("\"\\u12zz\"", "Invalid \\uXXXX escape: line 1 column 3 (char 2)"),
+        ("\"\\u00é0\"", "Invalid \\uXXXX escape: line 1 column 3 (char 2)"),
         // The C scanner wants one more character after the four digits.
-        (
-            "\"\\u1234",
-            "Invalid \\uXXXX escape: line 1 column 3 (char 2)",
-        ),
-        (
-            "\"\\ud800\\u12zz\"",
-            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
-        ),
-        (
-            "\"\\ud800\\u12\"",
-            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
-        ),
-        (
-            "\"\\ud800\\udc00",
-            "Invalid \\uXXXX escape: line 1 column 9 (char 8)",
-        ),
+        ("\"\\u1234", "Invalid \\uXXXX escape: line 1 column 3 (char 2)"),
+        ("\"\\ud800\\u12zz\"", "Invalid \\uXXXX escape: line 1 column 9 (char 8)"),
+        ("\"\\ud800\\u12\"", "Invalid \\uXXXX escape: line 1 column 9 (char 8)"),
+        ("\"\\ud800\\udc00", "Invalid \\uXXXX escape: line 1 column 9 (char 8)"),
     ];
 
     #[test]
@@ -1011,10 +884,7 @@ mod tests {
         }
         assert_eq!(ok("0"), int("0"));
         assert_eq!(ok("-0"), int("0"));
-        assert_eq!(
-            ok("12345678901234567890123"),
-            int("12345678901234567890123")
-        );
+        assert_eq!(ok("12345678901234567890123"), int("12345678901234567890123"));
         assert_eq!(ok("1E5"), Json::Float(100_000.0));
         assert_eq!(ok("1e05"), Json::Float(100_000.0));
         assert_eq!(ok("1e+2"), Json::Float(100.0));
@@ -1024,19 +894,13 @@ mod tests {
         assert!(same(&ok("-0e0"), &Json::Float(-0.0)));
         assert!(same(&ok("1e-400"), &Json::Float(0.0)));
         assert_eq!(ok("0.1"), Json::Float(0.1));
-        assert_eq!(
-            ok("2.2250738585072014e-308"),
-            Json::Float(f64::MIN_POSITIVE)
-        );
+        assert_eq!(ok("2.2250738585072014e-308"), Json::Float(f64::MIN_POSITIVE));
         assert_eq!(ok("4.9406564584124654e-324"), Json::Float(5e-324));
         assert_eq!(ok("1.7976931348623157e308"), Json::Float(f64::MAX));
         // Decimal text rounds correctly however long it is.
         let long = format!("0.{}1e400", "0".repeat(400));
         assert_eq!(ok(&long), Json::Float(0.1));
-        assert_eq!(
-            ok("9007199254740993.0"),
-            Json::Float(9_007_199_254_740_992.0)
-        );
+        assert_eq!(ok("9007199254740993.0"), Json::Float(9_007_199_254_740_992.0));
     }
 
     #[test]
@@ -1052,14 +916,8 @@ mod tests {
             "Exceeds the limit (4300 digits) for integer string conversion: value has 4301 digits: line 1 column 5 (char 4)"
         );
         // Python raises as soon as it reads the number, before later syntax errors.
-        assert_eq!(
-            err(&format!("[{limit}1, x")).kind(),
-            ParseErrorKind::IntegerTooLong
-        );
-        assert_eq!(
-            err(&format!("[x, {limit}1]")).kind(),
-            ParseErrorKind::Syntax
-        );
+        assert_eq!(err(&format!("[{limit}1, x")).kind(), ParseErrorKind::IntegerTooLong);
+        assert_eq!(err(&format!("[x, {limit}1]")).kind(), ParseErrorKind::Syntax);
         // A float may have any number of digits.
         assert_eq!(ok(&format!("0.{limit}")), Json::Float(1.0));
         assert_eq!(ok(&format!("{limit}e-4300")), Json::Float(1.0));
@@ -1068,67 +926,34 @@ mod tests {
     #[test]
     fn non_finite_numbers_are_refused() {
         for (text, message) in [
-            (
-                "NaN",
-                "Non-finite number NaN is not allowed: line 1 column 1 (char 0)",
-            ),
-            (
-                "Infinity",
-                "Non-finite number Infinity is not allowed: line 1 column 1 (char 0)",
-            ),
-            (
-                "[1, -Infinity]",
-                "Non-finite number -Infinity is not allowed: line 1 column 5 (char 4)",
-            ),
-            (
-                "{\"a\": 1e400}",
-                "Number is too large for a finite float: line 1 column 7 (char 6)",
-            ),
-            (
-                "-1e400",
-                "Number is too large for a finite float: line 1 column 1 (char 0)",
-            ),
-            (
-                "1e99999999999999999999",
-                "Number is too large for a finite float: line 1 column 1 (char 0)",
-            ),
+            ("NaN", "Non-finite number NaN is not allowed: line 1 column 1 (char 0)"),
+            ("Infinity", "Non-finite number Infinity is not allowed: line 1 column 1 (char 0)"),
+            ("[1, -Infinity]", "Non-finite number -Infinity is not allowed: line 1 column 5 (char 4)"),
+            ("{\"a\": 1e400}", "Number is too large for a finite float: line 1 column 7 (char 6)"),
+            ("-1e400", "Number is too large for a finite float: line 1 column 1 (char 0)"),
+            ("1e99999999999999999999", "Number is too large for a finite float: line 1 column 1 (char 0)"),
         ] {
             let error = err(text);
             assert_eq!(error.kind(), ParseErrorKind::NonFinite, "input {text:?}");
             assert_eq!(error.to_string(), message);
         }
         assert_eq!(ok("1.7976931348623158e308"), Json::Float(f64::MAX));
-        assert_eq!(
-            err("1.7976931348623159e308").kind(),
-            ParseErrorKind::NonFinite
-        );
+        assert_eq!(err("1.7976931348623159e308").kind(), ParseErrorKind::NonFinite);
         // Python accepts these, so a later syntax error is what it reports.
-        assert_eq!(
-            err("[NaN").to_string(),
-            "Expecting ',' delimiter: line 1 column 5 (char 4)"
-        );
+        assert_eq!(err("[NaN").to_string(), "Expecting ',' delimiter: line 1 column 5 (char 4)");
         assert_eq!(err("[1e400, x]").kind(), ParseErrorKind::Syntax);
-        assert_eq!(
-            err("-Infinityx").to_string(),
-            "Extra data: line 1 column 10 (char 9)"
-        );
+        assert_eq!(err("-Infinityx").to_string(), "Extra data: line 1 column 10 (char 9)");
         assert_eq!(err("nan").kind(), ParseErrorKind::Syntax);
     }
 
     #[test]
     fn strings_unescape_like_python() {
-        assert_eq!(
-            ok(r#""\" \\ \/ \b \f \n \r \t""#),
-            string("\" \\ / \u{8} \u{c} \n \r \t")
-        );
+        assert_eq!(ok(r#""\" \\ \/ \b \f \n \r \t""#), string("\" \\ / \u{8} \u{c} \n \r \t"));
         assert_eq!(ok(r#""\u00e9\u00E9\u20AC\u0000""#), string("éé€\u{0}"));
         assert_eq!(ok(r#""\uD83D\uDE00\ud83d\ude00""#), string("😀😀"));
         assert_eq!(ok(r#""\ud800\udc00""#), string("\u{10000}"));
         assert_eq!(ok(r#""\udbff\udfff""#), string("\u{10ffff}"));
-        assert_eq!(
-            ok("\"raw é 😀 \u{7f} \u{2028}\""),
-            string("raw é 😀 \u{7f} \u{2028}")
-        );
+        assert_eq!(ok("\"raw é 😀 \u{7f} \u{2028}\""), string("raw é 😀 \u{7f} \u{2028}"));
         assert_eq!(ok(r#""/""#), string("/"));
         // A high surrogate followed by a non-surrogate escape stays alone.
         assert_eq!(ok(r#""\ud7ff\u0041""#), string("\u{d7ff}A"));
@@ -1153,10 +978,7 @@ mod tests {
             "Lone surrogate \\ud800 in a string is not supported: line 1 column 2 (char 1)"
         );
         // Python accepts a lone surrogate, so later syntax errors come first.
-        assert_eq!(
-            err(r#"["\ud800" 1]"#).to_string(),
-            "Expecting ',' delimiter: line 1 column 11 (char 10)"
-        );
+        assert_eq!(err(r#"["\ud800" 1]"#).to_string(), "Expecting ',' delimiter: line 1 column 11 (char 10)");
     }
 
     #[test]
@@ -1165,30 +987,18 @@ mod tests {
             err("\u{feff}1").to_string(),
             "Unexpected UTF-8 BOM (decode using utf-8-sig): line 1 column 1 (char 0)"
         );
-        assert_eq!(
-            err(" \u{feff}1").to_string(),
-            "Expecting value: line 1 column 2 (char 1)"
-        );
+        assert_eq!(err(" \u{feff}1").to_string(), "Expecting value: line 1 column 2 (char 1)");
     }
 
     #[test]
     fn positions_count_characters_and_lines() {
-        assert_eq!(
-            err("é1").to_string(),
-            "Expecting value: line 1 column 1 (char 0)"
-        );
-        assert_eq!(
-            err("\"é😀\u{1}\"").to_string(),
-            "Invalid control character at: line 1 column 4 (char 3)"
-        );
+        assert_eq!(err("é1").to_string(), "Expecting value: line 1 column 1 (char 0)");
+        assert_eq!(err("\"é😀\u{1}\"").to_string(), "Invalid control character at: line 1 column 4 (char 3)");
         assert_eq!(
             err("[\"😀😀\",\n \"é\",\n  x]").to_string(),
             "Expecting value: line 3 column 3 (char 15)"
         );
-        assert_eq!(
-            err("[1]\n\nx").to_string(),
-            "Extra data: line 3 column 1 (char 5)"
-        );
+        assert_eq!(err("[1]\n\nx").to_string(), "Extra data: line 3 column 1 (char 5)");
     }
 
     #[test]
@@ -1197,26 +1007,14 @@ mod tests {
             ok(r#"{"a": 1, "b": 2, "a": 3}"#),
             Json::Object(vec![("a".to_owned(), int("3")), ("b".to_owned(), int("2"))])
         );
-        assert_eq!(
-            dumps(&ok(r#"{"a": 1, "b": 2, "a": 3}"#)),
-            r#"{"a": 3, "b": 2}"#
-        );
+        assert_eq!(dumps(&ok(r#"{"a": 1, "b": 2, "a": 3}"#)), r#"{"a": 3, "b": 2}"#);
         // "\u0061" is the same key as "a".
         assert_eq!(dumps(&ok(r#"{"a": 1, "\u0061": {}}"#)), r#"{"a": {}}"#);
         // A refused value that a later duplicate replaces is not in Python's
         // result, so nothing is refused.
-        assert_eq!(
-            dumps(&ok(r#"{"a": NaN, "b": 2, "a": 1}"#)),
-            r#"{"a": 1, "b": 2}"#
-        );
-        assert_eq!(
-            dumps(&ok(r#"{"a": ["\ud800", 1e999], "a": 0}"#)),
-            r#"{"a": 0}"#
-        );
-        assert_eq!(
-            err(r#"{"a": 1, "a": NaN}"#).kind(),
-            ParseErrorKind::NonFinite
-        );
+        assert_eq!(dumps(&ok(r#"{"a": NaN, "b": 2, "a": 1}"#)), r#"{"a": 1, "b": 2}"#);
+        assert_eq!(dumps(&ok(r#"{"a": ["\ud800", 1e999], "a": 0}"#)), r#"{"a": 0}"#);
+        assert_eq!(err(r#"{"a": 1, "a": NaN}"#).kind(), ParseErrorKind::NonFinite);
         assert_eq!(
             err(r#"{"a": NaN, "b": Infinity, "a": 1}"#).to_string(),
             "Non-finite number Infinity is not allowed: line 1 column 17 (char 16)"
@@ -1224,14 +1022,9 @@ mod tests {
         // Many keys, so lookups go through the index.
         let text = format!(
             "{{{}, \"k0\": true}}",
-            (0..200)
-                .map(|i| format!("\"k{i}\": {i}"))
-                .collect::<Vec<_>>()
-                .join(", ")
+            (0..200).map(|i| format!("\"k{i}\": {i}")).collect::<Vec<_>>().join(", ")
         );
-        let Json::Object(entries) = ok(&text) else {
-            panic!("not an object")
-        };
+        let Json::Object(entries) = ok(&text) else { panic!("not an object") };
         assert_eq!(entries.len(), 200);
         assert_eq!(entries[0], ("k0".to_owned(), Json::Bool(true)));
         assert_eq!(entries[199], ("k199".to_owned(), int("199")));
@@ -1279,10 +1072,7 @@ mod tests {
             dumps(&string(text)),
             r#""\u2028\u0000\u001f\u007f\u0080\uffff\udbff\udfff/\\\"\b\f\n\r\t \u00e9\ud83d\ude00~ ""#
         );
-        assert_eq!(
-            dumps(&Json::Object(vec![("ké\n".to_owned(), string("v"))])),
-            r#"{"k\u00e9\n": "v"}"#
-        );
+        assert_eq!(dumps(&Json::Object(vec![("ké\n".to_owned(), string("v"))])), r#"{"k\u00e9\n": "v"}"#);
         assert_eq!(dumps(&string("")), r#""""#);
     }
 
@@ -1293,10 +1083,7 @@ mod tests {
             dumps_unicode(&string(text)),
             "\"\u{2028}\\u0000\\u001f\u{7f}\u{80}\u{ffff}\u{10ffff}/\\\\\\\"\\b\\f\\n\\r\\t é😀\""
         );
-        assert_eq!(
-            dumps_unicode(&ok(r#"{"é": [1, "😀"]}"#)),
-            "{\"é\": [1, \"😀\"]}"
-        );
+        assert_eq!(dumps_unicode(&ok(r#"{"é": [1, "😀"]}"#)), "{\"é\": [1, \"😀\"]}");
     }
 
     #[test]
@@ -1356,12 +1143,7 @@ mod tests {
             (f64::NAN, "NaN"),
         ];
         for (value, expected) in cases {
-            assert_eq!(
-                python_float_repr(value),
-                expected,
-                "bits {:#x}",
-                value.to_bits()
-            );
+            assert_eq!(python_float_repr(value), expected, "bits {:#x}", value.to_bits());
         }
     }
 
@@ -1379,12 +1161,7 @@ mod tests {
         .iter()
         .map(Json::type_name)
         .collect();
-        assert_eq!(
-            names,
-            [
-                "null", "boolean", "integer", "float", "string", "array", "object"
-            ]
-        );
+        assert_eq!(names, ["null", "boolean", "integer", "float", "string", "array", "object"]);
     }
 
     /// Small deterministic generator (xorshift64) so the differential test is
@@ -1408,10 +1185,8 @@ mod tests {
         }
     }
 
-    const TRICKY_CHARS: [char; 12] = [
-        '"', '\\', '/', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{7f}', '\u{2028}', '\u{feff}',
-        '\u{fffd}',
-    ];
+    const TRICKY_CHARS: [char; 12] =
+        ['"', '\\', '/', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{7f}', '\u{2028}', '\u{feff}', '\u{fffd}'];
 
     fn random_char(rng: &mut Rng) -> char {
         let code = match rng.below(10) {
@@ -1476,19 +1251,10 @@ mod tests {
             0 => "0".to_owned(),
             #[allow(clippy::cast_possible_wrap)]
             1 => (rng.next() as i64).to_string(),
-            2 => [
-                "9223372036854775807",
-                "-9223372036854775808",
-                "18446744073709551616",
-                "-1",
-            ][rng.index(4)]
-            .to_owned(),
+            2 => ["9223372036854775807", "-9223372036854775808", "18446744073709551616", "-1"][rng.index(4)]
+                .to_owned(),
             _ => {
-                let len = if rng.below(8) == 0 {
-                    4300
-                } else {
-                    1 + rng.below(60)
-                };
+                let len = if rng.below(8) == 0 { 4300 } else { 1 + rng.below(60) };
                 let mut text = String::new();
                 if rng.below(2) == 0 {
                     text.push('-');
@@ -1510,11 +1276,7 @@ mod tests {
             2 => Json::Int(random_int(rng)),
             3 => Json::Float(random_float(rng)),
             4 => Json::Str(random_string(rng)),
-            5 => Json::Array(
-                (0..rng.below(5))
-                    .map(|_| random_value(rng, depth - 1))
-                    .collect(),
-            ),
+            5 => Json::Array((0..rng.below(5)).map(|_| random_value(rng, depth - 1)).collect()),
             _ => {
                 let mut entries: Vec<(String, Json)> = Vec::new();
                 for _ in 0..rng.below(5) {
@@ -1532,9 +1294,9 @@ mod tests {
     /// is invalid somewhere interesting.
     fn mutate(rng: &mut Rng, text: &str) -> String {
         const INSERTS: [char; 34] = [
-            '"', '\\', ',', ':', '[', ']', '{', '}', ' ', '\n', '\t', '\r', 'e', 'E', '.', '-',
-            '+', '0', '1', 'u', 'd', 'x', 'é', '😀', '\u{1}', '\u{7f}', 'N', 'I', 'n', 't', 'f',
-            '\u{feff}', '\u{c}', '/',
+            '"', '\\', ',', ':', '[', ']', '{', '}', ' ', '\n', '\t', '\r', 'e', 'E', '.', '-', '+', '0',
+            '1', 'u', 'd', 'x', 'é', '😀', '\u{1}', '\u{7f}', 'N', 'I', 'n', 't', 'f', '\u{feff}', '\u{c}',
+            '/',
         ];
         let mut chars: Vec<char> = text.chars().collect();
         let at = rng.index(chars.len() + 1);
@@ -1745,11 +1507,7 @@ for doc in docs:
             .expect("python3 is required for this test and could not be run");
         let _ = std::fs::remove_file(&values_path);
         let _ = std::fs::remove_file(&docs_path);
-        assert!(
-            output.status.success(),
-            "python3 failed: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
+        assert!(output.status.success(), "python3 failed: {}", String::from_utf8_lossy(&output.stderr));
         let stdout = String::from_utf8(output.stdout).expect("python output is UTF-8");
         stdout.lines().map(str::to_owned).collect()
     }
@@ -1759,16 +1517,10 @@ for doc in docs:
     fn check_values(values: &[Json], python_lines: &[String], failures: &mut Vec<String>) {
         for (i, (value, line)) in values.iter().zip(python_lines).enumerate() {
             let python = strings_of(line);
-            let ours = [
-                dumps(value),
-                dumps_unicode(value),
-                dumps_pretty(value, i % 4),
-            ];
+            let ours = [dumps(value), dumps_unicode(value), dumps_pretty(value, i % 4)];
             for (which, (ours, theirs)) in ours.iter().zip(&python).enumerate() {
                 if ours != theirs {
-                    failures.push(format!(
-                        "value {i} encoding {which}: ours {ours:?}, python {theirs:?}"
-                    ));
+                    failures.push(format!("value {i} encoding {which}: ours {ours:?}, python {theirs:?}"));
                 }
             }
             match parse(&python[0]) {
@@ -1788,9 +1540,7 @@ for doc in docs:
             let agrees = match (&ours, outcome) {
                 (Ok(value), "ok") => found == "[]" && dumps(value) == *detail,
                 (Err(e), "ok") => found.contains(&format!("{:?}", e.kind())),
-                (Err(e), "syntax") => {
-                    e.kind() == ParseErrorKind::Syntax && e.to_string() == *detail
-                }
+                (Err(e), "syntax") => e.kind() == ParseErrorKind::Syntax && e.to_string() == *detail,
                 (Err(e), "recursion") => {
                     e.kind() == ParseErrorKind::Syntax && e.message.contains("nesting depth")
                 }
@@ -1800,9 +1550,8 @@ for doc in docs:
                 _ => false,
             };
             if !agrees {
-                failures.push(format!(
-                    "document {doc:?}: ours {ours:?}, python {outcome} {detail:?} {found}"
-                ));
+                failures
+                    .push(format!("document {doc:?}: ours {ours:?}, python {outcome} {detail:?} {found}"));
             }
         }
     }
@@ -1814,9 +1563,7 @@ for doc in docs:
     #[test]
     fn matches_python_json_dumps() {
         let mut rng = Rng(0x5eed_1234_abcd_ef01);
-        let values: Vec<Json> = (0..300)
-            .map(|i| random_value(&mut rng, [0, 2, 4][i % 3]))
-            .collect();
+        let values: Vec<Json> = (0..300).map(|i| random_value(&mut rng, [0, 2, 4][i % 3])).collect();
         let mut docs = handcrafted_documents();
         for value in values.iter().take(150) {
             docs.push(mutate(&mut rng, &dumps(value)));
@@ -1826,22 +1573,11 @@ for doc in docs:
             docs.push(mutate(&mut rng, &once));
         }
         let value_lines: Vec<String> = values.iter().map(dumps).collect();
-        let doc_lines: Vec<String> = docs
-            .iter()
-            .map(|doc| dumps(&Json::Str(doc.clone())))
-            .collect();
+        let doc_lines: Vec<String> = docs.iter().map(|doc| dumps(&Json::Str(doc.clone()))).collect();
 
         let lines = run_python(&value_lines, &doc_lines);
-        assert_eq!(
-            lines.len(),
-            values.len() + 1 + docs.len(),
-            "python output line count"
-        );
-        assert_eq!(
-            lines[values.len()],
-            "[]",
-            "lines where json.dumps(json.loads(line)) != line"
-        );
+        assert_eq!(lines.len(), values.len() + 1 + docs.len(), "python output line count");
+        assert_eq!(lines[values.len()], "[]", "lines where json.dumps(json.loads(line)) != line");
         let mut failures: Vec<String> = Vec::new();
         check_values(&values, &lines[..values.len()], &mut failures);
         check_documents(&docs, &lines[values.len() + 1..], &mut failures);

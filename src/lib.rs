@@ -50,12 +50,18 @@ pub fn main_exit_code() -> i32 {
 /// one-line `error: …` of every other failure, with exit code 2.
 fn clap_exit(e: &clap::Error) -> i32 {
     match e.kind() {
-        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp
+        | ErrorKind::DisplayVersion
+        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
             let text = e.render().to_string();
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { exit::USAGE } else { exit::SUCCESS }
+            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
+                exit::USAGE
+            } else {
+                exit::SUCCESS
+            }
         }
         _ => {
             let rendered = e.render().to_string();

@@ -4,7 +4,7 @@
 //! (programs) or plain text (shell variables) on stdout. Messages for people go to stderr. A
 //! closed stdout (`state-store list | head`) is not an error: the process ends quietly.
 
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 
 use crate::cli::Format;
 use crate::json::{self, Json};
@@ -28,6 +28,8 @@ pub(crate) struct Table {
 pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
     let mut out = io::stdout().lock();
     match format {
+        // Indented for a person at a terminal, one line for a pipe or a file (`jq`, logs).
+        Format::Json if out.is_terminal() => writeln!(out, "{}", json::dumps_pretty(&rendered.doc, 2))?,
         Format::Json => writeln!(out, "{}", json::dumps_unicode(&rendered.doc))?,
         Format::Yaml => out.write_all(to_yaml(&rendered.doc).as_bytes())?,
         Format::Table => {
@@ -170,14 +172,17 @@ pub(crate) fn plain_value(value: &Json) -> String {
 /// Control characters in a cell would break the table's lines; show them escaped.
 fn cell_text(cell: &str) -> String {
     if cell.chars().any(char::is_control) {
-        cell.chars().map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() }).collect()
+        cell.chars()
+            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+            .collect()
     } else {
         cell.to_string()
     }
 }
 
 fn render_table(table: &Table) -> String {
-    let rows: Vec<Vec<String>> = table.rows.iter().map(|r| r.iter().map(|c| cell_text(c)).collect()).collect();
+    let rows: Vec<Vec<String>> =
+        table.rows.iter().map(|r| r.iter().map(|c| cell_text(c)).collect()).collect();
     let mut widths: Vec<usize> = table.headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {
@@ -298,15 +303,13 @@ mod tests {
             obj(vec![("key", Json::Str("a".into())), ("value", Json::Array(vec![int(1), int(2)]))]),
             Json::Array(vec![Json::Str("x".into()), Json::Object(vec![])]),
         ]);
-        assert_eq!(
-            to_yaml(&doc),
-            "- key: \"a\"\n  value:\n    - 1\n    - 2\n- - \"x\"\n  - {}\n"
-        );
+        assert_eq!(to_yaml(&doc), "- key: \"a\"\n  value:\n    - 1\n    - 2\n- - \"x\"\n  - {}\n");
     }
 
     #[test]
     fn table_escapes_control_characters_and_aligns() {
-        let t = Table { title: None, headers: vec!["k", "value"], rows: vec![vec!["a\nb".into(), "1".into()]] };
+        let t =
+            Table { title: None, headers: vec!["k", "value"], rows: vec![vec!["a\nb".into(), "1".into()]] };
         assert_eq!(render_table(&t), "k    | value\n==== | =====\na\\nb | 1\n");
     }
 }

@@ -13,36 +13,18 @@ pub(crate) fn register(secret: &str) {
         return;
     }
     if let Ok(mut secrets) = SECRETS.lock() {
-        for form in [secret.to_string(), percent_encode(secret)] {
-            if !secrets.contains(&form) {
-                secrets.push(form);
-            }
+        if !secrets.iter().any(|s| s == secret) {
+            secrets.push(secret.to_string());
         }
     }
 }
 
-/// Replaces every registered secret in `text` with `***`, longest first so that a secret
-/// containing another is replaced whole.
+/// Replaces every registered secret in `text`, raw or percent-encoded, with `***`.
 pub(crate) fn redact(text: &str) -> String {
     let Ok(secrets) = SECRETS.lock() else {
         return text.to_string();
     };
-    let mut ordered: Vec<&String> = secrets.iter().collect();
-    ordered.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    ordered.iter().fold(text.to_string(), |acc, secret| acc.replace(secret.as_str(), "***"))
-}
-
-/// The form a password takes inside a URL.
-fn percent_encode(s: &str) -> String {
-    s.bytes()
-        .map(|b| {
-            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-                char::from(b).to_string()
-            } else {
-                format!("%{b:02X}")
-            }
-        })
-        .collect()
+    secrets.iter().fold(text.to_string(), |acc, secret| crate::url::redact_in_text(&acc, secret))
 }
 
 #[cfg(test)]

@@ -92,10 +92,9 @@ impl fmt::Display for TimeError {
                 "invalid duration {text}: {problem}; expected whole numbers with units \
                  w, d, h, m, s, ms from largest to smallest (200ms, 10m, 1h30m) or 0"
             ),
-            TimeError::NegativeRetentionDays { days } => write!(
-                f,
-                "[state_store] default_retention_days must be >= 0, got {days}"
-            ),
+            TimeError::NegativeRetentionDays { days } => {
+                write!(f, "[state_store] default_retention_days must be >= 0, got {days}")
+            }
             TimeError::RetentionDaysTooLarge { days } => write!(
                 f,
                 "[state_store] default_retention_days = {days} is too large \
@@ -148,6 +147,7 @@ impl Timestamp {
 
     /// A UTC calendar date and time; `None` if any field is out of range (years 1 to 9999,
     /// no leap seconds).
+    #[cfg(test)]
     pub(crate) fn from_civil(
         year: i32,
         month: u32,
@@ -197,10 +197,7 @@ impl Timestamp {
 
     /// `self + us`, or `None` outside `MIN..=MAX`.
     pub(crate) fn checked_add(self, us: i64) -> Option<Timestamp> {
-        self.0
-            .checked_add(us)
-            .filter(|t| (Self::MIN.0..=Self::MAX.0).contains(t))
-            .map(Timestamp)
+        self.0.checked_add(us).filter(|t| (Self::MIN.0..=Self::MAX.0).contains(t)).map(Timestamp)
     }
 
     /// A timestamp typed by a user. Accepts RFC 3339 (`T`, `t` or a space between date and
@@ -208,32 +205,20 @@ impl Timestamp {
     /// `fromisoformat`, a missing `:SS`, a `,` decimal mark and `±HHMM`/`±HH` offsets.
     /// Fractions beyond microseconds are truncated, as Python does.
     pub(crate) fn parse_rfc3339(s: &str) -> Result<Timestamp, TimeError> {
-        let parsed = parse_datetime(s).map_err(|problem| TimeError::Timestamp {
-            text: shown(s),
-            problem,
-        })?;
+        let parsed = parse_datetime(s).map_err(|problem| TimeError::Timestamp { text: shown(s), problem })?;
         match parsed.offset {
             Offset::Given(_) | Offset::DateOnly => {}
             Offset::Naive => return Err(TimeError::NoOffset { text: shown(s) }),
         }
-        parsed.to_utc().ok_or_else(|| TimeError::Timestamp {
-            text: shown(s),
-            problem: OUT_OF_RANGE,
-        })
+        parsed.to_utc().ok_or_else(|| TimeError::Timestamp { text: shown(s), problem: OUT_OF_RANGE })
     }
 
     /// Text from a SQLite timestamp column: Airflow's own form, and what other writers
     /// leave there (no fraction, `T`, a `Z` or an offset). Text without an offset is UTC,
     /// which is how Airflow stores it.
     pub(crate) fn parse_db_text(s: &str) -> Result<Timestamp, TimeError> {
-        let stored = |problem| TimeError::StoredTimestamp {
-            text: shown(s),
-            problem,
-        };
-        parse_datetime(s)
-            .map_err(stored)?
-            .to_utc()
-            .ok_or_else(|| stored(OUT_OF_RANGE))
+        let stored = |problem| TimeError::StoredTimestamp { text: shown(s), problem };
+        parse_datetime(s).map_err(stored)?.to_utc().ok_or_else(|| stored(OUT_OF_RANGE))
     }
 
     /// Airflow's SQLite storage form, `YYYY-MM-DD HH:MM:SS.ffffff`; for years 1 to 9999 its
@@ -289,16 +274,11 @@ fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let day_of_era = z.rem_euclid(146_097);
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
     let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
     let march_month = (5 * day_of_year + 2) / 153;
     let day = day_of_year - (153 * march_month + 2) / 5 + 1;
-    let month = if march_month < 10 {
-        march_month + 3
-    } else {
-        march_month - 9
-    };
+    let month = if march_month < 10 { march_month + 3 } else { march_month - 9 };
     let year = year_of_era + era * 400 + i64::from(month <= 2);
     (year, month, day)
 }
@@ -361,10 +341,7 @@ impl Cursor<'_> {
 }
 
 fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
-    let mut cur = Cursor {
-        bytes: s.as_bytes(),
-        pos: 0,
-    };
+    let mut cur = Cursor { bytes: s.as_bytes(), pos: 0 };
     let date = (|| {
         let year = cur.digits(4)?;
         cur.eat(b"-")?;
@@ -381,23 +358,15 @@ fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
         return Err("month must be 01 to 12");
     }
     // Both are small: year has four digits, month is 1 to 12.
-    let max_day = days_in_month(
-        i32::try_from(year).unwrap_or(1),
-        u32::try_from(month).unwrap_or(1),
-    );
+    let max_day = days_in_month(i32::try_from(year).unwrap_or(1), u32::try_from(month).unwrap_or(1));
     if day < 1 || day > i64::from(max_day) {
         return Err("day out of range for the month");
     }
     let days = days_from_civil(year, month, day);
     if cur.at_end() {
-        return Ok(ParsedDateTime {
-            days,
-            time_micros: 0,
-            offset: Offset::DateOnly,
-        });
+        return Ok(ParsedDateTime { days, time_micros: 0, offset: Offset::DateOnly });
     }
-    cur.eat(b"Tt ")
-        .ok_or("expected T or a space between the date and the time")?;
+    cur.eat(b"Tt ").ok_or("expected T or a space between the date and the time")?;
 
     let hour = cur.digits(2).ok_or("expected the time as HH:MM:SS")?;
     cur.eat(b":").ok_or("expected the time as HH:MM:SS")?;
@@ -416,9 +385,7 @@ fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
                 return Err("expected 1 to 9 digits after the decimal point");
             }
             // Microseconds are Python's resolution; further digits are dropped, not rounded.
-            micro = (0..6).fold(0, |acc, i| {
-                acc * 10 + fraction.get(i).map_or(0, |b| i64::from(b - b'0'))
-            });
+            micro = (0..6).fold(0, |acc, i| acc * 10 + fraction.get(i).map_or(0, |b| i64::from(b - b'0')));
         }
     }
     if hour > 23 {
@@ -455,11 +422,7 @@ fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
     if !cur.at_end() {
         return Err("unexpected text after the timestamp");
     }
-    Ok(ParsedDateTime {
-        days,
-        time_micros,
-        offset,
-    })
+    Ok(ParsedDateTime { days, time_micros, offset })
 }
 
 /// How long a task key lives after it is written.
@@ -489,10 +452,7 @@ impl Retention {
     pub(crate) fn expires_at(self, now: Timestamp) -> Result<Option<Timestamp>, TimeError> {
         match self {
             Retention::Never => Ok(None),
-            Retention::After(us) => now
-                .checked_add(us)
-                .map(Some)
-                .ok_or(TimeError::ExpiryOutOfRange),
+            Retention::After(us) => now.checked_add(us).map(Some).ok_or(TimeError::ExpiryOutOfRange),
         }
     }
 }
@@ -548,9 +508,7 @@ fn parse_amounts(s: &str, units: &[(&str, i64)]) -> Result<i64, &'static str> {
     let mut last_size = i64::MAX;
     let mut rest = s;
     while !rest.is_empty() {
-        let digits_end = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
+        let digits_end = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
         if digits_end == 0 {
             return Err("expected a whole number");
         }
@@ -559,10 +517,7 @@ fn parse_amounts(s: &str, units: &[(&str, i64)]) -> Result<i64, &'static str> {
         if rest.is_empty() {
             return Err("missing unit after the number");
         }
-        let (unit, size) = units
-            .iter()
-            .find(|(unit, _)| rest.starts_with(unit))
-            .ok_or("unknown unit")?;
+        let (unit, size) = units.iter().find(|(unit, _)| rest.starts_with(unit)).ok_or("unknown unit")?;
         rest = &rest[unit.len()..];
         // `7min`, or `7ms` where milliseconds are not allowed, must not read as `7m` + junk.
         if rest.starts_with(|c: char| c.is_alphabetic()) {
@@ -572,10 +527,8 @@ fn parse_amounts(s: &str, units: &[(&str, i64)]) -> Result<i64, &'static str> {
             return Err("units must go from largest to smallest, each at most once");
         }
         last_size = *size;
-        total = amount
-            .checked_mul(*size)
-            .and_then(|part| total.checked_add(part))
-            .ok_or("amount too large")?;
+        total =
+            amount.checked_mul(*size).and_then(|part| total.checked_add(part)).ok_or("amount too large")?;
     }
     Ok(total)
 }
@@ -592,10 +545,7 @@ pub(crate) fn parse_retention(s: &str) -> Result<Retention, TimeError> {
     match parse_amounts(s, RETENTION_UNITS) {
         Ok(0) => Err(TimeError::ZeroRetention { text: shown(s) }),
         Ok(us) => Ok(Retention::After(us)),
-        Err(problem) => Err(TimeError::Retention {
-            text: shown(s),
-            problem,
-        }),
+        Err(problem) => Err(TimeError::Retention { text: shown(s), problem }),
     }
 }
 
@@ -604,10 +554,8 @@ pub(crate) fn parse_duration(s: &str) -> Result<Duration, TimeError> {
     if s == "0" {
         return Ok(Duration::ZERO);
     }
-    let us = parse_amounts(s, DURATION_UNITS).map_err(|problem| TimeError::Duration {
-        text: shown(s),
-        problem,
-    })?;
+    let us = parse_amounts(s, DURATION_UNITS)
+        .map_err(|problem| TimeError::Duration { text: shown(s), problem })?;
     // parse_amounts only sums non-negative amounts.
     Ok(Duration::from_micros(u64::try_from(us).unwrap_or(0)))
 }
@@ -640,25 +588,13 @@ mod tests {
     #[test]
     fn epoch_and_known_instants() {
         assert_eq!(ts("1970-01-01T00:00:00Z").micros(), 0);
-        assert_eq!(
-            ts("2026-01-02T03:04:05Z").micros(),
-            1_767_323_045 * MICROS_PER_SECOND
-        );
-        assert_eq!(
-            ts("2000-02-29T12:00:00Z").micros(),
-            951_825_600 * MICROS_PER_SECOND
-        );
+        assert_eq!(ts("2026-01-02T03:04:05Z").micros(), 1_767_323_045 * MICROS_PER_SECOND);
+        assert_eq!(ts("2000-02-29T12:00:00Z").micros(), 951_825_600 * MICROS_PER_SECOND);
         assert_eq!(ts("1969-12-31T23:59:59.999999Z").micros(), -1);
-        assert_eq!(
-            ts("1900-01-01T00:00:00Z").micros(),
-            -2_208_988_800 * MICROS_PER_SECOND
-        );
+        assert_eq!(ts("1900-01-01T00:00:00Z").micros(), -2_208_988_800 * MICROS_PER_SECOND);
         assert_eq!(ts("0001-01-01T00:00:00Z"), Timestamp::MIN);
         assert_eq!(ts("9999-12-31T23:59:59.999999Z"), Timestamp::MAX);
-        assert_eq!(
-            Timestamp::MAX.to_sqlite_text(),
-            "9999-12-31 23:59:59.999999"
-        );
+        assert_eq!(Timestamp::MAX.to_sqlite_text(), "9999-12-31 23:59:59.999999");
         assert_eq!(Timestamp::MIN.to_rfc3339(), "0001-01-01T00:00:00.000000Z");
     }
 
@@ -669,18 +605,13 @@ mod tests {
         assert_eq!(t.to_civil(), (1969, 12, 31, 23, 59, 59, 999_999));
         let t = Timestamp::from_micros(-86_400 * MICROS_PER_SECOND);
         assert_eq!(t.to_rfc3339(), "1969-12-31T00:00:00.000000Z");
-        assert_eq!(
-            db("1969-07-20 20:17:40.000000"),
-            civil(1969, 7, 20, 20, 17, 40, 0)
-        );
+        assert_eq!(db("1969-07-20 20:17:40.000000"), civil(1969, 7, 20, 20, 17, 40, 0));
         assert!(db("1969-07-20 20:17:40").micros() < 0);
     }
 
     #[test]
     fn civil_round_trip_every_day_of_some_years() {
-        for year in [
-            1, 4, 100, 400, 1582, 1900, 1969, 1970, 2000, 2024, 2100, 9999,
-        ] {
+        for year in [1, 4, 100, 400, 1582, 1900, 1969, 1970, 2000, 2024, 2100, 9999] {
             let mut previous: Option<Timestamp> = None;
             for month in 1..=12 {
                 for day in 1..=days_in_month(year, month) {
@@ -739,10 +670,7 @@ mod tests {
         assert_eq!(ts("2026-01-01T21:34:05-05:30"), base);
         assert_eq!(ts("2026-01-02T03:04Z"), civil(2026, 1, 2, 3, 4, 0, 0));
         assert_eq!(ts("2026-01-02"), civil(2026, 1, 2, 0, 0, 0, 0));
-        assert_eq!(
-            ts("2026-01-02T03:04:05,5Z"),
-            civil(2026, 1, 2, 3, 4, 5, 500_000)
-        );
+        assert_eq!(ts("2026-01-02T03:04:05,5Z"), civil(2026, 1, 2, 3, 4, 5, 500_000));
     }
 
     #[test]
@@ -773,56 +701,25 @@ mod tests {
 
     #[test]
     fn offsets_cross_midnight_and_years() {
-        assert_eq!(
-            ts("2026-01-02T01:00:00+02:00"),
-            civil(2026, 1, 1, 23, 0, 0, 0)
-        );
-        assert_eq!(
-            ts("2025-12-31T23:30:00-01:00"),
-            civil(2026, 1, 1, 0, 30, 0, 0)
-        );
-        assert_eq!(
-            ts("2024-03-01T00:30:00+01:00"),
-            civil(2024, 2, 29, 23, 30, 0, 0)
-        );
-        assert_eq!(
-            ts("2026-01-02T03:04:05-23:59"),
-            civil(2026, 1, 3, 3, 3, 5, 0)
-        );
+        assert_eq!(ts("2026-01-02T01:00:00+02:00"), civil(2026, 1, 1, 23, 0, 0, 0));
+        assert_eq!(ts("2025-12-31T23:30:00-01:00"), civil(2026, 1, 1, 0, 30, 0, 0));
+        assert_eq!(ts("2024-03-01T00:30:00+01:00"), civil(2024, 2, 29, 23, 30, 0, 0));
+        assert_eq!(ts("2026-01-02T03:04:05-23:59"), civil(2026, 1, 3, 3, 3, 5, 0));
         // Python: fromisoformat("9999-12-31T23:59:59.999999-01:00").astimezone(utc) raises
         // "date value out of range".
         let e = Timestamp::parse_rfc3339("9999-12-31T23:59:59.999999-01:00");
-        assert!(
-            matches!(
-                e,
-                Err(TimeError::Timestamp {
-                    problem: OUT_OF_RANGE,
-                    ..
-                })
-            ),
-            "{e:?}"
-        );
+        assert!(matches!(e, Err(TimeError::Timestamp { problem: OUT_OF_RANGE, .. })), "{e:?}");
         assert!(Timestamp::parse_rfc3339("0001-01-01T00:00:00+01:00").is_err());
         assert_eq!(ts("0001-01-01T00:59:59+00:59"), civil(1, 1, 1, 0, 0, 59, 0));
     }
 
     #[test]
     fn naive_datetime_is_refused_with_a_hint() {
-        for text in [
-            "2026-01-02T03:04:05",
-            "2026-01-02 03:04:05.5",
-            "2026-01-02T03:04",
-        ] {
+        for text in ["2026-01-02T03:04:05", "2026-01-02 03:04:05.5", "2026-01-02T03:04"] {
             let e = Timestamp::parse_rfc3339(text);
-            assert!(
-                matches!(e, Err(TimeError::NoOffset { .. })),
-                "{text}: {e:?}"
-            );
+            assert!(matches!(e, Err(TimeError::NoOffset { .. })), "{text}: {e:?}");
             let msg = e.map_or_else(|e| e.to_string(), |_| String::new());
-            assert!(
-                msg.contains("add Z") && msg.contains("+02:00") && msg.contains(text),
-                "{msg}"
-            );
+            assert!(msg.contains("add Z") && msg.contains("+02:00") && msg.contains(text), "{msg}");
         }
     }
 
@@ -888,25 +785,13 @@ mod tests {
         assert_eq!(db("2026-01-02 03:04:05.123456+00:00"), t);
         assert_eq!(db("2026-01-02 05:04:05.123456+02:00"), t);
         assert_eq!(db("2026-01-02T03:04:05.123456Z"), t);
-        assert_eq!(
-            db("2026-01-02 03:04:05.123"),
-            civil(2026, 1, 2, 3, 4, 5, 123_000)
-        );
+        assert_eq!(db("2026-01-02 03:04:05.123"), civil(2026, 1, 2, 3, 4, 5, 123_000));
         assert_eq!(db("2026-01-02 03:04:05"), civil(2026, 1, 2, 3, 4, 5, 0));
         assert_eq!(db("2026-01-02 03:04"), civil(2026, 1, 2, 3, 4, 0, 0));
         assert_eq!(db("2026-01-02"), civil(2026, 1, 2, 0, 0, 0, 0));
-        for bad in [
-            "",
-            "garbage",
-            "1767323045",
-            "2026-01-02 03:04:05 +00:00",
-            "2026-02-30 00:00:00",
-        ] {
+        for bad in ["", "garbage", "1767323045", "2026-01-02 03:04:05 +00:00", "2026-02-30 00:00:00"] {
             let e = Timestamp::parse_db_text(bad);
-            assert!(
-                matches!(e, Err(TimeError::StoredTimestamp { .. })),
-                "{bad:?}: {e:?}"
-            );
+            assert!(matches!(e, Err(TimeError::StoredTimestamp { .. })), "{bad:?}: {e:?}");
         }
     }
 
@@ -926,10 +811,7 @@ mod tests {
     fn checked_add_stays_in_range() {
         let t = ts("2026-01-02T03:04:05Z");
         assert_eq!(t.checked_add(0), Some(t));
-        assert_eq!(
-            t.checked_add(-MICROS_PER_DAY),
-            Some(ts("2026-01-01T03:04:05Z"))
-        );
+        assert_eq!(t.checked_add(-MICROS_PER_DAY), Some(ts("2026-01-01T03:04:05Z")));
         assert_eq!(Timestamp::MAX.checked_add(1), None);
         assert_eq!(Timestamp::MIN.checked_add(-1), None);
         assert_eq!(t.checked_add(i64::MAX), None);
@@ -964,8 +846,7 @@ mod tests {
             self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
         }
         fn instant(&mut self) -> Timestamp {
-            let span =
-                u64::try_from(Timestamp::MAX.micros() - Timestamp::MIN.micros()).unwrap_or(0) + 1;
+            let span = u64::try_from(Timestamp::MAX.micros() - Timestamp::MIN.micros()).unwrap_or(0) + 1;
             let offset = match self.next() % 4 {
                 // Half the draws near "now" and near midnights, where digits roll over.
                 0 => self.next() % span,
@@ -974,9 +855,8 @@ mod tests {
                     day * u64::try_from(MICROS_PER_DAY).unwrap_or(1) + self.next() % 3
                 }
                 _ => {
-                    let around =
-                        u64::try_from(1_767_323_045 * MICROS_PER_SECOND - Timestamp::MIN.micros())
-                            .unwrap_or(0);
+                    let around = u64::try_from(1_767_323_045 * MICROS_PER_SECOND - Timestamp::MIN.micros())
+                        .unwrap_or(0);
                     around + self.next() % (400 * u64::try_from(MICROS_PER_DAY).unwrap_or(1))
                 }
             };
@@ -1038,15 +918,9 @@ mod tests {
     fn retention_refusals() {
         for zero in ["0s", "0d", "0h0m"] {
             let e = parse_retention(zero);
-            assert!(
-                matches!(e, Err(TimeError::ZeroRetention { .. })),
-                "{zero}: {e:?}"
-            );
+            assert!(matches!(e, Err(TimeError::ZeroRetention { .. })), "{zero}: {e:?}");
             let msg = e.map_or_else(|e| e.to_string(), |_| String::new());
-            assert!(
-                msg.contains("must be positive") && msg.contains("never"),
-                "{msg}"
-            );
+            assert!(msg.contains("must be positive") && msg.contains("never"), "{msg}");
         }
         let cases = [
             ("", "empty"),
@@ -1071,10 +945,7 @@ mod tests {
             match parse_retention(text) {
                 Ok(r) if fragment == "largest" => {
                     // Parsable, but an expiry after the year 9999.
-                    assert_eq!(
-                        r.expires_at(Timestamp::now()),
-                        Err(TimeError::ExpiryOutOfRange)
-                    );
+                    assert_eq!(r.expires_at(Timestamp::now()), Err(TimeError::ExpiryOutOfRange));
                 }
                 Ok(r) => panic!("{text:?} parsed as {r:?}"),
                 Err(e) => {
@@ -1091,18 +962,9 @@ mod tests {
         let now = ts("2026-01-02T03:04:05Z");
         assert_eq!(Retention::Never.expires_at(now), Ok(None));
         let r = parse_retention("1d").map_err(|e| e.to_string());
-        assert_eq!(
-            r.map(|r| r.expires_at(now)),
-            Ok(Ok(Some(ts("2026-01-03T03:04:05Z"))))
-        );
-        assert_eq!(
-            Retention::from_default_retention_days(0),
-            Ok(Retention::Never)
-        );
-        assert_eq!(
-            Retention::from_default_retention_days(30),
-            Ok(Retention::After(30 * MICROS_PER_DAY))
-        );
+        assert_eq!(r.map(|r| r.expires_at(now)), Ok(Ok(Some(ts("2026-01-03T03:04:05Z")))));
+        assert_eq!(Retention::from_default_retention_days(0), Ok(Retention::Never));
+        assert_eq!(Retention::from_default_retention_days(30), Ok(Retention::After(30 * MICROS_PER_DAY)));
         assert_eq!(
             Retention::from_default_retention_days(-1).map_err(|e| e.to_string()),
             Err("[state_store] default_retention_days must be >= 0, got -1".to_string())
@@ -1112,24 +974,12 @@ mod tests {
             Err(TimeError::RetentionDaysTooLarge { .. })
         ));
         let huge = Retention::from_default_retention_days(3_000_000);
-        assert_eq!(
-            huge.map(|r| r.expires_at(now)),
-            Ok(Err(TimeError::ExpiryOutOfRange))
-        );
+        assert_eq!(huge.map(|r| r.expires_at(now)), Ok(Err(TimeError::ExpiryOutOfRange)));
     }
 
     #[test]
     fn retention_display_reads_back() {
-        for text in [
-            "never",
-            "90s",
-            "15m",
-            "6h",
-            "1w",
-            "2w",
-            "1h30m",
-            "1w2d3h4m5s",
-        ] {
+        for text in ["never", "90s", "15m", "6h", "1w", "2w", "1h30m", "1w2d3h4m5s"] {
             let r = parse_retention(text).map_err(|e| e.to_string());
             let shown = r.map(|r| r.to_string());
             let expected = if text == "90s" { "1m30s" } else { text };

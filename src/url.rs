@@ -153,9 +153,8 @@ impl DbUrl {
         if url.is_empty() {
             return Err(UrlError::Empty);
         }
-        let scheme_len = url
-            .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '+'))
-            .unwrap_or(url.len());
+        let scheme_len =
+            url.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '+')).unwrap_or(url.len());
         let scheme = &url[..scheme_len];
         let Some(rest) = url[scheme_len..].strip_prefix("://") else {
             return Err(UrlError::NotAUrl);
@@ -173,9 +172,9 @@ impl DbUrl {
         let (host, port_text, after_host) = split_host_port(after_userinfo, scheme)?;
         let port = match port_text {
             None => None,
-            Some(text) => Some(parse_port(text).ok_or_else(|| UrlError::BadPort {
-                scheme: scheme.to_string(),
-            })?),
+            Some(text) => {
+                Some(parse_port(text).ok_or_else(|| UrlError::BadPort { scheme: scheme.to_string() })?)
+            }
         };
 
         let (database, query_text) = match after_host.split_once('?') {
@@ -206,9 +205,7 @@ impl DbUrl {
 
     fn check_sqlite(&self) -> Result<(), UrlError> {
         if self.driver.as_deref() == Some("pysqlcipher") {
-            return Err(UrlError::SqlCipher {
-                scheme: self.scheme.clone(),
-            });
+            return Err(UrlError::SqlCipher { scheme: self.scheme.clone() });
         }
         // SQLAlchemy tests truthiness: `sqlite://@/x.db` (an empty user) still passes there.
         let non_empty = |part: &Option<String>| part.as_deref().is_some_and(|s| !s.is_empty());
@@ -217,20 +214,13 @@ impl DbUrl {
             || self.host.is_some()
             || self.port.is_some()
         {
-            return Err(UrlError::SqliteNetloc {
-                scheme: self.scheme.clone(),
-            });
+            return Err(UrlError::SqliteNetloc { scheme: self.scheme.clone() });
         }
         if self.query_value("uri").is_some_and(|v| {
             // SQLAlchemy's `asbool`, which reads the flag.
-            matches!(
-                v.trim().to_ascii_lowercase().as_str(),
-                "true" | "yes" | "on" | "y" | "t" | "1"
-            )
+            matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "y" | "t" | "1")
         }) {
-            return Err(UrlError::SqliteUriFilename {
-                scheme: self.scheme.clone(),
-            });
+            return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
         }
         Ok(())
     }
@@ -299,11 +289,7 @@ impl DbUrl {
 
     /// The last value given for `key` in the query string, as drivers read repeated keys.
     pub(crate) fn query_value(&self, key: &str) -> Option<&str> {
-        self.query
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
+        self.query.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
     }
 }
 
@@ -369,17 +355,13 @@ fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
         "postgresql" | "postgres" => Dialect::Postgres,
         "mysql" | "mariadb" => Dialect::Mysql,
         _ => {
-            return Err(UrlError::UnsupportedScheme {
-                scheme: scheme.to_string(),
-            });
+            return Err(UrlError::UnsupportedScheme { scheme: scheme.to_string() });
         }
     };
     match driver {
         None => Ok((dialect, None)),
         Some(d) if !d.is_empty() && !d.contains('+') => Ok((dialect, Some(d.to_string()))),
-        Some(_) => Err(UrlError::BadDriver {
-            scheme: scheme.to_string(),
-        }),
+        Some(_) => Err(UrlError::BadDriver { scheme: scheme.to_string() }),
     }
 }
 
@@ -410,20 +392,15 @@ fn split_host_port<'a>(
     rest: &'a str,
     scheme: &str,
 ) -> Result<(Option<String>, Option<&'a str>, &'a str), UrlError> {
-    let bad_host = |problem| UrlError::BadHost {
-        scheme: scheme.to_string(),
-        problem,
-    };
+    let bad_host = |problem| UrlError::BadHost { scheme: scheme.to_string(), problem };
     let host_part_end = rest.find(['/', '?']).unwrap_or(rest.len());
     let host_part = &rest[..host_part_end];
     let after = &rest[host_part_end..];
 
     // SQLAlchemy takes the bracketed form up to the last `]` before any `/` or `?`.
-    let bracketed = host_part.strip_prefix('[').and_then(|s| {
-        s.rfind(']')
-            .filter(|close| *close > 0)
-            .map(|close| (s, close))
-    });
+    let bracketed = host_part
+        .strip_prefix('[')
+        .and_then(|s| s.rfind(']').filter(|close| *close > 0).map(|close| (s, close)));
     if let Some((inner_and_tail, close)) = bracketed {
         let inner = &inner_and_tail[..close];
         let tail = &inner_and_tail[close + 1..];
@@ -433,9 +410,7 @@ fn split_host_port<'a>(
         } else if let Some(port) = tail.strip_prefix(':') {
             Some(port)
         } else {
-            return Err(bad_host(
-                "unexpected text after the closing ']' of an IPv6 address",
-            ));
+            return Err(bad_host("unexpected text after the closing ']' of an IPv6 address"));
         };
         if inner.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(bad_host("whitespace inside an IPv6 address"));
@@ -450,19 +425,12 @@ fn split_host_port<'a>(
     if host.contains('@') {
         // `user:p@ss@host`: SQLAlchemy ends the password at the first `@` and keeps the rest
         // in the host.
-        return Err(bad_host(
-            "it contains '@'; an '@' inside the user name or password must be written %40",
-        ));
+        return Err(bad_host("it contains '@'; an '@' inside the user name or password must be written %40"));
     }
     if host.contains(['[', ']']) {
-        return Err(bad_host(
-            "unbalanced '[' or ']'; an IPv6 address is written [::1]",
-        ));
+        return Err(bad_host("unbalanced '[' or ']'; an IPv6 address is written [::1]"));
     }
-    if host
-        .chars()
-        .any(|c| c.is_whitespace() || c.is_control() || c == '#')
-    {
+    if host.chars().any(|c| c.is_whitespace() || c.is_control() || c == '#') {
         return Err(bad_host("it contains whitespace or '#'"));
     }
     let host = (!host.is_empty()).then(|| host.to_string());
@@ -491,10 +459,7 @@ fn parse_query(text: &str) -> Vec<(String, String)> {
             if value.is_empty() {
                 return None;
             }
-            Some((
-                percent_decode(&key.replace('+', " ")),
-                percent_decode(&value.replace('+', " ")),
-            ))
+            Some((percent_decode(&key.replace('+', " ")), percent_decode(&value.replace('+', " "))))
         })
         .collect()
 }
@@ -595,9 +560,7 @@ mod tests {
     }
 
     fn pairs(p: &[(&str, &str)]) -> Vec<(String, String)> {
-        p.iter()
-            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
-            .collect()
+        p.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect()
     }
 
     #[test]
@@ -613,19 +576,11 @@ mod tests {
             ("postgresql+psycopg", Dialect::Postgres, Some("psycopg")),
             ("postgresql+asyncpg", Dialect::Postgres, Some("asyncpg")),
             ("postgresql+pg8000", Dialect::Postgres, Some("pg8000")),
-            (
-                "postgresql+somethingnew",
-                Dialect::Postgres,
-                Some("somethingnew"),
-            ),
+            ("postgresql+somethingnew", Dialect::Postgres, Some("somethingnew")),
             ("mysql", Dialect::Mysql, None),
             ("mysql+mysqldb", Dialect::Mysql, Some("mysqldb")),
             ("mysql+pymysql", Dialect::Mysql, Some("pymysql")),
-            (
-                "mysql+mysqlconnector",
-                Dialect::Mysql,
-                Some("mysqlconnector"),
-            ),
+            ("mysql+mysqlconnector", Dialect::Mysql, Some("mysqlconnector")),
             ("mariadb", Dialect::Mysql, None),
             ("mariadb+mysqldb", Dialect::Mysql, Some("mysqldb")),
             ("mariadb+pymysql", Dialect::Mysql, Some("pymysql")),
@@ -666,30 +621,15 @@ mod tests {
             UrlError::UnsupportedScheme { scheme } if scheme == "mssql+pyodbc"
         ));
         // Case matters to SQLAlchemy's plugin loader too.
-        assert!(matches!(
-            parse_err("POSTGRESQL://h/db"),
-            UrlError::UnsupportedScheme { .. }
-        ));
-        assert!(matches!(
-            parse_err("+pymysql://h/db"),
-            UrlError::UnsupportedScheme { .. }
-        ));
+        assert!(matches!(parse_err("POSTGRESQL://h/db"), UrlError::UnsupportedScheme { .. }));
+        assert!(matches!(parse_err("+pymysql://h/db"), UrlError::UnsupportedScheme { .. }));
     }
 
     #[test]
     fn malformed_driver() {
-        assert!(matches!(
-            parse_err("mysql+://h/db"),
-            UrlError::BadDriver { .. }
-        ));
-        assert!(matches!(
-            parse_err("mysql+pymysql+x://h/db"),
-            UrlError::BadDriver { .. }
-        ));
-        assert!(matches!(
-            parse_err("sqlite+pysqlcipher://:key@/x.db"),
-            UrlError::SqlCipher { .. }
-        ));
+        assert!(matches!(parse_err("mysql+://h/db"), UrlError::BadDriver { .. }));
+        assert!(matches!(parse_err("mysql+pymysql+x://h/db"), UrlError::BadDriver { .. }));
+        assert!(matches!(parse_err("sqlite+pysqlcipher://:key@/x.db"), UrlError::SqlCipher { .. }));
     }
 
     #[test]
@@ -714,15 +654,9 @@ mod tests {
     fn at_sign_splitting_matches_sqlalchemy() {
         // No password: the user name runs to the last '@' before the first ':' or '/'.
         let u = parse("postgresql://us@er@host/db");
-        assert_eq!(
-            (u.username, u.password, u.host),
-            (s("us@er"), None, s("host"))
-        );
+        assert_eq!((u.username, u.password, u.host), (s("us@er"), None, s("host")));
         let u = parse("postgresql://us@er:pw@host/db");
-        assert_eq!(
-            (u.username, u.password, u.host),
-            (s("us@er"), s("pw"), s("host"))
-        );
+        assert_eq!((u.username, u.password, u.host), (s("us@er"), s("pw"), s("host")));
         // With a password, SQLAlchemy ends it at the first '@' and leaves "ss@host" as the
         // host; refused here, with a hint and without the password.
         let e = parse_err("postgresql://user:p@ss@host/db");
@@ -804,25 +738,13 @@ mod tests {
         assert_eq!(u.query_value("host"), Some("/var/run/postgresql"));
         let u = parse("mysql://user@localhost/db?unix_socket=/run/mysqld/mysqld.sock");
         assert_eq!(u.host, s("localhost"));
-        assert_eq!(
-            u.query_value("unix_socket"),
-            Some("/run/mysqld/mysqld.sock")
-        );
+        assert_eq!(u.query_value("unix_socket"), Some("/run/mysqld/mysqld.sock"));
     }
 
     #[test]
     fn query_like_parse_qsl() {
         let u = parse("postgresql://h/db?a=&b=1&c&a=2&a=3&d=x+y%2Bz&&e=1;f=2");
-        assert_eq!(
-            u.query,
-            pairs(&[
-                ("b", "1"),
-                ("a", "2"),
-                ("a", "3"),
-                ("d", "x y+z"),
-                ("e", "1;f=2")
-            ])
-        );
+        assert_eq!(u.query, pairs(&[("b", "1"), ("a", "2"), ("a", "3"), ("d", "x y+z"), ("e", "1;f=2")]));
         assert_eq!(u.query_value("a"), Some("3"));
         assert_eq!(u.query_value("c"), None);
         assert_eq!(u.query_value("zz"), None);
@@ -836,40 +758,16 @@ mod tests {
     fn sqlite_forms() {
         let file = |p: &str| Some(SqliteTarget::File(PathBuf::from(p)));
         assert_eq!(parse("sqlite:///rel.db").sqlite_target(), file("rel.db"));
-        assert_eq!(
-            parse("sqlite:////abs/x.db").sqlite_target(),
-            file("/abs/x.db")
-        );
-        assert_eq!(
-            parse("sqlite:////abs/x.db?timeout=30").sqlite_target(),
-            file("/abs/x.db")
-        );
-        assert_eq!(
-            parse("sqlite:///my%20db.db").sqlite_target(),
-            file("my db.db")
-        );
-        assert_eq!(
-            parse("sqlite+pysqlite:////a/b.db").sqlite_target(),
-            file("/a/b.db")
-        );
-        assert_eq!(
-            parse("sqlite://").sqlite_target(),
-            Some(SqliteTarget::Memory)
-        );
-        assert_eq!(
-            parse("sqlite:///").sqlite_target(),
-            Some(SqliteTarget::Memory)
-        );
-        assert_eq!(
-            parse("sqlite:///:memory:").sqlite_target(),
-            Some(SqliteTarget::Memory)
-        );
+        assert_eq!(parse("sqlite:////abs/x.db").sqlite_target(), file("/abs/x.db"));
+        assert_eq!(parse("sqlite:////abs/x.db?timeout=30").sqlite_target(), file("/abs/x.db"));
+        assert_eq!(parse("sqlite:///my%20db.db").sqlite_target(), file("my db.db"));
+        assert_eq!(parse("sqlite+pysqlite:////a/b.db").sqlite_target(), file("/a/b.db"));
+        assert_eq!(parse("sqlite://").sqlite_target(), Some(SqliteTarget::Memory));
+        assert_eq!(parse("sqlite:///").sqlite_target(), Some(SqliteTarget::Memory));
+        assert_eq!(parse("sqlite:///:memory:").sqlite_target(), Some(SqliteTarget::Memory));
         assert_eq!(parse("postgresql://h/db").sqlite_target(), None);
         // Without uri=true a "file:" name is a plain file name, as in SQLAlchemy.
-        assert_eq!(
-            parse("sqlite:///file:x.db").sqlite_target(),
-            file("file:x.db")
-        );
+        assert_eq!(parse("sqlite:///file:x.db").sqlite_target(), file("file:x.db"));
         // An empty user is falsy in SQLAlchemy's check, so it passes there too.
         assert_eq!(parse("sqlite://@/x.db").sqlite_target(), file("x.db"));
     }
@@ -883,19 +781,10 @@ mod tests {
             &format!("sqlite://:{PW}@/x.db"),
             "sqlite://:5/x.db",
         ] {
-            assert!(
-                matches!(parse_err(url), UrlError::SqliteNetloc { .. }),
-                "{url}"
-            );
+            assert!(matches!(parse_err(url), UrlError::SqliteNetloc { .. }), "{url}");
         }
-        for url in [
-            "sqlite:///file:x.db?mode=ro&uri=true",
-            "sqlite:///file:x.db?uri=1",
-        ] {
-            assert!(
-                matches!(parse_err(url), UrlError::SqliteUriFilename { .. }),
-                "{url}"
-            );
+        for url in ["sqlite:///file:x.db?mode=ro&uri=true", "sqlite:///file:x.db?uri=1"] {
+            assert!(matches!(parse_err(url), UrlError::SqliteUriFilename { .. }), "{url}");
         }
         assert!(parse("sqlite:///x.db?uri=false").sqlite_target().is_some());
     }
@@ -979,29 +868,15 @@ mod tests {
 
     #[test]
     fn redacted_hides_password_everywhere() {
-        let u = parse(&format!(
-            "postgresql+psycopg2://airflow:{PW}@db:5432/airflow?sslmode=require"
-        ));
-        assert_eq!(
-            u.redacted(),
-            "postgresql+psycopg2://airflow:***@db:5432/airflow?sslmode=require"
-        );
+        let u = parse(&format!("postgresql+psycopg2://airflow:{PW}@db:5432/airflow?sslmode=require"));
+        assert_eq!(u.redacted(), "postgresql+psycopg2://airflow:***@db:5432/airflow?sslmode=require");
         assert_eq!(u.to_string(), u.redacted());
         assert!(!format!("{u:?}").contains(PW));
         let u = parse("mariadb+pymysql://u%20x@[::1]:3306/db?unix_socket=/run/m.sock&a=b%26c");
-        assert_eq!(
-            u.redacted(),
-            "mariadb+pymysql://u x@[::1]:3306/db?unix_socket=/run/m.sock&a=b%26c"
-        );
-        assert_eq!(
-            parse("sqlite:////tmp/a b.db").redacted(),
-            "sqlite:////tmp/a b.db"
-        );
+        assert_eq!(u.redacted(), "mariadb+pymysql://u x@[::1]:3306/db?unix_socket=/run/m.sock&a=b%26c");
+        assert_eq!(parse("sqlite:////tmp/a b.db").redacted(), "sqlite:////tmp/a b.db");
         assert_eq!(parse("sqlite://").redacted(), "sqlite://");
-        assert_eq!(
-            parse("postgresql://u:@h/db").redacted(),
-            "postgresql://u:***@h/db"
-        );
+        assert_eq!(parse("postgresql://u:@h/db").redacted(), "postgresql://u:***@h/db");
     }
 
     #[test]
@@ -1025,10 +900,7 @@ mod tests {
             let u = parse(url);
             let again = parse(&u.render(false));
             assert_eq!(again, u, "{url} -> {}", u.render(false));
-            assert!(
-                u.redacted().contains(":***@") == u.password.is_some(),
-                "{url}"
-            );
+            assert!(u.redacted().contains(":***@") == u.password.is_some(), "{url}");
         }
         // Raw values come back through an encode/decode cycle unchanged.
         for user in ["a@b", "c:d", "e/f", "g h", "i+j", "k%l", "ü"] {
@@ -1058,9 +930,6 @@ mod tests {
         assert_eq!(out, "raw ***, quoted ***, lower ***, plus ***, sa ***");
         assert_eq!(redact_in_text("nothing here", ""), "nothing here");
         assert_eq!(redact_in_text("a%25b %", "%"), "a***b ***");
-        assert_eq!(
-            redact_in_text("xx secret xx secret", "secret"),
-            "xx *** xx ***"
-        );
+        assert_eq!(redact_in_text("xx secret xx secret", "secret"), "xx *** xx ***");
     }
 }

@@ -8,7 +8,7 @@
 //! assets are swept. One summary line always ends the run; SIGINT/SIGTERM stop it between
 //! batches with the summary marked `interrupted`.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::Context;
 use crate::cli::{CleanArgs, GlobalArgs};
@@ -18,7 +18,7 @@ use crate::json::Json;
 use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
 use crate::signals;
-use crate::time::Timestamp;
+use crate::time::{self, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let now = Timestamp::now();
@@ -35,6 +35,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             before
         }
         None => now,
+    };
+    let duration = |flag: &str, text: &Option<String>| -> Result<Option<Duration>> {
+        text.as_deref()
+            .map(|t| time::parse_duration(t).map_err(|e| Error::Usage(format!("invalid {flag}: {e}"))))
+            .transpose()
+    };
+    let limits = Limits {
+        max_rows: args.max_rows,
+        max_duration: duration("--max-duration", &args.max_duration)?,
+        sleep: duration("--sleep", &args.sleep)?,
     };
     let ctx = Context::load(global, args.batch_size.as_deref())?;
     if !ctx.settings.is_builtin_backend() {
@@ -59,17 +69,42 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         batches: 0,
         cutoff,
         batch_size,
-        interrupted: None,
+        stopped_by: None,
         seconds: 0.0,
     };
-    let result = delete_all(store.as_mut(), &mut summary);
+    let result = delete_all(store.as_mut(), &mut summary, &limits, started);
     summary.seconds = started.elapsed().as_secs_f64();
     output::note(&summary.line());
     result?;
     output::emit(ctx.format, &Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })?;
-    match summary.interrupted {
-        Some(signal) => Err(Error::Interrupted { signal }),
-        None => Ok(()),
+    match summary.stopped_by {
+        Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }),
+        _ => Ok(()),
+    }
+}
+
+/// What ends a run before every expired row is gone.
+struct Limits {
+    max_rows: Option<u64>,
+    max_duration: Option<Duration>,
+    sleep: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Signal(i32),
+    MaxRows,
+    MaxDuration,
+}
+
+impl Stop {
+    fn name(self) -> &'static str {
+        match self {
+            Stop::Signal(15) => "SIGTERM",
+            Stop::Signal(_) => "SIGINT",
+            Stop::MaxRows => "max_rows",
+            Stop::MaxDuration => "max_duration",
+        }
     }
 }
 
@@ -80,16 +115,17 @@ struct Summary {
     batches: u64,
     cutoff: Timestamp,
     batch_size: u64,
-    interrupted: Option<i32>,
+    stopped_by: Option<Stop>,
     seconds: f64,
 }
 
 impl Summary {
     fn line(&self) -> String {
-        let stopped = match self.interrupted {
-            Some(15) => "; stopped by SIGTERM, run again to finish",
-            Some(_) => "; stopped by SIGINT, run again to finish",
-            None => "",
+        let stopped = match self.stopped_by {
+            Some(Stop::MaxRows) => "; stopped at --max-rows, run again to go on".to_string(),
+            Some(Stop::MaxDuration) => "; stopped at --max-duration, run again to go on".to_string(),
+            Some(stop) => format!("; stopped by {}, run again to finish", stop.name()),
+            None => String::new(),
         };
         format!(
             "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{stopped}",
@@ -110,40 +146,70 @@ impl Summary {
             ("cutoff", Json::Str(self.cutoff.to_rfc3339())),
             ("batch_size", int(self.batch_size)),
             ("dry_run", Json::Bool(false)),
-            ("interrupted", Json::Bool(self.interrupted.is_some())),
+            ("interrupted", Json::Bool(matches!(self.stopped_by, Some(Stop::Signal(_))))),
+            ("stopped_by", self.stopped_by.map_or(Json::Null, |s| Json::Str(s.name().to_string()))),
             ("seconds", Json::Float((self.seconds * 1000.0).round() / 1000.0)),
         ])
     }
 }
 
-/// Walks the primary key in batches; stops between batches when a signal arrived.
-fn delete_all(store: &mut dyn Metastore, summary: &mut Summary) -> Result<()> {
+/// Walks the primary key in batches; between batches it stops for a signal or a limit. The
+/// orphan sweep runs only after every expired task row is gone, so a stopped run leaves the
+/// database as a later run expects to find it.
+fn delete_all(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+) -> Result<()> {
     let mut after_id = i64::MIN;
     loop {
-        if let Some(signal) = signals::stop_requested() {
-            summary.interrupted = Some(signal);
+        if let Some(stop) = should_stop(summary, limits, started) {
+            summary.stopped_by = Some(stop);
             return Ok(());
         }
-        let up_to_id = match summary.batch_size {
-            0 => None,
-            n => store.nth_expired_id(summary.cutoff, after_id, n)?,
+        let remaining = limits.max_rows.map(|max| max - summary.task_rows_deleted);
+        // `--max-rows` caps the batch so that no run deletes more than it was allowed.
+        let batch = match (summary.batch_size, remaining) {
+            (0, None) => None,
+            (0, Some(r)) => Some(r),
+            (b, Some(r)) => Some(b.min(r)),
+            (b, None) => Some(b),
+        };
+        let up_to_id = match batch {
+            None => None,
+            Some(n) => store.nth_expired_id(summary.cutoff, after_id, n)?,
         };
         let deleted = store.delete_expired_range(summary.cutoff, after_id, up_to_id)?;
         if deleted > 0 {
             summary.batches += 1;
             summary.task_rows_deleted += deleted;
         }
-        match up_to_id {
-            Some(id) => after_id = id,
-            None => break,
+        let Some(id) = up_to_id else { break };
+        after_id = id;
+        if let Some(pause) = limits.sleep {
+            std::thread::sleep(pause);
         }
     }
-    if let Some(signal) = signals::stop_requested() {
-        summary.interrupted = Some(signal);
+    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
+        summary.stopped_by = Some(stop);
         return Ok(());
     }
     summary.asset_rows_deleted = store.delete_orphans()?;
     Ok(())
+}
+
+fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<Stop> {
+    if let Some(signal) = signals::stop_requested() {
+        return Some(Stop::Signal(signal));
+    }
+    if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max) {
+        return Some(Stop::MaxRows);
+    }
+    if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
+        return Some(Stop::MaxDuration);
+    }
+    None
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
@@ -158,11 +224,24 @@ fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: 
     )?;
     let asset_sample = store.orphan_sample(sample)?;
 
-    let mut counts = Table { title: Some("Would delete:".to_string()), headers: vec!["kind", "scope", "rows"], rows: Vec::new() };
-    counts.rows.extend(by_dag.iter().map(|d| vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]));
+    let mut counts = Table {
+        title: Some("Would delete:".to_string()),
+        headers: vec!["kind", "scope", "rows"],
+        rows: Vec::new(),
+    };
+    counts.rows.extend(
+        by_dag
+            .iter()
+            .map(|d| vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]),
+    );
     counts.rows.extend(by_asset.iter().map(|a| {
-        let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), |n| format!("{n:?}"));
-        vec!["orphaned asset rows".to_string(), format!("asset {name} (id {})", a.asset_id), a.rows.to_string()]
+        let name =
+            a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), |n| format!("{n:?}"));
+        vec![
+            "orphaned asset rows".to_string(),
+            format!("asset {name} (id {})", a.asset_id),
+            a.rows.to_string(),
+        ]
     }));
     let mut tables = vec![counts];
     let mut sample_docs = Vec::new();
@@ -203,7 +282,12 @@ fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: 
         ("asset_rows_to_delete", int(asset_rows)),
         (
             "expired_by_dag",
-            Json::Array(by_dag.iter().map(|d| obj(vec![("dag_id", Json::Str(d.dag_id.clone())), ("rows", int(d.rows))])).collect()),
+            Json::Array(
+                by_dag
+                    .iter()
+                    .map(|d| obj(vec![("dag_id", Json::Str(d.dag_id.clone())), ("rows", int(d.rows))]))
+                    .collect(),
+            ),
         ),
         (
             "orphans_by_asset",
@@ -223,6 +307,7 @@ fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: 
         ("sample", Json::Array(sample_docs)),
         ("orphan_sample", Json::Array(orphan_docs)),
         ("interrupted", Json::Bool(false)),
+        ("stopped_by", Json::Null),
     ]);
     output::note(&format!(
         "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}",

@@ -21,7 +21,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         Scope::Task(task) => {
             require_dag_run(store.as_mut(), task)?;
             let place = if args.all_map_indices {
-                format!("task dag_id={:?} run_id={:?} task_id={:?} (every map index)", task.dag_id, task.run_id, task.task_id)
+                format!(
+                    "task dag_id={:?} run_id={:?} task_id={:?} (every map index)",
+                    task.dag_id, task.run_id, task.task_id
+                )
             } else {
                 format!("task {task}")
             };
@@ -45,7 +48,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
     output::emit(
         ctx.format,
-        &Rendered { doc: obj(vec![("deleted", int(deleted))]), tables: Vec::new(), plain: Some(deleted.to_string()) },
+        &Rendered {
+            doc: obj(vec![("deleted", int(deleted))]),
+            tables: Vec::new(),
+            plain: Some(deleted.to_string()),
+        },
     )?;
     Ok(())
 }
@@ -85,6 +92,9 @@ fn confirmed(yes: bool, present: u64, place: &str) -> Result<bool> {
     let _ = write!(err, "Remove {present} key(s) of {place}? [y/N] ");
     let _ = err.flush();
     let mut answer = String::new();
-    std::io::stdin().lock().read_line(&mut answer).map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }

@@ -14,7 +14,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let selector = asset_selector(&args.scope)?;
     let assets = args.assets || selector.is_some();
     if assets && has_task_flags(&args.scope) {
-        return Err(Error::Usage("list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both".to_string()));
+        return Err(Error::Usage(
+            "list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both".to_string(),
+        ));
     }
     if assets && args.expired {
         return Err(Error::Usage("--expired is for task keys: asset keys never expire".to_string()));
@@ -27,11 +29,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     // One row more than asked tells whether the page was cut short, without a count query.
     let page = Page { limit: (args.limit > 0).then(|| args.limit.saturating_add(1)), offset: args.offset };
 
-    let (mut docs, mut rows, mut keys, headers) = (Vec::new(), Vec::new(), Vec::new(), if assets {
-        output::ASSET_HEADERS.to_vec()
-    } else {
-        output::TASK_HEADERS.to_vec()
-    });
+    let (mut docs, mut rows, mut keys, headers) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        if assets { output::ASSET_HEADERS.to_vec() } else { output::TASK_HEADERS.to_vec() },
+    );
     if assets {
         let asset_id = match &selector {
             Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),

@@ -103,11 +103,6 @@ pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
     Ok(())
 }
 
-/// Whether any asset-scope flag was given.
-pub(crate) fn has_asset_flags(args: &ScopeArgs) -> bool {
-    args.asset.is_some() || args.asset_uri.is_some() || args.asset_id.is_some()
-}
-
 pub(crate) fn has_task_flags(args: &ScopeArgs) -> bool {
     args.dag_id.is_some() || args.run_id.is_some() || args.task_id.is_some() || args.map_index.is_some()
 }
@@ -142,11 +137,12 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
         }
         return Ok(Scope::Asset(selector));
     }
-    let missing: Vec<&str> = [("--dag-id", &args.dag_id), ("--run-id", &args.run_id), ("--task-id", &args.task_id)]
-        .into_iter()
-        .filter(|(_, v)| v.is_none())
-        .map(|(flag, _)| flag)
-        .collect();
+    let missing: Vec<&str> =
+        [("--dag-id", &args.dag_id), ("--run-id", &args.run_id), ("--task-id", &args.task_id)]
+            .into_iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(flag, _)| flag)
+            .collect();
     match (&args.dag_id, &args.run_id, &args.task_id) {
         (Some(dag_id), Some(run_id), Some(task_id)) => {
             check_identifier("--dag-id", dag_id)?;

@@ -44,6 +44,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     Ok(())
 }
 
+type SampleRow = (usize, &'static str, i64, &'static str, &'static str, i64, Option<i64>);
+
 const HOUR: i64 = 3_600_000_000;
 const DAY: i64 = 24 * HOUR;
 
@@ -67,20 +69,37 @@ fn add_sample_data(ctx: &Context) -> Result<()> {
     let mut store = ctx.open(Access::ReadWrite)?;
     let now = Timestamp::now();
     let at = |offset: i64| Timestamp::from_micros(now.micros() + offset);
-    // (run, task, map_index, key, value, updated, expires)
-    let rows: [(usize, &str, i64, &str, &str, i64, Option<i64>); 8] = [
+    // (run, task, map_index, key, value, updated, expires), times relative to now
+    let rows: [SampleRow; 8] = [
         (0, "load_new_orders", -1, "watermark", r#""2026-11-20T00:00:00Z""#, -9 * DAY, Some(-2 * DAY)),
         (0, "load_new_orders", -1, "rows_loaded", "1250", -9 * DAY, Some(-2 * DAY)),
         (1, "load_new_orders", -1, "watermark", r#""2026-11-28T00:00:00Z""#, -HOUR, Some(30 * DAY - HOUR)),
         (1, "load_new_orders", -1, "rows_loaded", "1312", -HOUR, Some(30 * DAY - HOUR)),
         (1, "transform", 0, "offset", "4096", -HOUR, Some(6 * HOUR)),
         (1, "transform", 1, "offset", "8192", -HOUR, Some(6 * HOUR)),
-        (2, "submit_job", -1, "job", r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#, -2 * HOUR, None),
-        (2, "submit_job", -1, "checkpoint/path", r#""s3://warehouse/checkpoints/daily/""#, -2 * HOUR, Some(-HOUR)),
+        (
+            2,
+            "submit_job",
+            -1,
+            "job",
+            r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#,
+            -2 * HOUR,
+            None,
+        ),
+        (
+            2,
+            "submit_job",
+            -1,
+            "checkpoint/path",
+            r#""s3://warehouse/checkpoints/daily/""#,
+            -2 * HOUR,
+            Some(-HOUR),
+        ),
     ];
     for (run, task_id, map_index, key, value, updated, expires) in rows {
         let (dag_id, run_id) = runs[run];
-        let scope = TaskScope { dag_id: dag_id.into(), run_id: run_id.into(), task_id: task_id.into(), map_index };
+        let scope =
+            TaskScope { dag_id: dag_id.into(), run_id: run_id.into(), task_id: task_id.into(), map_index };
         store.upsert_task(&TaskWrite {
             dag_run_id: run_ids[run],
             scope: &scope,
@@ -90,7 +109,17 @@ fn add_sample_data(ctx: &Context) -> Result<()> {
             expires_at: expires.map(at),
         })?;
     }
-    store.upsert_asset(&AssetWrite { asset_id: orders, key: "watermark", value: r#""2026-11-28T23:59:59Z""#, updated_at: at(-HOUR) })?;
-    store.upsert_asset(&AssetWrite { asset_id: legacy, key: "cursor", value: "[17, \"page-3\"]", updated_at: at(-40 * DAY) })?;
+    store.upsert_asset(&AssetWrite {
+        asset_id: orders,
+        key: "watermark",
+        value: r#""2026-11-28T23:59:59Z""#,
+        updated_at: at(-HOUR),
+    })?;
+    store.upsert_asset(&AssetWrite {
+        asset_id: legacy,
+        key: "cursor",
+        value: "[17, \"page-3\"]",
+        updated_at: at(-40 * DAY),
+    })?;
     Ok(())
 }

@@ -2,7 +2,9 @@
 //! Python's `json.dumps` text, `updated_at` now, and (task scope) `expires_at` from the
 //! retention, the explicit instant, or `[state_store] default_retention_days`.
 
-use super::{Context, Scope, check_key, describe_asset, read_stdin, require_asset, require_dag_run, scope_from_args};
+use super::{
+    Context, Scope, check_key, describe_asset, read_stdin, require_asset, require_dag_run, scope_from_args,
+};
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::{Access, AssetWrite, TaskWrite};
 use crate::error::{Error, Result};
@@ -65,7 +67,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                     describe_asset(&asset)
                 )));
             }
-            store.upsert_asset(&AssetWrite { asset_id: asset.id, key: &args.key, value: &encoded, updated_at: now })?;
+            store.upsert_asset(&AssetWrite {
+                asset_id: asset.id,
+                key: &args.key,
+                value: &encoded,
+                updated_at: now,
+            })?;
             let entry = AssetEntry {
                 asset_id: asset.id,
                 asset_name: Some(asset.name.clone()),
@@ -94,13 +101,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
 /// refuses: `null` ("Cannot set value as None") and non-finite numbers.
 fn parse_value(text: &str) -> Result<Json> {
     let value = json::parse(text).map_err(|e| match e.kind() {
-        ParseErrorKind::NonFinite => {
-            Error::Usage(format!("invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"))
-        }
+        ParseErrorKind::NonFinite => Error::Usage(format!(
+            "invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"
+        )),
         _ => Error::Usage(format!("invalid value: not JSON: {e} (a string needs quotes: '\"text\"')")),
     })?;
     if value == Json::Null {
-        return Err(Error::Usage("invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete".to_string()));
+        return Err(Error::Usage(
+            "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete"
+                .to_string(),
+        ));
     }
     Ok(value)
 }
@@ -122,15 +132,21 @@ fn check_size(ctx: &Context, encoded: &str, allow_large: bool) -> Result<()> {
 /// (`default_retention_days = 0` means never), computed at write time as Airflow does.
 fn expiry(ctx: &Context, args: &SetArgs, now: Timestamp) -> Result<Option<Timestamp>> {
     if let Some(text) = &args.expires_at {
-        let at = Timestamp::parse_rfc3339(text).map_err(|e| Error::Usage(format!("invalid --expires-at: {e}")))?;
+        let at =
+            Timestamp::parse_rfc3339(text).map_err(|e| Error::Usage(format!("invalid --expires-at: {e}")))?;
         return Ok(Some(at));
     }
     let retention = match &args.retention {
-        Some(text) => time::parse_retention(text).map_err(|e| Error::Usage(format!("invalid --retention: {e}")))?,
+        Some(text) => {
+            time::parse_retention(text).map_err(|e| Error::Usage(format!("invalid --retention: {e}")))?
+        }
         None => {
             let days = &ctx.settings.default_retention_days;
             Retention::from_default_retention_days(i64::from(days.value)).map_err(|e| {
-                Error::Config(format!("invalid [state_store] default_retention_days (from {}): {e}", days.source))
+                Error::Config(format!(
+                    "invalid [state_store] default_retention_days (from {}): {e}",
+                    days.source
+                ))
             })?
         }
     };

@@ -5,10 +5,6 @@
 //! Opening a database also checks that its tables are the Airflow 3.3 state store we know, so a
 //! wrong or half-migrated database is refused before anything is read or written.
 
-#[cfg(feature = "mysql")]
-pub(crate) mod mysql;
-#[cfg(feature = "postgres")]
-pub(crate) mod postgres;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
@@ -244,7 +240,10 @@ pub(crate) trait Sandbox {
 pub(crate) fn open_sandbox(url: &DbUrl, schema: Option<&str>) -> Result<Box<dyn Sandbox>> {
     match url.dialect {
         #[cfg(feature = "sqlite")]
-        Dialect::Sqlite => Ok(Box::new(sqlite::SqliteSandbox::open(url)?)),
+        Dialect::Sqlite => {
+            let _ = schema;
+            Ok(Box::new(sqlite::SqliteSandbox::open(url)?))
+        }
         #[cfg(feature = "postgres")]
         Dialect::Postgres => Ok(Box::new(postgres::PostgresSandbox::open(url, schema)?)),
         #[cfg(feature = "mysql")]

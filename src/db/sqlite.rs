@@ -194,9 +194,11 @@ impl Metastore for SqliteStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         let ctx = self.ctx("cannot look up the dag run");
         self.conn
-            .query_row("SELECT id FROM dag_run WHERE dag_id = ?1 AND run_id = ?2", params![dag_id, run_id], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT id FROM dag_run WHERE dag_id = ?1 AND run_id = ?2",
+                params![dag_id, run_id],
+                |r| r.get(0),
+            )
             .optional()
             .map_err(|e| Error::db(ctx, e))
     }
@@ -235,7 +237,9 @@ impl Metastore for SqliteStore {
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let ctx = self.ctx("cannot look up the asset");
         let (sql, arg) = match selector {
-            AssetSelector::Name(name) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?1)", name.as_str()),
+            AssetSelector::Name(name) => {
+                ("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?1)", name.as_str())
+            }
             AssetSelector::Uri(uri) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?1)", uri.as_str()),
             AssetSelector::Id(_) => return Ok(false),
         };
@@ -334,7 +338,10 @@ impl Metastore for SqliteStore {
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
         let ctx = self.ctx("cannot delete from asset_state_store");
         self.conn
-            .execute(r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2"#, params![asset_id, key])
+            .execute(
+                r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2"#,
+                params![asset_id, key],
+            )
             .map(count)
             .map_err(|e| Error::db(ctx, e))
     }
@@ -367,7 +374,9 @@ impl Metastore for SqliteStore {
     fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64> {
         let ctx = self.ctx("cannot read asset_state_store");
         self.conn
-            .query_row("SELECT count(*) FROM asset_state_store WHERE asset_id = ?1", [asset_id], |r| r.get::<_, i64>(0))
+            .query_row("SELECT count(*) FROM asset_state_store WHERE asset_id = ?1", [asset_id], |r| {
+                r.get::<_, i64>(0)
+            })
             .map(|n| u64::try_from(n).unwrap_or(0))
             .map_err(|e| Error::db(ctx, e))
     }
@@ -384,11 +393,9 @@ impl Metastore for SqliteStore {
         let ctx = self.ctx("cannot read task_state_store");
         let mut clauses: Vec<&str> = Vec::new();
         let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        for (clause, value) in [
-            ("dag_id = ?", &filter.dag_id),
-            ("run_id = ?", &filter.run_id),
-            ("task_id = ?", &filter.task_id),
-        ] {
+        for (clause, value) in
+            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
+        {
             if let Some(v) = value {
                 clauses.push(clause);
                 args.push(v.clone().into());
@@ -490,7 +497,12 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
-    fn delete_expired_range(&mut self, cutoff: Timestamp, after_id: i64, up_to_id: Option<i64>) -> Result<u64> {
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
         let ctx = self.ctx("cannot delete expired rows");
         self.conn
             .execute(
@@ -569,7 +581,10 @@ impl super::Sandbox for SqliteSandbox {
             )
             .map_err(|e| Error::db(format!("cannot read {}", self.location), e))?;
         if existing > 0 {
-            return Err(Error::Usage(format!("{} already has Airflow tables; a sandbox starts empty", self.location)));
+            return Err(Error::Usage(format!(
+                "{} already has Airflow tables; a sandbox starts empty",
+                self.location
+            )));
         }
         let ctx = format!("cannot create the tables in {}", self.location);
         // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
@@ -578,10 +593,16 @@ impl super::Sandbox for SqliteSandbox {
         for statement in schema::SQLITE_DDL {
             tx.execute_batch(statement).map_err(|e| Error::db(&ctx, e))?;
         }
-        tx.execute("INSERT INTO alembic_version (version_num) VALUES (?1)", [schema::AIRFLOW_33_ALEMBIC_REVISION])
-            .map_err(|e| Error::db(&ctx, e))?;
-        tx.execute_batch(&format!("CREATE TABLE {} (created_at TIMESTAMP NOT NULL)", schema::SANDBOX_MARKER_TABLE))
-            .map_err(|e| Error::db(&ctx, e))?;
+        tx.execute(
+            "INSERT INTO alembic_version (version_num) VALUES (?1)",
+            [schema::AIRFLOW_33_ALEMBIC_REVISION],
+        )
+        .map_err(|e| Error::db(&ctx, e))?;
+        tx.execute_batch(&format!(
+            "CREATE TABLE {} (created_at TIMESTAMP NOT NULL)",
+            schema::SANDBOX_MARKER_TABLE
+        ))
+        .map_err(|e| Error::db(&ctx, e))?;
         tx.execute(
             &format!("INSERT INTO {} (created_at) VALUES (?1)", schema::SANDBOX_MARKER_TABLE),
             [Timestamp::now().to_sqlite_text()],

@@ -6,7 +6,7 @@
 //! `AIRFLOW__*` variable of the outer environment removed so tests never see a developer's
 //! Airflow configuration.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::too_many_arguments, clippy::type_complexity)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -39,29 +39,212 @@ impl Drop for TempDir {
     }
 }
 
+/// The database a bench runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Sqlite,
+    Postgres,
+    Mysql,
+}
+
+/// Server URLs for the PostgreSQL and MySQL benches: the servers this machine kind runs, unless
+/// the environment names others. Each test creates its own database there and drops it.
+fn admin_url(dialect: Dialect) -> String {
+    let (var, default) = match dialect {
+        Dialect::Postgres => {
+            ("STATE_STORE_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+        }
+        Dialect::Mysql => ("STATE_STORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/"),
+        Dialect::Sqlite => unreachable!("SQLite needs no server"),
+    };
+    std::env::var(var).ok().filter(|v| !v.is_empty()).unwrap_or_else(|| default.to_string())
+}
+
+/// host, port, user and password of a server URL, for its command-line client.
+struct Server {
+    host: String,
+    port: String,
+    user: String,
+    password: String,
+    base: String,
+}
+
+fn server(dialect: Dialect) -> Server {
+    let url = admin_url(dialect);
+    let (scheme, rest) = url.split_once("://").expect("server URL has a scheme");
+    let (auth, hostpart) = rest.rsplit_once('@').unwrap_or(("", rest));
+    let (user, password) = auth.split_once(':').unwrap_or((auth, ""));
+    let hostport = hostpart.split('/').next().unwrap_or("");
+    let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, ""));
+    Server {
+        host: host.to_string(),
+        port: port.to_string(),
+        user: user.to_string(),
+        password: password.to_string(),
+        base: format!("{scheme}://{auth}{}{hostport}", if auth.is_empty() { "" } else { "@" }),
+    }
+}
+
 pub struct Bench {
     pub dir: TempDir,
     pub db: PathBuf,
+    pub dialect: Dialect,
+    database: Option<String>,
     env: Vec<(String, String)>,
 }
 
 impl Bench {
     /// An empty Airflow 3.3.2 metastore (SQLite) with the tool pointed at it.
     pub fn new() -> Bench {
-        let bench = Bench::bare();
+        Bench::on(Dialect::Sqlite)
+    }
+
+    /// An empty Airflow 3.3.2 metastore on `dialect`, created with the project's own schema
+    /// code (`state-store sandbox create`).
+    pub fn on(dialect: Dialect) -> Bench {
+        let mut bench = Bench::bare();
+        bench.dialect = dialect;
+        if dialect != Dialect::Sqlite {
+            let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+            let name = format!("state_store_test_{}_{n}", std::process::id());
+            bench.admin(&format!("DROP DATABASE IF EXISTS {name}"));
+            bench.admin(&format!("CREATE DATABASE {name}"));
+            bench.database = Some(name);
+        }
         bench.run(&["sandbox", "create"]).success();
         bench
     }
 
-    /// The tool pointed at a database file that does not exist yet.
+    /// The tool pointed at a SQLite file that does not exist yet.
     pub fn bare() -> Bench {
         let dir = TempDir::new();
         let db = dir.path().join("airflow.db");
-        Bench { dir, db, env: Vec::new() }
+        Bench { dir, db, dialect: Dialect::Sqlite, database: None, env: Vec::new() }
     }
 
     pub fn url(&self) -> String {
-        format!("sqlite:///{}", self.db.display())
+        match (self.dialect, &self.database) {
+            (Dialect::Sqlite, _) => format!("sqlite:///{}", self.db.display()),
+            (dialect, Some(name)) => format!("{}/{name}", server(dialect).base),
+            (_, None) => unreachable!("server benches have a database"),
+        }
+    }
+
+    /// Runs SQL on the server outside any test database (create/drop database).
+    fn admin(&self, sql: &str) {
+        self.client(None, sql);
+    }
+
+    /// Runs SQL with the dialect's own command-line client and returns its rows, one line
+    /// each with `|` between columns (SQLite goes through rusqlite instead).
+    fn client(&self, database: Option<&str>, sql: &str) -> String {
+        let srv = server(self.dialect);
+        let mut cmd = match self.dialect {
+            Dialect::Postgres => {
+                let mut c = Command::new("psql");
+                c.args(["-X", "-q", "-A", "-t", "-F", "|", "-P", "null=NULL", "-v", "ON_ERROR_STOP=1"]);
+                c.args(["-h", &srv.host, "-U", &srv.user]);
+                if !srv.port.is_empty() {
+                    c.args(["-p", &srv.port]);
+                }
+                c.args(["-d", database.unwrap_or("postgres")]);
+                c.env("PGPASSWORD", &srv.password).env("PGTZ", "UTC");
+                c.args(["-c", sql]);
+                c
+            }
+            Dialect::Mysql => {
+                let mut c = Command::new("mariadb");
+                c.args(["--protocol=tcp", "-N", "-B", "-h", &srv.host, "-u", &srv.user]);
+                if !srv.port.is_empty() {
+                    c.args(["-P", &srv.port]);
+                }
+                if !srv.password.is_empty() {
+                    c.arg(format!("-p{}", srv.password));
+                }
+                if let Some(db) = database {
+                    c.arg(db);
+                }
+                c.args(["-e", &format!("SET time_zone = '+00:00'; {sql}")]);
+                c
+            }
+            Dialect::Sqlite => unreachable!(),
+        };
+        let out = cmd.output().expect("the database's command-line client (psql / mariadb) is required");
+        assert!(out.status.success(), "{sql}\n{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).replace('\t', "|")
+    }
+
+    /// Runs statements against the test database, outside the tool.
+    pub fn exec(&self, sql: &str) {
+        match self.dialect {
+            Dialect::Sqlite => self.sqlite().execute_batch(sql).expect("sql"),
+            _ => {
+                self.client(self.database.as_deref(), sql);
+            }
+        }
+    }
+
+    /// The rows of a query as `a|b|c` lines (NULL shown as `NULL`).
+    pub fn rows(&self, sql: &str) -> Vec<String> {
+        match self.dialect {
+            Dialect::Sqlite => {
+                let conn = self.sqlite();
+                let mut stmt = conn.prepare(sql).expect("prepare");
+                let n = stmt.column_count();
+                stmt.query_map([], |row| {
+                    let mut cells = Vec::new();
+                    for i in 0..n {
+                        cells.push(match row.get_ref(i)? {
+                            rusqlite::types::ValueRef::Null => "NULL".to_string(),
+                            rusqlite::types::ValueRef::Integer(v) => v.to_string(),
+                            rusqlite::types::ValueRef::Real(v) => v.to_string(),
+                            rusqlite::types::ValueRef::Text(t) | rusqlite::types::ValueRef::Blob(t) => {
+                                String::from_utf8_lossy(t).into_owned()
+                            }
+                        });
+                    }
+                    Ok(cells.join("|"))
+                })
+                .expect("query")
+                .map(|r| r.expect("row"))
+                .collect()
+            }
+            Dialect::Postgres => {
+                self.client(self.database.as_deref(), sql).lines().map(str::to_string).collect()
+            }
+            Dialect::Mysql => {
+                self.client(self.database.as_deref(), sql).lines().map(str::to_string).collect()
+            }
+        }
+    }
+
+    /// The first column of the first row.
+    pub fn scalar(&self, sql: &str) -> String {
+        self.rows(sql).into_iter().next().unwrap_or_default()
+    }
+
+    /// An SQL expression giving a timestamp column as Airflow's SQLite text
+    /// (`YYYY-MM-DD HH:MM:SS.ffffff`, UTC) on every dialect.
+    pub fn ts(&self, column: &str) -> String {
+        match self.dialect {
+            Dialect::Sqlite => column.to_string(),
+            Dialect::Postgres => format!("to_char({column} AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US')"),
+            Dialect::Mysql => format!("DATE_FORMAT({column}, '%Y-%m-%d %H:%i:%s.%f')"),
+        }
+    }
+
+    /// A timestamp literal in Airflow's text form, as the dialect takes it.
+    pub fn ts_lit(&self, text: Option<&str>) -> String {
+        match (text, self.dialect) {
+            (None, _) => "NULL".to_string(),
+            (Some(t), Dialect::Postgres) => format!("'{t}+00'"),
+            (Some(t), _) => format!("'{t}'"),
+        }
+    }
+
+    /// The key column, quoted for the dialect (`key` is reserved in MySQL).
+    pub fn key_col(&self) -> &'static str {
+        if self.dialect == Dialect::Mysql { "`key`" } else { "\"key\"" }
     }
 
     /// Sets an environment variable for every later run.
@@ -76,8 +259,8 @@ impl Bench {
         path
     }
 
-    /// A command as a user would type it, with the database given by the default config
-    /// lookup ($AIRFLOW_HOME/airflow.cfg is absent, so AIRFLOW__DATABASE__SQL_ALCHEMY_CONN).
+    /// A command as a user would type it, with the database given by the environment
+    /// ($AIRFLOW_HOME/airflow.cfg is absent, so AIRFLOW__DATABASE__SQL_ALCHEMY_CONN).
     pub fn cmd(&self, args: &[&str]) -> Command {
         let mut cmd = Command::new(BIN);
         cmd.args(args);
@@ -127,31 +310,29 @@ impl Bench {
     }
 
     pub fn sqlite(&self) -> rusqlite::Connection {
+        assert_eq!(self.dialect, Dialect::Sqlite, "a SQLite-only helper");
         rusqlite::Connection::open(&self.db).expect("open test database")
     }
 
-    /// Every row of both state-store tables, for "the database is unchanged" checks.
+    /// Every row of both state-store tables and of the parents they point at, for "the
+    /// database is unchanged" checks.
     pub fn snapshot(&self) -> Vec<String> {
-        let conn = self.sqlite();
+        let k = self.key_col();
         let mut rows = Vec::new();
         for sql in [
-            "SELECT id, dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at FROM task_state_store ORDER BY id",
-            "SELECT asset_id, key, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index FROM asset_state_store ORDER BY asset_id, key",
-            "SELECT id, dag_id, run_id FROM dag_run ORDER BY id",
-            "SELECT id, name, uri FROM asset ORDER BY id",
+            format!(
+                "SELECT id, dag_run_id, task_id, map_index, {k}, dag_id, run_id, value, {}, {} FROM task_state_store ORDER BY id",
+                self.ts("updated_at"),
+                self.ts("expires_at")
+            ),
+            format!(
+                "SELECT asset_id, {k}, value, {}, last_updated_by_kind, last_updated_by_dag_id, last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index FROM asset_state_store ORDER BY asset_id, {k}",
+                self.ts("updated_at")
+            ),
+            "SELECT id, dag_id, run_id FROM dag_run ORDER BY id".to_string(),
+            "SELECT id, name, uri FROM asset ORDER BY id".to_string(),
         ] {
-            let mut stmt = conn.prepare(sql).expect("prepare snapshot");
-            let n = stmt.column_count();
-            let mapped = stmt
-                .query_map([], |row| {
-                    let mut cells = Vec::new();
-                    for i in 0..n {
-                        cells.push(format!("{:?}", row.get_ref(i)?));
-                    }
-                    Ok(cells.join("|"))
-                })
-                .expect("query snapshot");
-            rows.extend(mapped.map(|r| r.expect("row")));
+            rows.extend(self.rows(&sql));
         }
         rows
     }
@@ -160,21 +341,81 @@ impl Bench {
     pub fn unchanged<T>(&self, f: impl FnOnce() -> T) -> T {
         let before = self.snapshot();
         let out = f();
-        assert_eq!(before, self.snapshot(), "the database changed");
+        assert_eq!(before, self.snapshot(), "the database changed ({:?})", self.dialect);
         out
     }
 
-    /// Inserts a task row directly, bypassing the tool (to seed what Airflow would have written).
-    pub fn insert_task_row(&self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64, key: &str, value: &str, updated_at: &str, expires_at: Option<&str>) {
-        let conn = self.sqlite();
-        let dag_run_id: i64 = conn
-            .query_row("SELECT id FROM dag_run WHERE dag_id = ?1 AND run_id = ?2", [dag_id, run_id], |r| r.get(0))
-            .expect("dag run for seeded row");
-        conn.execute(
-            "INSERT INTO task_state_store (dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-            rusqlite::params![dag_run_id, task_id, map_index, key, dag_id, run_id, value, updated_at, expires_at],
-        )
-        .expect("insert task row");
+    /// Inserts task rows directly, bypassing the tool (to seed what Airflow would have
+    /// written): (task_id, map_index, key, value, updated_at, expires_at) for one dag run.
+    pub fn insert_task_rows(
+        &self,
+        dag_id: &str,
+        run_id: &str,
+        rows: &[(&str, i64, &str, &str, &str, Option<&str>)],
+    ) {
+        let dag_run_id = self.scalar(&format!(
+            "SELECT id FROM dag_run WHERE dag_id = {} AND run_id = {}",
+            self.lit(dag_id),
+            self.lit(run_id)
+        ));
+        for chunk in rows.chunks(500) {
+            let values: Vec<String> = chunk
+                .iter()
+                .map(|(task_id, map_index, key, value, updated, expires)| {
+                    format!(
+                        "({dag_run_id}, {}, {map_index}, {}, {}, {}, {}, {}, {})",
+                        self.lit(task_id),
+                        self.lit(key),
+                        self.lit(dag_id),
+                        self.lit(run_id),
+                        self.lit(value),
+                        self.ts_lit(Some(updated)),
+                        self.ts_lit(*expires)
+                    )
+                })
+                .collect();
+            self.exec(&format!(
+                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, {}, dag_id, run_id, value, updated_at, expires_at) VALUES {}",
+                self.key_col(),
+                values.join(", ")
+            ));
+        }
+    }
+
+    pub fn insert_task_row(
+        &self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        map_index: i64,
+        key: &str,
+        value: &str,
+        updated_at: &str,
+        expires_at: Option<&str>,
+    ) {
+        self.insert_task_rows(dag_id, run_id, &[(task_id, map_index, key, value, updated_at, expires_at)]);
+    }
+
+    /// A string literal for test-written SQL (tests choose their text; the tool binds).
+    pub fn lit(&self, text: &str) -> String {
+        let escaped = text.replace('\'', "''");
+        if self.dialect == Dialect::Mysql {
+            format!("'{}'", escaped.replace('\\', "\\\\"))
+        } else {
+            format!("'{escaped}'")
+        }
+    }
+}
+
+impl Drop for Bench {
+    fn drop(&mut self) {
+        if let Some(name) = self.database.take() {
+            let sql = match self.dialect {
+                Dialect::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+                _ => format!("DROP DATABASE IF EXISTS {name}"),
+            };
+            self.admin(&sql);
+        }
     }
 }
 
@@ -199,7 +440,11 @@ impl Run {
 
     #[track_caller]
     pub fn code(self, expected: i32) -> Run {
-        assert_eq!(self.code, expected, "exit code of {:?}\nstdout: {}\nstderr: {}", self.args, self.stdout, self.stderr);
+        assert_eq!(
+            self.code, expected,
+            "exit code of {:?}\nstdout: {}\nstderr: {}",
+            self.args, self.stdout, self.stderr
+        );
         self
     }
 
@@ -265,7 +510,12 @@ pub mod serde_like {
             use std::io::Write;
             child.stdin.take().expect("stdin").write_all(self.0.as_bytes()).expect("write");
             let out = child.wait_with_output().expect("python3");
-            assert!(out.status.success(), "python3 failed on {:?}: {}", self.0, String::from_utf8_lossy(&out.stderr));
+            assert!(
+                out.status.success(),
+                "python3 failed on {:?}: {}",
+                self.0,
+                String::from_utf8_lossy(&out.stderr)
+            );
             String::from_utf8_lossy(&out.stdout).trim_end().to_string()
         }
     }
