@@ -479,22 +479,15 @@ impl Fields {
     fn time(&mut self) -> Option<StoredTime> {
         match self.next().0 {
             Value::NULL => None,
-            Value::Date(y, mo, d, h, mi, s, us) => Some(
-                Timestamp::from_civil(
-                    i32::from(y),
-                    u32::from(mo),
-                    u32::from(d),
-                    u32::from(h),
-                    u32::from(mi),
-                    u32::from(s),
-                    us,
-                )
-                .map_or_else(
-                    // MySQL's zero date and other impossible dates: shown as stored.
-                    || StoredTime::Unreadable(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")),
-                    StoredTime::At,
-                ),
-            ),
+            // The binary protocol sends the calendar fields as integers: exact to the
+            // microsecond. MySQL's zero date and other impossible dates are shown as stored.
+            Value::Date(y, mo, d, h, mi, s, us) => {
+                let text = format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}");
+                Some(match Timestamp::parse_db_text(&text) {
+                    Ok(ts) => StoredTime::At(ts),
+                    Err(_) => StoredTime::Unreadable(text),
+                })
+            }
             Value::Bytes(b) => {
                 let text = String::from_utf8_lossy(&b).into_owned();
                 Some(match Timestamp::parse_db_text(&text) {

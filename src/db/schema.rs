@@ -129,6 +129,7 @@ pub(crate) const SQLITE_DDL: &[&str] = &[
 /// declared inline, in the order Airflow's migrations leave them, and the two foreign keys of
 /// `dag_run` that have no index of their own get one named after the constraint, as InnoDB
 /// names it when it adds one by itself.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) const MYSQL_DDL: &[&str] = &[
     // Key-only stand-ins for the tables dag_run's foreign keys name: InnoDB refuses a foreign
     // key to a table that does not exist.
@@ -247,4 +248,5 @@ pub(crate) const MYSQL_DDL: &[&str] = &[
 /// `(native, fallback)`: dag_version's key type in [`MYSQL_DDL`] and what replaces it on a
 /// server without a UUID type (MySQL, MariaDB before 10.7). The native spelling occurs in
 /// `MYSQL_DDL` only as those two column types.
+#[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) const MYSQL_UUID_FALLBACK: (&str, &str) = (" UUID ", " CHAR(32) ");
