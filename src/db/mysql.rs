@@ -45,6 +45,9 @@ const TIMESTAMP_LAST_MICROS: i64 = 2_147_483_647_999_999;
 /// `MEDIUMTEXT` holds at most 2^24 - 1 bytes.
 const MEDIUMTEXT_BYTES: usize = 16_777_215;
 
+/// 1 GiB, the largest `max_allowed_packet` MySQL and MariaDB know.
+const CLIENT_MAX_PACKET: usize = 1 << 30;
+
 /// `LIMIT` has no "no limit" value in MySQL; its manual suggests the largest unsigned integer.
 const NO_LIMIT: u64 = u64::MAX;
 
@@ -170,6 +173,10 @@ impl ConnectPlan {
             // socket behind the user's back.
             .prefer_socket(false)
             .tcp_connect_timeout(Some(self.connect_timeout))
+            // The largest packet this client accepts (MySQL's own upper bound). Left unset, the
+            // driver takes the server's `max_allowed_packet` (16 MiB on MariaDB) and then
+            // refuses to read back a row whose MEDIUMTEXT value is close to 16 MiB.
+            .max_allowed_packet(Some(CLIENT_MAX_PACKET))
             .init(SESSION_SETUP.to_vec());
         let builder = match &self.endpoint {
             Endpoint::Tcp { host, port } => builder.ip_or_hostname(Some(host.clone())).tcp_port(*port),
