@@ -17,6 +17,7 @@
 use std::borrow::Cow;
 use std::fmt;
 use std::path::PathBuf;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use mysql::prelude::Queryable;
@@ -28,8 +29,8 @@ use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry
 use crate::time::Timestamp;
 use crate::url::{DbUrl, redact_in_text};
 
-/// How long opening a TCP connection may take: a host that does not answer fails in bounded
-/// time. `?connect_timeout=N` (seconds, as mysqlclient and PyMySQL read it) overrides it.
+/// How long connecting may take, from the TCP connect to the end of the session setup: a
+/// host or server that does not answer fails in bounded time. `?connect_timeout=N` (seconds, as mysqlclient and PyMySQL read it) overrides it.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_PORT: u16 = 3306;
 
@@ -317,12 +318,31 @@ fn write_error(context: String, e: &mysql::Error, value: &str) -> Error {
     }
 }
 
+/// Connects within the plan's timeout, handshake, TLS, login and session setup included. The
+/// driver bounds only the TCP connect; a server that accepts connections but never answers
+/// (hung, or not a MySQL server at all) would otherwise block forever, so the driver runs on
+/// a helper thread that is abandoned when the time is up.
 fn connect(url: &DbUrl) -> Result<(Conn, String)> {
     let plan = ConnectPlan::from_url(url)?;
     let location = plan.location();
-    let conn = Conn::new(plan.opts())
-        .map_err(|e| db_error(format!("cannot connect to {location}"), &e, plan.password.as_deref()))?;
-    Ok((conn, location))
+    let context = format!("cannot connect to {location}");
+    let opts = plan.opts();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("mysql-connect".to_string())
+        .spawn(move || {
+            // The receiver is gone only when the wait below has given up.
+            let _ = sender.send(Conn::new(opts));
+        })
+        .map_err(|e| Error::db(&context, e))?;
+    match receiver.recv_timeout(plan.connect_timeout) {
+        Ok(Ok(conn)) => Ok((conn, location)),
+        Ok(Err(e)) => Err(db_error(context, &e, plan.password.as_deref())),
+        Err(_) => Err(Error::Database {
+            context,
+            cause: format!("no answer within {} s", plan.connect_timeout.as_secs()),
+        }),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
