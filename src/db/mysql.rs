@@ -34,9 +34,16 @@ use crate::url::{DbUrl, redact_in_text};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_PORT: u16 = 3306;
 
-/// What every connection runs first: the charset that can carry any text the tool is given,
-/// and UTC as the session time zone, as Airflow sets it, so TIMESTAMP values are naive UTC.
-const SESSION_SETUP: [&str; 2] = ["SET NAMES utf8mb4", "SET time_zone = '+00:00'"];
+/// What every connection runs first, as Airflow's own connections are set up: the charset
+/// that can carry any text the tool is given; UTC as the session time zone, so TIMESTAMP
+/// values are naive UTC; and READ COMMITTED, which Airflow's engine uses on MySQL instead of
+/// InnoDB's REPEATABLE READ (it also keeps a DELETE from holding gap locks and the locks of
+/// rows it scanned but did not delete, which a worker writing during `clean` would wait on).
+const SESSION_SETUP: [&str; 3] = [
+    "SET NAMES utf8mb4",
+    "SET time_zone = '+00:00'",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
 
 /// The first and last instants a MySQL `TIMESTAMP(6)` column can hold, in microseconds since
 /// the Unix epoch: 1970-01-01 00:00:01 and 2038-01-19 03:14:07.999999 UTC.
