@@ -174,13 +174,13 @@ pub(crate) struct CleanArgs {
     pub before: Option<String>,
     /// Rows per batch, each batch its own transaction; 0 deletes all in one statement.
     /// Default: [state_store] state_cleanup_batch_size
-    #[arg(long, value_name = "N")]
-    pub batch_size: Option<String>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub batch_size: Option<u64>,
     /// Rows shown in the sample of a dry run
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub sample: u64,
     /// Stop after deleting this many task rows (the rest is left for the next run)
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_rows: Option<u64>,
     /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION")]
@@ -200,15 +200,19 @@ pub(crate) enum SandboxCommand {
     },
     /// Add a dag run to a sandbox (refused on a real metastore)
     AddDagRun {
+        /// Dag id of the new run
         #[arg(long)]
         dag_id: String,
+        /// Run id of the new run
         #[arg(long)]
         run_id: String,
     },
     /// Add an asset to a sandbox (refused on a real metastore); prints its id
     AddAsset {
+        /// Asset name
         #[arg(long)]
         name: String,
+        /// Asset URI
         #[arg(long)]
         uri: String,
         /// Do not mark the asset active (its keys are then orphans that clean removes)

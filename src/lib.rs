@@ -64,10 +64,19 @@ fn clap_exit(e: &clap::Error) -> i32 {
             }
         }
         _ => {
+            // clap spreads one error over several lines (the message, the missing arguments,
+            // a usage line, a tip); the contract is one line, so keep what comes before the
+            // usage line and join it.
             let rendered = e.render().to_string();
-            let first = rendered.lines().find(|l| !l.trim().is_empty()).unwrap_or("invalid usage");
-            let first = first.strip_prefix("error: ").unwrap_or(first);
-            output::note(&format!("error: {first} (see --help)"));
+            let message: Vec<&str> = rendered
+                .lines()
+                .map(str::trim)
+                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            output::note(&format!("error: {message} (see --help)"));
             exit::USAGE
         }
     }

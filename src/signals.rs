@@ -34,6 +34,19 @@ pub(crate) fn defer() {
     GRACEFUL.store(true, Ordering::SeqCst);
 }
 
+/// Sleeps for `pause`, returning early when a signal arrives, so `--sleep` never delays a
+/// stop by more than a few milliseconds.
+pub(crate) fn sleep(pause: std::time::Duration) {
+    let until = std::time::Instant::now() + pause;
+    while stop_requested().is_none() {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+    }
+}
+
 /// The signal received since [`defer`], if any.
 pub(crate) fn stop_requested() -> Option<i32> {
     match RECEIVED.load(Ordering::SeqCst) {

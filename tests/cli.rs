@@ -457,9 +457,11 @@ contract! {
         assert_eq!(remaining_keys(&bench).len(), 40 - 6);
         let run = bench.run(&["clean", "--batch-size", "0", "--max-rows", "5", "-o", "json"]).success();
         assert_eq!(run.json().py("(v['task_rows_deleted'], v['batches'])"), "(5, 1)");
-        let run = bench.run(&["clean", "-o", "json"]).success();
+        // A limit met exactly by the last expired row is a complete run, not a stop.
+        let run = bench.run(&["clean", "--max-rows", "3", "-o", "json"]).success();
         assert_eq!(run.json().py("(v['task_rows_deleted'], v['stopped_by'])"), "(3, None)");
         assert_eq!(remaining_keys(&bench), survivors);
+        bench.run(&["clean", "--max-rows", "0"]).fails(2, "--max-rows");
     }
 
     fn clean_stops_at_max_duration(d: Dialect) {
@@ -506,7 +508,8 @@ contract! {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);
         bench.env("AIRFLOW__STATE_STORE__BACKEND", "mypackage.state.CustomStateBackend");
-        bench.unchanged(|| bench.run(&["clean"]).success().stderr_has("skipping cleanup"));
+        let run = bench.unchanged(|| bench.run(&["clean", "-o", "json"]).success().stderr_has("skipping cleanup"));
+        assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
     }
 
     // ------------------------------------------------------------ schemas and hostile text
@@ -567,6 +570,8 @@ fn unknown_flag_is_a_one_line_usage_error() {
     Bench::bare().run(&["get", "k", "--frobnicate"]).fails(2, "--frobnicate");
     Bench::bare().run(&["frobnicate"]).fails(2, "frobnicate");
     Bench::bare().run(&["list", "--limit", "ten"]).fails(2, "ten");
+    Bench::bare().run(&["get"]).fails(2, "<KEY>");
+    Bench::bare().run(&["clean", "--batch-size", "-1"]).fails(2, "--batch-size");
 }
 
 #[test]
@@ -792,4 +797,69 @@ mod mysql_limits {
         }
         bench.run(&["sandbox", "add-asset", "--name", "주문", "--uri", "s3://x"]).fails(2, "latin1");
     }
+}
+
+// ---------------------------------------------------------------- terminals and signals
+
+/// Runs the tool under a pseudo-terminal (util-linux `script`), typing `answer`.
+fn on_terminal(bench: &Bench, args: &[&str], answer: &str) -> (i32, String) {
+    let line = std::iter::once(support::BIN.to_string())
+        .chain(args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+        .env("AIRFLOW_HOME", bench.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux script(1) is required by the test suite");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn clear_asks_on_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    for key in ["a", "b"] {
+        bench.run(&cmd(&["set", key, "1"], &task(&[]))).success();
+    }
+    let (code, screen) = bench.unchanged(|| on_terminal(&bench, &cmd(&["clear"], &task(&[])), "n\n"));
+    assert_eq!(code, 0);
+    assert!(screen.contains("Remove 2 key(s)") && screen.contains("cancelled"), "{screen}");
+    let (code, screen) = on_terminal(&bench, &cmd(&["clear"], &task(&[])), "y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("removed 2 keys"), "{screen}");
+    assert_eq!(count(&bench, "task_state_store"), 0);
+}
+
+#[test]
+fn sigint_stops_clean_with_exit_130() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 20, 1);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "1", "--sleep", "5s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("deleted 1 expired task row(s)") && stderr.contains("stopped by SIGINT"),
+        "{stderr}"
+    );
+    assert_eq!(remaining_keys(&bench).len(), 19, "the signal cut the 5 s pause short after one batch");
 }

@@ -46,13 +46,24 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         max_duration: duration("--max-duration", &args.max_duration)?,
         sleep: duration("--sleep", &args.sleep)?,
     };
-    let ctx = Context::load(global, args.batch_size.as_deref())?;
+    let ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
     if !ctx.settings.is_builtin_backend() {
         // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
-        output::note(&format!(
+        let reason = format!(
             "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
             ctx.settings.backend.value, ctx.settings.backend.source
-        ));
+        );
+        output::note(&reason);
+        let doc = obj(vec![
+            ("task_rows_deleted", int(0u64)),
+            ("asset_rows_deleted", int(0u64)),
+            ("batches", int(0u64)),
+            ("cutoff", Json::Str(cutoff.to_rfc3339())),
+            ("dry_run", Json::Bool(args.dry_run)),
+            ("interrupted", Json::Bool(false)),
+            ("skipped", Json::Str(reason)),
+        ]);
+        output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain: None })?;
         return Ok(());
     }
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
@@ -187,8 +198,14 @@ fn delete_all(
         }
         let Some(id) = up_to_id else { break };
         after_id = id;
+        if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)
+            && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
+        {
+            // The limit was reached exactly by the last expired row: the run is complete.
+            break;
+        }
         if let Some(pause) = limits.sleep {
-            std::thread::sleep(pause);
+            signals::sleep(pause);
         }
     }
     if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
@@ -243,35 +260,16 @@ fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: 
             a.rows.to_string(),
         ]
     }));
+    let tasks =
+        output::entries(&task_sample, true, Some(format!("Sample of expired task rows (at most {sample}):")));
+    let orphans = output::entries(
+        &asset_sample,
+        true,
+        Some(format!("Sample of orphaned asset rows (at most {sample}):")),
+    );
     let mut tables = vec![counts];
-    let mut sample_docs = Vec::new();
-    if !task_sample.is_empty() {
-        let mut table = Table {
-            title: Some(format!("Sample of expired task rows (at most {sample}):")),
-            headers: output::TASK_HEADERS.to_vec(),
-            rows: Vec::new(),
-        };
-        for entry in &task_sample {
-            let value = output::stored_value(&entry.key, &entry.value);
-            table.rows.push(output::task_row(entry, &value, true));
-            sample_docs.push(output::task_entry_json(entry, value));
-        }
-        tables.push(table);
-    }
-    let mut orphan_docs = Vec::new();
-    if !asset_sample.is_empty() {
-        let mut table = Table {
-            title: Some(format!("Sample of orphaned asset rows (at most {sample}):")),
-            headers: output::ASSET_HEADERS.to_vec(),
-            rows: Vec::new(),
-        };
-        for entry in &asset_sample {
-            let value = output::stored_value(&entry.key, &entry.value);
-            table.rows.push(output::asset_row(entry, &value, true));
-            orphan_docs.push(output::asset_entry_json(entry, value));
-        }
-        tables.push(table);
-    }
+    tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
+    let (sample_docs, orphan_docs) = (tasks.docs, orphans.docs);
     let doc = obj(vec![
         ("dry_run", Json::Bool(true)),
         ("cutoff", Json::Str(cutoff.to_rfc3339())),

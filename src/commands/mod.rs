@@ -48,9 +48,8 @@ impl Context {
         let settings = config::load(&overrides, &|name| std::env::var(name).ok())
             .map_err(|e| Error::Config(e.to_string()))?;
         let conn = &settings.sql_alchemy_conn;
-        let url = DbUrl::parse(&conn.value).map_err(|e| {
-            Error::Config(format!("invalid [database] sql_alchemy_conn (from {}): {e}", conn.source))
-        })?;
+        let url =
+            DbUrl::parse(&conn.value).map_err(|e| Error::Config(format!("{e} (from {})", conn.source)))?;
         if let Some(password) = &url.password {
             crate::redact::register(password);
         }

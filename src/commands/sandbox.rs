@@ -36,11 +36,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             obj(vec![("asset_id", int(id))])
         }
     };
-    let plain = match &doc {
-        Json::Object(fields) => fields.first().map(|(_, v)| crate::json::dumps_unicode(v)),
+    // The new id is the one thing a caller needs: table and plain print it alone.
+    let id = match (&doc, command) {
+        (Json::Object(fields), SandboxCommand::AddDagRun { .. } | SandboxCommand::AddAsset { .. }) => {
+            fields.first().map(|(_, v)| crate::json::dumps_unicode(v))
+        }
         _ => None,
     };
-    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })?;
+    let format = if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
+    output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })?;
     Ok(())
 }
 
