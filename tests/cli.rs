@@ -736,6 +736,69 @@ fn toml_configuration() {
     assert_eq!(run.json().py("v['batch_size']"), "5");
 }
 
+/// What Airflow's MySQL schema cannot hold is refused before anything is written, and lookups
+/// by such text simply find nothing.
+#[cfg(feature = "mysql")]
+mod mysql_limits {
+    use super::{DAG, RUN, cmd, task, with_run};
+    use crate::support::Dialect;
+
+    #[test]
+    fn expiries_after_2038_are_refused_before_writing() {
+        let bench = with_run(Dialect::Mysql);
+        for extra in [["--expires-at", "2038-01-19T03:14:08Z"], ["--retention", "700w"]] {
+            bench.unchanged(|| {
+                bench.run(&cmd(&["set", "k", "1"], &task(&extra))).fails(
+                    2,
+                    "MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC; use a shorter retention or never",
+                )
+            });
+        }
+        bench.unchanged(|| {
+            bench
+                .run(&cmd(&["set", "k", "1"], &task(&["--expires-at", "1969-07-20T20:17:00Z"])))
+                .fails(2, "1970")
+        });
+        let last = "2038-01-19T03:14:07.999999Z";
+        bench.run(&cmd(&["set", "k", "1"], &task(&["--expires-at", last]))).success();
+        let run = bench.run(&cmd(&["get", "k", "-o", "json"], &task(&[]))).success();
+        assert_eq!(run.json().py("v['expires_at']"), format!("'{last}'"));
+    }
+
+    #[test]
+    fn characters_outside_the_bmp_are_refused_in_keys_and_match_nothing() {
+        let bench = with_run(Dialect::Mysql);
+        bench.unchanged(|| bench.run(&cmd(&["set", "🚀", "1"], &task(&[]))).fails(2, "key \"🚀\""));
+        bench.run(&cmd(&["get", "🚀"], &task(&[]))).fails(1, "not found");
+        bench.run(&cmd(&["delete", "🚀"], &task(&[]))).success();
+        bench
+            .run(&["get", "k", "--dag-id", "d🚀", "--run-id", RUN, "--task-id", "load"])
+            .fails(1, "no dag run");
+        bench.run(&["list", "--dag-id", "d🚀", "-o", "json"]).success().stdout_is("[]\n");
+        bench.run(&["sandbox", "add-dag-run", "--dag-id", "d🚀", "--run-id", "r"]).fails(2, "dag_id");
+        // The rest of the BMP is stored and read back as written.
+        bench.run(&cmd(&["set", "키/ü€", "\"값\""], &task(&[]))).success();
+        bench.run(&cmd(&["get", "키/ü€", "-o", "plain"], &task(&[]))).success().stdout_is("값\n");
+        assert_eq!(
+            bench.scalar(&format!("SELECT count(*) FROM task_state_store WHERE dag_id = '{DAG}'")),
+            "1"
+        );
+    }
+
+    #[test]
+    fn asset_names_latin1_cannot_hold_match_nothing() {
+        let bench = with_run(Dialect::Mysql);
+        bench.add_asset("café €", "s3://bucket/café", true);
+        bench.run(&["set", "k", "1", "--asset", "café €"]).success();
+        bench.run(&["get", "k", "--asset-uri", "s3://bucket/café", "-o", "plain"]).success().stdout_is("1\n");
+        for name in ["cafā", "주문", "🚀"] {
+            bench.run(&["get", "k", "--asset", name]).fails(1, "no asset found");
+            bench.run(&["get", "k", "--asset-uri", name]).fails(1, "no asset found");
+        }
+        bench.run(&["sandbox", "add-asset", "--name", "주문", "--uri", "s3://x"]).fails(2, "latin1");
+    }
+}
+
 // ---------------------------------------------------------------- terminals and signals
 
 /// Runs the tool under a pseudo-terminal (util-linux `script`), typing `answer`.
