@@ -216,7 +216,8 @@ class Result:
         return json.loads(self.stdout)
 
     def __repr__(self) -> str:
-        return f"{self.cmd!r} exited {self.code}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr}"
+        cmd = [arg if len(arg) < 200 else arg[:200] + "…" for arg in self.cmd]
+        return f"{cmd!r} exited {self.code}\n--- stdout\n{self.stdout[:2000]}\n--- stderr\n{self.stderr[:2000]}"
 
 
 class StateStore:
@@ -366,14 +367,18 @@ class Airflow:
         from airflow.sdk.execution_time import task_runner
         from airflow.sdk.execution_time.context import TaskStateStoreAccessor
 
+        from airflow.api_fastapi.execution_api.datamodels.task_state_store import TaskStateStorePutBody as ApiBody
+        from airflow.sdk.api.datamodels._generated import TaskStateStorePutBody as ClientBody
+
         backend, scope = self.backend, self.task_scope(task)
 
         class Supervisor:
             def send(self, msg: Any) -> None:
-                # The supervisor forwards the message over HTTP; the execution API route does
-                # backend.set(scope, key, json.dumps(body.value), expires_at=body.expires_at).
-                body = type(msg).model_validate_json(msg.model_dump_json())
-                backend.set(scope, body.key, json.dumps(body.value), expires_at=body.expires_at)
+                # The supervisor's API client sends the value and expiry as a JSON body; the
+                # execution API parses it and stores json.dumps(body.value).
+                wire = ClientBody(value=msg.value, expires_at=msg.expires_at).model_dump_json()
+                body = ApiBody.model_validate_json(wire)
+                backend.set(scope, msg.key, json.dumps(body.value), expires_at=body.expires_at)
 
         previous = getattr(task_runner, "SUPERVISOR_COMMS", None)
         task_runner.SUPERVISOR_COMMS = Supervisor()
@@ -391,6 +396,34 @@ class Airflow:
                 del task_runner.SUPERVISOR_COMMS
             else:
                 task_runner.SUPERVISOR_COMMS = previous
+
+    def task_reads(self, task: Task, key: str) -> Any:
+        """`context["task_state_store"].get(key)` in a task: the execution API answers with
+        `json.loads` of the stored text, and the worker's API client parses that answer."""
+        from airflow.api_fastapi.execution_api.datamodels.task_state_store import TaskStateStoreResponse as Api
+        from airflow.sdk.api.datamodels._generated import TaskStateStoreResponse as Client
+
+        stored = self.backend.get(self.task_scope(task), key)
+        return Client.model_validate_json(Api(value=json.loads(stored)).model_dump_json()).value
+
+    def asset_reads(self, asset: Asset, key: str) -> Any:
+        """A task's read of an asset key, through the execution API as `task_reads`."""
+        from airflow.api_fastapi.execution_api.datamodels.asset_state_store import AssetStateStoreResponse as Api
+        from airflow.sdk.api.datamodels._generated import AssetStateStoreResponse as Client
+
+        stored = self.backend.get(self.AssetScope(asset_id=asset.id), key)
+        return Client.model_validate_json(Api(value=json.loads(stored)).model_dump_json()).value
+
+    def rest_api_stores(self, text: str) -> str | None:
+        """What Airflow's REST API stores for a PUT of `{"value": <text>}`, or None when it
+        refuses the body (null, non-finite numbers, too long, not parseable)."""
+        from airflow.api_fastapi.core_api.datamodels.task_state_store import TaskStateStoreBody
+
+        try:
+            body = TaskStateStoreBody.model_validate_json('{"value": ' + text + "}")
+        except ValueError:
+            return None
+        return json.dumps(body.value)
 
     def never_expire(self) -> Any:
         from airflow.sdk.execution_time.context import NEVER_EXPIRE

@@ -194,3 +194,66 @@ def test_asset_delete_and_clear_leave_what_airflow_leaves(task, airflow, state_s
         state_store.run(*args)
         airflow_step()
         assert {k for _, k in airflow.asset_rows([ours.id])} == {k for _, k in airflow.asset_rows([theirs.id])}, args
+
+
+def test_asset_lookup_by_name_and_uri_matches_airflow(task, airflow, state_store) -> None:
+    """`--asset NAME` and `--asset-uri URI` find the asset a task's name or uri finds
+    (the execution API's resolvers): the active one among historical rows, or none."""
+    from airflow.api_fastapi.execution_api.routes.asset_state_store import (
+        _resolve_asset_id_by_name,
+        _resolve_asset_id_by_uri,
+    )
+    from fastapi import HTTPException
+
+    tag = support.unique("lookup")
+    old = airflow.add_asset(f"{tag}_n", f"s3://{tag}/u1/", active=False)
+    current = airflow.add_asset(f"{tag}_n", f"s3://{tag}/u2/")
+    other = airflow.add_asset(f"{tag}_m", f"s3://{tag}/u1/")
+    gone = airflow.add_asset(f"{tag}_gone", f"s3://{tag}/gone/", active=False)
+    for asset in (old, current, other, gone):
+        airflow.asset_set(asset, "k", asset.id, kind="task", task=task)
+
+    def airflow_finds(resolve, value):
+        with airflow.session() as s:
+            try:
+                return resolve(value, s)
+            except HTTPException:
+                return None
+
+    for flag, resolve, value in [
+        ("--asset", _resolve_asset_id_by_name, current.name),
+        ("--asset-uri", _resolve_asset_id_by_uri, old.uri),
+        ("--asset", _resolve_asset_id_by_name, gone.name),
+        ("--asset-uri", _resolve_asset_id_by_uri, gone.uri),
+        # MySQL's latin1_general_cs ignores trailing blanks but not case; others compare exactly.
+        ("--asset", _resolve_asset_id_by_name, current.name + " "),
+        ("--asset", _resolve_asset_id_by_name, current.name.upper()),
+        ("--asset-uri", _resolve_asset_id_by_uri, old.uri + " "),
+    ]:
+        expected = airflow_finds(resolve, value)
+        got = state_store.run("get", "k", flag, value, "-o", "json", ok=False)
+        if expected is None:
+            assert got.code == 1, got
+        else:
+            assert got.code == 0 and got.json()["asset_id"] == expected, (flag, value, got)
+
+
+def test_keys_longer_than_512_characters(task, airflow, state_store, dialect) -> None:
+    """The key column is VARCHAR(512), which SQLite does not enforce: there Airflow stores a
+    longer key, and the tool must still read and delete it. Where the database refuses it,
+    Airflow's write fails, and so does ours."""
+    key = "k" * 600
+    try:
+        airflow.backend_set(task, key, "1", None)
+        airflow_stored = True
+    except Exception:  # PostgreSQL and MySQL: value too long for the column
+        airflow_stored = False
+    assert airflow_stored == (dialect == "sqlite")
+    if airflow_stored:
+        got = state_store.run("get", key, *task.args(), "-o", "json", ok=False)
+        assert got.code == 0 and got.json()["value"] == 1, f"a key Airflow stored cannot be read: {got!r}"
+        state_store.run("delete", key, *task.args())
+        assert airflow.get(task, key) is None
+    else:
+        result = state_store.run("set", key, "1", *task.sibling("ours").args(), ok=False)
+        assert result.code != 0 and airflow.task_row(task.sibling("ours"), key) is None

@@ -29,6 +29,8 @@ def assert_same_stored_form(airflow: support.Airflow, ours: Task, theirs: Task, 
     """Our row and Airflow's twin hold the same value text and timestamps of the same form."""
     ours_row, theirs_row = airflow.task_row(ours, key), airflow.task_row(theirs, key)
     assert ours_row is not None and theirs_row is not None
+    for column in ("dag_run_id", "dag_id", "run_id", "map_index", "key", "value"):
+        assert ours_row[column] == theirs_row[column], column
     raw_ours, raw_theirs = airflow.raw_task_row(ours_row["id"]), airflow.raw_task_row(theirs_row["id"])
     assert raw_ours["value"] == raw_theirs["value"]
     for column in ("updated_at", "expires_at"):
@@ -63,7 +65,8 @@ def test_task_value(case, text, task, airflow, state_store, dialect) -> None:
     stored = airflow.get(ours, key)
     assert stored == cases.airflow_text(text), "stored text differs from Python's json.dumps"
     assert stored == airflow.get(theirs, key), "stored text differs from Airflow's own write"
-    assert json.loads(stored) == json.loads(text)
+    assert stored == airflow.rest_api_stores(text), "stored text differs from what the REST API stores"
+    assert airflow.task_reads(ours, key) == json.loads(text), "a task reads another value"
 
     row = assert_same_stored_form(airflow, ours, theirs, key, dialect)
     assert between(row["updated_at"], t0, t1)
@@ -92,6 +95,7 @@ def test_asset_value(case, text, airflow, state_store, dialect) -> None:
     stored = airflow.get(ours, key)
     assert stored == cases.airflow_text(text)
     assert stored == airflow.get(theirs, key)
+    assert airflow.asset_reads(ours, key) == json.loads(text), "a task reads another value"
 
     row, twin = airflow.asset_row(ours, key), airflow.asset_row(theirs, key)
     assert between(row["updated_at"], t0, t1)
@@ -116,6 +120,65 @@ def test_asset_write_over_a_task_write_is_an_api_write(task, airflow, state_stor
         k: v for k, v in twin.items() if k not in ("asset_id", "updated_at")
     }
     assert row["last_updated_by_kind"] == "api" and row["last_updated_by_dag_id"] is None
+
+
+def _nested(depth: int, shape: str) -> str:
+    return "[" * depth + "]" * depth if shape == "list" else '{"a": ' * depth + "1" + "}" * depth
+
+
+#: Texts at the edges of what Airflow's REST API accepts as a value.
+EDGES = [
+    ("null", "null", {}),
+    ("null_inside", '{"a": null}', {}),
+    ("overflowing_float", "1E400", {}),
+    ("negative_overflow", "[-1e400]", {}),
+    ("nan", "NaN", {}),
+    ("infinity", "Infinity", {}),
+    ("int_4300_digits", "9" * 4300, {}),
+    ("int_4301_digits", "9" * 4301, {}),
+    ("lone_surrogate", '"\\ud800"', {}),
+    ("reversed_surrogates", '"\\udc00\\ud800"', {}),
+    ("not_json", "text", {}),
+    ("trailing_garbage", "[1] 2", {}),
+    ("longest_stored_text", json.dumps("x" * 65533), {}),
+    ("stored_text_one_too_long", json.dumps("x" * 65534), {}),
+    # 10923 characters, but 65540 once Airflow escapes each as \u00e9.
+    ("non_ascii_stored_too_long", json.dumps("é" * 10923, ensure_ascii=False), {}),
+    ("limit_disabled", json.dumps("x" * 70000), {"AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES": "0"}),
+    # Airflow's JSON parser (pydantic's) stops at 200 levels, counting the `{"value": …}` around
+    # the value: an element may sit inside at most 199 containers of the value.
+    ("list_depth_200", _nested(200, "list"), {}),
+    ("list_depth_200_with_a_leaf", "[" * 200 + "1" + "]" * 200, {}),
+    ("list_depth_201", _nested(201, "list"), {}),
+    ("object_depth_199", _nested(199, "object"), {}),
+    ("object_depth_200", _nested(200, "object"), {}),
+    ("list_depth_500", _nested(500, "list"), {}),
+]
+
+
+@pytest.mark.parametrize(("case", "text", "env"), EDGES, ids=[c for c, _, _ in EDGES])
+def test_accepts_what_airflow_accepts(case, text, env, task, airflow, state_store, monkeypatch) -> None:
+    """A value is written exactly when Airflow's REST API would write it, as the same text, and
+    a task can read back whatever was written. (`--allow-large` is the one deliberate way past
+    Airflow's size check; it is not used here.)"""
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    airflow_stores = airflow.rest_api_stores(text)
+    result = state_store.run("set", "edge", "-", *task.args(), stdin=text, ok=False)
+    stored = airflow.get(task, "edge")
+    problems = []
+    if stored is not None:
+        try:
+            if airflow.task_reads(task, "edge") != json.loads(stored):
+                problems.append("a task reads another value back")
+        except ValueError as e:
+            reason = str(e).splitlines()[1].strip()
+            problems.append(f"a task cannot read the stored value back ({reason[:120]})")
+    if airflow_stores is None and (result.code != 2 or stored is not None):
+        problems.append(f"Airflow's REST API refuses this value, but `state-store set` exited {result.code}")
+    if airflow_stores is not None and (result.code != 0 or stored != airflow_stores):
+        problems.append(f"Airflow's REST API stores this value, but `state-store set` exited {result.code}: {result.stderr}")
+    assert not problems, "; ".join(problems)
 
 
 # ── keys ─────────────────────────────────────────────────────────────────────────────────────
@@ -214,12 +277,25 @@ def test_explicit_expiry_instant(case, flag, instant, task, airflow, state_store
     assert raw == airflow.raw_task_row(airflow.task_row(theirs, "k")["id"])["expires_at"]
 
 
-def test_expiry_after_2038(task, airflow, state_store, dialect) -> None:
-    """MySQL's TIMESTAMP ends in January 2038: whatever Airflow does with a later expiry (store
-    it, or fail), we do the same, and a refused write leaves nothing behind."""
+#: Instants at and beyond the ends of MySQL's TIMESTAMP (1970-01-01 00:00:01 to 2038-01-19
+#: 03:14:07.999999 UTC); SQLite and PostgreSQL hold them all.
+RANGE_EDGES = [
+    ("2038_last_instant", "2038-01-19T03:14:07.999999Z"),
+    ("2038_one_past", "2038-01-19T03:14:08Z"),
+    ("2040", "2040-01-01T00:00:00Z"),
+    ("1970_first_second", "1970-01-01T00:00:01Z"),
+    ("1970_epoch", "1970-01-01T00:00:00Z"),
+    ("1960", "1960-06-01T12:00:00Z"),
+]
+
+
+@pytest.mark.parametrize(("case", "flag"), RANGE_EDGES, ids=[c for c, _ in RANGE_EDGES])
+def test_expiry_at_the_ends_of_the_timestamp_range(case, flag, task, airflow, state_store, dialect) -> None:
+    """Whatever Airflow does with such an expiry (store it, or fail), we do the same, and a
+    refused write leaves nothing behind."""
     ours, theirs = task.sibling("ours"), task.sibling("airflow")
-    instant = dt.datetime(2040, 1, 1, tzinfo=dt.timezone.utc)
-    result = state_store.run("set", "k", "1", *ours.args(), "--expires-at", "2040-01-01T00:00:00Z", ok=False)
+    instant = support.parse_iso(flag)
+    result = state_store.run("set", "k", "1", *ours.args(), "--expires-at", flag, ok=False)
     try:
         airflow.backend_set(theirs, "k", "1", instant)
         airflow_stored = True
@@ -228,6 +304,7 @@ def test_expiry_after_2038(task, airflow, state_store, dialect) -> None:
     assert (result.code == 0) == airflow_stored, result
     if airflow_stored:
         assert airflow.task_row(ours, "k")["expires_at"] == instant
+        assert_same_stored_form(airflow, ours, theirs, "k", dialect)
     else:
         assert airflow.task_row(ours, "k") is None
     if dialect != "mysql":
@@ -280,3 +357,102 @@ def test_write_without_dag_run_fails_as_in_airflow(airflow, state_store) -> None
     assert result.code == 1 and "dag run" in result.stderr.lower(), result
     with pytest.raises(Exception, match="No DagRun found"):
         airflow.backend_set(ghost, "k", "1", None)
+
+
+def test_overwrite_updates_airflow_row_in_place(task, airflow, state_store) -> None:
+    """The upsert's conflict target is Airflow's unique key: overwriting a key a task wrote
+    updates that row (same id), as Airflow's own upsert does."""
+    airflow.worker_set(task, "k", "from a task")
+    before = airflow.task_row(task, "k")
+    state_store.run("set", "k", '"from state-store"', *task.args())
+    after = airflow.task_row(task, "k")
+    assert after["id"] == before["id"] and after["dag_run_id"] == before["dag_run_id"]
+    assert after["value"] == '"from state-store"' and after["updated_at"] > before["updated_at"]
+
+
+#: Keys some databases compare as equal (MySQL's PAD SPACE collations ignore trailing blanks).
+NEAR_KEYS = ["pad", "pad ", "pad  ", "Pad", "café", "cafe\u0301", "tab\t"]
+
+
+def test_keys_the_database_compares_as_equal(task, airflow, state_store) -> None:
+    """The same writes, ours on one task and Airflow's on its twin, leave the same rows, and
+    each key reads back the same value, whatever the database's collation makes of them."""
+    ours, theirs = task.sibling("ours"), task.sibling("airflow")
+    ours_asset, theirs_asset = airflow.add_asset(), airflow.add_asset()
+    for n, key in enumerate(NEAR_KEYS):
+        state_store.run("set", key, str(n), *ours.args())
+        airflow.worker_set(theirs, key, n)
+        state_store.run("set", key, str(n), "--asset-id", str(ours_asset.id))
+        airflow.asset_set(theirs_asset, key, n)
+    assert airflow.task_keys(ours) == airflow.task_keys(theirs)
+    assert {k for _, k in airflow.asset_rows([ours_asset.id])} == {k for _, k in airflow.asset_rows([theirs_asset.id])}
+    for key in NEAR_KEYS:
+        assert airflow.get(ours, key) == airflow.get(theirs, key), key
+        assert airflow.get(ours_asset, key) == airflow.get(theirs_asset, key), key
+        got = state_store.run("get", key, *ours.args(), "-o", "json", ok=False)
+        expected = airflow.get(theirs, key)
+        assert (got.code == 0) == (expected is not None), key
+        if expected is not None:
+            assert json.dumps(got.json()["value"]) == expected, key
+
+
+def test_time_zones_do_not_matter(task, airflow, state_store, dialect, metastore, monkeypatch) -> None:
+    """Instants are UTC whatever the local time zone of our process (TZ) and, on PostgreSQL,
+    the session time zone the database hands out."""
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    if dialect == "postgres":
+        from sqlalchemy.engine import make_url
+
+        database = make_url(metastore).database
+        airflow_engine_statement(airflow, f"ALTER DATABASE \"{database}\" SET timezone TO 'America/St_Johns'")
+    try:
+        ours, theirs = task.sibling("ours"), task.sibling("airflow")
+        instant = dt.datetime(2031, 5, 6, 7, 8, 9, 123456, dt.timezone.utc)
+        state_store.run("set", "k", "1", *ours.args(), "--expires-at", support.iso(instant))
+        assert airflow.task_row(ours, "k")["expires_at"] == instant
+        t0 = utcnow()
+        state_store.run("set", "r", "1", *ours.args(), "--retention", "1h")
+        t1 = utcnow()
+        row = airflow.task_row(ours, "r")
+        assert between(row["updated_at"], t0, t1) and between(row["expires_at"], t0 + dt.timedelta(hours=1), t1 + dt.timedelta(hours=1))
+
+        airflow.backend_set(theirs, "k", "1", instant)
+        got = state_store.json("get", "k", *theirs.args())
+        assert got["expires_at"] == support.iso(instant)
+        assert got["updated_at"] == support.iso(airflow.task_row(theirs, "k")["updated_at"])
+
+        # An hour either side of now: a clock or zone error of an hour or more misfiles one of them.
+        airflow.backend_set(theirs, "expired", "1", utcnow() - dt.timedelta(hours=1))
+        airflow.backend_set(theirs, "current", "1", utcnow() + dt.timedelta(hours=1))
+        expired = {e["key"] for e in state_store.json("list", *theirs.args(), "--expired")}
+        assert expired == {"expired"}
+    finally:
+        if dialect == "postgres":
+            airflow_engine_statement(airflow, f'ALTER DATABASE "{database}" RESET timezone')
+
+
+def airflow_engine_statement(airflow: support.Airflow, sql: str) -> None:
+    from sqlalchemy import text
+
+    with airflow.session() as s:
+        s.execute(text(sql))
+
+
+def test_scope_ids_the_database_compares_as_equal(airflow, state_store) -> None:
+    """`--dag-id "dag "` on MySQL finds the dag run "dag" (PAD SPACE), as Airflow's lookup
+    does, and the row keeps the id as given; elsewhere both fail with no dag run."""
+    ours, theirs = airflow.add_dag_run(), airflow.add_dag_run()
+    padded_ours = Task(ours.dag_id + " ", ours.run_id, "t")
+    padded_theirs = Task(theirs.dag_id + " ", theirs.run_id, "t")
+    result = state_store.run("set", "k", "1", *padded_ours.args(), ok=False)
+    try:
+        airflow.backend_set(padded_theirs, "k", "1", None)
+        airflow_stored = True
+    except Exception:  # DagRunNotFound
+        airflow_stored = False
+    assert (result.code == 0) == airflow_stored, result
+    ours_rows = {(k, v["value"]) for k, v in airflow.task_rows_of_dag(padded_ours.dag_id).items()}
+    theirs_rows = {(k, v["value"]) for k, v in airflow.task_rows_of_dag(padded_theirs.dag_id).items()}
+    assert ours_rows == theirs_rows
+    if airflow_stored:
+        assert airflow.get(padded_ours, "k") == "1"
