@@ -19,7 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 AIRFLOW_VERSION=3.3.2
-PACKAGES=("apache-airflow==$AIRFLOW_VERSION" psycopg2-binary pymysql pytest)
+# The drivers Airflow needs: psycopg2 and asyncpg (its async engine) for PostgreSQL; pymysql and
+# aiomysql for MySQL, plus mysqlclient, which Airflow imports for every MySQL URL whatever the
+# driver (it builds from source: a C compiler, pkg-config and the MariaDB client headers).
+PACKAGES=("apache-airflow==$AIRFLOW_VERSION" psycopg2-binary asyncpg pymysql aiomysql mysqlclient pytest)
 INSTALL_ATTEMPTS=4 # the first try and three retries
 venv="${STATE_STORE_AIRFLOW_VENV:-tests/interop/.venv}"
 
@@ -40,10 +43,10 @@ done
 # True when the venv's Python has the pinned Airflow and every other package.
 venv_ready() {
     [[ -x "$venv/bin/python" ]] || return 1
-    "$venv/bin/python" - "$AIRFLOW_VERSION" <<'EOF' >/dev/null 2>&1
+    "$venv/bin/python" - "$AIRFLOW_VERSION" "${PACKAGES[@]:1}" <<'EOF' >/dev/null 2>&1
 import importlib.metadata as md, sys
 assert md.version("apache-airflow") == sys.argv[1]
-for dist in ("psycopg2-binary", "pymysql", "pytest"):
+for dist in sys.argv[2:]:
     md.version(dist)
 EOF
 }

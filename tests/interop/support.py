@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,8 +27,11 @@ from typing import Any
 
 UTC = dt.timezone.utc
 
-#: The Alembic head of Airflow 3.3.2.
+#: The Alembic head of Airflow 3.3.2 (the same for every 3.3 release so far).
 AIRFLOW_33_REVISION = "d2f4e1b3c5a7"
+
+#: The revision before the state-store tables (migration 0112, fde9ed84d07b, Airflow 3.3.0).
+AIRFLOW_32_REVISION = "9fabad868fdb"
 
 #: How Airflow leaves a timestamp in a SQLite metastore.
 SQLITE_TIMESTAMP = re.compile(r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}$")
@@ -89,7 +93,16 @@ class Databases:
         """A new, empty database; returns its URL."""
         name = f"state_store_interop_{os.getpid()}_{role}"
         if self.dialect == "postgres":
-            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)', f'CREATE DATABASE "{name}"')
+            # The collation of most production servers (en_US), not the byte order (C) many test
+            # servers default to: it decides the order Airflow lists keys in.
+            self._admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            try:
+                self._admin(
+                    f"CREATE DATABASE \"{name}\" LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C.UTF-8' TEMPLATE template0"
+                )
+            except Exception as e:  # a server before PostgreSQL 15, or built without ICU
+                warnings.warn(f"PostgreSQL cannot create an en-US (ICU) database ({e}); using its default collation")
+                self._admin(f'CREATE DATABASE "{name}"')
         elif self.dialect == "mysql":
             # The character set Airflow's documentation asks for.
             self._admin(
@@ -253,9 +266,12 @@ class StateStore:
 
 
 class Airflow:
-    """Airflow 3.3.2 in this process, on the run's metastore."""
+    """Airflow 3.3.2 in this process: on the run's metastore (Airflow's own engine, as
+    configured), or on another database through an engine of its own, set up with Airflow's
+    connection handlers (`engine_url`). Every backend call gets an explicit session, so the two
+    never mix."""
 
-    def __init__(self) -> None:
+    def __init__(self, engine_url: str | None = None) -> None:
         from airflow._shared.state import AssetScope, AssetStateStoreWriterKind, TaskScope
         from airflow.models.asset import AssetActive, AssetModel
         from airflow.models.asset_state_store import AssetStateStoreModel
@@ -272,24 +288,40 @@ class Airflow:
         self.AssetActive = AssetActive
         self.TaskRow = TaskStateStoreModel
         self.AssetRow = AssetStateStoreModel
+        if engine_url is None:
+            from airflow import settings
+
+            self._engine = settings.engine
+            self._sessions = settings.Session
+        else:
+            from sqlalchemy import create_engine
+            from sqlalchemy.orm import sessionmaker
+
+            from airflow.utils.orm_event_handlers import setup_event_handlers
+
+            self._engine = create_engine(engine_url)
+            # SQLite's foreign keys, MySQL's `SET time_zone = '+00:00'`: as on Airflow's engine.
+            setup_event_handlers(self._engine)
+            self._sessions = sessionmaker(bind=self._engine, expire_on_commit=False)
 
     @contextmanager
     def session(self) -> Iterator[Any]:
-        from airflow.utils.session import create_session
-
-        with create_session() as session:
+        session = self._sessions()
+        try:
             yield session
+            session.commit()
+        except Exception:
+            session.rollback()
+            raise
+        finally:
+            session.close()
 
     @property
     def dialect(self) -> str:
-        from airflow import settings
-
-        return settings.engine.dialect.name
+        return self._engine.dialect.name
 
     def dispose(self) -> None:
-        from airflow import settings
-
-        settings.dispose_orm(do_log=False)
+        self._engine.dispose()
 
     # rows Airflow's scheduler and asset manager would have created
 
@@ -370,7 +402,7 @@ class Airflow:
         from airflow.api_fastapi.execution_api.datamodels.task_state_store import TaskStateStorePutBody as ApiBody
         from airflow.sdk.api.datamodels._generated import TaskStateStorePutBody as ClientBody
 
-        backend, scope = self.backend, self.task_scope(task)
+        airflow, scope = self, self.task_scope(task)
 
         class Supervisor:
             def send(self, msg: Any) -> None:
@@ -378,7 +410,8 @@ class Airflow:
                 # execution API parses it and stores json.dumps(body.value).
                 wire = ClientBody(value=msg.value, expires_at=msg.expires_at).model_dump_json()
                 body = ApiBody.model_validate_json(wire)
-                backend.set(scope, msg.key, json.dumps(body.value), expires_at=body.expires_at)
+                with airflow.session() as s:
+                    airflow.backend.set(scope, msg.key, json.dumps(body.value), expires_at=body.expires_at, session=s)
 
         previous = getattr(task_runner, "SUPERVISOR_COMMS", None)
         task_runner.SUPERVISOR_COMMS = Supervisor()
@@ -403,7 +436,7 @@ class Airflow:
         from airflow.api_fastapi.execution_api.datamodels.task_state_store import TaskStateStoreResponse as Api
         from airflow.sdk.api.datamodels._generated import TaskStateStoreResponse as Client
 
-        stored = self.backend.get(self.task_scope(task), key)
+        stored = self.get(task, key)
         return Client.model_validate_json(Api(value=json.loads(stored)).model_dump_json()).value
 
     def asset_reads(self, asset: Asset, key: str) -> Any:
@@ -411,7 +444,7 @@ class Airflow:
         from airflow.api_fastapi.execution_api.datamodels.asset_state_store import AssetStateStoreResponse as Api
         from airflow.sdk.api.datamodels._generated import AssetStateStoreResponse as Client
 
-        stored = self.backend.get(self.AssetScope(asset_id=asset.id), key)
+        stored = self.get(asset, key)
         return Client.model_validate_json(Api(value=json.loads(stored)).model_dump_json()).value
 
     def rest_api_stores(self, text: str) -> str | None:
@@ -432,7 +465,8 @@ class Airflow:
 
     def backend_set(self, task: Task, key: str, stored: str, expires_at: dt.datetime | None) -> None:
         """`MetastoreBackend.set` with an explicit expiry (the REST API's `expires_at`)."""
-        self.backend.set(self.task_scope(task), key, stored, expires_at=expires_at)
+        with self.session() as s:
+            self.backend.set(self.task_scope(task), key, stored, expires_at=expires_at, session=s)
 
     def default_expires_at(self) -> dt.datetime | None:
         """The expiry Airflow's REST API gives a write without one: `[state_store]
@@ -448,21 +482,35 @@ class Airflow:
         execution API, `watcher` as an event trigger's, or None as a plain backend `set`."""
         scope = self.AssetScope(asset_id=asset.id)
         stored = json.dumps(value)
-        if kind is None:
-            self.backend.set(scope, key, stored)
-            return
         writer = {}
         if kind == "task":
             assert task is not None
             writer = dict(dag_id=task.dag_id, run_id=task.run_id, task_id=task.task_id, map_index=task.map_index)
-        self.backend.set_asset_state_store(scope, key, stored, kind=self.Kind(kind), **writer)
+        with self.session() as s:
+            if kind is None:
+                self.backend.set(scope, key, stored, session=s)
+            else:
+                self.backend.set_asset_state_store(scope, key, stored, kind=self.Kind(kind), session=s, **writer)
+
+    def delete(self, scope: Task | Asset, key: str) -> None:
+        with self.session() as s:
+            self.backend.delete(self._scope(scope), key, session=s)
+
+    def clear(self, scope: Task | Asset, all_map_indices: bool = False) -> None:
+        with self.session() as s:
+            if isinstance(scope, Task):
+                self.backend.clear(self._scope(scope), all_map_indices=all_map_indices, session=s)
+            else:
+                self.backend.clear(self._scope(scope), session=s)
+
+    def _scope(self, scope: Task | Asset) -> Any:
+        return self.task_scope(scope) if isinstance(scope, Task) else self.AssetScope(asset_id=scope.id)
 
     # reads
 
     def get(self, scope: Task | Asset, key: str) -> str | None:
-        if isinstance(scope, Task):
-            return self.backend.get(self.task_scope(scope), key)
-        return self.backend.get(self.AssetScope(asset_id=scope.id), key)
+        with self.session() as s:
+            return self.backend.get(self._scope(scope), key, session=s)
 
     def task_row(self, task: Task, key: str) -> dict[str, Any] | None:
         """The row as Airflow's model reads it (timestamps aware, in UTC)."""
@@ -546,7 +594,8 @@ class Airflow:
             return dict(row._mapping)
 
     def expired_summary(self) -> list[tuple[str, str, str, int, str]]:
-        """What `airflow state-store clean --dry-run` would list (Airflow's own query)."""
+        """What `airflow state-store clean --dry-run` would list (Airflow's own query; on the
+        run's metastore only, as it opens its own session)."""
         return [tuple(r) for r in self.backend._summary_dry_run()["expired"]]
 
     def orphan_sweep_would_delete(self, asset_ids: list[int]) -> set[tuple[int, str]]:
@@ -554,16 +603,17 @@ class Airflow:
         own sweep, run in a transaction that is rolled back."""
         from airflow.jobs.scheduler_job_runner import SchedulerJobRunner
 
+        from sqlalchemy import select
+
         before = self.asset_rows(asset_ids)
-        from airflow.utils.session import create_session
-
-        with create_session() as s:
-            SchedulerJobRunner._cleanup_orphaned_asset_state_store(session=s)
-            from sqlalchemy import select
-
-            m = self.AssetRow
-            after = {(r.asset_id, r.key) for r in s.execute(select(m.asset_id, m.key).where(m.asset_id.in_(asset_ids)))}
-            s.rollback()
+        m = self.AssetRow
+        session = self._sessions()
+        try:
+            SchedulerJobRunner._cleanup_orphaned_asset_state_store(session=session)
+            after = {(r.asset_id, r.key) for r in session.execute(select(m.asset_id, m.key).where(m.asset_id.in_(asset_ids)))}
+        finally:
+            session.rollback()
+            session.close()
         return before - after
 
     def orphan_sweep(self) -> None:

@@ -120,9 +120,20 @@ def test_list_order_and_paging_match_airflow(task, airflow, state_store) -> None
     for key in keys:
         airflow.worker_set(task, key, key)
     expected = airflow.task_keys(task)
-    assert [e["key"] for e in state_store.json("list", *task.args())] == expected
+    listed = [e["key"] for e in state_store.json("list", *task.args())]
+    assert listed == expected, f"`list` orders keys {listed}, Airflow's REST API {expected}"
     assert [e["key"] for e in state_store.json("list", *task.args(), "--limit", "5", "--offset", "5")] == expected[5:10]
     assert [e["key"] for e in state_store.json("list", "--dag-id", task.dag_id)] == expected
+
+
+def test_list_without_a_limit_lists_every_key(task, airflow, state_store) -> None:
+    """`--limit 0` is documented as "no limit": every key Airflow wrote, more than a page."""
+    keys = [f"k{n:03d}" for n in range(120)]
+    for key in keys:
+        airflow.backend_set(task, key, "1", None)
+    assert len(state_store.json("list", *task.args())) == 100
+    listed = [e["key"] for e in state_store.json("list", *task.args(), "--limit", "0")]
+    assert listed == keys, f"`list --limit 0` printed {len(listed)} of {len(keys)} keys"
 
 
 def test_expired_keys_are_still_read_until_cleaned(task, airflow, state_store) -> None:
@@ -163,14 +174,13 @@ def test_delete_and_clear_leave_what_airflow_leaves(airflow, state_store) -> Non
     ours, theirs = airflow.add_dag_run(), airflow.add_dag_run()
     _populate(airflow, ours)
     _populate(airflow, theirs)
-    backend = airflow.backend
     steps = [
-        (("delete", "k1", *ours.sibling("t1").args()), lambda: backend.delete(airflow.task_scope(theirs.sibling("t1")), "k1")),
-        (("delete", "missing", *ours.sibling("t1").args()), lambda: backend.delete(airflow.task_scope(theirs.sibling("t1")), "missing")),
-        (("clear", "--yes", *ours.sibling("t1", 1).args()), lambda: backend.clear(airflow.task_scope(theirs.sibling("t1", 1)))),
+        (("delete", "k1", *ours.sibling("t1").args()), lambda: airflow.delete(theirs.sibling("t1"), "k1")),
+        (("delete", "missing", *ours.sibling("t1").args()), lambda: airflow.delete(theirs.sibling("t1"), "missing")),
+        (("clear", "--yes", *ours.sibling("t1", 1).args()), lambda: airflow.clear(theirs.sibling("t1", 1))),
         (
             ("clear", "--yes", "--all-map-indices", *ours.sibling("t2").args()[:-2]),
-            lambda: backend.clear(airflow.task_scope(theirs.sibling("t2")), all_map_indices=True),
+            lambda: airflow.clear(theirs.sibling("t2"), all_map_indices=True),
         ),
     ]
     for args, airflow_step in steps:
@@ -184,11 +194,10 @@ def test_asset_delete_and_clear_leave_what_airflow_leaves(task, airflow, state_s
     for asset in (ours, theirs):
         for key in ("k1", "k2", "k3"):
             airflow.asset_set(asset, key, key, kind="task", task=task)
-    backend = airflow.backend
     steps = [
-        (("delete", "k1", "--asset", ours.name), lambda: backend.delete(airflow.AssetScope(asset_id=theirs.id), "k1")),
-        (("delete", "nope", "--asset-id", str(ours.id)), lambda: backend.delete(airflow.AssetScope(asset_id=theirs.id), "nope")),
-        (("clear", "--yes", "--asset-uri", ours.uri), lambda: backend.clear(airflow.AssetScope(asset_id=theirs.id))),
+        (("delete", "k1", "--asset", ours.name), lambda: airflow.delete(theirs, "k1")),
+        (("delete", "nope", "--asset-id", str(ours.id)), lambda: airflow.delete(theirs, "nope")),
+        (("clear", "--yes", "--asset-uri", ours.uri), lambda: airflow.clear(theirs)),
     ]
     for args, airflow_step in steps:
         state_store.run(*args)
