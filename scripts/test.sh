@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, lints, unit tests and the integration tests that drive
-# the binary against real SQLite metastores. Needs cargo and python3 (the reference for
-# Python's json and configparser behaviour).
+# The whole test suite: formatting, lints, unit tests, the integration tests that drive the
+# binary against real metastores, and the interoperability tier that puts it next to Apache
+# Airflow 3.3.2 itself on SQLite, PostgreSQL and MariaDB (docs/compatibility.md). Needs cargo,
+# python3 (the reference for Python's json and configparser behaviour, and the interpreter the
+# tier installs Airflow for) and, the first time, network access to PyPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,3 +11,4 @@ command -v python3 >/dev/null || { echo "error: python3 is required by the test 
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets --quiet -- -D warnings
 cargo test --locked --all-targets
+./tests/interop/run.sh
