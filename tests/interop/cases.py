@@ -52,6 +52,10 @@ KEYS: list[tuple[str, str]] = [
     ("longest", "k" * 512),
 ]
 
+#: Keys some databases compare as equal: MySQL's PAD SPACE collations ignore trailing blanks,
+#: and a `_ci` collation (an upgraded MySQL metastore) ignores case and accents too.
+NEAR_KEYS: list[str] = ["pad", "pad ", "pad  ", "Pad", "café", "cafe\u0301", "tab\t"]
+
 
 def python_value(text: str):
     return json.loads(text)

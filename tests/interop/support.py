@@ -168,6 +168,56 @@ class Databases:
             conn.close()
 
 
+def describe_table(url: str, table: str, used: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """What SQLAlchemy's inspector reads back from the database itself, limited to `used`."""
+    from sqlalchemy import create_engine, inspect
+
+    engine = create_engine(url)
+    try:
+        insp = inspect(engine)
+
+        def within(names: list[str]) -> bool:
+            return used is None or set(names) <= set(used)
+
+        columns = {
+            c["name"]: {k: repr(v) if k == "type" else v for k, v in sorted(c.items()) if k != "comment"}
+            for c in insp.get_columns(table)
+            if used is None or c["name"] in used
+        }
+        pk = insp.get_pk_constraint(table)
+        described = {
+            "columns": columns,
+            "column order": list(columns),
+            "primary key": (pk["name"], tuple(pk["constrained_columns"])),
+            "unique constraints": sorted(
+                (u["name"], tuple(u["column_names"]))
+                for u in insp.get_unique_constraints(table)
+                if within(u["column_names"])
+            ),
+            "foreign keys": sorted(
+                (
+                    f["name"],
+                    tuple(f["constrained_columns"]),
+                    f["referred_table"],
+                    tuple(f["referred_columns"]),
+                    tuple(sorted(f["options"].items())),
+                )
+                for f in insp.get_foreign_keys(table)
+                if within(f["constrained_columns"])
+            ),
+            "indexes": sorted(
+                (i["name"], tuple(i["column_names"]), bool(i["unique"]), repr(sorted(i.get("dialect_options", {}).items())))
+                for i in insp.get_indexes(table)
+                if within(i["column_names"])
+            ),
+        }
+        if used is None:
+            described["table options"] = insp.get_table_options(table)
+        return described
+    finally:
+        engine.dispose()
+
+
 def airflow_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
     """Runs Airflow's own CLI from the venv this tier runs in."""
     airflow = Path(sys.executable).with_name("airflow")

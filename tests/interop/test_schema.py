@@ -5,10 +5,10 @@ and indexes for the two state-store tables, and for the columns the tool uses of
 
 from __future__ import annotations
 
-from typing import Any
+import datetime as dt
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import create_engine, text
 
 import support
 
@@ -22,54 +22,6 @@ TABLES: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def describe(url: str, table: str, used: tuple[str, ...] | None) -> dict[str, Any]:
-    """What SQLAlchemy's inspector reads back from the database itself, limited to `used`."""
-    engine = create_engine(url)
-    try:
-        insp = inspect(engine)
-
-        def within(names: list[str]) -> bool:
-            return used is None or set(names) <= set(used)
-
-        columns = {
-            c["name"]: {k: repr(v) if k == "type" else v for k, v in sorted(c.items()) if k != "comment"}
-            for c in insp.get_columns(table)
-            if used is None or c["name"] in used
-        }
-        pk = insp.get_pk_constraint(table)
-        described = {
-            "columns": columns,
-            "column order": list(columns),
-            "primary key": (pk["name"], tuple(pk["constrained_columns"])),
-            "unique constraints": sorted(
-                (u["name"], tuple(u["column_names"]))
-                for u in insp.get_unique_constraints(table)
-                if within(u["column_names"])
-            ),
-            "foreign keys": sorted(
-                (
-                    f["name"],
-                    tuple(f["constrained_columns"]),
-                    f["referred_table"],
-                    tuple(f["referred_columns"]),
-                    tuple(sorted(f["options"].items())),
-                )
-                for f in insp.get_foreign_keys(table)
-                if within(f["constrained_columns"])
-            ),
-            "indexes": sorted(
-                (i["name"], tuple(i["column_names"]), bool(i["unique"]), repr(sorted(i.get("dialect_options", {}).items())))
-                for i in insp.get_indexes(table)
-                if within(i["column_names"])
-            ),
-        }
-        if used is None:
-            described["table options"] = insp.get_table_options(table)
-        return described
-    finally:
-        engine.dispose()
-
-
 @pytest.fixture(scope="module")
 def sandbox(run: dict, databases: support.Databases) -> str:
     url = databases.create("sandbox")
@@ -80,8 +32,8 @@ def sandbox(run: dict, databases: support.Databases) -> str:
 @pytest.mark.parametrize("table", list(TABLES))
 def test_sandbox_schema_matches_airflow_db_migrate(table: str, metastore: str, sandbox: str) -> None:
     used = TABLES[table]
-    airflow = describe(metastore, table, used)
-    ours = describe(sandbox, table, used)
+    airflow = support.describe_table(metastore, table, used)
+    ours = support.describe_table(sandbox, table, used)
     for aspect in airflow:
         assert ours[aspect] == airflow[aspect], f"{table}: {aspect} differs from `airflow db migrate`"
 
@@ -98,66 +50,91 @@ def test_sandbox_is_stamped_with_airflow_33_revision(metastore: str, sandbox: st
             engine.dispose()
 
 
-def _altered_metastore(run: dict, databases: support.Databases, role: str, *statements: str) -> tuple[str, support.StateStore]:
+def _altered_metastore(databases: support.Databases, role: str, *statements: str) -> tuple[str, support.Task]:
+    """A metastore made by `airflow db migrate`, with an expired and a current key, then altered
+    by `statements` into a schema of another Airflow version."""
     url = databases.create(role)
-    tool = support.StateStore(run["binary"], conn=url)
-    tool.run("sandbox", "create", "--sample-data")
+    support.airflow_cli("db", "migrate", env={"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url})
+    airflow = support.Airflow(engine_url=url)
+    try:
+        task = airflow.add_dag_run()
+        airflow.backend_set(task, "expired", "1", support.utcnow() - dt.timedelta(days=1))
+        airflow.backend_set(task, "current", "2", None)
+        with airflow.session() as s:
+            for statement in statements:
+                s.execute(text(statement))
+    finally:
+        airflow.dispose()
+    return url, task
+
+
+def _rows(url: str, table: str) -> list[tuple]:
     engine = create_engine(url)
     try:
-        with engine.begin() as conn:
-            for statement in statements:
-                conn.execute(text(statement))
+        with engine.connect() as conn:
+            return sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {table}")))
     finally:
         engine.dispose()
-    return url, tool
 
 
-def _refusals(tool: support.StateStore) -> list[support.Result]:
-    scope = ["--dag-id", "incremental_orders", "--run-id", "scheduled__2026-11-28T00:00:00+00:00", "--task-id", "load_new_orders"]
+def _every_command(tool: support.StateStore, task: support.Task) -> list[support.Result]:
     return [
-        tool.run("get", "watermark", *scope, ok=False),
-        tool.run("set", "watermark", '"x"', *scope, ok=False),
+        tool.run("get", "current", *task.args(), ok=False),
+        tool.run("set", "current", '"x"', *task.args(), ok=False),
+        tool.run("delete", "current", *task.args(), ok=False),
+        tool.run("clear", "--yes", *task.args(), ok=False),
         tool.run("list", ok=False),
-        tool.run("clean", ok=False),
         tool.run("clean", "--dry-run", ok=False),
+        tool.run("clean", ok=False),
     ]
 
 
+#: How Airflow 3.4 changes task_state_store: a `region_id` column, part of the unique key.
+#: (SQLite cannot change a constraint in place; there the column alone stands for it.)
+AIRFLOW_34 = {
+    "sqlite": ["ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)"],
+    "postgres": [
+        "ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)",
+        "ALTER TABLE task_state_store DROP CONSTRAINT task_state_store_uq",
+        "ALTER TABLE task_state_store ADD CONSTRAINT task_state_store_uq "
+        "UNIQUE (dag_run_id, task_id, map_index, region_id, key)",
+    ],
+    "mysql": [
+        "ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250) CHARACTER SET utf8mb3 COLLATE utf8mb3_bin",
+        "ALTER TABLE task_state_store DROP INDEX task_state_store_uq, ADD CONSTRAINT task_state_store_uq "
+        "UNIQUE (dag_run_id, task_id, map_index, region_id, `key`)",
+    ],
+}
+
+
 def test_airflow_34_schema_with_region_id_is_refused(run: dict, databases: support.Databases, dialect: str) -> None:
-    """Airflow 3.4 adds `task_state_store.region_id` to the unique key: a tool written for 3.3
-    would upsert on the wrong key and read across regions, so it must refuse (exit 5)."""
-    statements = ["ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)"]
-    url, tool = _altered_metastore(run, databases, "v34", *statements)
+    """Airflow 3.4 makes `task_state_store.region_id` part of the unique key: a tool written for
+    3.3 would upsert on the wrong key and read across regions, so every command refuses (exit 5)
+    before it reads or writes anything."""
+    url, task = _altered_metastore(databases, "v34", *AIRFLOW_34[dialect])
     try:
-        engine = create_engine(url)
-        with engine.connect() as conn:
-            before = conn.execute(text("SELECT count(*), max(updated_at) FROM task_state_store")).one()
-        for result in _refusals(tool):
+        before = _rows(url, "task_state_store")
+        for result in _every_command(support.StateStore(run["binary"], conn=url), task):
             assert result.code == 5, result
             assert "region_id" in result.stderr and "3.4" in result.stderr, result
-        with engine.connect() as conn:
-            assert conn.execute(text("SELECT count(*), max(updated_at) FROM task_state_store")).one() == before
-        engine.dispose()
+        assert _rows(url, "task_state_store") == before
     finally:
         databases.drop(url)
 
 
 def test_pre_release_table_names_are_refused(run: dict, databases: support.Databases, dialect: str) -> None:
-    rename = {
-        "sqlite": "ALTER TABLE {} RENAME TO {}",
-        "postgres": "ALTER TABLE {} RENAME TO {}",
-        "mysql": "RENAME TABLE {} TO {}",
-    }[dialect]
-    url, tool = _altered_metastore(
-        run,
+    rename = "RENAME TABLE {} TO {}" if dialect == "mysql" else "ALTER TABLE {} RENAME TO {}"
+    url, task = _altered_metastore(
         databases,
         "prerelease",
         rename.format("task_state_store", "task_state"),
         rename.format("asset_state_store", "asset_state"),
     )
     try:
-        for result in _refusals(tool):
+        before = _rows(url, "task_state")
+        for result in _every_command(support.StateStore(run["binary"], conn=url), task):
             assert result.code == 5, result
             assert "task_state" in result.stderr and "pre-release" in result.stderr, result
+        assert _rows(url, "task_state") == before
     finally:
         databases.drop(url)

@@ -12,8 +12,7 @@ import json
 import pytest
 
 import cases
-from support import Task
-from test_written_by_state_store import NEAR_KEYS
+import support
 
 KEYS = [key for _, key in cases.KEYS] + ["emoji-😀", "𝄞/clef", "Watermark", "watermark", "résumé", "resume"]
 
@@ -36,7 +35,7 @@ def test_writes_of_ours_leave_what_airflow_leaves(twins) -> None:
     airflow, state_store, ours, theirs = twins
     ours_asset, theirs_asset = airflow.add_asset(), airflow.add_asset()
     problems = []
-    for n, key in enumerate(KEYS + NEAR_KEYS):
+    for n, key in enumerate(KEYS + cases.NEAR_KEYS):
         result = state_store.run("set", key, str(n), *ours.args(), ok=False)
         asset_result = state_store.run("set", key, str(n), "--asset-id", str(ours_asset.id), ok=False)
         try:
@@ -52,7 +51,7 @@ def test_writes_of_ours_leave_what_airflow_leaves(twins) -> None:
     listed = [e["key"] for e in state_store.json("list", *theirs.args(), "--limit", "1000")]
     if listed != airflow.task_keys(theirs):
         problems.append(f"`list` orders keys {listed!r}, Airflow's REST API {airflow.task_keys(theirs)!r}")
-    for key in KEYS + NEAR_KEYS:
+    for key in KEYS + cases.NEAR_KEYS:
         if airflow.get(ours, key) != airflow.get(theirs, key) or airflow.get(ours_asset, key) != airflow.get(theirs_asset, key):
             problems.append(f"key {key!r} reads {airflow.get(ours, key)!r}, Airflow's twin {airflow.get(theirs, key)!r}")
     assert not problems, "\n".join(problems)
@@ -102,9 +101,7 @@ def _differences(fresh: dict, upgraded: dict) -> list[str]:
 def test_how_an_upgraded_schema_differs_from_a_fresh_one(table, upgraded, metastore, dialect) -> None:
     """What docs/compatibility.md says: the same tables, except that on MySQL the `key` column
     has the database's default collation instead of utf8mb3_bin."""
-    from test_schema import describe
-
-    differences = _differences(describe(metastore, table, None), describe(upgraded[0], table, None))
+    differences = _differences(support.describe_table(metastore, table), support.describe_table(upgraded[0], table))
     if dialect == "mysql":
         assert len(differences) == 1 and differences[0].startswith("column key:"), differences
         assert "utf8mb3_bin" in differences[0].split(" vs ")[0] and "utf8mb3_bin" not in differences[0].split(" vs ")[1]

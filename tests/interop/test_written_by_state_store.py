@@ -370,23 +370,19 @@ def test_overwrite_updates_airflow_row_in_place(task, airflow, state_store) -> N
     assert after["value"] == '"from state-store"' and after["updated_at"] > before["updated_at"]
 
 
-#: Keys some databases compare as equal (MySQL's PAD SPACE collations ignore trailing blanks).
-NEAR_KEYS = ["pad", "pad ", "pad  ", "Pad", "café", "cafe\u0301", "tab\t"]
-
-
 def test_keys_the_database_compares_as_equal(task, airflow, state_store) -> None:
     """The same writes, ours on one task and Airflow's on its twin, leave the same rows, and
     each key reads back the same value, whatever the database's collation makes of them."""
     ours, theirs = task.sibling("ours"), task.sibling("airflow")
     ours_asset, theirs_asset = airflow.add_asset(), airflow.add_asset()
-    for n, key in enumerate(NEAR_KEYS):
+    for n, key in enumerate(cases.NEAR_KEYS):
         state_store.run("set", key, str(n), *ours.args())
         airflow.worker_set(theirs, key, n)
         state_store.run("set", key, str(n), "--asset-id", str(ours_asset.id))
         airflow.asset_set(theirs_asset, key, n)
     assert airflow.task_keys(ours) == airflow.task_keys(theirs)
     assert {k for _, k in airflow.asset_rows([ours_asset.id])} == {k for _, k in airflow.asset_rows([theirs_asset.id])}
-    for key in NEAR_KEYS:
+    for key in cases.NEAR_KEYS:
         assert airflow.get(ours, key) == airflow.get(theirs, key), key
         assert airflow.get(ours_asset, key) == airflow.get(theirs_asset, key), key
         got = state_store.run("get", key, *ours.args(), "-o", "json", ok=False)
