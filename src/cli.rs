@@ -13,6 +13,8 @@ Exit codes:
   3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
   4    database error (cannot open, connect, read or write)
   5    schema not recognised (not an Airflow 3.3 state store)
+  6    cannot write the output (other than a closed pipe, which exits 0)
+  7    another clean of the same database is running
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
@@ -188,6 +190,12 @@ pub(crate) struct CleanArgs {
     /// Pause between batches to throttle the load on the database (e.g. 200ms, 1s)
     #[arg(long, value_name = "DURATION")]
     pub sleep: Option<String>,
+    /// Longest wait for a lock held by another session before a batch fails
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub lock_timeout: String,
+    /// Interval between plain progress lines on stderr when it is not a terminal
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub progress_every: String,
 }
 
 #[derive(Debug, Subcommand)]

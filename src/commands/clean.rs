@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
+use crate::progress::{self, Progress};
 use crate::signals;
 use crate::time::{self, Timestamp};
 
@@ -46,6 +47,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         max_duration: duration("--max-duration", &args.max_duration)?,
         sleep: duration("--sleep", &args.sleep)?,
     };
+    let lock_timeout = duration("--lock-timeout", &Some(args.lock_timeout.clone()))?.unwrap_or_default();
+    let progress_every = duration("--progress-every", &Some(args.progress_every.clone()))?.unwrap_or_default();
     let ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
     if !ctx.settings.is_builtin_backend() {
         // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
@@ -72,7 +75,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         return dry_run(&ctx, store.as_mut(), cutoff, args.sample);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
+    if !store.begin_clean(lock_timeout)? {
+        return Err(Error::Busy(format!(
+            "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",
+            ctx.url.redacted()
+        )));
+    }
     signals::defer();
+    // Counting costs a query, worth it only for someone watching a bar.
+    let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
+    let mut progress = Progress::new(total, progress_every);
     let started = Instant::now();
     let mut summary = Summary {
         task_rows_deleted: 0,
@@ -83,7 +95,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         stopped_by: None,
         seconds: 0.0,
     };
-    let result = delete_all(store.as_mut(), &mut summary, &limits, started);
+    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress);
+    progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     output::note(&summary.line());
     result?;
@@ -172,6 +185,7 @@ fn delete_all(
     summary: &mut Summary,
     limits: &Limits,
     started: Instant,
+    progress: &mut Progress,
 ) -> Result<()> {
     let mut after_id = i64::MIN;
     loop {
@@ -196,6 +210,7 @@ fn delete_all(
             summary.batches += 1;
             summary.task_rows_deleted += deleted;
         }
+        progress.update(summary.task_rows_deleted, summary.batches);
         let Some(id) = up_to_id else { break };
         after_id = id;
         if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)

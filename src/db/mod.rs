@@ -82,10 +82,18 @@ pub(crate) trait Metastore {
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
     fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>>;
 
+    /// Expired task rows in all, for the progress bar of a clean run at a terminal.
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;
     /// Counts for a dry run: expired task rows per dag, orphaned asset rows per asset.
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>>;
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>>;
     fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>>;
+
+    /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
+    /// database from running at once (`false` when another clean holds it; the lock lasts as
+    /// long as the connection) and bounds every lock wait of later statements by
+    /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
+    fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool>;
 
     /// The id of the `n`-th expired task row after `after_id` in primary-key order, or `None`
     /// when fewer than `n` remain. Batches are primary-key ranges: each batch starts where the

@@ -974,6 +974,14 @@ impl Metastore for MysqlStore {
         )
     }
 
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
+        Ok(self
+            .first("cannot count expired rows", "SELECT count(*) FROM task_state_store WHERE expires_at < ?", vec![time_param(cutoff)], |row| {
+                Fields::new(row).count()
+            })?
+            .unwrap_or(0))
+    }
+
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         self.rows(
             "cannot count expired rows",
@@ -1022,6 +1030,25 @@ impl Metastore for MysqlStore {
             vec![after_id.into(), time_param(cutoff), Value::UInt(n.saturating_sub(1))],
             single_int,
         )
+    }
+
+    fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool> {
+        let locked = self
+            .first(
+                "cannot take the clean lock",
+                "SELECT GET_LOCK(CONCAT('state-store clean ', DATABASE()), 0)",
+                Vec::new(),
+                |row| row.get_opt::<Option<i64>, usize>(0).and_then(Result::ok).flatten().ok_or_else(String::new),
+            )?
+            .is_some_and(|v| v == 1);
+        // Both timeouts are whole seconds, at least 1: row locks (InnoDB) and table metadata.
+        let seconds = lock_timeout.as_secs().max(1);
+        self.execute(
+            "cannot set the lock timeouts",
+            "SET SESSION innodb_lock_wait_timeout = ?, SESSION lock_wait_timeout = ?",
+            vec![seconds.into(), seconds.into()],
+        )?;
+        Ok(locked)
     }
 
     fn delete_expired_range(
