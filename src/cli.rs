@@ -190,6 +190,12 @@ pub(crate) struct CleanArgs {
     /// Pause between batches to throttle the load on the database (e.g. 200ms, 1s)
     #[arg(long, value_name = "DURATION")]
     pub sleep: Option<String>,
+    /// Leave the keys of inactive assets alone; delete expired task keys only
+    #[arg(long, conflicts_with = "orphans_only")]
+    pub no_orphans: bool,
+    /// Delete the keys of inactive assets only; leave expired task keys alone
+    #[arg(long)]
+    pub orphans_only: bool,
     /// Longest wait for a lock held by another session before a batch fails
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub lock_timeout: String,

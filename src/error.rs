@@ -71,9 +71,11 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Usage(msg) | Error::Config(msg) | Error::NotFound(msg) | Error::Schema(msg) | Error::Busy(msg) => {
-                f.write_str(msg)
-            }
+            Error::Usage(msg)
+            | Error::Config(msg)
+            | Error::NotFound(msg)
+            | Error::Schema(msg)
+            | Error::Busy(msg) => f.write_str(msg),
             Error::Database { context, cause } => write!(f, "{context}: {cause}"),
             Error::Interrupted { signal } => {
                 let name = if *signal == 15 { "SIGTERM" } else { "SIGINT" };

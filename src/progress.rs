@@ -70,7 +70,11 @@ fn bar(done: u64, total: Option<u64>, rate: f64) -> String {
         Some(total) if total > 0 => {
             let share = (done as f64 / total as f64).clamp(0.0, 1.0);
             let filled = (share * BAR_WIDTH as f64).round() as usize;
-            let eta = if rate > 0.0 { format!("{:.0}s", total.saturating_sub(done) as f64 / rate) } else { "?".into() };
+            let eta = if rate > 0.0 {
+                format!("{:.0}s", total.saturating_sub(done) as f64 / rate)
+            } else {
+                "?".into()
+            };
             format!(
                 "clean [{}{}] {done}/{total} rows {:>3.0}% {rate:.0} rows/s ETA {eta}",
                 "#".repeat(filled),

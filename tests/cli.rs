@@ -420,9 +420,11 @@ contract! {
         }
         let run = bench.unchanged(|| bench.run(&["clean", "--dry-run", "-o", "json"]).success());
         assert_eq!(run.json().py("(v['asset_rows_to_delete'], v['orphans_by_asset'][0]['asset_name'])"), "(2, 'legacy')");
-        let run = bench.run(&["clean", "-o", "json"]).success();
-        assert_eq!(run.json().py("v['asset_rows_deleted']"), "2");
+        bench.unchanged(|| bench.run(&["clean", "--no-orphans"]).success());
+        let run = bench.run(&["clean", "--orphans-only", "--batch-size", "1", "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['asset_rows_deleted'], v['orphan_batches'], v['task_rows_deleted'])"), "(2, 2, 0)");
         assert_eq!(bench.rows(&format!("SELECT {} FROM asset_state_store", bench.key_col())), vec!["keep".to_string()]);
+        bench.run(&["clean", "--no-orphans", "--orphans-only"]).fails(2, "--orphans-only");
     }
 
     fn clean_dry_run_counts_and_samples_without_deleting(d: Dialect) {
@@ -502,6 +504,78 @@ contract! {
         assert_eq!(remaining_keys(&bench).len(), 40 - deleted, "only whole batches are gone");
         bench.run(&["clean"]).success();
         assert_eq!(remaining_keys(&bench), survivors);
+    }
+
+    fn a_second_clean_of_the_same_database_is_refused(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 20, 1);
+        let mut first = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "200ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
+        assert_eq!(second.stdout, "");
+        assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
+        assert_eq!(first.wait().unwrap().code(), Some(143));
+        // The lock goes with the process that held it.
+        bench.run(&["clean"]).success();
+        assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+    }
+
+    fn keys_refreshed_during_a_clean_are_never_lost(d: Dialect) {
+        let bench = with_run(d);
+        let keys: Vec<String> = (0..30).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> = keys
+            .iter()
+            .map(|k| ("load", -1, k.as_str(), "0", "2020-01-01 00:00:00.000000", Some("2020-01-02 00:00:00.000000")))
+            .collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let mut clean = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "30ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // A worker refreshing every third key while the clean walks the table.
+        let mut refreshed = Vec::new();
+        for key in keys.iter().step_by(3) {
+            bench.run(&cmd(&["set", key, "\"fresh\""], &task(&[]))).success();
+            refreshed.push(key.clone());
+        }
+        assert!(clean.wait().unwrap().success());
+        for key in &refreshed {
+            assert_eq!(stored(&bench, key).0, "\"fresh\"", "refreshed key {key} survives the clean");
+        }
+        assert_eq!(remaining_keys(&bench), refreshed, "every key not refreshed was expired and is gone");
+    }
+
+    fn clean_never_waits_long_behind_another_writer(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 1);
+        let k = bench.key_col();
+        let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00003'"));
+        let started = std::time::Instant::now();
+        let run = bench.run(&["clean", "--lock-timeout", "1s", "-o", "json"]);
+        let waited = started.elapsed();
+        assert!(waited < std::time::Duration::from_secs(8), "waited {waited:?}");
+        match d {
+            // PostgreSQL skips the locked row and deletes the others.
+            Dialect::Postgres => {
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                drop(holder);
+                assert_eq!(remaining_keys(&bench), vec!["k00003".to_string()]);
+            }
+            // SQLite and MySQL wait up to --lock-timeout, then fail with the database's error
+            // and the summary of what was done.
+            _ => {
+                let run = run.code(4);
+                assert!(run.stderr.contains("clean: deleted"), "{}", run.stderr);
+                drop(holder);
+            }
+        }
+        bench.run(&["clean"]).success();
+        assert_eq!(remaining_keys(&bench), Vec::<String>::new());
     }
 
     fn clean_skips_a_custom_backend(d: Dialect) {
@@ -885,4 +959,21 @@ fn postgres_sql_alchemy_schema_is_honoured() {
     bench.run(&["list"]).fails(5, "does not exist");
     bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", &"s".repeat(64));
     bench.run(&["list"]).fails(3, "sql_alchemy_schema");
+}
+
+#[test]
+fn clean_reports_progress_on_stderr() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let run =
+        bench.run(&["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "100ms"]).success();
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).collect();
+    assert!(lines.len() >= 3, "periodic progress lines off a terminal: {}", run.stderr);
+    assert!(run.stderr.lines().last().unwrap().starts_with("clean: deleted 12 expired task row(s)"));
+
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let (code, screen) = on_terminal(&bench, &["clean", "--batch-size", "1", "--sleep", "50ms"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
 }

@@ -109,9 +109,19 @@ pub(crate) trait Metastore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
-    /// Deletes the state rows of inactive assets (no `asset_active` row with the same name
-    /// and uri), including rows whose asset row is gone altogether.
-    fn delete_orphans(&mut self) -> Result<u64>;
+    /// Deletes up to `limit` state rows of inactive assets (see [`orphan_condition`]), all of
+    /// them when `None`, in one transaction.
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+}
+
+/// The rows of `outer` (an asset_state_store table or alias) whose asset is not active: no
+/// `asset_active` row with the same name AND uri, or no asset row at all (possible when foreign
+/// keys were off). Plain SQL every dialect reads alike.
+pub(crate) fn orphan_condition(outer: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
+         WHERE oa.id = {outer}.asset_id)"
+    )
 }
 
 /// Which Airflow schema the database holds, found by looking at its tables and columns.
@@ -188,13 +198,13 @@ pub(crate) fn recognise_schema(
              (`airflow db migrate` creates them)"
         )));
     }
-    if let Some(cols) = &task {
-        if cols.iter().any(|c| c == "region_id") {
-            return Err(Error::Schema(format!(
-                "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
+    if let Some(cols) = &task
+        && cols.iter().any(|c| c == "region_id")
+    {
+        return Err(Error::Schema(format!(
+            "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
                  which this version of state-store does not support; it supports Airflow 3.3"
-            )));
-        }
+        )));
     }
     for (table, required) in REQUIRED_COLUMNS {
         let found = match *table {

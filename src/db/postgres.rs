@@ -21,7 +21,10 @@ use postgres::types::{ToSql, Type};
 use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
-use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use super::{
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
+    schema,
+};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
@@ -664,15 +667,6 @@ fn offset_value(page: Page) -> i64 {
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
-/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
-/// whose asset row is gone altogether.
-fn orphan_condition(outer: &str) -> String {
-    format!(
-        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
-         WHERE oa.id = {outer}.asset_id)"
-    )
-}
-
 /// Lists a table's columns, `None` when the name does not resolve. `to_regclass` resolves the
 /// name through `search_path` exactly as the statements that follow will.
 fn columns(client: &mut Client, location: &str, table: &str) -> Result<Option<Vec<String>>> {
@@ -1072,9 +1066,15 @@ impl Metastore for PostgresStore {
         )
     }
 
-    fn delete_orphans(&mut self) -> Result<u64> {
-        let sql = format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store"));
-        self.execute("cannot delete orphaned asset rows", &sql, &[])
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        // As for task rows: rows a writer holds are skipped, the next run takes them.
+        let sql = format!(
+            "DELETE FROM asset_state_store WHERE ctid = ANY(ARRAY(
+                 SELECT s.ctid FROM asset_state_store s WHERE {} LIMIT $1 FOR UPDATE OF s SKIP LOCKED))",
+            orphan_condition("s")
+        );
+        let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.execute("cannot delete orphaned asset rows", &sql, &[&limit])
     }
 }
 

@@ -11,7 +11,10 @@ use std::time::Duration;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
-use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use super::{
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
+    schema,
+};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
@@ -184,15 +187,6 @@ fn count(n: usize) -> u64 {
 
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
-
-/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
-/// whose asset row is gone altogether (possible when foreign keys were off).
-fn orphan_condition(outer: &str) -> String {
-    format!(
-        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
-         WHERE oa.id = {outer}.asset_id)"
-    )
-}
 
 impl Metastore for SqliteStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
@@ -443,9 +437,11 @@ impl Metastore for SqliteStore {
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
         let ctx = self.ctx("cannot count expired rows");
         self.conn
-            .query_row("SELECT count(*) FROM task_state_store WHERE expires_at < ?1", [cutoff.to_sqlite_text()], |r| {
-                r.get::<_, i64>(0)
-            })
+            .query_row(
+                "SELECT count(*) FROM task_state_store WHERE expires_at < ?1",
+                [cutoff.to_sqlite_text()],
+                |r| r.get::<_, i64>(0),
+            )
             .map(|n| u64::try_from(n).unwrap_or(0))
             .map_err(|e| Error::db(ctx, e))
     }
@@ -506,12 +502,10 @@ impl Metastore for SqliteStore {
         let Some(path) = &self.path else { return Ok(true) };
         let mut lock_path = path.clone().into_os_string();
         lock_path.push(".state-store-clean.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e))?;
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(
+                |e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e),
+            )?;
         match file.try_lock() {
             Ok(()) => {
                 self.clean_lock = Some(file);
@@ -553,10 +547,14 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
-    fn delete_orphans(&mut self) -> Result<u64> {
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         let ctx = self.ctx("cannot delete orphaned asset rows");
-        let sql = format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store"));
-        self.conn.execute(&sql, []).map(count).map_err(|e| Error::db(ctx, e))
+        let sql = format!(
+            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE {} LIMIT ?1)",
+            orphan_condition("s")
+        );
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
     }
 }
 

@@ -407,6 +407,63 @@ impl Bench {
     }
 }
 
+/// A session of another client holding locks, until it is dropped.
+pub enum Holder {
+    Sqlite(rusqlite::Connection),
+    Client(std::process::Child),
+}
+
+impl Bench {
+    /// Opens a session outside the tool, runs `sql` in an open transaction and keeps it (and
+    /// its locks) until the returned holder is dropped.
+    pub fn hold(&self, sql: &str) -> Holder {
+        use std::io::{BufRead, BufReader, Write};
+        match self.dialect {
+            Dialect::Sqlite => {
+                let conn = self.sqlite();
+                conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}")).expect("hold");
+                Holder::Sqlite(conn)
+            }
+            dialect => {
+                let srv = server(dialect);
+                let db = self.database.clone().expect("database");
+                let mut cmd = if dialect == Dialect::Postgres {
+                    let mut c = Command::new("psql");
+                    c.args(["-X", "-q", "-A", "-t", "-h", &srv.host, "-U", &srv.user, "-d", &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-p", &srv.port]);
+                    }
+                    c
+                } else {
+                    let mut c = Command::new("mariadb");
+                    c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", &srv.user, &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-P", &srv.port]);
+                    }
+                    c
+                };
+                let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
+                let stdin = child.stdin.as_mut().expect("stdin");
+                writeln!(stdin, "BEGIN; {sql}; SELECT 'holding';").expect("write");
+                stdin.flush().expect("flush");
+                let mut line = String::new();
+                let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+                while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
+                Holder::Client(child)
+            }
+        }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Holder::Client(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 impl Drop for Bench {
     fn drop(&mut self) {
         if let Some(name) = self.database.take() {
