@@ -977,3 +977,83 @@ fn clean_reports_progress_on_stderr() {
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
 }
+
+// ---------------------------------------------------------------- servers that say no
+
+/// Every failure to reach or use a server is one line, exit 4 (or 5 for missing tables), and
+/// never shows the password, whichever way it failed.
+fn server_problems(d: Dialect) {
+    let bench = Bench::on(d);
+    // The password S3cr3t:p@ss/w%rd, percent-encoded as a URL carries it.
+    let encoded = "S3cr3t%3Ap%40ss%2Fw%25rd";
+    let no_leak = |run: &support::Run| {
+        for text in [&run.stdout, &run.stderr] {
+            assert!(!text.contains("S3cr3t") && !text.contains("p@ss") && !text.contains("p%40ss"), "{text}");
+        }
+    };
+    let user = format!("state_store_pw_{}", std::process::id());
+    let host = if d == Dialect::Mysql { "@'%'" } else { "" };
+    let create = match d {
+        Dialect::Postgres => format!("CREATE ROLE {user} LOGIN PASSWORD 'right'"),
+        _ => format!("CREATE USER '{user}'{host} IDENTIFIED BY 'right'"),
+    };
+    bench.admin_sql(&create);
+    let cases = [
+        // nothing listens on port 1
+        (
+            Bench::server_url(d, &format!("u:{encoded}"), "x")
+                .replace(":5432/", ":1/")
+                .replace(":3306/", ":1/"),
+            4,
+        ),
+        // an unknown database
+        (
+            Bench::server_url(
+                d,
+                &format!("{}:{encoded}", if d == Dialect::Postgres { "postgres" } else { "root" }),
+                "no_such_db_at_all",
+            ),
+            4,
+        ),
+    ];
+    for (url, code) in cases {
+        let started = std::time::Instant::now();
+        let run = bench.run(&["list", "--conn", &url]).code(code);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(started.elapsed() < std::time::Duration::from_secs(15));
+        no_leak(&run);
+    }
+    // A wrong password (PostgreSQL here trusts local connections, so only MySQL can refuse).
+    if d == Dialect::Mysql {
+        let run = bench
+            .run(&["list", "--conn", &Bench::server_url(d, &format!("{user}:{encoded}"), "mysql")])
+            .fails(4, "denied");
+        no_leak(&run);
+    }
+    // A reachable database without Airflow's tables.
+    let empty = format!("state_store_empty_{}", std::process::id());
+    bench.admin_sql(&format!("DROP DATABASE IF EXISTS {empty}"));
+    bench.admin_sql(&format!("CREATE DATABASE {empty}"));
+    let run = bench
+        .run(&["list", "--conn", &Bench::server_url(d, &Bench::admin_auth(d), &empty)])
+        .fails(5, "task_state_store");
+    no_leak(&run);
+    bench.admin_sql(&format!("DROP DATABASE {empty}"));
+    let drop = match d {
+        Dialect::Postgres => format!("DROP ROLE {user}"),
+        _ => format!("DROP USER '{user}'{host}"),
+    };
+    bench.admin_sql(&drop);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_server_problems() {
+    server_problems(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_server_problems() {
+    server_problems(Dialect::Mysql);
+}

@@ -130,6 +130,25 @@ impl Bench {
         }
     }
 
+    /// The URL of the server with other credentials and database, for connection tests.
+    pub fn server_url(dialect: Dialect, user_pass: &str, database: &str) -> String {
+        let srv = server(dialect);
+        let scheme = if dialect == Dialect::Postgres { "postgresql" } else { "mysql" };
+        let port = if srv.port.is_empty() { String::new() } else { format!(":{}", srv.port) };
+        format!("{scheme}://{user_pass}@{}{port}/{database}", srv.host)
+    }
+
+    /// `user[:password]` of the server's admin account, for building URLs.
+    pub fn admin_auth(dialect: Dialect) -> String {
+        let srv = server(dialect);
+        if srv.password.is_empty() { srv.user } else { format!("{}:{}", srv.user, srv.password) }
+    }
+
+    /// Runs SQL on the server as its admin, outside any test database.
+    pub fn admin_sql(&self, sql: &str) {
+        self.admin(sql);
+    }
+
     /// Runs SQL on the server outside any test database (create/drop database).
     fn admin(&self, sql: &str) {
         self.client(None, sql);
