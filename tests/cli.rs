@@ -1057,3 +1057,21 @@ fn postgres_server_problems() {
 fn mysql_server_problems() {
     server_problems(Dialect::Mysql);
 }
+
+/// The local server has TLS on (Debian's default, with its snakeoil certificate): `require`
+/// encrypts without checking, `verify-full` checks the certificate against the host name.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_tls_modes() {
+    let bench = with_run(Dialect::Postgres);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let url = bench.url();
+    let get = |query: &str| {
+        bench.run(&cmd(&["get", "k", "-o", "plain", "--conn", &format!("{url}?{query}")], &task(&[])))
+    };
+    get("sslmode=require").success().stdout_is("1\n");
+    get("sslmode=disable").success().stdout_is("1\n");
+    get("sslmode=verify-full&sslrootcert=/etc/ssl/certs/ssl-cert-snakeoil.pem").fails(4, "");
+    get("sslmode=verify-full&sslrootcert=/nonexistent/root.crt").fails(3, "/nonexistent/root.crt");
+    get("sslmode=sometimes").fails(3, "sslmode");
+}
