@@ -67,9 +67,26 @@ pub(crate) enum Command {
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
+    /// Show the configuration state-store reads, and where each value comes from
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Every option with its value and source (flag, environment, _cmd, file and line, default);
+    /// the database password is masked
+    Show,
+    /// One option's value, for scripts (exit 1 when it is unset or not an option state-store reads)
+    Get {
+        /// Section, e.g. state_store or database
+        section: String,
+        /// Option, e.g. state_cleanup_batch_size
+        key: String,
+    },
 }
 
 /// Where a key lives: a task instance (--dag-id, --run-id, --task-id, --map-index) or an asset

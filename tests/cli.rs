@@ -1075,3 +1075,41 @@ fn postgres_tls_modes() {
     get("sslmode=verify-full&sslrootcert=/nonexistent/root.crt").fails(3, "/nonexistent/root.crt");
     get("sslmode=sometimes").fails(3, "sslmode");
 }
+
+#[test]
+fn config_show_and_get_name_every_source_and_mask_the_password() {
+    let mut bench = Bench::bare();
+    bench.write_config("airflow.cfg", "[state_store]\n# retention\ndefault_retention_days = 7\n");
+    bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "500");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://airflow:Pa55%40word@db:5432/airflow");
+    let run = bench.run(&["config", "show", "-o", "json"]).success();
+    let v = run.json();
+    assert_eq!(
+        v.py("{(o['section'], o['key']): (o['value'], o['source']) for o in v}[('state_store', 'default_retention_days')]"),
+        format!("('7', '{}/airflow.cfg line 3')", bench.dir.path().display())
+    );
+    assert_eq!(
+        v.py("[o['source'] for o in v if o['key'] == 'state_cleanup_batch_size']"),
+        "['environment variable AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE']"
+    );
+    assert_eq!(
+        v.py("[o['value'] for o in v if o['key'] == 'sql_alchemy_conn']"),
+        "['postgresql://airflow:***@db:5432/airflow']"
+    );
+    assert_eq!(v.py("[o['source'] for o in v if o['key'] == 'backend']"), "['default']");
+    let table = bench.run(&["config", "show"]).success();
+    assert!(!table.stdout.contains("Pa55") && !table.stderr.contains("Pa55"), "{}", table.stdout);
+
+    bench.run(&["config", "get", "state_store", "default_retention_days"]).success().stdout_is("7\n");
+    bench
+        .run(&["config", "get", "state_store", "state_cleanup_batch_size", "--batch-size", "9"])
+        .fails(2, "--batch-size");
+    bench.run(&["config", "get", "database", "sql_alchemy_schema"]).fails(1, "not set");
+    bench.run(&["config", "get", "core", "dags_folder"]).fails(1, "not an option");
+
+    let mut c = bench.cmd(&["config", "get", "database", "sql_alchemy_conn"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "echo mysql://root:fromcmd@127.0.0.1/airflow");
+    let out = c.output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "mysql://root:***@127.0.0.1/airflow\n");
+}

@@ -4,6 +4,7 @@
 
 mod clean;
 mod clear;
+mod config_cmd;
 mod delete;
 mod get;
 mod list;
@@ -26,6 +27,7 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::Clear(args) => clear::run(&global, &args),
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
+        Command::Config(args) => config_cmd::run(&global, &args),
         Command::Sandbox(args) => sandbox::run(&global, &args),
     }
 }
