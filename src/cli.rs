@@ -73,6 +73,21 @@ pub(crate) enum Command {
     /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Print a shell completion script (e.g. `state-store completions bash > /etc/bash_completion.d/state-store`)
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print the manual page (roff), e.g. `state-store man | man -l -`
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Shell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1113,3 +1113,29 @@ fn config_show_and_get_name_every_source_and_mask_the_password() {
     let out = c.output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout), "mysql://root:***@127.0.0.1/airflow\n");
 }
+
+#[test]
+fn completions_and_man_page_come_from_the_cli_definition() {
+    let bench = Bench::bare();
+    for (shell, marker) in [
+        ("bash", "complete -F _state__store"),
+        ("zsh", "#compdef state-store"),
+        ("fish", "complete -c state-store"),
+    ] {
+        let run = bench.run(&["completions", shell]).success();
+        assert!(run.stdout.contains(marker), "{shell}: {}", &run.stdout[..200.min(run.stdout.len())]);
+        assert!(run.stdout.contains("max-duration"), "{shell} completes clean's flags");
+    }
+    let man = bench.run(&["man"]).success();
+    assert!(
+        man.stdout.starts_with(".ie") && man.stdout.contains(".TH state-store 1"),
+        "{}",
+        &man.stdout[..100]
+    );
+    bench.run(&["completions", "powershell"]).fails(2, "powershell");
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("set -o pipefail; '{}' completions zsh | head -c 10 >/dev/null", support::BIN)])
+        .output()
+        .unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(0), ""));
+}

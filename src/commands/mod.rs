@@ -6,6 +6,7 @@ mod clean;
 mod clear;
 mod config_cmd;
 mod delete;
+mod generated;
 mod get;
 mod list;
 mod sandbox;
@@ -28,6 +29,8 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
         Command::Config(args) => config_cmd::run(&global, &args),
+        Command::Completions { shell } => generated::completions(shell),
+        Command::Man => generated::man(),
         Command::Sandbox(args) => sandbox::run(&global, &args),
     }
 }
