@@ -112,6 +112,16 @@ fn seed_expiring(bench: &Bench, n: usize, expired_every: usize) -> Vec<String> {
     survivors
 }
 
+/// Waits (up to 30 s, however loaded the machine) until a clean running in the background has
+/// deleted at least one of the `seeded` rows, so a test acts mid-run rather than after a guess.
+fn until_some_rows_are_gone(bench: &Bench, seeded: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while remaining_keys(bench).len() >= seeded {
+        assert!(std::time::Instant::now() < deadline, "the clean deleted nothing within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn remaining_keys(bench: &Bench) -> Vec<String> {
     let k = bench.key_col();
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
@@ -489,7 +499,7 @@ contract! {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(600));
+        until_some_rows_are_gone(&bench, 40);
         let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
         assert!(killed.success());
         let out = child.wait_with_output().unwrap();
@@ -514,7 +524,8 @@ contract! {
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(700));
+        // Once a batch is gone, the first clean holds the lock.
+        until_some_rows_are_gone(&bench, 20);
         let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
         assert_eq!(second.stdout, "");
         assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
@@ -920,7 +931,7 @@ fn sigint_stops_clean_with_exit_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    until_some_rows_are_gone(&bench, 20);
     assert!(
         std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
