@@ -13,6 +13,8 @@ Exit codes:
   3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
   4    database error (cannot open, connect, read or write)
   5    schema not recognised (not an Airflow 3.3 state store)
+  6    cannot write the output (other than a closed pipe, which exits 0)
+  7    another clean of the same database is running
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
@@ -65,9 +67,41 @@ pub(crate) enum Command {
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
+    /// Show the configuration state-store reads, and where each value comes from
+    #[command(subcommand)]
+    Config(ConfigCommand),
     /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
     #[command(subcommand)]
     Sandbox(SandboxCommand),
+    /// Print a shell completion script (e.g. `state-store completions bash > /etc/bash_completion.d/state-store`)
+    Completions {
+        /// The shell to complete for
+        #[arg(value_enum)]
+        shell: Shell,
+    },
+    /// Print the manual page (roff), e.g. `state-store man | man -l -`
+    Man,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ConfigCommand {
+    /// Every option with its value and source (flag, environment, _cmd, file and line, default);
+    /// the database password is masked
+    Show,
+    /// One option's value, for scripts (exit 1 when it is unset or not an option state-store reads)
+    Get {
+        /// Section, e.g. state_store or database
+        section: String,
+        /// Option, e.g. state_cleanup_batch_size
+        key: String,
+    },
 }
 
 /// Where a key lives: a task instance (--dag-id, --run-id, --task-id, --map-index) or an asset
@@ -188,6 +222,18 @@ pub(crate) struct CleanArgs {
     /// Pause between batches to throttle the load on the database (e.g. 200ms, 1s)
     #[arg(long, value_name = "DURATION")]
     pub sleep: Option<String>,
+    /// Leave the keys of inactive assets alone; delete expired task keys only
+    #[arg(long, conflicts_with = "orphans_only")]
+    pub no_orphans: bool,
+    /// Delete the keys of inactive assets only; leave expired task keys alone
+    #[arg(long)]
+    pub orphans_only: bool,
+    /// Longest wait for a lock held by another session before a batch fails
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub lock_timeout: String,
+    /// Interval between plain progress lines on stderr when it is not a terminal
+    #[arg(long, value_name = "DURATION", default_value = "10s")]
+    pub progress_every: String,
 }
 
 #[derive(Debug, Subcommand)]

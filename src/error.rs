@@ -15,6 +15,8 @@ pub(crate) mod exit {
     pub(crate) const SCHEMA: i32 = 5;
     /// Writing to stdout failed for another reason than a closed pipe (disk full, …).
     pub(crate) const OUTPUT: i32 = 6;
+    /// Another `clean` of the same database is running.
+    pub(crate) const BUSY: i32 = 7;
     pub(crate) const SIGINT: i32 = 130;
     pub(crate) const SIGTERM: i32 = 143;
 }
@@ -31,6 +33,9 @@ pub(crate) enum Error {
     Database { context: String, cause: String },
     /// The database is reachable but its tables are not an Airflow 3.3 state store: exit 5.
     Schema(String),
+    /// Another clean holds the database's clean lock: exit 7, so cron can tell "still running"
+    /// from a failure.
+    Busy(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
     Interrupted { signal: i32 },
     /// Writing the report to stdout failed. A closed pipe ends the process quietly (exit 0);
@@ -58,6 +63,7 @@ impl Error {
                 }
             }
             Error::Output(_) => exit::OUTPUT,
+            Error::Busy(_) => exit::BUSY,
         }
     }
 }
@@ -65,9 +71,11 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Usage(msg) | Error::Config(msg) | Error::NotFound(msg) | Error::Schema(msg) => {
-                f.write_str(msg)
-            }
+            Error::Usage(msg)
+            | Error::Config(msg)
+            | Error::NotFound(msg)
+            | Error::Schema(msg)
+            | Error::Busy(msg) => f.write_str(msg),
             Error::Database { context, cause } => write!(f, "{context}: {cause}"),
             Error::Interrupted { signal } => {
                 let name = if *signal == 15 { "SIGTERM" } else { "SIGINT" };

@@ -14,6 +14,7 @@ mod error;
 mod json;
 mod model;
 mod output;
+mod progress;
 mod redact;
 mod signals;
 mod time;

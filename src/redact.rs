@@ -12,10 +12,10 @@ pub(crate) fn register(secret: &str) {
     if secret.is_empty() {
         return;
     }
-    if let Ok(mut secrets) = SECRETS.lock() {
-        if !secrets.iter().any(|s| s == secret) {
-            secrets.push(secret.to_string());
-        }
+    if let Ok(mut secrets) = SECRETS.lock()
+        && !secrets.iter().any(|s| s == secret)
+    {
+        secrets.push(secret.to_string());
     }
 }
 

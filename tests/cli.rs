@@ -112,6 +112,16 @@ fn seed_expiring(bench: &Bench, n: usize, expired_every: usize) -> Vec<String> {
     survivors
 }
 
+/// Waits (up to 30 s, however loaded the machine) until a clean running in the background has
+/// deleted at least one of the `seeded` rows, so a test acts mid-run rather than after a guess.
+fn until_some_rows_are_gone(bench: &Bench, seeded: usize) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while remaining_keys(bench).len() >= seeded {
+        assert!(std::time::Instant::now() < deadline, "the clean deleted nothing within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 fn remaining_keys(bench: &Bench) -> Vec<String> {
     let k = bench.key_col();
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
@@ -420,9 +430,11 @@ contract! {
         }
         let run = bench.unchanged(|| bench.run(&["clean", "--dry-run", "-o", "json"]).success());
         assert_eq!(run.json().py("(v['asset_rows_to_delete'], v['orphans_by_asset'][0]['asset_name'])"), "(2, 'legacy')");
-        let run = bench.run(&["clean", "-o", "json"]).success();
-        assert_eq!(run.json().py("v['asset_rows_deleted']"), "2");
+        bench.unchanged(|| bench.run(&["clean", "--no-orphans"]).success());
+        let run = bench.run(&["clean", "--orphans-only", "--batch-size", "1", "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['asset_rows_deleted'], v['orphan_batches'], v['task_rows_deleted'])"), "(2, 2, 0)");
         assert_eq!(bench.rows(&format!("SELECT {} FROM asset_state_store", bench.key_col())), vec!["keep".to_string()]);
+        bench.run(&["clean", "--no-orphans", "--orphans-only"]).fails(2, "--orphans-only");
     }
 
     fn clean_dry_run_counts_and_samples_without_deleting(d: Dialect) {
@@ -487,7 +499,7 @@ contract! {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(600));
+        until_some_rows_are_gone(&bench, 40);
         let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
         assert!(killed.success());
         let out = child.wait_with_output().unwrap();
@@ -502,6 +514,79 @@ contract! {
         assert_eq!(remaining_keys(&bench).len(), 40 - deleted, "only whole batches are gone");
         bench.run(&["clean"]).success();
         assert_eq!(remaining_keys(&bench), survivors);
+    }
+
+    fn a_second_clean_of_the_same_database_is_refused(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 20, 1);
+        let mut first = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "200ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // Once a batch is gone, the first clean holds the lock.
+        until_some_rows_are_gone(&bench, 20);
+        let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
+        assert_eq!(second.stdout, "");
+        assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
+        assert_eq!(first.wait().unwrap().code(), Some(143));
+        // The lock goes with the process that held it.
+        bench.run(&["clean"]).success();
+        assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+    }
+
+    fn keys_refreshed_during_a_clean_are_never_lost(d: Dialect) {
+        let bench = with_run(d);
+        let keys: Vec<String> = (0..30).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> = keys
+            .iter()
+            .map(|k| ("load", -1, k.as_str(), "0", "2020-01-01 00:00:00.000000", Some("2020-01-02 00:00:00.000000")))
+            .collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let mut clean = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "30ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // A worker refreshing every third key while the clean walks the table.
+        let mut refreshed = Vec::new();
+        for key in keys.iter().step_by(3) {
+            bench.run(&cmd(&["set", key, "\"fresh\""], &task(&[]))).success();
+            refreshed.push(key.clone());
+        }
+        assert!(clean.wait().unwrap().success());
+        for key in &refreshed {
+            assert_eq!(stored(&bench, key).0, "\"fresh\"", "refreshed key {key} survives the clean");
+        }
+        assert_eq!(remaining_keys(&bench), refreshed, "every key not refreshed was expired and is gone");
+    }
+
+    fn clean_never_waits_long_behind_another_writer(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 1);
+        let k = bench.key_col();
+        let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00003'"));
+        let started = std::time::Instant::now();
+        let run = bench.run(&["clean", "--lock-timeout", "1s", "-o", "json"]);
+        let waited = started.elapsed();
+        assert!(waited < std::time::Duration::from_secs(8), "waited {waited:?}");
+        match d {
+            // PostgreSQL skips the locked row and deletes the others.
+            Dialect::Postgres => {
+                assert_eq!(run.code, 0, "{}", run.stderr);
+                drop(holder);
+                assert_eq!(remaining_keys(&bench), vec!["k00003".to_string()]);
+            }
+            // SQLite and MySQL wait up to --lock-timeout, then fail with the database's error
+            // and the summary of what was done.
+            _ => {
+                let run = run.code(4);
+                assert!(run.stderr.contains("clean: deleted"), "{}", run.stderr);
+                drop(holder);
+            }
+        }
+        bench.run(&["clean"]).success();
+        assert_eq!(remaining_keys(&bench), Vec::<String>::new());
     }
 
     fn clean_skips_a_custom_backend(d: Dialect) {
@@ -846,7 +931,7 @@ fn sigint_stops_clean_with_exit_130() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    until_some_rows_are_gone(&bench, 20);
     assert!(
         std::process::Command::new("kill")
             .args(["-INT", &child.id().to_string()])
@@ -885,4 +970,183 @@ fn postgres_sql_alchemy_schema_is_honoured() {
     bench.run(&["list"]).fails(5, "does not exist");
     bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", &"s".repeat(64));
     bench.run(&["list"]).fails(3, "sql_alchemy_schema");
+}
+
+#[test]
+fn clean_reports_progress_on_stderr() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let run =
+        bench.run(&["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "100ms"]).success();
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).collect();
+    assert!(lines.len() >= 3, "periodic progress lines off a terminal: {}", run.stderr);
+    assert!(run.stderr.lines().last().unwrap().starts_with("clean: deleted 12 expired task row(s)"));
+
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let (code, screen) = on_terminal(&bench, &["clean", "--batch-size", "1", "--sleep", "50ms"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+}
+
+// ---------------------------------------------------------------- servers that say no
+
+/// Every failure to reach or use a server is one line, exit 4 (or 5 for missing tables), and
+/// never shows the password, whichever way it failed.
+fn server_problems(d: Dialect) {
+    let bench = Bench::on(d);
+    // The password S3cr3t:p@ss/w%rd, percent-encoded as a URL carries it.
+    let encoded = "S3cr3t%3Ap%40ss%2Fw%25rd";
+    let no_leak = |run: &support::Run| {
+        for text in [&run.stdout, &run.stderr] {
+            assert!(!text.contains("S3cr3t") && !text.contains("p@ss") && !text.contains("p%40ss"), "{text}");
+        }
+    };
+    let user = format!("state_store_pw_{}", std::process::id());
+    let host = if d == Dialect::Mysql { "@'%'" } else { "" };
+    let create = match d {
+        Dialect::Postgres => format!("CREATE ROLE {user} LOGIN PASSWORD 'right'"),
+        _ => format!("CREATE USER '{user}'{host} IDENTIFIED BY 'right'"),
+    };
+    bench.admin_sql(&create);
+    let cases = [
+        // nothing listens on port 1
+        (
+            Bench::server_url(d, &format!("u:{encoded}"), "x")
+                .replace(":5432/", ":1/")
+                .replace(":3306/", ":1/"),
+            4,
+        ),
+        // an unknown database
+        (
+            Bench::server_url(
+                d,
+                &format!("{}:{encoded}", if d == Dialect::Postgres { "postgres" } else { "root" }),
+                "no_such_db_at_all",
+            ),
+            4,
+        ),
+    ];
+    for (url, code) in cases {
+        let started = std::time::Instant::now();
+        let run = bench.run(&["list", "--conn", &url]).code(code);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        assert!(started.elapsed() < std::time::Duration::from_secs(15));
+        no_leak(&run);
+    }
+    // A wrong password (PostgreSQL here trusts local connections, so only MySQL can refuse).
+    if d == Dialect::Mysql {
+        let run = bench
+            .run(&["list", "--conn", &Bench::server_url(d, &format!("{user}:{encoded}"), "mysql")])
+            .fails(4, "denied");
+        no_leak(&run);
+    }
+    // A reachable database without Airflow's tables.
+    let empty = format!("state_store_empty_{}", std::process::id());
+    bench.admin_sql(&format!("DROP DATABASE IF EXISTS {empty}"));
+    bench.admin_sql(&format!("CREATE DATABASE {empty}"));
+    let run = bench
+        .run(&["list", "--conn", &Bench::server_url(d, &Bench::admin_auth(d), &empty)])
+        .fails(5, "task_state_store");
+    no_leak(&run);
+    bench.admin_sql(&format!("DROP DATABASE {empty}"));
+    let drop = match d {
+        Dialect::Postgres => format!("DROP ROLE {user}"),
+        _ => format!("DROP USER '{user}'{host}"),
+    };
+    bench.admin_sql(&drop);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_server_problems() {
+    server_problems(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_server_problems() {
+    server_problems(Dialect::Mysql);
+}
+
+/// The local server has TLS on (Debian's default, with its snakeoil certificate): `require`
+/// encrypts without checking, `verify-full` checks the certificate against the host name.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_tls_modes() {
+    let bench = with_run(Dialect::Postgres);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let url = bench.url();
+    let get = |query: &str| {
+        bench.run(&cmd(&["get", "k", "-o", "plain", "--conn", &format!("{url}?{query}")], &task(&[])))
+    };
+    get("sslmode=require").success().stdout_is("1\n");
+    get("sslmode=disable").success().stdout_is("1\n");
+    get("sslmode=verify-full&sslrootcert=/etc/ssl/certs/ssl-cert-snakeoil.pem").fails(4, "");
+    get("sslmode=verify-full&sslrootcert=/nonexistent/root.crt").fails(3, "/nonexistent/root.crt");
+    get("sslmode=sometimes").fails(3, "sslmode");
+}
+
+#[test]
+fn config_show_and_get_name_every_source_and_mask_the_password() {
+    let mut bench = Bench::bare();
+    bench.write_config("airflow.cfg", "[state_store]\n# retention\ndefault_retention_days = 7\n");
+    bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "500");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "postgresql://airflow:Pa55%40word@db:5432/airflow");
+    let run = bench.run(&["config", "show", "-o", "json"]).success();
+    let v = run.json();
+    assert_eq!(
+        v.py("{(o['section'], o['key']): (o['value'], o['source']) for o in v}[('state_store', 'default_retention_days')]"),
+        format!("('7', '{}/airflow.cfg line 3')", bench.dir.path().display())
+    );
+    assert_eq!(
+        v.py("[o['source'] for o in v if o['key'] == 'state_cleanup_batch_size']"),
+        "['environment variable AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE']"
+    );
+    assert_eq!(
+        v.py("[o['value'] for o in v if o['key'] == 'sql_alchemy_conn']"),
+        "['postgresql://airflow:***@db:5432/airflow']"
+    );
+    assert_eq!(v.py("[o['source'] for o in v if o['key'] == 'backend']"), "['default']");
+    let table = bench.run(&["config", "show"]).success();
+    assert!(!table.stdout.contains("Pa55") && !table.stderr.contains("Pa55"), "{}", table.stdout);
+
+    bench.run(&["config", "get", "state_store", "default_retention_days"]).success().stdout_is("7\n");
+    bench
+        .run(&["config", "get", "state_store", "state_cleanup_batch_size", "--batch-size", "9"])
+        .fails(2, "--batch-size");
+    bench.run(&["config", "get", "database", "sql_alchemy_schema"]).fails(1, "not set");
+    bench.run(&["config", "get", "core", "dags_folder"]).fails(1, "not an option");
+
+    let mut c = bench.cmd(&["config", "get", "database", "sql_alchemy_conn"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "echo mysql://root:fromcmd@127.0.0.1/airflow");
+    let out = c.output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "mysql://root:***@127.0.0.1/airflow\n");
+}
+
+#[test]
+fn completions_and_man_page_come_from_the_cli_definition() {
+    let bench = Bench::bare();
+    for (shell, marker) in [
+        ("bash", "complete -F _state__store"),
+        ("zsh", "#compdef state-store"),
+        ("fish", "complete -c state-store"),
+    ] {
+        let run = bench.run(&["completions", shell]).success();
+        assert!(run.stdout.contains(marker), "{shell}: {}", &run.stdout[..200.min(run.stdout.len())]);
+        assert!(run.stdout.contains("max-duration"), "{shell} completes clean's flags");
+    }
+    let man = bench.run(&["man"]).success();
+    assert!(
+        man.stdout.starts_with(".ie") && man.stdout.contains(".TH state-store 1"),
+        "{}",
+        &man.stdout[..100]
+    );
+    bench.run(&["completions", "powershell"]).fails(2, "powershell");
+    let out = std::process::Command::new("bash")
+        .args(["-c", &format!("set -o pipefail; '{}' completions zsh | head -c 10 >/dev/null", support::BIN)])
+        .output()
+        .unwrap();
+    assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(0), ""));
 }

@@ -17,6 +17,7 @@ use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
+use crate::progress::{self, Progress};
 use crate::signals;
 use crate::time::{self, Timestamp};
 
@@ -42,10 +43,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             .transpose()
     };
     let limits = Limits {
+        tasks: !args.orphans_only,
+        orphans: !args.no_orphans,
         max_rows: args.max_rows,
         max_duration: duration("--max-duration", &args.max_duration)?,
         sleep: duration("--sleep", &args.sleep)?,
     };
+    let lock_timeout = duration("--lock-timeout", &Some(args.lock_timeout.clone()))?.unwrap_or_default();
+    let progress_every =
+        duration("--progress-every", &Some(args.progress_every.clone()))?.unwrap_or_default();
     let ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
     if !ctx.settings.is_builtin_backend() {
         // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
@@ -69,21 +75,32 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
     if args.dry_run {
         let mut store = ctx.open(Access::ReadOnly)?;
-        return dry_run(&ctx, store.as_mut(), cutoff, args.sample);
+        return dry_run(&ctx, store.as_mut(), cutoff, args.sample, &limits);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
+    if !store.begin_clean(lock_timeout)? {
+        return Err(Error::Busy(format!(
+            "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",
+            ctx.url.redacted()
+        )));
+    }
     signals::defer();
+    // Counting costs a query, worth it only for someone watching a bar.
+    let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
+    let mut progress = Progress::new(total, progress_every);
     let started = Instant::now();
     let mut summary = Summary {
         task_rows_deleted: 0,
         asset_rows_deleted: 0,
         batches: 0,
+        orphan_batches: 0,
         cutoff,
         batch_size,
         stopped_by: None,
         seconds: 0.0,
     };
-    let result = delete_all(store.as_mut(), &mut summary, &limits, started);
+    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress);
+    progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     output::note(&summary.line());
     result?;
@@ -96,6 +113,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
 
 /// What ends a run before every expired row is gone.
 struct Limits {
+    /// Which of the two phases run: expired task rows, orphaned asset rows.
+    tasks: bool,
+    orphans: bool,
     max_rows: Option<u64>,
     max_duration: Option<Duration>,
     sleep: Option<Duration>,
@@ -124,6 +144,7 @@ struct Summary {
     task_rows_deleted: u64,
     asset_rows_deleted: u64,
     batches: u64,
+    orphan_batches: u64,
     cutoff: Timestamp,
     batch_size: u64,
     stopped_by: Option<Stop>,
@@ -154,6 +175,7 @@ impl Summary {
             ("task_rows_deleted", int(self.task_rows_deleted)),
             ("asset_rows_deleted", int(self.asset_rows_deleted)),
             ("batches", int(self.batches)),
+            ("orphan_batches", int(self.orphan_batches)),
             ("cutoff", Json::Str(self.cutoff.to_rfc3339())),
             ("batch_size", int(self.batch_size)),
             ("dry_run", Json::Bool(false)),
@@ -164,14 +186,38 @@ impl Summary {
     }
 }
 
-/// Walks the primary key in batches; between batches it stops for a signal or a limit. The
-/// orphan sweep runs only after every expired task row is gone, so a stopped run leaves the
-/// database as a later run expects to find it.
+/// The two phases of a run. The orphan sweep starts only after every expired task row is
+/// gone, so a stopped run leaves the database as a later run expects to find it.
 fn delete_all(
     store: &mut dyn Metastore,
     summary: &mut Summary,
     limits: &Limits,
     started: Instant,
+    progress: &mut Progress,
+) -> Result<()> {
+    if limits.tasks {
+        delete_expired(store, summary, limits, started, progress)?;
+        if summary.stopped_by.is_some() {
+            return Ok(());
+        }
+    }
+    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
+        summary.stopped_by = Some(stop);
+        return Ok(());
+    }
+    if limits.orphans {
+        sweep_orphans(store, summary, limits, started, progress)?;
+    }
+    Ok(())
+}
+
+/// Walks the primary key in batches; between batches it stops for a signal or a limit.
+fn delete_expired(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
 ) -> Result<()> {
     let mut after_id = i64::MIN;
     loop {
@@ -196,24 +242,53 @@ fn delete_all(
             summary.batches += 1;
             summary.task_rows_deleted += deleted;
         }
-        let Some(id) = up_to_id else { break };
+        progress.update(summary.task_rows_deleted, summary.batches);
+        let Some(id) = up_to_id else { return Ok(()) };
         after_id = id;
         if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)
             && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
         {
             // The limit was reached exactly by the last expired row: the run is complete.
-            break;
+            return Ok(());
         }
         if let Some(pause) = limits.sleep {
             signals::sleep(pause);
         }
     }
-    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
-        summary.stopped_by = Some(stop);
-        return Ok(());
+}
+
+/// The orphan sweep, in batches of the same size as the task rows.
+fn sweep_orphans(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
+) -> Result<()> {
+    let batch = (summary.batch_size > 0).then_some(summary.batch_size);
+    loop {
+        if let Some(stop) =
+            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
+        {
+            summary.stopped_by = Some(stop);
+            return Ok(());
+        }
+        let deleted = store.delete_orphans(batch)?;
+        if deleted > 0 {
+            summary.orphan_batches += 1;
+            summary.asset_rows_deleted += deleted;
+        }
+        progress.update(
+            summary.task_rows_deleted + summary.asset_rows_deleted,
+            summary.batches + summary.orphan_batches,
+        );
+        if batch.is_none_or(|b| deleted < b) {
+            return Ok(());
+        }
+        if let Some(pause) = limits.sleep {
+            signals::sleep(pause);
+        }
     }
-    summary.asset_rows_deleted = store.delete_orphans()?;
-    Ok(())
 }
 
 fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<Stop> {
@@ -230,16 +305,26 @@ fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<S
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
-fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: u64) -> Result<()> {
-    let by_dag = store.expired_by_dag(cutoff)?;
-    let by_asset = store.orphans_by_asset()?;
+fn dry_run(
+    ctx: &Context,
+    store: &mut dyn Metastore,
+    cutoff: Timestamp,
+    sample: u64,
+    limits: &Limits,
+) -> Result<()> {
+    let by_dag = if limits.tasks { store.expired_by_dag(cutoff)? } else { Vec::new() };
+    let by_asset = if limits.orphans { store.orphans_by_asset()? } else { Vec::new() };
     let task_rows: u64 = by_dag.iter().map(|d| d.rows).sum();
     let asset_rows: u64 = by_asset.iter().map(|a| a.rows).sum();
-    let task_sample = store.list_task(
-        &TaskFilter { expired_before: Some(cutoff), ..TaskFilter::default() },
-        Page { limit: Some(sample), offset: 0 },
-    )?;
-    let asset_sample = store.orphan_sample(sample)?;
+    let task_sample = if limits.tasks {
+        store.list_task(
+            &TaskFilter { expired_before: Some(cutoff), ..TaskFilter::default() },
+            Page { limit: Some(sample), offset: 0 },
+        )?
+    } else {
+        Vec::new()
+    };
+    let asset_sample = if limits.orphans { store.orphan_sample(sample)? } else { Vec::new() };
 
     let mut counts = Table {
         title: Some("Would delete:".to_string()),

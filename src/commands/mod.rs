@@ -4,7 +4,9 @@
 
 mod clean;
 mod clear;
+mod config_cmd;
 mod delete;
+mod generated;
 mod get;
 mod list;
 mod sandbox;
@@ -26,6 +28,9 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::Clear(args) => clear::run(&global, &args),
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
+        Command::Config(args) => config_cmd::run(&global, &args),
+        Command::Completions { shell } => generated::completions(shell),
+        Command::Man => generated::man(),
         Command::Sandbox(args) => sandbox::run(&global, &args),
     }
 }

@@ -207,20 +207,18 @@ pub(crate) fn parse_ini(text: &str, path: &Path) -> Result<IniFile, ConfigError>
         if value.is_empty() {
             // A blank line belongs to the value being continued (it is dropped again if no
             // continuation follows); a comment line is skipped without ending the value.
-            if !is_comment {
-                if let (Some(options), Some(i)) = (options, current) {
-                    options[i].pieces.push(String::new());
-                }
+            if !is_comment && let (Some(options), Some(i)) = (options, current) {
+                options[i].pieces.push(String::new());
             }
             continue;
         }
 
         let indent = line.chars().take_while(|c| py_space(*c)).count();
-        if let (Some(options), Some(i)) = (options, current) {
-            if indent > indent_level {
-                options[i].pieces.push(value.to_owned());
-                continue;
-            }
+        if let (Some(options), Some(i)) = (options, current)
+            && indent > indent_level
+        {
+            options[i].pieces.push(value.to_owned());
+            continue;
         }
         indent_level = indent;
 

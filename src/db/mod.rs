@@ -82,10 +82,18 @@ pub(crate) trait Metastore {
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
     fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>>;
 
+    /// Expired task rows in all, for the progress bar of a clean run at a terminal.
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;
     /// Counts for a dry run: expired task rows per dag, orphaned asset rows per asset.
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>>;
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>>;
     fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>>;
+
+    /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
+    /// database from running at once (`false` when another clean holds it; the lock lasts as
+    /// long as the connection) and bounds every lock wait of later statements by
+    /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
+    fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool>;
 
     /// The id of the `n`-th expired task row after `after_id` in primary-key order, or `None`
     /// when fewer than `n` remain. Batches are primary-key ranges: each batch starts where the
@@ -101,9 +109,19 @@ pub(crate) trait Metastore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
-    /// Deletes the state rows of inactive assets (no `asset_active` row with the same name
-    /// and uri), including rows whose asset row is gone altogether.
-    fn delete_orphans(&mut self) -> Result<u64>;
+    /// Deletes up to `limit` state rows of inactive assets (see [`orphan_condition`]), all of
+    /// them when `None`, in one transaction.
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+}
+
+/// The rows of `outer` (an asset_state_store table or alias) whose asset is not active: no
+/// `asset_active` row with the same name AND uri, or no asset row at all (possible when foreign
+/// keys were off). Plain SQL every dialect reads alike.
+pub(crate) fn orphan_condition(outer: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
+         WHERE oa.id = {outer}.asset_id)"
+    )
 }
 
 /// Which Airflow schema the database holds, found by looking at its tables and columns.
@@ -180,13 +198,13 @@ pub(crate) fn recognise_schema(
              (`airflow db migrate` creates them)"
         )));
     }
-    if let Some(cols) = &task {
-        if cols.iter().any(|c| c == "region_id") {
-            return Err(Error::Schema(format!(
-                "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
+    if let Some(cols) = &task
+        && cols.iter().any(|c| c == "region_id")
+    {
+        return Err(Error::Schema(format!(
+            "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
                  which this version of state-store does not support; it supports Airflow 3.3"
-            )));
-        }
+        )));
     }
     for (table, required) in REQUIRED_COLUMNS {
         let found = match *table {

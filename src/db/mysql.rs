@@ -23,7 +23,10 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
-use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use super::{
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
+    schema,
+};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
@@ -587,15 +590,6 @@ fn page_params(page: Page) -> [Value; 2] {
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
-/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
-/// whose asset row is gone altogether (possible when foreign keys were off).
-fn orphan_condition(outer: &str) -> String {
-    format!(
-        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
-         WHERE oa.id = {outer}.asset_id)"
-    )
-}
-
 // ---------------------------------------------------------------------------------------------
 // The metastore
 
@@ -974,6 +968,17 @@ impl Metastore for MysqlStore {
         )
     }
 
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
+        Ok(self
+            .first(
+                "cannot count expired rows",
+                "SELECT count(*) FROM task_state_store WHERE expires_at < ?",
+                vec![time_param(cutoff)],
+                |row| Fields::new(row).count(),
+            )?
+            .unwrap_or(0))
+    }
+
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         self.rows(
             "cannot count expired rows",
@@ -1024,6 +1029,30 @@ impl Metastore for MysqlStore {
         )
     }
 
+    fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool> {
+        let locked = self
+            .first(
+                "cannot take the clean lock",
+                "SELECT GET_LOCK(CONCAT('state-store clean ', DATABASE()), 0)",
+                Vec::new(),
+                |row| {
+                    row.get_opt::<Option<i64>, usize>(0)
+                        .and_then(Result::ok)
+                        .flatten()
+                        .ok_or_else(String::new)
+                },
+            )?
+            .is_some_and(|v| v == 1);
+        // Both timeouts are whole seconds, at least 1: row locks (InnoDB) and table metadata.
+        let seconds = lock_timeout.as_secs().max(1);
+        self.execute(
+            "cannot set the lock timeouts",
+            "SET SESSION innodb_lock_wait_timeout = ?, SESSION lock_wait_timeout = ?",
+            vec![seconds.into(), seconds.into()],
+        )?;
+        Ok(locked)
+    }
+
     fn delete_expired_range(
         &mut self,
         cutoff: Timestamp,
@@ -1038,12 +1067,22 @@ impl Metastore for MysqlStore {
         )
     }
 
-    fn delete_orphans(&mut self) -> Result<u64> {
-        self.execute(
-            "cannot delete orphaned asset rows",
-            &format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store")),
-            Vec::new(),
-        )
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        // MySQL cannot select from the table a DELETE changes, but a single-table DELETE
+        // takes a LIMIT of its own.
+        let condition = orphan_condition("asset_state_store");
+        match limit {
+            Some(limit) => self.execute(
+                "cannot delete orphaned asset rows",
+                &format!("DELETE FROM asset_state_store WHERE {condition} LIMIT ?"),
+                vec![limit.into()],
+            ),
+            None => self.execute(
+                "cannot delete orphaned asset rows",
+                &format!("DELETE FROM asset_state_store WHERE {condition}"),
+                Vec::new(),
+            ),
+        }
     }
 }
 

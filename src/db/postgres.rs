@@ -21,7 +21,10 @@ use postgres::types::{ToSql, Type};
 use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
-use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use super::{
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
+    schema,
+};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
@@ -664,15 +667,6 @@ fn offset_value(page: Page) -> i64 {
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
-/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
-/// whose asset row is gone altogether.
-fn orphan_condition(outer: &str) -> String {
-    format!(
-        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
-         WHERE oa.id = {outer}.asset_id)"
-    )
-}
-
 /// Lists a table's columns, `None` when the name does not resolve. `to_regclass` resolves the
 /// name through `search_path` exactly as the statements that follow will.
 fn columns(client: &mut Client, location: &str, table: &str) -> Result<Option<Vec<String>>> {
@@ -959,6 +953,14 @@ impl Metastore for PostgresStore {
         map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
     }
 
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
+        self.count(
+            "cannot count expired rows",
+            "SELECT count(*) FROM task_state_store WHERE expires_at < $1",
+            &[&to_system_time(cutoff)],
+        )
+    }
+
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         let what = "cannot count expired rows";
         let rows = self.rows(
@@ -1002,6 +1004,36 @@ impl Metastore for PostgresStore {
         map_rows(rows, asset_entry).map_err(pg_err(self.ctx(what)))
     }
 
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        // A session-level advisory lock, keyed by the schema so that two Airflow installations
+        // sharing a server in different schemas do not block each other's cleans.
+        let locked = self
+            .first(
+                "cannot take the clean lock",
+                "SELECT pg_try_advisory_lock(hashtext('state-store clean ' || current_schema()))",
+                &[],
+                |r| r.try_get::<_, bool>(0),
+            )?
+            .unwrap_or(false);
+        // A batch lost in a crash is simply deleted again by the next run, so its commit need
+        // not wait for the WAL flush: for this session only, commits return at once.
+        self.first(
+            "cannot set synchronous_commit",
+            "SELECT set_config('synchronous_commit', 'off', false)",
+            &[],
+            |r| r.try_get::<_, String>(0),
+        )?;
+        let millis = i64::try_from(lock_timeout.as_millis()).unwrap_or(i64::MAX).max(1);
+        // SET takes no bind parameters; set_config does the same for this session.
+        self.first(
+            "cannot set lock_timeout",
+            "SELECT set_config('lock_timeout', $1, false)",
+            &[&format!("{millis}ms")],
+            |r| r.try_get::<_, String>(0),
+        )?;
+        Ok(locked)
+    }
+
     fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
         let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
         // `id` is selected and ordered as the bare column, so the primary key's index serves
@@ -1020,16 +1052,29 @@ impl Metastore for PostgresStore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64> {
+        // Rows another session holds locked (a worker writing that key right now) are skipped,
+        // not waited for: they are not expired any more, or the next run takes them. The
+        // inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
+        // DELETE goes straight to those versions by ctid (as fast as a plain range DELETE).
         self.execute(
             "cannot delete expired rows",
-            "DELETE FROM task_state_store WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3",
+            "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(
+                 SELECT ctid FROM task_state_store
+                 WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3
+                 FOR UPDATE SKIP LOCKED))",
             &[&after_id, &up_to_id.unwrap_or(i64::MAX), &to_system_time(cutoff)],
         )
     }
 
-    fn delete_orphans(&mut self) -> Result<u64> {
-        let sql = format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store"));
-        self.execute("cannot delete orphaned asset rows", &sql, &[])
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        // As for task rows: rows a writer holds are skipped, the next run takes them.
+        let sql = format!(
+            "DELETE FROM asset_state_store WHERE ctid = ANY(ARRAY(
+                 SELECT s.ctid FROM asset_state_store s WHERE {} LIMIT $1 FOR UPDATE OF s SKIP LOCKED))",
+            orphan_condition("s")
+        );
+        let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.execute("cannot delete orphaned asset rows", &sql, &[&limit])
     }
 }
 

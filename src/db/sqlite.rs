@@ -11,7 +11,10 @@ use std::time::Duration;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
-use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use super::{
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
+    schema,
+};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
@@ -23,6 +26,9 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct SqliteStore {
     conn: Connection,
     location: String,
+    path: Option<std::path::PathBuf>,
+    /// Held open while a clean runs: its exclusive lock is the one-clean-at-a-time guard.
+    clean_lock: Option<std::fs::File>,
 }
 
 fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
@@ -34,17 +40,18 @@ impl SqliteStore {
         let target = url.sqlite_target().ok_or_else(|| {
             Error::Config(format!("[database] sql_alchemy_conn {} is not a SQLite URL", url.redacted()))
         })?;
-        let (conn, location) = match target {
+        let (conn, location, path) = match target {
             SqliteTarget::Memory => (
                 Connection::open_in_memory().map_err(sql_err("cannot open an in-memory SQLite database"))?,
                 "the in-memory SQLite database".to_string(),
+                None,
             ),
             SqliteTarget::File(path) => {
                 let location = format!("SQLite database {}", path.display());
-                (open_existing_file(&path, &location)?, location)
+                (open_existing_file(&path, &location)?, location, Some(path))
             }
         };
-        let store = SqliteStore { conn, location };
+        let store = SqliteStore { conn, location, path, clean_lock: None };
         store.prepare_connection(access)?;
         recognise_schema(&store.location, |table| store.columns(table))?;
         Ok(store)
@@ -180,15 +187,6 @@ fn count(n: usize) -> u64 {
 
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
-
-/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
-/// whose asset row is gone altogether (possible when foreign keys were off).
-fn orphan_condition(outer: &str) -> String {
-    format!(
-        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
-         WHERE oa.id = {outer}.asset_id)"
-    )
-}
 
 impl Metastore for SqliteStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
@@ -436,6 +434,18 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
+    fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
+        let ctx = self.ctx("cannot count expired rows");
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM task_state_store WHERE expires_at < ?1",
+                [cutoff.to_sqlite_text()],
+                |r| r.get::<_, i64>(0),
+            )
+            .map(|n| u64::try_from(n).unwrap_or(0))
+            .map_err(|e| Error::db(ctx, e))
+    }
+
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         let ctx = self.ctx("cannot count expired rows");
         let mut stmt = self
@@ -484,6 +494,30 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        let ctx = self.ctx("cannot prepare the clean");
+        self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, e))?;
+        // SQLite's own locks cannot say "a clean is running" without blocking Airflow's
+        // writers too, so the guard is an advisory lock on a file beside the database.
+        let Some(path) = &self.path else { return Ok(true) };
+        let mut lock_path = path.clone().into_os_string();
+        lock_path.push(".state-store-clean.lock");
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(
+                |e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e),
+            )?;
+        match file.try_lock() {
+            Ok(()) => {
+                self.clean_lock = Some(file);
+                Ok(true)
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(Error::db(format!("cannot lock {}", lock_path.to_string_lossy()), e))
+            }
+        }
+    }
+
     fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
         let ctx = self.ctx("cannot find the next batch of expired rows");
         let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
@@ -513,10 +547,14 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
-    fn delete_orphans(&mut self) -> Result<u64> {
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         let ctx = self.ctx("cannot delete orphaned asset rows");
-        let sql = format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store"));
-        self.conn.execute(&sql, []).map(count).map_err(|e| Error::db(ctx, e))
+        let sql = format!(
+            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE {} LIMIT ?1)",
+            orphan_condition("s")
+        );
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
     }
 }
 

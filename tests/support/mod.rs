@@ -130,6 +130,25 @@ impl Bench {
         }
     }
 
+    /// The URL of the server with other credentials and database, for connection tests.
+    pub fn server_url(dialect: Dialect, user_pass: &str, database: &str) -> String {
+        let srv = server(dialect);
+        let scheme = if dialect == Dialect::Postgres { "postgresql" } else { "mysql" };
+        let port = if srv.port.is_empty() { String::new() } else { format!(":{}", srv.port) };
+        format!("{scheme}://{user_pass}@{}{port}/{database}", srv.host)
+    }
+
+    /// `user[:password]` of the server's admin account, for building URLs.
+    pub fn admin_auth(dialect: Dialect) -> String {
+        let srv = server(dialect);
+        if srv.password.is_empty() { srv.user } else { format!("{}:{}", srv.user, srv.password) }
+    }
+
+    /// Runs SQL on the server as its admin, outside any test database.
+    pub fn admin_sql(&self, sql: &str) {
+        self.admin(sql);
+    }
+
     /// Runs SQL on the server outside any test database (create/drop database).
     fn admin(&self, sql: &str) {
         self.client(None, sql);
@@ -403,6 +422,63 @@ impl Bench {
             format!("'{}'", escaped.replace('\\', "\\\\"))
         } else {
             format!("'{escaped}'")
+        }
+    }
+}
+
+/// A session of another client holding locks, until it is dropped.
+pub enum Holder {
+    Sqlite(rusqlite::Connection),
+    Client(std::process::Child),
+}
+
+impl Bench {
+    /// Opens a session outside the tool, runs `sql` in an open transaction and keeps it (and
+    /// its locks) until the returned holder is dropped.
+    pub fn hold(&self, sql: &str) -> Holder {
+        use std::io::{BufRead, BufReader, Write};
+        match self.dialect {
+            Dialect::Sqlite => {
+                let conn = self.sqlite();
+                conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}")).expect("hold");
+                Holder::Sqlite(conn)
+            }
+            dialect => {
+                let srv = server(dialect);
+                let db = self.database.clone().expect("database");
+                let mut cmd = if dialect == Dialect::Postgres {
+                    let mut c = Command::new("psql");
+                    c.args(["-X", "-q", "-A", "-t", "-h", &srv.host, "-U", &srv.user, "-d", &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-p", &srv.port]);
+                    }
+                    c
+                } else {
+                    let mut c = Command::new("mariadb");
+                    c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", &srv.user, &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-P", &srv.port]);
+                    }
+                    c
+                };
+                let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
+                let stdin = child.stdin.as_mut().expect("stdin");
+                writeln!(stdin, "BEGIN; {sql}; SELECT 'holding';").expect("write");
+                stdin.flush().expect("flush");
+                let mut line = String::new();
+                let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+                while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
+                Holder::Client(child)
+            }
+        }
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        if let Holder::Client(child) = self {
+            let _ = child.kill();
+            let _ = child.wait();
         }
     }
 }
