@@ -86,6 +86,7 @@ if [[ -z "${STATE_STORE_BIN:-}" ]]; then
     STATE_STORE_BIN="$PWD/target/debug/state-store"
 fi
 export STATE_STORE_BIN
+export PYTHONDONTWRITEBYTECODE=1 # no __pycache__ in the source tree
 export STATE_STORE_TEST_POSTGRES_URL="${STATE_STORE_TEST_POSTGRES_URL:-postgresql://postgres@127.0.0.1:5432/postgres}"
 export STATE_STORE_TEST_MYSQL_URL="${STATE_STORE_TEST_MYSQL_URL:-mysql://root@127.0.0.1:3306/}"
 
