@@ -507,6 +507,22 @@ impl Parser<'_> {
 
 /// `json.dumps(value)` with Python's defaults: separators `", "` and `": "`,
 /// everything outside printable ASCII escaped.
+/// How many containers enclose the most deeply nested element of `value` (0 for a scalar or an
+/// empty container at the top, 1 for the items of `[1, 2]`, and so on).
+pub(crate) fn deepest_element(value: &Json) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0_usize)];
+    while let Some((item, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        match item {
+            Json::Array(items) => stack.extend(items.iter().map(|v| (v, depth + 1))),
+            Json::Object(fields) => stack.extend(fields.iter().map(|(_, v)| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
 pub(crate) fn dumps(value: &Json) -> String {
     let mut out = String::new();
     write_compact(value, true, &mut out);

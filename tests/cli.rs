@@ -631,6 +631,23 @@ contract! {
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(String::from_utf8_lossy(&out.stderr), "");
     }
+    fn values_nested_deeper_than_airflow_reads_are_refused(d: Dialect) {
+        let bench = with_run(d);
+        let deepest_ok = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        bench.run(&cmd(&["set", "ok", &deepest_ok], &task(&[]))).success();
+        let too_deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+        bench.unchanged(|| bench.run(&cmd(&["set", "deep", &too_deep], &task(&[]))).fails(2, "nested 200 levels"));
+    }
+
+    fn list_without_a_limit_lists_every_row(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 150, 1000);
+        bench.run(&["list", "-o", "plain"]).success().stderr_has("more follow");
+        let run = bench.run(&["list", "--limit", "0", "-o", "plain"]).success();
+        assert_eq!(run.stdout.lines().count(), 150);
+        assert_eq!(run.stderr, "");
+    }
+
 }
 
 // ---------------------------------------------------------------- the command line itself
@@ -1149,4 +1166,14 @@ fn completions_and_man_page_come_from_the_cli_definition() {
         .output()
         .unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(0), ""));
+}
+
+#[test]
+fn keys_longer_than_airflow_allows_are_still_read_and_deleted_on_sqlite() {
+    let bench = with_run(Dialect::Sqlite);
+    let long = "k".repeat(600);
+    bench.insert_task_row(DAG, RUN, "load", -1, &long, "\"v\"", "2026-01-01 00:00:00.000000", None);
+    bench.run(&cmd(&["get", &long, "-o", "plain"], &task(&[]))).success().stdout_is("v\n");
+    bench.run(&cmd(&["set", &long, "1"], &task(&[]))).fails(2, "512");
+    bench.run(&cmd(&["delete", &long, "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
 }

@@ -28,17 +28,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let mut store = ctx.open(Access::ReadOnly)?;
     // One row more than asked tells whether the page was cut short, without a count query.
     let page = Page { limit: (args.limit > 0).then(|| args.limit.saturating_add(1)), offset: args.offset };
-    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
 
     let (view, more) = if assets {
         let asset_id = match &selector {
             Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
             None => None,
         };
-        let mut rows = store.list_asset(asset_id, page)?;
-        let more = args.limit > 0 && rows.len() > limit;
-        rows.truncate(limit);
-        (output::entries(&rows, true, None), more)
+        shown(store.list_asset(asset_id, page)?, args.limit)
     } else {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -47,14 +43,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             map_index: args.scope.map_index,
             expired_before: args.expired.then(Timestamp::now),
         };
-        let mut rows = store.list_task(&filter, page)?;
-        let more = args.limit > 0 && rows.len() > limit;
-        rows.truncate(limit);
-        (output::entries(&rows, true, None), more)
+        shown(store.list_task(&filter, page)?, args.limit)
     };
     if more {
         output::note(&format!(
-            "showing {limit} rows from offset {}; more follow (--offset {} for the next page, --limit 0 for all)",
+            "showing {} rows from offset {}; more follow (--offset {} for the next page, --limit 0 for all)",
+            args.limit,
             args.offset,
             args.offset.saturating_add(args.limit)
         ));
@@ -68,4 +62,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     };
     output::emit(ctx.format, &rendered)?;
     Ok(())
+}
+
+/// The rows of one page (one more was fetched to tell whether more follow), rendered.
+fn shown<E: output::Entry>(mut rows: Vec<E>, limit: u64) -> (Entries, bool) {
+    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
+    let more = limit > 0 && rows.len() > limit;
+    if more {
+        rows.truncate(limit);
+    }
+    (output::entries(&rows, true, None), more)
 }

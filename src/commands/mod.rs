@@ -85,10 +85,18 @@ fn check_identifier(flag: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// A key to look up or delete: anything but empty. Longer keys than Airflow's 512 are still
+/// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
         return Err(Error::Usage("the key must not be empty".to_string()));
     }
+    Ok(())
+}
+
+/// A key to write: not empty and within Airflow's `VARCHAR(512)`.
+pub(crate) fn check_new_key(key: &str) -> Result<()> {
+    check_key(key)?;
     let chars = key.chars().count();
     if chars > MAX_KEY_CHARS {
         return Err(Error::Usage(format!(

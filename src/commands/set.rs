@@ -3,7 +3,8 @@
 //! retention, the explicit instant, or `[state_store] default_retention_days`.
 
 use super::{
-    Context, Scope, check_key, describe_asset, read_stdin, require_asset, require_dag_run, scope_from_args,
+    Context, Scope, check_new_key, describe_asset, read_stdin, require_asset, require_dag_run,
+    scope_from_args,
 };
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::{Access, AssetWrite, TaskWrite};
@@ -14,7 +15,7 @@ use crate::output;
 use crate::time::{self, Retention, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
-    check_key(&args.key)?;
+    check_new_key(&args.key)?;
     let scope = scope_from_args(&args.scope)?;
     let text = if args.value == "-" { read_stdin()? } else { args.value.clone() };
     let value = parse_value(&text)?;
@@ -81,6 +82,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     Ok(())
 }
 
+/// The deepest an element may sit inside a value and still be read back by Airflow.
+const MAX_AIRFLOW_DEPTH: usize = 199;
+
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
 /// refuses: `null` ("Cannot set value as None") and non-finite numbers.
 fn parse_value(text: &str) -> Result<Json> {
@@ -96,6 +100,15 @@ fn parse_value(text: &str) -> Result<Json> {
         }
         _ => Error::Usage(format!("invalid value: not JSON: {e}")),
     })?;
+    // Airflow reads values with pydantic, whose parser stops at 200 levels counting the
+    // `{"value": …}` wrapper of its API bodies: a value nested deeper cannot be written through
+    // Airflow's API, nor read back by a task, so it is refused here too.
+    let depth = json::deepest_element(&value);
+    if depth > MAX_AIRFLOW_DEPTH {
+        return Err(Error::Usage(format!(
+            "invalid value: nested {depth} levels deep; Airflow reads values nested at most {MAX_AIRFLOW_DEPTH} levels deep"
+        )));
+    }
     if value == Json::Null {
         return Err(Error::Usage(
             "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete"

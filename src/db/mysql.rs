@@ -596,19 +596,50 @@ const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri =
 pub(crate) struct MysqlStore {
     conn: Conn,
     location: String,
+    /// `(table, column)` of the text columns that are 3-byte `utf8mb3`. Airflow's models make
+    /// key and id columns `utf8mb3_bin`, but a metastore upgraded from 3.2 has its `key`
+    /// columns in `utf8mb4`, which holds any character: read, never assumed.
+    narrow: Vec<(String, String)>,
 }
 
 impl MysqlStore {
     pub(crate) fn open(url: &DbUrl, access: Access) -> Result<Self> {
         let (conn, location) = connect(url)?;
-        let mut store = MysqlStore { conn, location };
+        let mut store = MysqlStore { conn, location, narrow: Vec::new() };
         if access == Access::ReadOnly {
             // Every later statement, autocommitted or not, runs in a read-only transaction.
             store.execute("cannot use", "SET SESSION TRANSACTION READ ONLY", Vec::new())?;
         }
         let location = store.location.clone();
         recognise_schema(&location, |table| columns(&mut store.conn, &location, table))?;
+        store.narrow = store.rows(
+            "cannot read the column character sets",
+            "SELECT table_name, column_name FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND character_set_name IN ('utf8', 'utf8mb3') \
+             AND table_name IN ('task_state_store', 'asset_state_store', 'dag_run')",
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok((f.text(), f.text()))
+            },
+        )?;
         Ok(store)
+    }
+
+    /// Whether `table.column` can hold `text` (only a `utf8mb3` column cannot hold characters
+    /// outside the Basic Multilingual Plane).
+    fn fits(&self, table: &str, column: &str, text: &str) -> bool {
+        fits_utf8mb3(text) || !self.narrow.iter().any(|(t, c)| t == table && c == column)
+    }
+
+    fn require(&self, table: &str, column: &str, text: &str) -> Result<()> {
+        if self.fits(table, column, text) { Ok(()) } else { require_utf8mb3(column, text) }
+    }
+
+    fn scope_fits(&self, scope: &TaskScope) -> bool {
+        self.fits("task_state_store", "dag_id", &scope.dag_id)
+            && self.fits("task_state_store", "run_id", &scope.run_id)
+            && self.fits("task_state_store", "task_id", &scope.task_id)
     }
 
     fn ctx(&self, what: &str) -> String {
@@ -675,13 +706,9 @@ fn task_scope_params(scope: &TaskScope) -> Vec<Value> {
     ]
 }
 
-fn scope_storable(scope: &TaskScope) -> bool {
-    fits_utf8mb3(&scope.dag_id) && fits_utf8mb3(&scope.run_id) && fits_utf8mb3(&scope.task_id)
-}
-
 impl Metastore for MysqlStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
-        if !(fits_utf8mb3(dag_id) && fits_utf8mb3(run_id)) {
+        if !(self.fits("dag_run", "dag_id", dag_id) && self.fits("dag_run", "run_id", run_id)) {
             return Ok(None);
         }
         self.first(
@@ -743,7 +770,7 @@ impl Metastore for MysqlStore {
     }
 
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        if !(scope_storable(scope) && fits_utf8mb3(key)) {
+        if !(self.scope_fits(scope) && self.fits("task_state_store", "key", key)) {
             return Ok(None);
         }
         let mut params = task_scope_params(scope);
@@ -760,7 +787,7 @@ impl Metastore for MysqlStore {
     }
 
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        if !fits_utf8mb3(key) {
+        if !self.fits("asset_state_store", "key", key) {
             return Ok(None);
         }
         self.first(
@@ -775,10 +802,10 @@ impl Metastore for MysqlStore {
     }
 
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
-        require_utf8mb3("dag_id", &w.scope.dag_id)?;
-        require_utf8mb3("run_id", &w.scope.run_id)?;
-        require_utf8mb3("task_id", &w.scope.task_id)?;
-        require_utf8mb3("key", w.key)?;
+        self.require("task_state_store", "dag_id", &w.scope.dag_id)?;
+        self.require("task_state_store", "run_id", &w.scope.run_id)?;
+        self.require("task_state_store", "task_id", &w.scope.task_id)?;
+        self.require("task_state_store", "key", w.key)?;
         if i32::try_from(w.scope.map_index).is_err() {
             return Err(Error::Usage(format!(
                 "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
@@ -821,7 +848,7 @@ impl Metastore for MysqlStore {
     }
 
     fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
-        require_utf8mb3("key", w.key)?;
+        self.require("asset_state_store", "key", w.key)?;
         require_value_size("asset_state_store.value", w.value)?;
         require_storable_time("updated_at", w.updated_at)?;
         // An `api` write records no task, so the four writer columns are reset to NULL.
@@ -847,7 +874,7 @@ impl Metastore for MysqlStore {
     }
 
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
-        if !(scope_storable(scope) && fits_utf8mb3(key)) {
+        if !(self.scope_fits(scope) && self.fits("task_state_store", "key", key)) {
             return Ok(0);
         }
         let mut params = task_scope_params(scope);
@@ -861,7 +888,7 @@ impl Metastore for MysqlStore {
     }
 
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
-        if !fits_utf8mb3(key) {
+        if !self.fits("asset_state_store", "key", key) {
             return Ok(0);
         }
         self.execute(
@@ -872,7 +899,7 @@ impl Metastore for MysqlStore {
     }
 
     fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
-        if !scope_storable(scope) {
+        if !self.scope_fits(scope) {
             return Ok(0);
         }
         let (sql, params) = task_scope_where(scope, all_map_indices);
@@ -886,7 +913,7 @@ impl Metastore for MysqlStore {
     }
 
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
-        if !scope_storable(scope) {
+        if !self.scope_fits(scope) {
             return Ok(0);
         }
         let (sql, params) = task_scope_where(scope, all_map_indices);
@@ -915,14 +942,19 @@ impl Metastore for MysqlStore {
         )
     }
 
+    // Text sorts on the bytes (`CAST(… AS BINARY)`), the order SQLite and PostgreSQL's
+    // `COLLATE "C"` give: Airflow's `_bin` collations pad with spaces when comparing, and a
+    // metastore upgraded from 3.2 has its keys in the case-insensitive `utf8mb4_unicode_ci`.
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
         let mut clauses: Vec<&str> = Vec::new();
         let mut params: Vec<Value> = Vec::new();
-        for (clause, value) in
-            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
-        {
+        for (clause, column, value) in [
+            ("dag_id = ?", "dag_id", &filter.dag_id),
+            ("run_id = ?", "run_id", &filter.run_id),
+            ("task_id = ?", "task_id", &filter.task_id),
+        ] {
             if let Some(v) = value {
-                if !fits_utf8mb3(v) {
+                if !self.fits("task_state_store", column, v) {
                     return Ok(Vec::new());
                 }
                 clauses.push(clause);
@@ -944,7 +976,8 @@ impl Metastore for MysqlStore {
             "cannot read task_state_store",
             &format!(
                 "SELECT {TASK_COLUMNS} FROM task_state_store {where_sql} \
-                 ORDER BY dag_id, run_id, task_id, map_index, `key` LIMIT ? OFFSET ?"
+                 ORDER BY CAST(dag_id AS BINARY), CAST(run_id AS BINARY), CAST(task_id AS BINARY), map_index, \
+                 CAST(`key` AS BINARY) LIMIT ? OFFSET ?"
             ),
             params,
             task_entry,
@@ -961,7 +994,7 @@ impl Metastore for MysqlStore {
             "cannot read asset_state_store",
             &format!(
                 "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
-                 {where_sql} ORDER BY s.asset_id, s.`key` LIMIT ? OFFSET ?"
+                 {where_sql} ORDER BY s.asset_id, CAST(s.`key` AS BINARY) LIMIT ? OFFSET ?"
             ),
             params,
             asset_entry,
@@ -982,7 +1015,7 @@ impl Metastore for MysqlStore {
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         self.rows(
             "cannot count expired rows",
-            "SELECT dag_id, count(*) FROM task_state_store WHERE expires_at < ? GROUP BY dag_id ORDER BY dag_id",
+            "SELECT dag_id, count(*) FROM task_state_store WHERE expires_at < ? GROUP BY dag_id ORDER BY CAST(dag_id AS BINARY)",
             vec![time_param(cutoff)],
             |row| {
                 let mut f = Fields::new(row);
@@ -1012,7 +1045,7 @@ impl Metastore for MysqlStore {
             "cannot read orphaned asset rows",
             &format!(
                 "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
-                 WHERE {} ORDER BY s.asset_id, s.`key` LIMIT ?",
+                 WHERE {} ORDER BY s.asset_id, CAST(s.`key` AS BINARY) LIMIT ?",
                 orphan_condition("s")
             ),
             vec![Value::UInt(limit)],
