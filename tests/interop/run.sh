@@ -65,6 +65,24 @@ else
         rm -rf "$venv"
         "$python" -m venv "$venv"
     fi
+    # mysqlclient compiles against the MariaDB client headers. Install them where this runs as
+    # root with apt (CI, a fresh machine); elsewhere say what is missing.
+    if ! pkg-config --exists mariadb 2>/dev/null && ! pkg-config --exists mysqlclient 2>/dev/null; then
+        if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null; then
+            say "installing the MariaDB client headers (libmariadb-dev, pkg-config) for mysqlclient"
+            for attempt in 1 2 3; do
+                apt-get update -qq >/dev/null 2>&1 || true
+                if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq libmariadb-dev pkg-config >/dev/null; then
+                    break
+                fi
+                ((attempt < 3)) || { say "error: cannot install libmariadb-dev; mysqlclient cannot be built"; exit 1; }
+                sleep $((attempt * 15))
+            done
+        else
+            say "error: mysqlclient needs the MariaDB or MySQL client headers (Debian: apt-get install libmariadb-dev pkg-config)"
+            exit 1
+        fi
+    fi
     say "installing ${PACKAGES[*]} into $venv (the first time takes a few minutes)"
     for attempt in $(seq 1 "$INSTALL_ATTEMPTS"); do
         if "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "${PACKAGES[@]}"; then
