@@ -99,7 +99,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         stopped_by: None,
         seconds: 0.0,
     };
-    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress);
+    let mut run = Run {
+        store: store.as_mut(),
+        summary: &mut summary,
+        limits: &limits,
+        started,
+        progress: &mut progress,
+    };
+    let result = run.delete_all();
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     output::note(&summary.line());
@@ -186,122 +193,118 @@ impl Summary {
     }
 }
 
-/// The two phases of a run. The orphan sweep starts only after every expired task row is
-/// gone, so a stopped run leaves the database as a later run expects to find it.
-fn delete_all(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
+/// One clean in progress: the connection, what has been done so far, and what may stop it.
+struct Run<'a> {
+    store: &'a mut dyn Metastore,
+    summary: &'a mut Summary,
+    limits: &'a Limits,
     started: Instant,
-    progress: &mut Progress,
-) -> Result<()> {
-    if limits.tasks {
-        delete_expired(store, summary, limits, started, progress)?;
-        if summary.stopped_by.is_some() {
-            return Ok(());
-        }
-    }
-    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
-        summary.stopped_by = Some(stop);
-        return Ok(());
-    }
-    if limits.orphans {
-        sweep_orphans(store, summary, limits, started, progress)?;
-    }
-    Ok(())
+    progress: &'a mut Progress,
 }
 
-/// Walks the primary key in batches; between batches it stops for a signal or a limit.
-fn delete_expired(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
-    started: Instant,
-    progress: &mut Progress,
-) -> Result<()> {
-    let mut after_id = i64::MIN;
-    loop {
-        if let Some(stop) = should_stop(summary, limits, started) {
-            summary.stopped_by = Some(stop);
+impl Run<'_> {
+    /// The two phases of a run. The orphan sweep starts only after every expired task row is
+    /// gone, so a stopped run leaves the database as a later run expects to find it.
+    fn delete_all(&mut self) -> Result<()> {
+        if self.limits.tasks {
+            self.delete_expired()?;
+            if self.summary.stopped_by.is_some() {
+                return Ok(());
+            }
+        }
+        if let Some(stop) = self.should_stop().filter(|s| matches!(s, Stop::Signal(_))) {
+            self.summary.stopped_by = Some(stop);
             return Ok(());
         }
-        let remaining = limits.max_rows.map(|max| max - summary.task_rows_deleted);
-        // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-        let batch = match (summary.batch_size, remaining) {
-            (0, None) => None,
-            (0, Some(r)) => Some(r),
-            (b, Some(r)) => Some(b.min(r)),
-            (b, None) => Some(b),
-        };
-        let up_to_id = match batch {
-            None => None,
-            Some(n) => store.nth_expired_id(summary.cutoff, after_id, n)?,
-        };
-        let deleted = store.delete_expired_range(summary.cutoff, after_id, up_to_id)?;
-        if deleted > 0 {
-            summary.batches += 1;
-            summary.task_rows_deleted += deleted;
+        if self.limits.orphans {
+            self.sweep_orphans()?;
         }
-        progress.update(summary.task_rows_deleted, summary.batches);
-        let Some(id) = up_to_id else { return Ok(()) };
-        after_id = id;
-        if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)
-            && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
-        {
-            // The limit was reached exactly by the last expired row: the run is complete.
-            return Ok(());
+        Ok(())
+    }
+
+    /// Walks the primary key in batches; between batches it stops for a signal or a limit.
+    fn delete_expired(&mut self) -> Result<()> {
+        let cutoff = self.summary.cutoff;
+        let mut after_id = i64::MIN;
+        loop {
+            if let Some(stop) = self.should_stop() {
+                self.summary.stopped_by = Some(stop);
+                return Ok(());
+            }
+            let remaining = self.limits.max_rows.map(|max| max - self.summary.task_rows_deleted);
+            // `--max-rows` caps the batch so that no run deletes more than it was allowed.
+            let batch = match (self.summary.batch_size, remaining) {
+                (0, None) => None,
+                (0, Some(r)) => Some(r),
+                (b, Some(r)) => Some(b.min(r)),
+                (b, None) => Some(b),
+            };
+            let up_to_id = match batch {
+                None => None,
+                Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
+            };
+            let deleted = self.store.delete_expired_range(cutoff, after_id, up_to_id)?;
+            if deleted > 0 {
+                self.summary.batches += 1;
+                self.summary.task_rows_deleted += deleted;
+            }
+            self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
+            let Some(id) = up_to_id else { return Ok(()) };
+            after_id = id;
+            if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
+                && self.store.nth_expired_id(cutoff, after_id, 1)?.is_none()
+            {
+                // The limit was reached exactly by the last expired row: the run is complete.
+                return Ok(());
+            }
+            self.pause();
         }
-        if let Some(pause) = limits.sleep {
+    }
+
+    /// The orphan sweep, in batches of the same size as the task rows.
+    fn sweep_orphans(&mut self) -> Result<()> {
+        let batch = (self.summary.batch_size > 0).then_some(self.summary.batch_size);
+        loop {
+            if let Some(stop) =
+                self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
+            {
+                self.summary.stopped_by = Some(stop);
+                return Ok(());
+            }
+            let deleted = self.store.delete_orphans(batch)?;
+            if deleted > 0 {
+                self.summary.orphan_batches += 1;
+                self.summary.asset_rows_deleted += deleted;
+            }
+            self.progress.update(
+                self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
+                self.summary.batches + self.summary.orphan_batches,
+            );
+            if batch.is_none_or(|b| deleted < b) {
+                return Ok(());
+            }
+            self.pause();
+        }
+    }
+
+    fn pause(&self) {
+        if let Some(pause) = self.limits.sleep {
             signals::sleep(pause);
         }
     }
-}
 
-/// The orphan sweep, in batches of the same size as the task rows.
-fn sweep_orphans(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
-    started: Instant,
-    progress: &mut Progress,
-) -> Result<()> {
-    let batch = (summary.batch_size > 0).then_some(summary.batch_size);
-    loop {
-        if let Some(stop) =
-            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
-        {
-            summary.stopped_by = Some(stop);
-            return Ok(());
+    fn should_stop(&self) -> Option<Stop> {
+        if let Some(signal) = signals::stop_requested() {
+            return Some(Stop::Signal(signal));
         }
-        let deleted = store.delete_orphans(batch)?;
-        if deleted > 0 {
-            summary.orphan_batches += 1;
-            summary.asset_rows_deleted += deleted;
+        if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max) {
+            return Some(Stop::MaxRows);
         }
-        progress.update(
-            summary.task_rows_deleted + summary.asset_rows_deleted,
-            summary.batches + summary.orphan_batches,
-        );
-        if batch.is_none_or(|b| deleted < b) {
-            return Ok(());
+        if self.limits.max_duration.is_some_and(|max| self.started.elapsed() >= max) {
+            return Some(Stop::MaxDuration);
         }
-        if let Some(pause) = limits.sleep {
-            signals::sleep(pause);
-        }
+        None
     }
-}
-
-fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<Stop> {
-    if let Some(signal) = signals::stop_requested() {
-        return Some(Stop::Signal(signal));
-    }
-    if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max) {
-        return Some(Stop::MaxRows);
-    }
-    if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
-        return Some(Stop::MaxDuration);
-    }
-    None
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
