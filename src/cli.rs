@@ -67,6 +67,9 @@ pub(crate) enum Command {
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
+    /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
+    /// the largest values and the tables' size on disk
+    Stats(StatsArgs),
     /// Show the configuration state-store reads, and where each value comes from
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -88,6 +91,22 @@ pub(crate) enum Shell {
     Bash,
     Zsh,
     Fish,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    /// Group task keys per dag or per task
+    #[arg(long, value_enum, default_value_t = StatsBy::Dag)]
+    pub by: StatsBy,
+    /// How many of the largest values to show
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub largest: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum StatsBy {
+    Dag,
+    Task,
 }
 
 #[derive(Debug, Subcommand)]

@@ -648,6 +648,30 @@ contract! {
         assert_eq!(run.stderr, "");
     }
 
+    fn stats_counts_rows_bytes_and_expiry(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_dag_run("other", "r");
+        // 10 rows: 5 expired, 1 never expiring (i % 5 == 1 and not expired), 4 in 2037.
+        seed_expiring(&bench, 10, 2);
+        bench.run(&["set", "soon", "\"12345\"", "--dag-id", "other", "--run-id", "r", "--task-id", "t", "--retention", "1d"]).success();
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "wm", "[1, 2, 3]", "--asset-id", &asset]).success();
+        let run = bench.run(&["stats", "-o", "json", "--largest", "2"]).success();
+        let v = run.json();
+        assert_eq!(
+            v.py("v['totals']"),
+            "{'task_rows': 11, 'task_value_bytes': 17, 'expired': 5, 'expiring_7d': 1, 'never_expiring': 1, \
+             'asset_rows': 1, 'asset_value_bytes': 9}"
+        );
+        assert_eq!(v.py("[(g['dag_id'], g['rows']) for g in v['tasks']]"), format!("[('{DAG}', 10), ('other', 1)]"));
+        assert_eq!(v.py("[(x['key'], x['bytes']) for x in v['largest_values']]"), "[('wm', 9), ('soon', 7)]");
+        assert_eq!(v.py("v['table_sizes']['task_state_store'] > 0"), "True");
+        assert_eq!(v.py("v['tasks'][0]['oldest_update']"), "'2020-01-01T00:00:00.000000Z'");
+        let run = bench.run(&["stats", "--by", "task", "-o", "json"]).success();
+        assert_eq!(run.json().py("[(g['task_id'], g['rows']) for g in v['tasks']]"), "[('t', 10), ('t', 1)]");
+        bench.run(&["stats"]).success().stderr_has("11 task key(s)");
+    }
+
 }
 
 // ---------------------------------------------------------------- the command line itself

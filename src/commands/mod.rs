@@ -11,6 +11,7 @@ mod get;
 mod list;
 mod sandbox;
 mod set;
+mod stats;
 
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings};
@@ -28,6 +29,7 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::Clear(args) => clear::run(&global, &args),
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
+        Command::Stats(args) => stats::run(&global, &args),
         Command::Config(args) => config_cmd::run(&global, &args),
         Command::Completions { shell } => generated::completions(shell),
         Command::Man => generated::man(),

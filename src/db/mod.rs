@@ -14,7 +14,7 @@ pub(crate) mod schema;
 pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
 
@@ -49,6 +49,40 @@ pub(crate) struct AssetCount {
     pub asset_id: i64,
     pub asset_name: Option<String>,
     pub rows: u64,
+}
+
+/// Task rows of one dag (or one task of a dag), summed for `stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct TaskGroup {
+    pub dag_id: String,
+    pub task_id: Option<String>,
+    pub rows: u64,
+    pub value_bytes: u64,
+    pub expired: u64,
+    pub expiring_soon: u64,
+    pub never_expiring: u64,
+    pub oldest_update: Option<StoredTime>,
+    pub newest_update: Option<StoredTime>,
+}
+
+/// Asset rows of one asset, summed for `stats`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AssetGroup {
+    pub asset_id: i64,
+    pub asset_name: Option<String>,
+    pub rows: u64,
+    pub value_bytes: u64,
+    pub oldest_update: Option<StoredTime>,
+    pub newest_update: Option<StoredTime>,
+}
+
+/// One of the largest stored values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LargeValue {
+    /// `task dag/run/task[index]` or `asset <name>`.
+    pub scope: String,
+    pub key: String,
+    pub bytes: u64,
 }
 
 /// How the connection is used: read-only commands cannot change anything even by mistake.
@@ -89,6 +123,15 @@ pub(crate) trait Metastore {
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>>;
     fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>>;
 
+    /// Task rows per dag (per task with `by_task`): rows, value bytes, expired before `now`,
+    /// expiring before `soon`, never expiring, and the oldest and newest `updated_at`.
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>>;
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>>;
+    /// The `limit` largest values of either table, largest first.
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>>;
+    /// Bytes on disk of each state-store table with its indexes, as the database reports them.
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>>;
+
     /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
     /// database from running at once (`false` when another clean holds it; the lock lasts as
     /// long as the connection) and bounds every lock wait of later statements by
@@ -122,6 +165,36 @@ pub(crate) fn orphan_condition(outer: &str) -> String {
         "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
          WHERE oa.id = {outer}.asset_id)"
     )
+}
+
+/// The two tables of the state store.
+pub(crate) const STATE_TABLES: &[&str] = &["task_state_store", "asset_state_store"];
+
+/// A count read as the database's signed integer; never negative.
+pub(crate) fn unsigned(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// How `stats` names a task scope: `dag/run/task`, with `[index]` for a mapped task.
+pub(crate) fn task_scope_label(dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> String {
+    let index = if map_index >= 0 { format!("[{map_index}]") } else { String::new() };
+    format!("task {dag_id}/{run_id}/{task_id}{index}")
+}
+
+pub(crate) fn asset_scope_label(asset_id: i64, name: Option<&str>) -> String {
+    name.map_or_else(
+        || format!("asset #{asset_id} (deleted)"),
+        |name| format!("asset {name} (id {asset_id})"),
+    )
+}
+
+/// The `limit` largest of both tables' candidates, largest first.
+pub(crate) fn largest_first(mut values: Vec<LargeValue>, limit: i64) -> Vec<LargeValue> {
+    values.sort_by(|a, b| {
+        b.bytes.cmp(&a.bytes).then_with(|| a.scope.cmp(&b.scope)).then_with(|| a.key.cmp(&b.key))
+    });
+    values.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+    values
 }
 
 /// Which Airflow schema the database holds, found by looking at its tables and columns.

@@ -24,8 +24,9 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
+    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    task_scope_label,
 };
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
@@ -1022,6 +1023,114 @@ impl Metastore for MysqlStore {
                 Ok(DagCount { dag_id: f.text(), rows: f.count()? })
             },
         )
+    }
+
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
+        let task = if by_task { "task_id" } else { "NULL" };
+        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
+        let order = if by_task {
+            "CAST(dag_id AS BINARY), CAST(task_id AS BINARY)"
+        } else {
+            "CAST(dag_id AS BINARY)"
+        };
+        self.rows(
+            "cannot read task_state_store",
+            &format!(
+                "SELECT dag_id, {task}, count(*), coalesce(sum(LENGTH(value)), 0), \
+                 coalesce(sum(expires_at < ?), 0), coalesce(sum(expires_at >= ? AND expires_at < ?), 0), \
+                 coalesce(sum(expires_at IS NULL), 0), min(updated_at), max(updated_at) \
+                 FROM task_state_store GROUP BY {group} ORDER BY {order}"
+            ),
+            vec![time_param(now), time_param(now), time_param(soon)],
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(TaskGroup {
+                    dag_id: f.text(),
+                    task_id: f.opt_text(),
+                    rows: f.count()?,
+                    value_bytes: f.count()?,
+                    expired: f.count()?,
+                    expiring_soon: f.count()?,
+                    never_expiring: f.count()?,
+                    oldest_update: f.time(),
+                    newest_update: f.time(),
+                })
+            },
+        )
+    }
+
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
+        self.rows(
+            "cannot read asset_state_store",
+            "SELECT s.asset_id, a.name, count(*), coalesce(sum(LENGTH(s.value)), 0), min(s.updated_at), \
+             max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(AssetGroup {
+                    asset_id: f.int()?,
+                    asset_name: f.opt_text(),
+                    rows: f.count()?,
+                    value_bytes: f.count()?,
+                    oldest_update: f.time(),
+                    newest_update: f.time(),
+                })
+            },
+        )
+    }
+
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
+        let what = "cannot read the largest values";
+        let mut found = self.rows(
+            what,
+            "SELECT dag_id, run_id, task_id, map_index, `key`, LENGTH(value) AS n FROM task_state_store \
+             ORDER BY n DESC LIMIT ?",
+            vec![limit.into()],
+            |row| {
+                let mut f = Fields::new(row);
+                let (dag_id, run_id, task_id, map_index) = (f.text(), f.text(), f.text(), f.int()?);
+                Ok(LargeValue {
+                    scope: task_scope_label(&dag_id, &run_id, &task_id, map_index),
+                    key: f.text(),
+                    bytes: f.count()?,
+                })
+            },
+        )?;
+        found.extend(self.rows(
+            what,
+            "SELECT s.asset_id, a.name, s.`key`, LENGTH(s.value) AS n \
+             FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT ?",
+            vec![limit.into()],
+            |row| {
+                let mut f = Fields::new(row);
+                let (asset_id, name) = (f.int()?, f.opt_text());
+                Ok(LargeValue {
+                    scope: asset_scope_label(asset_id, name.as_deref()),
+                    key: f.text(),
+                    bytes: f.count()?,
+                })
+            },
+        )?);
+        Ok(largest_first(found, i64::try_from(limit).unwrap_or(i64::MAX)))
+    }
+
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
+        // InnoDB's own estimate, as SHOW TABLE STATUS reports it.
+        let sizes = self.rows(
+            "cannot read the table sizes",
+            "SELECT table_name, data_length + index_length FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name IN ('task_state_store', 'asset_state_store')",
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok((f.text(), f.count()?))
+            },
+        )?;
+        Ok(STATE_TABLES
+            .iter()
+            .map(|t| ((*t).to_string(), sizes.iter().find(|(name, _)| name == t).map_or(0, |(_, n)| *n)))
+            .collect())
     }
 
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {

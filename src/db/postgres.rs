@@ -22,8 +22,9 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
+    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
@@ -612,6 +613,11 @@ fn int_column(row: &Row, idx: usize) -> std::result::Result<i64, postgres::Error
     }
 }
 
+/// A non-negative bigint column (count, sum, size).
+fn count_at(row: &Row, idx: usize) -> std::result::Result<u64, postgres::Error> {
+    Ok(unsigned(row.try_get::<_, i64>(idx)?))
+}
+
 fn count_value(row: &Row) -> std::result::Result<u64, postgres::Error> {
     Ok(u64::try_from(row.try_get::<_, i64>(0)?).unwrap_or(0))
 }
@@ -973,6 +979,108 @@ impl Metastore for PostgresStore {
             Ok(DagCount { dag_id: r.try_get(0)?, rows: u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0) })
         })
         .map_err(pg_err(self.ctx(what)))
+    }
+
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
+        let what = "cannot read task_state_store";
+        let task = if by_task { "task_id" } else { "NULL::text" };
+        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
+        let order =
+            if by_task { r#"dag_id COLLATE "C", task_id COLLATE "C""# } else { r#"dag_id COLLATE "C""# };
+        // Sums are cast to bigint: PostgreSQL sums bigints into numeric.
+        let sql = format!(
+            "SELECT dag_id, {task}, count(*), coalesce(sum(octet_length(value)), 0)::bigint, \
+             count(*) FILTER (WHERE expires_at < $1), count(*) FILTER (WHERE expires_at >= $1 AND expires_at < $2), \
+             count(*) FILTER (WHERE expires_at IS NULL), min(updated_at), max(updated_at) \
+             FROM task_state_store GROUP BY {group} ORDER BY {order}"
+        );
+        let rows = self.rows(what, &sql, &[&to_system_time(now), &to_system_time(soon)])?;
+        map_rows(rows, |r| {
+            Ok(TaskGroup {
+                dag_id: r.try_get(0)?,
+                task_id: r.try_get(1)?,
+                rows: count_at(r, 2)?,
+                value_bytes: count_at(r, 3)?,
+                expired: count_at(r, 4)?,
+                expiring_soon: count_at(r, 5)?,
+                never_expiring: count_at(r, 6)?,
+                oldest_update: r.try_get::<_, Option<PgTime>>(7)?.map(stored_time),
+                newest_update: r.try_get::<_, Option<PgTime>>(8)?.map(stored_time),
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))
+    }
+
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
+        let what = "cannot read asset_state_store";
+        let rows = self.rows(
+            what,
+            "SELECT s.asset_id, a.name, count(*), coalesce(sum(octet_length(s.value)), 0)::bigint, \
+             min(s.updated_at), max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            &[],
+        )?;
+        map_rows(rows, |r| {
+            Ok(AssetGroup {
+                asset_id: int_column(r, 0)?,
+                asset_name: r.try_get(1)?,
+                rows: count_at(r, 2)?,
+                value_bytes: count_at(r, 3)?,
+                oldest_update: r.try_get::<_, Option<PgTime>>(4)?.map(stored_time),
+                newest_update: r.try_get::<_, Option<PgTime>>(5)?.map(stored_time),
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))
+    }
+
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
+        let what = "cannot read the largest values";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.rows(
+            what,
+            r#"SELECT dag_id, run_id, task_id, map_index, "key", octet_length(value)::bigint AS n
+               FROM task_state_store ORDER BY n DESC LIMIT $1"#,
+            &[&limit],
+        )?;
+        let mut found = map_rows(rows, |r| {
+            Ok(LargeValue {
+                scope: task_scope_label(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, int_column(r, 3)?),
+                key: r.try_get(4)?,
+                bytes: count_at(r, 5)?,
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))?;
+        let rows = self.rows(
+            what,
+            r#"SELECT s.asset_id, a.name, s."key", octet_length(s.value)::bigint AS n
+               FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT $1"#,
+            &[&limit],
+        )?;
+        found.extend(
+            map_rows(rows, |r| {
+                Ok(LargeValue {
+                    scope: asset_scope_label(int_column(r, 0)?, r.try_get::<_, Option<&str>>(1)?),
+                    key: r.try_get(2)?,
+                    bytes: count_at(r, 3)?,
+                })
+            })
+            .map_err(pg_err(self.ctx(what)))?,
+        );
+        Ok(largest_first(found, limit))
+    }
+
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
+        let mut sizes = Vec::new();
+        for table in STATE_TABLES {
+            // to_regclass resolves the name through search_path, as every other statement does.
+            let bytes = self.count(
+                "cannot read the table sizes",
+                "SELECT pg_total_relation_size(to_regclass($1))",
+                &[table],
+            )?;
+            sizes.push(((*table).to_string(), bytes));
+        }
+        Ok(sizes)
     }
 
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {

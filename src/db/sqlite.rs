@@ -12,8 +12,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
+    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
@@ -492,6 +493,126 @@ impl Metastore for SqliteStore {
         stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], asset_entry)
             .and_then(Iterator::collect)
             .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let task = if by_task { "task_id" } else { "NULL" };
+        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
+        let sql = format!(
+            "SELECT dag_id, {task}, count(*), coalesce(sum(length(CAST(value AS BLOB))), 0), \
+             sum(CASE WHEN expires_at < ?1 THEN 1 ELSE 0 END), \
+             sum(CASE WHEN expires_at >= ?1 AND expires_at < ?2 THEN 1 ELSE 0 END), \
+             sum(CASE WHEN expires_at IS NULL THEN 1 ELSE 0 END), min(updated_at), max(updated_at) \
+             FROM task_state_store GROUP BY {group} ORDER BY {group}"
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params![now.to_sqlite_text(), soon.to_sqlite_text()], |r| {
+            Ok(TaskGroup {
+                dag_id: r.get(0)?,
+                task_id: r.get(1)?,
+                rows: unsigned(r.get(2)?),
+                value_bytes: unsigned(r.get(3)?),
+                expired: unsigned(r.get(4)?),
+                expiring_soon: unsigned(r.get(5)?),
+                never_expiring: unsigned(r.get(6)?),
+                oldest_update: stored_time(r.get_ref(7)?),
+                newest_update: stored_time(r.get_ref(8)?),
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT s.asset_id, a.name, count(*), coalesce(sum(length(CAST(s.value AS BLOB))), 0), \
+                 min(s.updated_at), max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            )
+            .map_err(sql_err(&ctx))?;
+        stmt.query_map([], |r| {
+            Ok(AssetGroup {
+                asset_id: r.get(0)?,
+                asset_name: r.get(1)?,
+                rows: unsigned(r.get(2)?),
+                value_bytes: unsigned(r.get(3)?),
+                oldest_update: stored_time(r.get_ref(4)?),
+                newest_update: stored_time(r.get_ref(5)?),
+            })
+        })
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
+        let ctx = self.ctx("cannot read the largest values");
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let mut found = Vec::new();
+        let mut stmt = self
+            .conn
+            .prepare(
+                r#"SELECT dag_id, run_id, task_id, map_index, "key", length(CAST(value AS BLOB)) AS n
+                   FROM task_state_store ORDER BY n DESC LIMIT ?1"#,
+            )
+            .map_err(sql_err(&ctx))?;
+        let tasks = stmt
+            .query_map([limit], |r| {
+                Ok(LargeValue {
+                    scope: task_scope_label(
+                        &r.get::<_, String>(0)?,
+                        &r.get::<_, String>(1)?,
+                        &r.get::<_, String>(2)?,
+                        r.get(3)?,
+                    ),
+                    key: r.get(4)?,
+                    bytes: unsigned(r.get(5)?),
+                })
+            })
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(|e| Error::db(ctx.clone(), e))?;
+        found.extend(tasks);
+        let mut stmt = self
+            .conn
+            .prepare(
+                r#"SELECT s.asset_id, a.name, s."key", length(CAST(s.value AS BLOB)) AS n
+                   FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT ?1"#,
+            )
+            .map_err(sql_err(&ctx))?;
+        let assets = stmt
+            .query_map([limit], |r| {
+                Ok(LargeValue {
+                    scope: asset_scope_label(r.get(0)?, r.get::<_, Option<String>>(1)?.as_deref()),
+                    key: r.get(2)?,
+                    bytes: unsigned(r.get(3)?),
+                })
+            })
+            .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
+            .map_err(|e| Error::db(ctx.clone(), e))?;
+        found.extend(assets);
+        Ok(largest_first(found, limit))
+    }
+
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
+        let ctx = self.ctx("cannot read the table sizes");
+        // dbstat counts the pages of each b-tree; an index's pages belong to its table.
+        let mut sizes = Vec::new();
+        for table in STATE_TABLES {
+            let bytes: i64 = self
+                .conn
+                .query_row(
+                    "SELECT coalesce(sum(d.pgsize), 0) FROM dbstat d JOIN sqlite_master m ON m.name = d.name \
+                     WHERE m.tbl_name = ?1",
+                    [table],
+                    |r| r.get(0),
+                )
+                .map_err(|e| Error::db(ctx.clone(), e))?;
+            sizes.push(((*table).to_string(), unsigned(bytes)));
+        }
+        Ok(sizes)
     }
 
     fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
