@@ -190,6 +190,10 @@ pub(crate) struct ListArgs {
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
     pub expired: bool,
+    /// Only keys whose value was offloaded by a worker-side backend ([workers]
+    /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
+    #[arg(long)]
+    pub external: bool,
     /// At most this many rows; 0 means no limit
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: u64,

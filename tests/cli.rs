@@ -137,6 +137,42 @@ macro_rules! contract {
 
 contract! {
     // ------------------------------------------------------------ set and get
+    // ------------------------------------------------------------ external references
+
+    fn external_references_are_shown_not_decoded(d: Dialect) {
+        let bench = with_run(d);
+        let reference = r#"{"__airflow_state_ref__": "s3://bucket/state/42"}"#;
+        bench.run(&cmd(&["set", "big", reference], &task(&[]))).success();
+        bench.run(&cmd(&["set", "small", "{\"__airflow_state_ref__\": 7}"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "two", "{\"__airflow_state_ref__\": \"x\", \"b\": 1}"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "plain", "1"], &task(&[]))).success();
+        let asset = bench.add_asset("orders", "s3://warehouse/orders", true);
+        bench.run(&["set", "cursor", "{\"__airflow_state_ref__\": \"gs://a/b\"}", "--asset", "orders"]).success();
+        bench.run(&["set", "other", "\"__airflow_state_ref__\"", "--asset", "orders"]).success();
+
+        let run = bench.run(&cmd(&["get", "big"], &task(&[]))).success();
+        assert!(run.stdout.contains("→ ref: s3://bucket/state/42"), "{}", run.stdout);
+        let v = bench.run(&cmd(&["get", "big", "-o", "json"], &task(&[]))).success().json();
+        assert_eq!(v.py("v['external_ref']"), "'s3://bucket/state/42'");
+        assert_eq!(v.py("v['value']"), "{'__airflow_state_ref__': 's3://bucket/state/42'}");
+        let v = bench.run(&cmd(&["get", "small", "-o", "json"], &task(&[]))).success().json();
+        assert_eq!(v.py("v['external_ref']"), "None");
+
+        let v = bench.run(&["list", "--external", "-o", "json"]).success().json();
+        assert_eq!(v.py("[e['key'] for e in v]"), "['big']");
+        assert_eq!(v.py("[e['external_ref'] for e in v]"), "['s3://bucket/state/42']");
+        let v = bench.run(&["list", "-o", "json"]).success().json();
+        assert_eq!(v.py("sorted(e['key'] for e in v)"), "['big', 'plain', 'small', 'two']");
+        assert_eq!(v.py("[e['external_ref'] for e in v if e['key'] == 'plain']"), "[None]");
+
+        let v = bench.run(&["list", "--assets", "--external", "-o", "json"]).success().json();
+        assert_eq!(v.py("[(e['asset_id'], e['key'], e['external_ref']) for e in v]"), format!("[({asset}, 'cursor', 'gs://a/b')]"));
+        let v = bench.run(&["list", "--asset", "orders", "--external", "-o", "plain"]).success();
+        assert_eq!(v.stdout, "cursor\n");
+        let run = bench.run(&["list", "--assets"]).success();
+        assert!(run.stdout.contains("→ ref: gs://a/b"), "{}", run.stdout);
+    }
+
 
     fn set_then_get_in_every_format(d: Dialect) {
         let bench = with_run(d);
@@ -334,7 +370,7 @@ contract! {
         assert_eq!(run.json().py("[e['key'] for e in v]"), "['B', 'a', 'b', 'c', 'é', 'z']");
         assert_eq!(
             run.json().py("sorted(v[0])"),
-            "['dag_id', 'expires_at', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
+            "['dag_id', 'expires_at', 'external_ref', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
         );
         bench.run(&["list", "--dag-id", "nothing", "-o", "json"]).success().stdout_is("[]\n");
     }

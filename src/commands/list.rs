@@ -6,7 +6,7 @@ use crate::cli::{GlobalArgs, ListArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::json::Json;
-use crate::model::{Page, TaskFilter};
+use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Entries, Rendered};
 use crate::time::Timestamp;
 
@@ -35,7 +35,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
             None => None,
         };
-        let mut rows = store.list_asset(asset_id, page)?;
+        let mut rows = store.list_asset(&AssetFilter { asset_id, external_only: args.external }, page)?;
         let more = args.limit > 0 && rows.len() > limit;
         rows.truncate(limit);
         (output::entries(&rows, true, None), more)
@@ -46,6 +46,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             task_id: args.scope.task_id.clone(),
             map_index: args.scope.map_index,
             expired_before: args.expired.then(Timestamp::now),
+            external_only: args.external,
         };
         let mut rows = store.list_task(&filter, page)?;
         let more = args.limit > 0 && rows.len() > limit;

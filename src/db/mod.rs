@@ -14,7 +14,7 @@ pub(crate) mod schema;
 pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{Asset, AssetEntry, AssetFilter, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
 
@@ -80,7 +80,7 @@ pub(crate) trait Metastore {
     fn clear_asset(&mut self, asset_id: i64) -> Result<u64>;
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>>;
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>>;
 
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;
@@ -112,6 +112,16 @@ pub(crate) trait Metastore {
     /// Deletes up to `limit` state rows of inactive assets (see [`orphan_condition`]), all of
     /// them when `None`, in one transaction.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+}
+
+/// The exact check after a `LIKE` prefix match of [`crate::model::EXTERNAL_REF_LIKE`]: a value
+/// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference.
+pub(crate) fn keep_external<T>(rows: Vec<T>, external_only: bool, value: impl Fn(&T) -> &str) -> Vec<T> {
+    if external_only {
+        rows.into_iter().filter(|row| crate::model::external_ref(value(row)).is_some()).collect()
+    } else {
+        rows
+    }
 }
 
 /// The rows of `outer` (an asset_state_store table or alias) whose asset is not active: no

@@ -24,11 +24,14 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    recognise_schema, schema,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, redact_in_text};
 
@@ -490,6 +493,14 @@ impl Fields {
         }
     }
 
+    fn opt_int(&mut self) -> std::result::Result<Option<i64>, String> {
+        if self.values.as_slice().first().is_none_or(|v| *v == Value::NULL) {
+            self.next();
+            return Ok(None);
+        }
+        self.int().map(Some)
+    }
+
     fn count(&mut self) -> std::result::Result<u64, String> {
         self.int().map(|n| u64::try_from(n).unwrap_or(0))
     }
@@ -554,8 +565,8 @@ fn task_entry(row: Row) -> std::result::Result<TaskEntry, String> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    "s.asset_id, a.name, a.uri, s.`key`, s.value, s.updated_at, s.last_updated_by_kind";
+const ASSET_COLUMNS: &str = "s.asset_id, a.name, a.uri, s.`key`, s.value, s.updated_at, s.last_updated_by_kind, \
+     s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index";
 
 fn asset_entry(row: Row) -> std::result::Result<AssetEntry, String> {
     let mut f = Fields::new(row);
@@ -567,6 +578,10 @@ fn asset_entry(row: Row) -> std::result::Result<AssetEntry, String> {
         value: f.text(),
         updated_at: f.required_time(),
         last_updated_by_kind: f.opt_text(),
+        last_updated_by_dag_id: f.opt_text(),
+        last_updated_by_run_id: f.opt_text(),
+        last_updated_by_task_id: f.opt_text(),
+        last_updated_by_map_index: f.opt_int()?,
     })
 }
 
@@ -937,6 +952,10 @@ impl Metastore for MysqlStore {
             clauses.push("expires_at < ?");
             params.push(time_param(cutoff));
         }
+        if filter.external_only {
+            clauses.push("value LIKE ? ESCAPE '!'");
+            params.push(EXTERNAL_REF_LIKE.into());
+        }
         let where_sql =
             if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         params.extend(page_params(page));
@@ -949,13 +968,22 @@ impl Metastore for MysqlStore {
             params,
             task_entry,
         )
+        .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
-        let (where_sql, mut params) = match asset_id {
-            Some(id) => ("WHERE s.asset_id = ?", vec![Value::from(id)]),
-            None => ("", Vec::new()),
-        };
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let mut clauses = Vec::new();
+        let mut params = Vec::new();
+        if let Some(id) = filter.asset_id {
+            clauses.push("s.asset_id = ?");
+            params.push(Value::from(id));
+        }
+        if filter.external_only {
+            clauses.push("s.value LIKE ? ESCAPE '!'");
+            params.push(EXTERNAL_REF_LIKE.into());
+        }
+        let where_sql =
+            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         params.extend(page_params(page));
         self.rows(
             "cannot read asset_state_store",
@@ -966,6 +994,7 @@ impl Metastore for MysqlStore {
             params,
             asset_entry,
         )
+        .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
     }
 
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {

@@ -22,11 +22,14 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    recognise_schema, schema,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::DbUrl;
 
@@ -633,8 +636,8 @@ fn task_entry(row: &Row) -> std::result::Result<TaskEntry, postgres::Error> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind"#;
+const ASSET_COLUMNS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind,
+    s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index"#;
 
 fn asset_entry(row: &Row) -> std::result::Result<AssetEntry, postgres::Error> {
     Ok(AssetEntry {
@@ -645,6 +648,10 @@ fn asset_entry(row: &Row) -> std::result::Result<AssetEntry, postgres::Error> {
         value: row.try_get(4)?,
         updated_at: stored_time(row.try_get(5)?),
         last_updated_by_kind: row.try_get(6)?,
+        last_updated_by_dag_id: row.try_get(7)?,
+        last_updated_by_run_id: row.try_get(8)?,
+        last_updated_by_task_id: row.try_get(9)?,
+        last_updated_by_map_index: row.try_get::<_, Option<i32>>(10)?.map(i64::from),
     })
 }
 
@@ -935,22 +942,31 @@ impl Metastore for PostgresStore {
         let params: Vec<&(dyn ToSql + Sync)> =
             args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = self.rows("cannot read task_state_store", &sql, &params)?;
-        map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
+        map_rows(rows, task_entry)
+            .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
+            .map_err(pg_err(self.ctx("cannot read task_state_store")))
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
-        let where_sql =
-            if asset_id.is_some() { "WHERE s.asset_id = $1::bigint" } else { "WHERE $1::bigint IS NULL" };
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let where_sql = if filter.asset_id.is_some() {
+            "WHERE s.asset_id = $1::bigint"
+        } else {
+            "WHERE $1::bigint IS NULL"
+        };
         let sql = format!(
             r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
+               {where_sql} AND ($4::text IS NULL OR s.value LIKE $4::text ESCAPE '!')
+               ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
         );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
         let rows = self.rows(
             "cannot read asset_state_store",
             &sql,
-            &[&asset_id, &limit_value(page), &offset_value(page)],
+            &[&filter.asset_id, &limit_value(page), &offset_value(page), &like],
         )?;
-        map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
+        map_rows(rows, asset_entry)
+            .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
+            .map_err(pg_err(self.ctx("cannot read asset_state_store")))
     }
 
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
@@ -1106,6 +1122,9 @@ fn list_task_statement(filter: &TaskFilter, page: Page) -> (String, Vec<Param>) 
     }
     if let Some(cutoff) = filter.expired_before {
         bind(&mut clauses, "expires_at < ?", Box::new(to_system_time(cutoff)));
+    }
+    if filter.external_only {
+        bind(&mut clauses, "value LIKE ? ESCAPE '!'", Box::new(EXTERNAL_REF_LIKE));
     }
     let where_sql =
         if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };

@@ -12,11 +12,14 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition, recognise_schema,
-    schema,
+    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    recognise_schema, schema,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, SqliteTarget};
 
@@ -157,8 +160,8 @@ fn task_entry(row: &Row<'_>) -> rusqlite::Result<TaskEntry> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind"#;
+const ASSET_COLUMNS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind,
+    s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index"#;
 
 fn asset_entry(row: &Row<'_>) -> rusqlite::Result<AssetEntry> {
     Ok(AssetEntry {
@@ -169,6 +172,10 @@ fn asset_entry(row: &Row<'_>) -> rusqlite::Result<AssetEntry> {
         value: text_lossy(row, 4)?,
         updated_at: required_time(row, 5)?,
         last_updated_by_kind: row.get(6)?,
+        last_updated_by_dag_id: row.get(7)?,
+        last_updated_by_run_id: row.get(8)?,
+        last_updated_by_task_id: row.get(9)?,
+        last_updated_by_map_index: row.get(10)?,
     })
 }
 
@@ -407,6 +414,10 @@ impl Metastore for SqliteStore {
             clauses.push("expires_at < ?");
             args.push(cutoff.to_sqlite_text().into());
         }
+        if filter.external_only {
+            clauses.push("value LIKE ? ESCAPE '!'");
+            args.push(EXTERNAL_REF_LIKE.to_string().into());
+        }
         let where_sql =
             if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         args.push(limit_value(page).into());
@@ -418,19 +429,23 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params_from_iter(args), task_entry)
             .and_then(Iterator::collect)
+            .map(|rows: Vec<TaskEntry>| keep_external(rows, filter.external_only, |e| &e.value))
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
         let ctx = self.ctx("cannot read asset_state_store");
-        let where_sql = if asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
+        let where_sql = if filter.asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
         let sql = format!(
             r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
+               {where_sql} AND (?4 IS NULL OR s.value LIKE ?4 ESCAPE '!')
+               ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
         );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
-        stmt.query_map(params![asset_id, limit_value(page), offset_value(page)], asset_entry)
+        stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
             .and_then(Iterator::collect)
+            .map(|rows: Vec<AssetEntry>| keep_external(rows, filter.external_only, |e| &e.value))
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
