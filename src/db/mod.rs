@@ -36,6 +36,26 @@ pub(crate) struct AssetWrite<'a> {
     pub updated_at: Timestamp,
 }
 
+/// Who last wrote an asset row, as Airflow records it: `kind` is `task`, `watcher` or `api`,
+/// and the four task fields are set by `task` writes only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AssetWriter {
+    pub kind: Option<String>,
+    pub dag_id: Option<String>,
+    pub run_id: Option<String>,
+    pub task_id: Option<String>,
+    pub map_index: Option<i64>,
+}
+
+/// An asset row restored by `import`, exactly as exported: value text, updated_at and writer.
+pub(crate) struct AssetRestore<'a> {
+    pub asset_id: i64,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub updated_at: Timestamp,
+    pub writer: &'a AssetWriter,
+}
+
 /// Expired task rows grouped by dag, for a dry run.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DagCount {
@@ -62,6 +82,9 @@ pub(crate) enum Access {
 pub(crate) trait Metastore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>>;
     fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>>;
+    /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
+    /// unique), for `import`: ids differ from one database to another, name and uri do not.
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>>;
     /// Whether an asset with this name or uri exists at all, active or not (for messages).
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool>;
 
@@ -70,6 +93,18 @@ pub(crate) trait Metastore {
 
     fn upsert_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
     fn upsert_asset(&mut self, write: &AssetWrite<'_>) -> Result<()>;
+
+    /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
+    /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
+    /// old archive never overwrites a value written since.
+    fn restore_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
+    fn restore_asset(&mut self, write: &AssetRestore<'_>) -> Result<()>;
+
+    /// An explicit transaction around several statements (one batch of an import); without
+    /// it every statement commits on its own.
+    fn begin(&mut self) -> Result<()>;
+    fn commit(&mut self) -> Result<()>;
+    fn rollback(&mut self) -> Result<()>;
 
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64>;
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64>;
@@ -115,7 +150,8 @@ pub(crate) trait Metastore {
 }
 
 /// The exact check after a `LIKE` prefix match of [`crate::model::EXTERNAL_REF_LIKE`]: a value
-/// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference.
+/// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference. Applied by
+/// the commands, after paging, so that a page that comes back short still says more may follow.
 pub(crate) fn keep_external<T>(rows: Vec<T>, external_only: bool, value: impl Fn(&T) -> &str) -> Vec<T> {
     if external_only {
         rows.into_iter().filter(|row| crate::model::external_ref(value(row)).is_some()).collect()

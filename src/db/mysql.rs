@@ -24,7 +24,7 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    Access, AssetCount, AssetRestore, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition,
     recognise_schema, schema,
 };
 use crate::error::{Error, Result};
@@ -742,6 +742,18 @@ impl Metastore for MysqlStore {
         }
     }
 
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        if !(fits_latin1(name) && fits_latin1(uri)) {
+            return Ok(None);
+        }
+        self.first(
+            "cannot look up the asset",
+            "SELECT id FROM asset WHERE name = ? AND uri = ? ORDER BY id DESC LIMIT 1",
+            vec![name.into(), uri.into()],
+            single_int,
+        )
+    }
+
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let (sql, arg) = match selector {
             AssetSelector::Name(name) => {
@@ -861,6 +873,112 @@ impl Metastore for MysqlStore {
         )
     }
 
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        require_utf8mb3("dag_id", &w.scope.dag_id)?;
+        require_utf8mb3("run_id", &w.scope.run_id)?;
+        require_utf8mb3("task_id", &w.scope.task_id)?;
+        require_utf8mb3("key", w.key)?;
+        require_value_size("task_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        if let Some(expires_at) = w.expires_at {
+            require_storable_time("expires_at", expires_at)?;
+        }
+        let expires_at = w.expires_at.map_or(Value::NULL, time_param);
+        let updated_at = time_param(w.updated_at);
+        // MySQL applies the assignments left to right: updated_at, which the other conditions
+        // read, is assigned last.
+        self.write(
+            "cannot restore into task_state_store",
+            "INSERT INTO task_state_store \
+                 (dag_run_id, task_id, map_index, `key`, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), \
+                 expires_at = IF(updated_at <= ?, ?, expires_at), \
+                 updated_at = IF(updated_at <= ?, ?, updated_at)",
+            vec![
+                w.dag_run_id.into(),
+                w.scope.task_id.as_str().into(),
+                w.scope.map_index.into(),
+                w.key.into(),
+                w.scope.dag_id.as_str().into(),
+                w.scope.run_id.as_str().into(),
+                w.value.into(),
+                updated_at.clone(),
+                expires_at.clone(),
+                updated_at.clone(),
+                w.value.into(),
+                updated_at.clone(),
+                expires_at,
+                updated_at.clone(),
+                updated_at,
+            ],
+            w.value,
+        )
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        require_utf8mb3("key", w.key)?;
+        require_value_size("asset_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        let updated_at = time_param(w.updated_at);
+        let writer = |v: &Option<String>| v.as_deref().map_or(Value::NULL, Value::from);
+        let map_index = w.writer.map_index.map_or(Value::NULL, Value::from);
+        let mut params = vec![
+            w.asset_id.into(),
+            w.key.into(),
+            w.value.into(),
+            updated_at.clone(),
+            writer(&w.writer.kind),
+            writer(&w.writer.dag_id),
+            writer(&w.writer.run_id),
+            writer(&w.writer.task_id),
+            map_index.clone(),
+        ];
+        for value in [
+            w.value.into(),
+            writer(&w.writer.kind),
+            writer(&w.writer.dag_id),
+            writer(&w.writer.run_id),
+            writer(&w.writer.task_id),
+            map_index,
+            updated_at.clone(),
+        ] {
+            params.push(updated_at.clone());
+            params.push(value);
+        }
+        self.write(
+            "cannot restore into asset_state_store",
+            "INSERT INTO asset_state_store \
+                 (asset_id, `key`, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+                  last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), \
+                 last_updated_by_kind = IF(updated_at <= ?, ?, last_updated_by_kind), \
+                 last_updated_by_dag_id = IF(updated_at <= ?, ?, last_updated_by_dag_id), \
+                 last_updated_by_run_id = IF(updated_at <= ?, ?, last_updated_by_run_id), \
+                 last_updated_by_task_id = IF(updated_at <= ?, ?, last_updated_by_task_id), \
+                 last_updated_by_map_index = IF(updated_at <= ?, ?, last_updated_by_map_index), \
+                 updated_at = IF(updated_at <= ?, ?, updated_at)",
+            params,
+            w.value,
+        )
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot begin a transaction");
+        self.conn.query_drop("START TRANSACTION").map_err(|e| db_err(ctx, &e))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.conn.query_drop("COMMIT").map_err(|e| db_err(ctx, &e))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.conn.query_drop("ROLLBACK").map_err(|e| db_err(ctx, &e))
+    }
+
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         if !(scope_storable(scope) && fits_utf8mb3(key)) {
             return Ok(0);
@@ -968,7 +1086,6 @@ impl Metastore for MysqlStore {
             params,
             task_entry,
         )
-        .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
     }
 
     fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
@@ -994,7 +1111,6 @@ impl Metastore for MysqlStore {
             params,
             asset_entry,
         )
-        .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
     }
 
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {

@@ -22,7 +22,7 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    Access, AssetCount, AssetRestore, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition,
     recognise_schema, schema,
 };
 use crate::error::{Error, Result};
@@ -807,6 +807,15 @@ impl Metastore for PostgresStore {
         }
     }
 
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        self.first(
+            "cannot look up the asset",
+            "SELECT id FROM asset WHERE name = $1 AND uri = $2 ORDER BY id DESC LIMIT 1",
+            &[&name, &uri],
+            |r| int_column(r, 0),
+        )
+    }
+
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let (sql, arg) = match selector {
             AssetSelector::Name(name) => {
@@ -886,6 +895,79 @@ impl Metastore for PostgresStore {
         .map(drop)
     }
 
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        check_storable_map_index(w.scope.map_index)?;
+        self.execute(
+            "cannot restore into task_state_store",
+            r#"INSERT INTO task_state_store
+                   (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+               VALUES ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                   value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+               WHERE task_state_store.updated_at <= excluded.updated_at"#,
+            &[
+                &w.dag_run_id,
+                &w.scope.task_id,
+                &w.scope.map_index,
+                &w.key,
+                &w.scope.dag_id,
+                &w.scope.run_id,
+                &w.value,
+                &to_system_time(w.updated_at),
+                &w.expires_at.map(to_system_time),
+            ],
+        )
+        .map(drop)
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        if let Some(map_index) = w.writer.map_index {
+            check_storable_map_index(map_index)?;
+        }
+        self.execute(
+            "cannot restore into asset_state_store",
+            r#"INSERT INTO asset_state_store
+                   (asset_id, "key", value, updated_at, last_updated_by_kind, last_updated_by_dag_id,
+                    last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index)
+               VALUES ($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9::bigint)
+               ON CONFLICT (asset_id, "key") DO UPDATE SET
+                   value = excluded.value, updated_at = excluded.updated_at,
+                   last_updated_by_kind = excluded.last_updated_by_kind,
+                   last_updated_by_dag_id = excluded.last_updated_by_dag_id,
+                   last_updated_by_run_id = excluded.last_updated_by_run_id,
+                   last_updated_by_task_id = excluded.last_updated_by_task_id,
+                   last_updated_by_map_index = excluded.last_updated_by_map_index
+               WHERE asset_state_store.updated_at <= excluded.updated_at"#,
+            &[
+                &w.asset_id,
+                &w.key,
+                &w.value,
+                &to_system_time(w.updated_at),
+                &w.writer.kind,
+                &w.writer.dag_id,
+                &w.writer.run_id,
+                &w.writer.task_id,
+                &w.writer.map_index,
+            ],
+        )
+        .map(drop)
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot begin a transaction");
+        self.client.batch_execute("BEGIN").map_err(pg_err(ctx))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.client.batch_execute("COMMIT").map_err(pg_err(ctx))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.client.batch_execute("ROLLBACK").map_err(pg_err(ctx))
+    }
+
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         self.execute(
             "cannot delete from task_state_store",
@@ -942,9 +1024,7 @@ impl Metastore for PostgresStore {
         let params: Vec<&(dyn ToSql + Sync)> =
             args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
         let rows = self.rows("cannot read task_state_store", &sql, &params)?;
-        map_rows(rows, task_entry)
-            .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
-            .map_err(pg_err(self.ctx("cannot read task_state_store")))
+        map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
     }
 
     fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
@@ -964,9 +1044,7 @@ impl Metastore for PostgresStore {
             &sql,
             &[&filter.asset_id, &limit_value(page), &offset_value(page), &like],
         )?;
-        map_rows(rows, asset_entry)
-            .map(|rows| keep_external(rows, filter.external_only, |e| &e.value))
-            .map_err(pg_err(self.ctx("cannot read asset_state_store")))
+        map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
     }
 
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {

@@ -12,7 +12,7 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, keep_external, orphan_condition,
+    Access, AssetCount, AssetRestore, AssetWrite, DagCount, Metastore, TaskWrite, orphan_condition,
     recognise_schema, schema,
 };
 use crate::error::{Error, Result};
@@ -239,6 +239,18 @@ impl Metastore for SqliteStore {
         result.map_err(|e| Error::db(ctx, e))
     }
 
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        let ctx = self.ctx("cannot look up the asset");
+        self.conn
+            .query_row(
+                "SELECT id FROM asset WHERE name = ?1 AND uri = ?2 ORDER BY id DESC LIMIT 1",
+                params![name, uri],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
+    }
+
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let ctx = self.ctx("cannot look up the asset");
         let (sql, arg) = match selector {
@@ -326,6 +338,80 @@ impl Metastore for SqliteStore {
             )
             .map(drop)
             .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot restore into task_state_store");
+        self.conn
+            .execute(
+                r#"INSERT INTO task_state_store
+                       (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                   ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+                   WHERE task_state_store.updated_at <= excluded.updated_at"#,
+                params![
+                    w.dag_run_id,
+                    w.scope.task_id,
+                    w.scope.map_index,
+                    w.key,
+                    w.scope.dag_id,
+                    w.scope.run_id,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.expires_at.map(Timestamp::to_sqlite_text),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot restore into asset_state_store");
+        self.conn
+            .execute(
+                r#"INSERT INTO asset_state_store
+                       (asset_id, "key", value, updated_at, last_updated_by_kind, last_updated_by_dag_id,
+                        last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                   ON CONFLICT (asset_id, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at,
+                       last_updated_by_kind = excluded.last_updated_by_kind,
+                       last_updated_by_dag_id = excluded.last_updated_by_dag_id,
+                       last_updated_by_run_id = excluded.last_updated_by_run_id,
+                       last_updated_by_task_id = excluded.last_updated_by_task_id,
+                       last_updated_by_map_index = excluded.last_updated_by_map_index
+                   WHERE asset_state_store.updated_at <= excluded.updated_at"#,
+                params![
+                    w.asset_id,
+                    w.key,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.writer.kind,
+                    w.writer.dag_id,
+                    w.writer.run_id,
+                    w.writer.task_id,
+                    w.writer.map_index,
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        // IMMEDIATE takes the write lock now, so a batch never fails half-way on a busy lock.
+        let ctx = self.ctx("cannot begin a transaction");
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Error::db(ctx, e))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.conn.execute_batch("COMMIT").map_err(|e| Error::db(ctx, e))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.conn.execute_batch("ROLLBACK").map_err(|e| Error::db(ctx, e))
     }
 
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
@@ -429,7 +515,6 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params_from_iter(args), task_entry)
             .and_then(Iterator::collect)
-            .map(|rows: Vec<TaskEntry>| keep_external(rows, filter.external_only, |e| &e.value))
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
@@ -445,7 +530,6 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
             .and_then(Iterator::collect)
-            .map(|rows: Vec<AssetEntry>| keep_external(rows, filter.external_only, |e| &e.value))
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
