@@ -67,6 +67,10 @@ pub(crate) enum Command {
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
+    /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
+    Export(ExportArgs),
+    /// Restore rows from an `export` file or a `--archive` of clean/clear, by upsert
+    Import(ImportArgs),
     /// Show the configuration state-store reads, and where each value comes from
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -200,6 +204,40 @@ pub(crate) struct ListArgs {
     /// Skip this many rows first
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub offset: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Export the keys of every asset (with task filters too: both)
+    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    pub assets: bool,
+    /// Only task keys that have expired and not yet been cleaned
+    #[arg(long)]
+    pub expired: bool,
+    /// Only keys whose value is an external reference ({"__airflow_state_ref__": "<ref>"})
+    #[arg(long)]
+    pub external: bool,
+    /// Write to this file (created or emptied, then fsynced) instead of stdout
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The export file, or `-` for stdin
+    #[arg(value_name = "FILE", allow_hyphen_values = true)]
+    pub file: PathBuf,
+    /// Check every line and count what would be restored; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Skip (and count) rows whose dag run or asset no longer exists, instead of refusing the file
+    #[arg(long)]
+    pub skip_missing: bool,
+    /// Rows per transaction
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
 }
 
 #[derive(Debug, Args)]

@@ -118,6 +118,61 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
 }
 
 /// One `#[test]` per dialect for each function: `on_sqlite::name`, `on_postgres::name`, …
+/// A metastore for export tests: task rows of two runs (mapped, expired, never expiring, an
+/// external reference, a value that is not JSON) and asset rows, one of them written by a task.
+fn seeded_for_export(d: Dialect) -> Bench {
+    let bench = with_run(d);
+    bench.add_dag_run(DAG, "r2");
+    bench.insert_task_rows(
+        DAG,
+        RUN,
+        &[
+            ("load", -1, "k", r#"{"a": 1.0, "u": "\u00e9"}"#, "2026-11-01 10:00:00.123456", None),
+            (
+                "load",
+                -1,
+                "broken",
+                "not json \\ é",
+                "2026-11-01 10:00:00.000001",
+                Some("2037-12-01 00:00:00.000000"),
+            ),
+            ("load", 0, "m", "[1, 2]", "2026-11-02 10:00:00.000000", Some("2030-01-01 00:00:00.500000")),
+        ],
+    );
+    bench.insert_task_rows(
+        DAG,
+        "r2",
+        &[
+            ("other", -1, "old", "1", "2026-01-01 00:00:00.000000", Some("2026-01-02 00:00:00.000000")),
+            (
+                "other",
+                -1,
+                "ref",
+                r#"{"__airflow_state_ref__": "s3://b/1"}"#,
+                "2026-11-03 00:00:00.000000",
+                None,
+            ),
+        ],
+    );
+    let orders = bench.add_asset("orders", "s3://warehouse/orders", true);
+    let legacy = bench.add_asset("legacy", "s3://warehouse/legacy", false);
+    assert_eq!(legacy, 2);
+    let k = bench.key_col();
+    bench.exec(&format!(
+        "INSERT INTO asset_state_store (asset_id, {k}, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+         last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index) VALUES \
+         ({orders}, 'from_task', '\"x\"', {}, 'task', {}, {}, 'load', 3), \
+         ({orders}, 'from_api', '{{\"n\": 2}}', {}, 'api', NULL, NULL, NULL, NULL), \
+         ({legacy}, 'cursor', '17', {}, 'watcher', NULL, NULL, NULL, NULL)",
+        bench.ts_lit(Some("2026-11-04 01:02:03.456789")),
+        bench.lit(DAG),
+        bench.lit(RUN),
+        bench.ts_lit(Some("2026-11-05 00:00:00.000000")),
+        bench.ts_lit(Some("2026-10-01 00:00:00.000000")),
+    ));
+    bench
+}
+
 macro_rules! contract {
     ($(fn $name:ident($d:ident: Dialect) $body:block)*) => {
         $(fn $name($d: Dialect) $body)*
@@ -136,6 +191,92 @@ macro_rules! contract {
 }
 
 contract! {
+    // ------------------------------------------------------------ export and import
+
+    fn export_clear_import_round_trip_restores_identical_rows(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let before = bench.content_snapshot();
+        assert!(before.len() >= 7, "{before:?}");
+        let file = bench.dir.path().join("backup.jsonl");
+        let file = file.to_str().unwrap();
+        bench.run(&["export", "--file", file]).success().stderr_has("exported 5 task row(s) and 3 asset row(s)");
+
+        bench.run(&cmd(&["clear", "--all-map-indices", "--yes"], &task(&[]))).success();
+        bench.run(&["clear", "--dag-id", DAG, "--run-id", "r2", "--task-id", "other", "--yes"]).success();
+        bench.run(&["clear", "--asset", "orders", "--yes"]).success();
+        bench.run(&["clear", "--asset-id", "2", "--yes"]).success();
+        assert_eq!(count(&bench, "task_state_store") + count(&bench, "asset_state_store"), 0);
+
+        let run = bench.run(&["import", file, "-o", "json"]).success();
+        let v = run.json();
+        assert_eq!(v.py("(v['task_rows'], v['asset_rows'], v['kept_newer'], v['skipped_missing'])"), "(5, 3, 0, 0)");
+        assert_eq!(bench.content_snapshot(), before, "restored rows differ ({d:?})");
+
+        // Importing again changes nothing: every row is as new as the stored one.
+        bench.unchanged(|| bench.run(&["import", file]).success().stderr_has("restored 5 task row(s) and 3 asset row(s)"));
+    }
+
+    fn export_selects_like_list_and_writes_the_stored_text(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let run = bench.run(&["export", "--dag-id", DAG, "--task-id", "load"]).success();
+        let v = support::serde_like::parse(&format!("[{}]", run.stdout.trim_end().replace('\n', ",")));
+        assert_eq!(v.py("sorted((e['kind'], e['map_index'], e['key']) for e in v)"), "[('task', -1, 'broken'), ('task', -1, 'k'), ('task', 0, 'm')]");
+        assert_eq!(v.py("[e['value'] for e in v if e['key'] == 'broken']"), "['not json \\\\ é']");
+        assert_eq!(v.py("[e['value'] for e in v if e['key'] == 'k']"), "['{\"a\": 1.0, \"u\": \"\\\\u00e9\"}']");
+        assert_eq!(v.py("[(e['updated_at'], e['expires_at']) for e in v if e['key'] == 'k']"), "[('2026-11-01T10:00:00.123456Z', None)]");
+        assert!(run.stderr.contains("exported 3 task row(s) and 0 asset row(s) to stdout"), "{}", run.stderr);
+
+        let run = bench.run(&["export", "--assets"]).success();
+        let v = support::serde_like::parse(&format!("[{}]", run.stdout.trim_end().replace('\n', ",")));
+        assert_eq!(
+            v.py("[(e['kind'], e['asset_name'], e['key'], e['last_updated_by_kind'], e['last_updated_by_dag_id'], e['last_updated_by_map_index']) for e in v if e['key'] == 'from_task']"),
+            format!("[('asset', 'orders', 'from_task', 'task', '{DAG}', 3)]")
+        );
+        let run = bench.run(&["export", "--expired"]).success();
+        assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+        assert!(run.stdout.contains("\"key\": \"old\""), "{}", run.stdout);
+        let run = bench.run(&["export", "--external"]).success();
+        assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+        assert!(run.stdout.contains("\"key\": \"ref\""), "{}", run.stdout);
+    }
+
+    fn import_refuses_bad_lines_and_missing_parents_without_changing_anything(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let export = bench.run(&["export"]).success().stdout;
+        let lines: Vec<&str> = export.lines().collect();
+        let file = bench.dir.path().join("in.jsonl");
+
+        let malformed = format!("{}\n{{\"kind\": \"task\"\n", lines[0]);
+        std::fs::write(&file, &malformed).unwrap();
+        bench.unchanged(|| bench.run(&["import", file.to_str().unwrap()]).fails(2, "line 2: not JSON"));
+
+        let gone = lines[1].replace(&format!("\"dag_id\": \"{DAG}\""), "\"dag_id\": \"gone_dag\"");
+        std::fs::write(&file, format!("{}\n{gone}\n", lines[0])).unwrap();
+        bench.exec("DELETE FROM task_state_store");
+        bench.unchanged(|| {
+            bench.run(&["import", file.to_str().unwrap()]).fails(1, "line 2: no dag run found for dag_id=\"gone_dag\"")
+        });
+        bench.unchanged(|| {
+            bench.run(&["import", "--dry-run", file.to_str().unwrap(), "--skip-missing"])
+                .success()
+                .stderr_has("would restore 1 task row(s) and 0 asset row(s) from")
+                .stderr_has("1 skipped")
+        });
+        bench.run(&["import", file.to_str().unwrap(), "--skip-missing", "-o", "plain"]).success().stdout_is("1\n");
+        assert_eq!(count(&bench, "task_state_store"), 1);
+    }
+
+    fn import_keeps_a_newer_stored_row(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let export = bench.run(&["export", "--dag-id", DAG, "--task-id", "load"]).success().stdout;
+        bench.run(&cmd(&["set", "k", "\"fresh\""], &task(&[]))).success();
+        let fresh = stored(&bench, "k");
+        let run = bench.run_with_stdin(&["import", "-", "-o", "json"], &export).success();
+        assert_eq!(run.json().py("(v['task_rows'], v['kept_newer'])"), "(2, 1)");
+        assert!(run.stderr.contains("1 kept newer"), "{}", run.stderr);
+        assert_eq!(stored(&bench, "k"), fresh);
+    }
+
     // ------------------------------------------------------------ set and get
     // ------------------------------------------------------------ external references
 

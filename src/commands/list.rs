@@ -3,7 +3,7 @@
 
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
 use crate::cli::{GlobalArgs, ListArgs};
-use crate::db::Access;
+use crate::db::{Access, keep_external};
 use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{AssetFilter, Page, TaskFilter};
@@ -38,6 +38,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         let mut rows = store.list_asset(&AssetFilter { asset_id, external_only: args.external }, page)?;
         let more = args.limit > 0 && rows.len() > limit;
         rows.truncate(limit);
+        let rows = keep_external(rows, args.external, |e| &e.value);
         (output::entries(&rows, true, None), more)
     } else {
         let filter = TaskFilter {
@@ -51,6 +52,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         let mut rows = store.list_task(&filter, page)?;
         let more = args.limit > 0 && rows.len() > limit;
         rows.truncate(limit);
+        let rows = keep_external(rows, args.external, |e| &e.value);
         (output::entries(&rows, true, None), more)
     };
     if more {
