@@ -805,12 +805,22 @@ contract! {
 fn help_lists_commands_and_exit_codes() {
     let bench = Bench::bare();
     let run = bench.run(&["--help"]).success();
-    for word in
-        ["get", "set", "delete", "clear", "list", "clean", "Exit codes", "130", "AIRFLOW__SECTION__KEY"]
-    {
+    for word in [
+        "get",
+        "set",
+        "delete",
+        "clear",
+        "list",
+        "clean",
+        "export",
+        "import",
+        "Exit codes",
+        "130",
+        "AIRFLOW__SECTION__KEY",
+    ] {
         assert!(run.stdout.contains(word), "--help lacks {word}: {}", run.stdout);
     }
-    for sub in ["get", "set", "delete", "clear", "list", "clean", "sandbox"] {
+    for sub in ["get", "set", "delete", "clear", "list", "clean", "export", "import", "sandbox"] {
         let run = bench.run(&[sub, "--help"]).success();
         assert!(run.stdout.contains("Usage: state-store"), "{sub} --help: {}", run.stdout);
     }
