@@ -144,6 +144,19 @@ pub(crate) trait Metastore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
+    /// Up to `limit` expired task rows with `after_id < id <= up_to_id`, in id order, with
+    /// their ids: what [`Metastore::delete_expired_range`] with the same bounds would delete,
+    /// read page by page for `clean --archive`.
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>>;
+    /// Deletes one asset row if its asset is still inactive (`clean --archive` deletes the
+    /// orphans it archived, one key at a time, instead of any `limit` of them).
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64>;
     /// Deletes up to `limit` state rows of inactive assets (see [`orphan_condition`]), all of
     /// them when `None`, in one transaction.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;

@@ -555,7 +555,11 @@ impl Fields {
 const TASK_COLUMNS: &str = "dag_id, run_id, task_id, map_index, `key`, value, updated_at, expires_at";
 
 fn task_entry(row: Row) -> std::result::Result<TaskEntry, String> {
-    let mut f = Fields::new(row);
+    task_fields(&mut Fields::new(row))
+}
+
+/// A task entry from the next columns of `f` (in [`TASK_COLUMNS`] order).
+fn task_fields(f: &mut Fields) -> std::result::Result<TaskEntry, String> {
     Ok(TaskEntry {
         scope: TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? },
         key: f.text(),
@@ -1209,6 +1213,47 @@ impl Metastore for MysqlStore {
             "cannot delete expired rows",
             "DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?",
             vec![after_id.into(), up_to_id.unwrap_or(i64::MAX).into(), time_param(cutoff)],
+        )
+    }
+
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        self.rows(
+            "cannot read expired rows",
+            &format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > ? AND id <= ? AND expires_at < ? ORDER BY id LIMIT ?"
+            ),
+            vec![
+                after_id.into(),
+                up_to_id.unwrap_or(i64::MAX).into(),
+                time_param(cutoff),
+                Value::UInt(limit),
+            ],
+            |row| {
+                let mut f = Fields::new(row);
+                let entry = task_fields(&mut f)?;
+                Ok((f.int()?, entry))
+            },
+        )
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        if !fits_utf8mb3(key) {
+            return Ok(0);
+        }
+        self.execute(
+            "cannot delete orphaned asset rows",
+            &format!(
+                "DELETE FROM asset_state_store WHERE asset_id = ? AND `key` = ? AND {}",
+                orphan_condition("asset_state_store")
+            ),
+            vec![asset_id.into(), key.into()],
         )
     }
 

@@ -1160,6 +1160,41 @@ impl Metastore for PostgresStore {
         )
     }
 
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let rows = self.rows(
+            "cannot read expired rows",
+            &format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3 ORDER BY id LIMIT $4"
+            ),
+            &[
+                &after_id,
+                &up_to_id.unwrap_or(i64::MAX),
+                &to_system_time(cutoff),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )?;
+        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
+            .map_err(pg_err(self.ctx("cannot read expired rows")))
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        self.execute(
+            "cannot delete orphaned asset rows",
+            &format!(
+                r#"DELETE FROM asset_state_store WHERE asset_id = $1::bigint AND "key" = $2 AND {}"#,
+                orphan_condition("asset_state_store")
+            ),
+            &[&asset_id, &key],
+        )
+    }
+
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         // As for task rows: rows a writer holds are skipped, the next run takes them.
         let sql = format!(

@@ -646,6 +646,43 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read expired rows");
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > ?1 AND id <= ?2 AND expires_at < ?3 ORDER BY id LIMIT ?4"
+            ))
+            .map_err(sql_err(&ctx))?;
+        stmt.query_map(
+            params![
+                after_id,
+                up_to_id.unwrap_or(i64::MAX),
+                cutoff.to_sqlite_text(),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |row| Ok((row.get(8)?, task_entry(row)?)),
+        )
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        let ctx = self.ctx("cannot delete orphaned asset rows");
+        let sql = format!(
+            r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2 AND {}"#,
+            orphan_condition("asset_state_store")
+        );
+        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, e))
+    }
+
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         let ctx = self.ctx("cannot delete orphaned asset rows");
         let sql = format!(
