@@ -255,6 +255,11 @@ impl Sink {
         })
     }
 
+    /// Opens an `--archive` file for appending, or says which file cannot be written.
+    pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
+        Sink::file(path, true).map_err(|e| archive_error(path, &e))
+    }
+
     pub(crate) fn path(&self) -> Option<&Path> {
         self.file.as_ref().map(|(_, p)| p.as_path())
     }
@@ -280,6 +285,12 @@ impl Sink {
         }
         Ok(())
     }
+}
+
+/// A write to an archive file failed: the output error (exit 6), naming the file. Nothing is
+/// deleted after it, since the rows could not be kept first.
+pub(crate) fn archive_error(path: &Path, e: &io::Error) -> crate::error::Error {
+    crate::error::Error::Output(io::Error::new(e.kind(), format!("archive {}: {e}", path.display())))
 }
 
 #[cfg(test)]

@@ -182,6 +182,10 @@ pub(crate) struct ClearArgs {
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Before deleting, append the rows to this file in the export format (fsynced first);
+    /// `import` restores them
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -276,6 +280,10 @@ pub(crate) struct CleanArgs {
     /// Interval between plain progress lines on stderr when it is not a terminal
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
+    /// Before each batch's DELETE, append the rows it deletes to this file in the export
+    /// format (fsynced first); `import` restores them
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -191,6 +191,73 @@ macro_rules! contract {
 }
 
 contract! {
+    // ------------------------------------------------------------ archives of clean and clear
+
+    fn clean_archive_holds_the_deleted_rows_and_import_restores_them(d: Dialect) {
+        for batch_size in ["2", "0"] {
+            let bench = seeded_for_export(d);
+            let expired: Vec<String> = (0..5).map(|i| format!("e{i}")).collect();
+            for key in &expired {
+                bench.insert_task_row(DAG, RUN, "load", 1, key, "\"x\"", "2026-01-01 00:00:00.000000", Some("2026-01-01 00:00:00.000001"));
+            }
+            let before = bench.content_snapshot();
+            let archive = bench.dir.path().join("clean-archive.jsonl");
+            let archive = archive.to_str().unwrap();
+
+            let run = bench.run(&["clean", "--archive", archive, "--batch-size", batch_size, "-o", "json"]).success();
+            assert_eq!(run.json().py("(v['task_rows_deleted'], v['asset_rows_deleted'])"), "(6, 1)", "batch size {batch_size}");
+            let text = std::fs::read_to_string(archive).unwrap();
+            assert_eq!(text.lines().count(), 7, "{text}");
+            assert!(text.contains("\"key\": \"old\"") && text.contains("\"key\": \"cursor\""), "{text}");
+            assert_eq!(bench.content_snapshot().len(), before.len() - 7);
+
+            bench.run(&["import", archive]).success().stderr_has("restored 6 task row(s) and 1 asset row(s)");
+            assert_eq!(bench.content_snapshot(), before, "batch size {batch_size} ({d:?})");
+
+            // A second clean appends to the same archive: nothing archived earlier is lost.
+            bench.run(&["clean", "--archive", archive, "--batch-size", batch_size]).success();
+            assert_eq!(std::fs::read_to_string(archive).unwrap().lines().count(), 14);
+        }
+    }
+
+    fn importing_a_clean_archive_never_overwrites_a_row_written_since(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let archive = bench.dir.path().join("a.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.run(&["clean", "--archive", archive, "--no-orphans"]).success();
+        let scope = ["--dag-id", DAG, "--run-id", "r2", "--task-id", "other"];
+        bench.run(&cmd(&["set", "old", "\"refreshed\""], &scope)).success();
+        let fresh = stored(&bench, "old");
+        let run = bench.run(&["import", archive, "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['task_rows'], v['kept_newer'])"), "(0, 1)");
+        assert_eq!(stored(&bench, "old"), fresh);
+    }
+
+    fn clear_archive_then_import_restores_the_scope(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let before = bench.content_snapshot();
+        let archive = bench.dir.path().join("clear-archive.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.run(&cmd(&["clear", "--all-map-indices", "--yes", "--archive", archive], &task(&[])))
+            .success()
+            .stderr_has("removed 3 keys");
+        bench.run(&["clear", "--asset", "orders", "--yes", "--archive", archive]).success().stderr_has("removed 2 keys");
+        assert_eq!(std::fs::read_to_string(archive).unwrap().lines().count(), 5);
+        assert_eq!(count(&bench, "task_state_store"), 2);
+        bench.run(&["import", archive]).success();
+        assert_eq!(bench.content_snapshot(), before, "{d:?}");
+    }
+
+    fn an_archive_that_cannot_be_written_deletes_nothing(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let archive = bench.dir.path().join("no-such-dir").join("a.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.unchanged(|| bench.run(&["clean", "--archive", archive]).fails(6, "archive"));
+        bench.unchanged(|| {
+            bench.run(&cmd(&["clear", "--yes", "--archive", archive], &task(&[]))).fails(6, "archive")
+        });
+    }
+
     // ------------------------------------------------------------ export and import
 
     fn export_clear_import_round_trip_restores_identical_rows(d: Dialect) {

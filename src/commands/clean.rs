@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use super::Context;
+use crate::archive::{Sink, archive_error};
 use crate::cli::{CleanArgs, GlobalArgs};
 use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
@@ -84,6 +85,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             ctx.url.redacted()
         )));
     }
+    let mut archive = args.archive.as_deref().map(Sink::archive).transpose()?;
     signals::defer();
     // Counting costs a query, worth it only for someone watching a bar.
     let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
@@ -99,7 +101,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         stopped_by: None,
         seconds: 0.0,
     };
-    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress);
+    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress, archive.as_mut());
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     output::note(&summary.line());
@@ -194,9 +196,10 @@ fn delete_all(
     limits: &Limits,
     started: Instant,
     progress: &mut Progress,
+    mut archive: Option<&mut Sink>,
 ) -> Result<()> {
     if limits.tasks {
-        delete_expired(store, summary, limits, started, progress)?;
+        delete_expired(store, summary, limits, started, progress, archive.as_deref_mut())?;
         if summary.stopped_by.is_some() {
             return Ok(());
         }
@@ -206,7 +209,10 @@ fn delete_all(
         return Ok(());
     }
     if limits.orphans {
-        sweep_orphans(store, summary, limits, started, progress)?;
+        match archive {
+            Some(sink) => sweep_orphans_archived(store, summary, limits, started, progress, sink)?,
+            None => sweep_orphans(store, summary, limits, started, progress)?,
+        }
     }
     Ok(())
 }
@@ -218,6 +224,7 @@ fn delete_expired(
     limits: &Limits,
     started: Instant,
     progress: &mut Progress,
+    mut archive: Option<&mut Sink>,
 ) -> Result<()> {
     let mut after_id = i64::MIN;
     loop {
@@ -237,7 +244,17 @@ fn delete_expired(
             None => None,
             Some(n) => store.nth_expired_id(summary.cutoff, after_id, n)?,
         };
-        let deleted = store.delete_expired_range(summary.cutoff, after_id, up_to_id)?;
+        let deleted = match archive.as_deref_mut() {
+            None => store.delete_expired_range(summary.cutoff, after_id, up_to_id)?,
+            // The open-ended last batch is bounded by the last row archived, so a row that
+            // expires after the archive was read is never deleted unarchived.
+            Some(sink) => match archive_expired(store, sink, summary.cutoff, after_id, up_to_id)? {
+                Some(last_id) => {
+                    store.delete_expired_range(summary.cutoff, after_id, up_to_id.or(Some(last_id)))?
+                }
+                None => 0,
+            },
+        };
         if deleted > 0 {
             summary.batches += 1;
             summary.task_rows_deleted += deleted;
@@ -249,6 +266,94 @@ fn delete_expired(
             && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
         {
             // The limit was reached exactly by the last expired row: the run is complete.
+            return Ok(());
+        }
+        if let Some(pause) = limits.sleep {
+            signals::sleep(pause);
+        }
+    }
+}
+
+/// Rows read per query while archiving: a batch size of 0 (one DELETE) is archived in pages
+/// of this many rows, so memory stays bounded.
+const ARCHIVE_PAGE: u64 = 1000;
+
+/// Appends the rows the batch `after_id < id <= up_to_id` will delete to the archive, page by
+/// page with the same bounds as its DELETE, and syncs the file. Returns the last id archived.
+fn archive_expired(
+    store: &mut dyn Metastore,
+    sink: &mut Sink,
+    cutoff: Timestamp,
+    after_id: i64,
+    up_to_id: Option<i64>,
+) -> Result<Option<i64>> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let mut from = after_id;
+    let mut last = None;
+    loop {
+        let rows = store.expired_rows(cutoff, from, up_to_id, ARCHIVE_PAGE)?;
+        for (id, entry) in &rows {
+            sink.task(entry).map_err(|e| archive_error(&path, &e))?;
+            last = Some(*id);
+        }
+        match last {
+            Some(id) if rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX) => from = id,
+            _ => break,
+        }
+    }
+    sink.sync().map_err(|e| archive_error(&path, &e))?;
+    Ok(last)
+}
+
+/// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
+/// archived and synced, then deleted key by key in one transaction, each DELETE checking again
+/// that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
+fn sweep_orphans_archived(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
+    sink: &mut Sink,
+) -> Result<()> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let page = if summary.batch_size > 0 { summary.batch_size } else { ARCHIVE_PAGE };
+    loop {
+        if let Some(stop) =
+            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
+        {
+            summary.stopped_by = Some(stop);
+            return Ok(());
+        }
+        let rows = store.orphan_sample(page)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in &rows {
+            sink.asset(row).map_err(|e| archive_error(&path, &e))?;
+        }
+        sink.sync().map_err(|e| archive_error(&path, &e))?;
+        store.begin()?;
+        let mut deleted = 0;
+        for row in &rows {
+            match store.delete_orphan_row(row.asset_id, &row.key) {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    let _ = store.rollback();
+                    return Err(e);
+                }
+            }
+        }
+        store.commit()?;
+        if deleted > 0 {
+            summary.orphan_batches += 1;
+            summary.asset_rows_deleted += deleted;
+        }
+        progress.update(
+            summary.task_rows_deleted + summary.asset_rows_deleted,
+            summary.batches + summary.orphan_batches,
+        );
+        if deleted == 0 || (rows.len() as u64) < page {
             return Ok(());
         }
         if let Some(pause) = limits.sleep {
