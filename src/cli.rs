@@ -13,7 +13,7 @@ Exit codes:
   3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
   4    database error (cannot open, connect, read or write)
   5    schema not recognised (not an Airflow 3.3 state store)
-  6    cannot write the output (other than a closed pipe, which exits 0)
+  6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   130  stopped by SIGINT, 143 stopped by SIGTERM
 

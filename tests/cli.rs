@@ -256,6 +256,7 @@ contract! {
         bench.unchanged(|| {
             bench.run(&cmd(&["clear", "--yes", "--archive", archive], &task(&[]))).fails(6, "archive")
         });
+        bench.run(&["export", "--file", archive]).fails(6, "no-such-dir");
     }
 
     // ------------------------------------------------------------ export and import

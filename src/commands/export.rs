@@ -36,14 +36,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
         None => None,
     };
-    let mut sink = match &args.file {
-        Some(path) => Sink::file(path, false)
-            .map_err(|e| Error::Usage(format!("cannot write {}: {e}", path.display())))?,
-        None => Sink::stdout(),
-    };
+    // A file that cannot be written is an output error (exit 6), naming the file.
     let file_error = |e: std::io::Error| match &args.file {
-        Some(path) => Error::Usage(format!("cannot write {}: {e}", path.display())),
+        Some(path) => Error::Output(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
         None => Error::Output(e),
+    };
+    let mut sink = match &args.file {
+        Some(path) => Sink::file(path, false).map_err(file_error)?,
+        None => Sink::stdout(),
     };
     if tasks {
         let filter = TaskFilter {
