@@ -205,7 +205,8 @@ contract! {
             let archive = archive.to_str().unwrap();
 
             let run = bench.run(&["clean", "--archive", archive, "--batch-size", batch_size, "-o", "json"]).success();
-            assert_eq!(run.json().py("(v['task_rows_deleted'], v['asset_rows_deleted'])"), "(6, 1)", "batch size {batch_size}");
+            assert_eq!(run.json().py("(v['task_rows_deleted'], v['asset_rows_deleted'], v['archived_rows'])"), "(6, 1, 7)", "batch size {batch_size}");
+            assert!(run.stderr.contains(&format!("; archived 7 row(s) to {archive}")), "{}", run.stderr);
             let text = std::fs::read_to_string(archive).unwrap();
             assert_eq!(text.lines().count(), 7, "{text}");
             assert!(text.contains("\"key\": \"old\"") && text.contains("\"key\": \"cursor\""), "{text}");

@@ -100,10 +100,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         batch_size,
         stopped_by: None,
         seconds: 0.0,
+        archive: None,
     };
     let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress, archive.as_mut());
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
+    summary.archive = archive.as_ref().map(|sink| {
+        (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
+    });
     output::note(&summary.line());
     result?;
     output::emit(ctx.format, &Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })?;
@@ -151,6 +155,8 @@ struct Summary {
     batch_size: u64,
     stopped_by: Option<Stop>,
     seconds: f64,
+    /// The `--archive` file and the rows appended to it by this run.
+    archive: Option<(String, u64)>,
 }
 
 impl Summary {
@@ -161,8 +167,12 @@ impl Summary {
             Some(stop) => format!("; stopped by {}, run again to finish", stop.name()),
             None => String::new(),
         };
+        let archived = match &self.archive {
+            Some((path, rows)) => format!("; archived {rows} row(s) to {path}"),
+            None => String::new(),
+        };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -184,6 +194,8 @@ impl Summary {
             ("interrupted", Json::Bool(matches!(self.stopped_by, Some(Stop::Signal(_))))),
             ("stopped_by", self.stopped_by.map_or(Json::Null, |s| Json::Str(s.name().to_string()))),
             ("seconds", Json::Float((self.seconds * 1000.0).round() / 1000.0)),
+            ("archive", self.archive.as_ref().map_or(Json::Null, |(path, _)| Json::Str(path.clone()))),
+            ("archived_rows", self.archive.as_ref().map_or(Json::Null, |(_, rows)| int(*rows))),
         ])
     }
 }
