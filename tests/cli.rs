@@ -1073,6 +1073,25 @@ mod mysql_limits {
     use super::{DAG, RUN, cmd, task, with_run};
     use crate::support::Dialect;
 
+    /// A row the schema cannot hold is found before the import writes anything, even when
+    /// valid rows come before it.
+    #[test]
+    fn import_refuses_an_unstorable_row_before_writing_any() {
+        let bench = with_run(Dialect::Mysql);
+        let row = |key: &str, expires: &str| {
+            format!(
+                "{{\"kind\": \"task\", \"dag_id\": \"{DAG}\", \"run_id\": \"{RUN}\", \"task_id\": \"load\", \"map_index\": -1, \"key\": \"{key}\", \"value\": \"1\", \"updated_at\": \"2026-11-01T00:00:00.000000Z\", \"expires_at\": \"{expires}\"}}\n"
+            )
+        };
+        let file = bench.dir.path().join("late.jsonl");
+        std::fs::write(&file, row("a", "2030-01-01T00:00:00Z") + &row("b", "2040-01-01T00:00:00Z")).unwrap();
+        bench.unchanged(|| {
+            bench
+                .run(&["import", file.to_str().unwrap(), "--batch-size", "1"])
+                .fails(2, "line 2: cannot store expires_at 2040-01-01T00:00:00.000000Z: MySQL TIMESTAMP ends")
+        });
+    }
+
     #[test]
     fn expiries_after_2038_are_refused_before_writing() {
         let bench = with_run(Dialect::Mysql);

@@ -32,6 +32,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     source.each(|line_no, record| {
         match parents.resolve(store.as_mut(), &record)? {
             Some(parent) => {
+                check(store.as_ref(), &record, parent)
+                    .map_err(|e| Error::Usage(format!("{} line {line_no}: {e}", source.name)))?;
                 if args.dry_run && stored_is_newer(store.as_mut(), &record, parent)? {
                     counts.kept_newer += 1;
                 } else {
@@ -189,25 +191,45 @@ fn stored_is_newer(store: &mut dyn Metastore, record: &Record, parent: i64) -> R
     Ok(matches!(stored, Some(StoredTime::At(at)) if at > exported))
 }
 
-fn restore(store: &mut dyn Metastore, record: &Record, parent: i64) -> Result<()> {
+/// A row as the restore upserts take it, with its dag run or asset resolved.
+enum Restore<'a> {
+    Task(TaskWrite<'a>),
+    Asset(AssetRestore<'a>),
+}
+
+fn restore_of(record: &Record, parent: i64) -> Restore<'_> {
     match record {
-        Record::Task(TaskRecord { scope, key, value, updated_at, expires_at }) => {
-            store.restore_task(&TaskWrite {
-                dag_run_id: parent,
-                scope,
-                key,
-                value,
-                updated_at: *updated_at,
-                expires_at: *expires_at,
-            })
-        }
-        Record::Asset(a) => store.restore_asset(&AssetRestore {
+        Record::Task(TaskRecord { scope, key, value, updated_at, expires_at }) => Restore::Task(TaskWrite {
+            dag_run_id: parent,
+            scope,
+            key,
+            value,
+            updated_at: *updated_at,
+            expires_at: *expires_at,
+        }),
+        Record::Asset(a) => Restore::Asset(AssetRestore {
             asset_id: parent,
             key: &a.key,
             value: &a.value,
             updated_at: a.updated_at,
             writer: &a.writer,
         }),
+    }
+}
+
+/// What the dialect's columns cannot hold (MySQL's 2038 limit, characters outside the BMP…)
+/// is found in the first pass, before anything is written.
+fn check(store: &dyn Metastore, record: &Record, parent: i64) -> Result<()> {
+    match restore_of(record, parent) {
+        Restore::Task(w) => store.check_restore_task(&w),
+        Restore::Asset(w) => store.check_restore_asset(&w),
+    }
+}
+
+fn restore(store: &mut dyn Metastore, record: &Record, parent: i64) -> Result<()> {
+    match restore_of(record, parent) {
+        Restore::Task(w) => store.restore_task(&w),
+        Restore::Asset(w) => store.restore_asset(&w),
     }
 }
 

@@ -99,6 +99,16 @@ pub(crate) trait Metastore {
     /// old archive never overwrites a value written since.
     fn restore_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
     fn restore_asset(&mut self, write: &AssetRestore<'_>) -> Result<()>;
+    /// Whether the dialect's columns can hold the row, checked without writing (`import`
+    /// checks every row before it writes any). The restore methods check again.
+    fn check_restore_task(&self, write: &TaskWrite<'_>) -> Result<()> {
+        let _ = write;
+        Ok(())
+    }
+    fn check_restore_asset(&self, write: &AssetRestore<'_>) -> Result<()> {
+        let _ = write;
+        Ok(())
+    }
 
     /// An explicit transaction around several statements (one batch of an import); without
     /// it every statement commits on its own.

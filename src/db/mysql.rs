@@ -877,16 +877,34 @@ impl Metastore for MysqlStore {
         )
     }
 
-    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
         require_utf8mb3("dag_id", &w.scope.dag_id)?;
         require_utf8mb3("run_id", &w.scope.run_id)?;
         require_utf8mb3("task_id", &w.scope.task_id)?;
         require_utf8mb3("key", w.key)?;
+        if i32::try_from(w.scope.map_index).is_err() {
+            return Err(Error::Usage(format!(
+                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
+                w.scope.map_index,
+                i32::MAX
+            )));
+        }
         require_value_size("task_state_store.value", w.value)?;
         require_storable_time("updated_at", w.updated_at)?;
         if let Some(expires_at) = w.expires_at {
             require_storable_time("expires_at", expires_at)?;
         }
+        Ok(())
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        require_utf8mb3("key", w.key)?;
+        require_value_size("asset_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)
+    }
+
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        self.check_restore_task(w)?;
         let expires_at = w.expires_at.map_or(Value::NULL, time_param);
         let updated_at = time_param(w.updated_at);
         // MySQL applies the assignments left to right: updated_at, which the other conditions
@@ -921,9 +939,7 @@ impl Metastore for MysqlStore {
     }
 
     fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
-        require_utf8mb3("key", w.key)?;
-        require_value_size("asset_state_store.value", w.value)?;
-        require_storable_time("updated_at", w.updated_at)?;
+        self.check_restore_asset(w)?;
         let updated_at = time_param(w.updated_at);
         let writer = |v: &Option<String>| v.as_deref().map_or(Value::NULL, Value::from);
         let map_index = w.writer.map_index.map_or(Value::NULL, Value::from);

@@ -895,8 +895,16 @@ impl Metastore for PostgresStore {
         .map(drop)
     }
 
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        check_storable_map_index(w.scope.map_index)
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        w.writer.map_index.map_or(Ok(()), check_storable_map_index)
+    }
+
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
-        check_storable_map_index(w.scope.map_index)?;
+        self.check_restore_task(w)?;
         self.execute(
             "cannot restore into task_state_store",
             r#"INSERT INTO task_state_store
@@ -921,9 +929,7 @@ impl Metastore for PostgresStore {
     }
 
     fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
-        if let Some(map_index) = w.writer.map_index {
-            check_storable_map_index(map_index)?;
-        }
+        self.check_restore_asset(w)?;
         self.execute(
             "cannot restore into asset_state_store",
             r#"INSERT INTO asset_state_store
