@@ -309,6 +309,20 @@ contract! {
         assert!(run.stdout.contains("\"key\": \"ref\""), "{}", run.stdout);
     }
 
+    fn export_pages_through_more_rows_than_a_page(d: Dialect) {
+        let bench = with_run(d);
+        let keys: Vec<String> = (0..2345).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> = keys.iter().map(|k| ("t", -1, k.as_str(), "1", "2026-11-01 00:00:00.000000", None)).collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let run = bench.run(&["export", "--dag-id", DAG]).success();
+        let mut exported: Vec<&str> =
+            run.stdout.lines().map(|l| l.split("\"key\": \"").nth(1).unwrap().split('"').next().unwrap()).collect();
+        exported.sort_unstable();
+        exported.dedup();
+        assert_eq!(exported.len(), 2345);
+        assert!(run.stderr.contains("exported 2345 task row(s)"), "{}", run.stderr);
+    }
+
     fn import_refuses_bad_lines_and_missing_parents_without_changing_anything(d: Dialect) {
         let bench = seeded_for_export(d);
         let export = bench.run(&["export"]).success().stdout;

@@ -54,19 +54,21 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
             expired_before: args.expired.then(Timestamp::now),
             external_only: args.external,
         };
-        // Pages in list's order (the full unique key), so offsets never skip or repeat a row
-        // of a table nobody writes to meanwhile.
-        let mut offset = 0;
+        // Pages along the primary key: each page starts where the last one ended, so the
+        // cost per page stays the same however large the table is.
+        let mut after_id = i64::MIN;
         loop {
-            let rows = store.list_task(&filter, Page { limit: Some(PAGE_ROWS), offset })?;
+            let rows = store.task_rows_after(&filter, after_id, PAGE_ROWS)?;
+            let Some((last_id, _)) = rows.last() else { break };
+            after_id = *last_id;
             let read = rows.len();
-            for row in &keep_external(rows, args.external, |e| &e.value) {
+            let entries: Vec<_> = rows.into_iter().map(|(_, entry)| entry).collect();
+            for row in &keep_external(entries, args.external, |e| &e.value) {
                 sink.task(row).map_err(file_error)?;
             }
-            if read == 0 {
+            if (read as u64) < PAGE_ROWS {
                 break;
             }
-            offset += PAGE_ROWS;
         }
     }
     if assets {

@@ -126,6 +126,15 @@ pub(crate) trait Metastore {
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
     fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>>;
+    /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,
+    /// with their ids: `export` pages through a large table along the primary key, where an
+    /// `OFFSET` in list order would sort and skip ever more rows per page.
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>>;
 
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;

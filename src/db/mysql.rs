@@ -670,6 +670,43 @@ impl MysqlStore {
     }
 }
 
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values;
+/// `None` when a filter holds text the utf8mb3 columns cannot, which matches no row.
+fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> Option<(String, Vec<Value>)> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut params: Vec<Value> = Vec::new();
+    for (clause, value) in
+        [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
+    {
+        if let Some(v) = value {
+            if !fits_utf8mb3(v) {
+                return None;
+            }
+            clauses.push(clause);
+            params.push(v.as_str().into());
+        }
+    }
+    if let Some(map_index) = filter.map_index {
+        clauses.push("map_index = ?");
+        params.push(map_index.into());
+    }
+    if let Some(cutoff) = filter.expired_before {
+        clauses.push("expires_at < ?");
+        params.push(time_param(cutoff));
+    }
+    if filter.external_only {
+        clauses.push("value LIKE ? ESCAPE '!'");
+        params.push(EXTERNAL_REF_LIKE.into());
+    }
+    if let Some(after_id) = after_id {
+        clauses.push("id > ?");
+        params.push(after_id.into());
+    }
+    let where_sql =
+        if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+    Some((where_sql, params))
+}
+
 /// The columns of `table` in the connection's database, `None` when there is no such table.
 /// information_schema compares names without regard to case; table names are not so
 /// compared on most servers, so only an exact match counts.
@@ -1069,33 +1106,7 @@ impl Metastore for MysqlStore {
     }
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut params: Vec<Value> = Vec::new();
-        for (clause, value) in
-            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
-        {
-            if let Some(v) = value {
-                if !fits_utf8mb3(v) {
-                    return Ok(Vec::new());
-                }
-                clauses.push(clause);
-                params.push(v.as_str().into());
-            }
-        }
-        if let Some(map_index) = filter.map_index {
-            clauses.push("map_index = ?");
-            params.push(map_index.into());
-        }
-        if let Some(cutoff) = filter.expired_before {
-            clauses.push("expires_at < ?");
-            params.push(time_param(cutoff));
-        }
-        if filter.external_only {
-            clauses.push("value LIKE ? ESCAPE '!'");
-            params.push(EXTERNAL_REF_LIKE.into());
-        }
-        let where_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let Some((where_sql, mut params)) = task_filter_where(filter, None) else { return Ok(Vec::new()) };
         params.extend(page_params(page));
         self.rows(
             "cannot read task_state_store",
@@ -1105,6 +1116,28 @@ impl Metastore for MysqlStore {
             ),
             params,
             task_entry,
+        )
+    }
+
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let Some((where_sql, mut params)) = task_filter_where(filter, Some(after_id)) else {
+            return Ok(Vec::new());
+        };
+        params.push(Value::UInt(limit));
+        self.rows(
+            "cannot read task_state_store",
+            &format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?"),
+            params,
+            |row| {
+                let mut f = Fields::new(row);
+                let entry = task_fields(&mut f)?;
+                Ok((f.int()?, entry))
+            },
         )
     }
 

@@ -1033,6 +1033,25 @@ impl Metastore for PostgresStore {
         map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
     }
 
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let sql = format!(
+            "SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ${}",
+            args.len()
+        );
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
+        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
+            .map_err(pg_err(self.ctx("cannot read task_state_store")))
+    }
+
     fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
         let where_sql = if filter.asset_id.is_some() {
             "WHERE s.asset_id = $1::bigint"
@@ -1223,6 +1242,21 @@ type Param = Box<dyn ToSql + Sync>;
 /// `list`'s statement and its parameters: only the filters given become clauses. Text keys
 /// sort in byte order (`COLLATE "C"`), as SQLite sorts them, whatever the database's collation.
 fn list_task_statement(filter: &TaskFilter, page: Page) -> (String, Vec<Param>) {
+    let (where_sql, mut args) = task_filter_where(filter, None);
+    args.push(Box::new(limit_value(page)));
+    let limit = args.len();
+    args.push(Box::new(offset_value(page)));
+    let offset = args.len();
+    let sql = format!(
+        r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
+           ORDER BY dag_id COLLATE "C", run_id COLLATE "C", task_id COLLATE "C", map_index, "key" COLLATE "C"
+           LIMIT ${limit} OFFSET ${offset}"#
+    );
+    (sql, args)
+}
+
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values.
+fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> (String, Vec<Param>) {
     let mut clauses: Vec<String> = Vec::new();
     let mut args: Vec<Param> = Vec::new();
     let mut bind = |clauses: &mut Vec<String>, template: &str, value: Param| {
@@ -1245,18 +1279,12 @@ fn list_task_statement(filter: &TaskFilter, page: Page) -> (String, Vec<Param>) 
     if filter.external_only {
         bind(&mut clauses, "value LIKE ? ESCAPE '!'", Box::new(EXTERNAL_REF_LIKE));
     }
+    if let Some(after_id) = after_id {
+        bind(&mut clauses, "id > ?::bigint", Box::new(after_id));
+    }
     let where_sql =
         if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
-    args.push(Box::new(limit_value(page)));
-    let limit = args.len();
-    args.push(Box::new(offset_value(page)));
-    let offset = args.len();
-    let sql = format!(
-        r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
-           ORDER BY dag_id COLLATE "C", run_id COLLATE "C", task_id COLLATE "C", map_index, "key" COLLATE "C"
-           LIMIT ${limit} OFFSET ${offset}"#
-    );
-    (sql, args)
+    (where_sql, args)
 }
 
 // ---------------------------------------------------------------- the sandbox

@@ -482,30 +482,7 @@ impl Metastore for SqliteStore {
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
         let ctx = self.ctx("cannot read task_state_store");
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        for (clause, value) in
-            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
-        {
-            if let Some(v) = value {
-                clauses.push(clause);
-                args.push(v.clone().into());
-            }
-        }
-        if let Some(map_index) = filter.map_index {
-            clauses.push("map_index = ?");
-            args.push(map_index.into());
-        }
-        if let Some(cutoff) = filter.expired_before {
-            clauses.push("expires_at < ?");
-            args.push(cutoff.to_sqlite_text().into());
-        }
-        if filter.external_only {
-            clauses.push("value LIKE ? ESCAPE '!'");
-            args.push(EXTERNAL_REF_LIKE.to_string().into());
-        }
-        let where_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let (where_sql, mut args) = task_filter_where(filter, None);
         args.push(limit_value(page).into());
         args.push(offset_value(page).into());
         let sql = format!(
@@ -514,6 +491,22 @@ impl Metastore for SqliteStore {
         );
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params_from_iter(args), task_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let sql = format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?");
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params_from_iter(args), |row| Ok((row.get(8)?, task_entry(row)?)))
             .and_then(Iterator::collect)
             .map_err(|e| Error::db(ctx.clone(), e))
     }
@@ -692,6 +685,39 @@ impl Metastore for SqliteStore {
         let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
     }
+}
+
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values.
+fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> (String, Vec<rusqlite::types::Value>) {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    for (clause, value) in
+        [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
+    {
+        if let Some(v) = value {
+            clauses.push(clause);
+            args.push(v.clone().into());
+        }
+    }
+    if let Some(map_index) = filter.map_index {
+        clauses.push("map_index = ?");
+        args.push(map_index.into());
+    }
+    if let Some(cutoff) = filter.expired_before {
+        clauses.push("expires_at < ?");
+        args.push(cutoff.to_sqlite_text().into());
+    }
+    if filter.external_only {
+        clauses.push("value LIKE ? ESCAPE '!'");
+        args.push(EXTERNAL_REF_LIKE.to_string().into());
+    }
+    if let Some(after_id) = after_id {
+        clauses.push("id > ?");
+        args.push(after_id.into());
+    }
+    let where_sql =
+        if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+    (where_sql, args)
 }
 
 /// The WHERE clause of a task scope, with map_index bound as NULL-matching-anything when all
