@@ -13,7 +13,7 @@ Exit codes:
   3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
   4    database error (cannot open, connect, read or write)
   5    schema not recognised (not an Airflow 3.3 state store)
-  6    cannot write the output (other than a closed pipe, which exits 0)
+  6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
@@ -70,6 +70,10 @@ pub(crate) enum Command {
     /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
     /// the largest values and the tables' size on disk
     Stats(StatsArgs),
+    /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
+    Export(ExportArgs),
+    /// Restore rows from an `export` file or a `--archive` of clean/clear, by upsert
+    Import(ImportArgs),
     /// Show the configuration state-store reads, and where each value comes from
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -197,6 +201,10 @@ pub(crate) struct ClearArgs {
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
+    /// Before deleting, append the rows to this file in the export format (fsynced first);
+    /// `import` restores them
+    #[arg(long, value_name = "FILE")]
+    pub archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -209,12 +217,50 @@ pub(crate) struct ListArgs {
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
     pub expired: bool,
+    /// Only keys whose value was offloaded by a worker-side backend ([workers]
+    /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
+    #[arg(long)]
+    pub external: bool,
     /// At most this many rows; 0 means no limit
     #[arg(long, value_name = "N", default_value_t = 100)]
     pub limit: u64,
     /// Skip this many rows first
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub offset: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ExportArgs {
+    #[command(flatten)]
+    pub scope: ScopeArgs,
+    /// Export the keys of every asset (with task filters too: both)
+    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    pub assets: bool,
+    /// Only task keys that have expired and not yet been cleaned
+    #[arg(long)]
+    pub expired: bool,
+    /// Only keys whose value is an external reference ({"__airflow_state_ref__": "<ref>"})
+    #[arg(long)]
+    pub external: bool,
+    /// Write to this file (created or emptied, then fsynced) instead of stdout
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportArgs {
+    /// The export file, or `-` for stdin
+    #[arg(value_name = "FILE", allow_hyphen_values = true)]
+    pub file: PathBuf,
+    /// Check every line and count what would be restored; write nothing
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Skip (and count) rows whose dag run or asset no longer exists, instead of refusing the file
+    #[arg(long)]
+    pub skip_missing: bool,
+    /// Rows per transaction
+    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
 }
 
 #[derive(Debug, Args)]
@@ -253,6 +299,10 @@ pub(crate) struct CleanArgs {
     /// Interval between plain progress lines on stderr when it is not a terminal
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
+    /// Before each batch's DELETE, append the rows it deletes to this file in the export
+    /// format (fsynced first); `import` restores them
+    #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
+    pub archive: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -40,7 +40,6 @@ pub(crate) enum Json {
 
 impl Json {
     /// The JSON-level name of the value's type, for messages.
-    #[cfg(test)]
     pub(crate) fn type_name(&self) -> &'static str {
         match self {
             Json::Null => "null",

@@ -91,6 +91,11 @@ pub(crate) struct AssetEntry {
     pub value: String,
     pub updated_at: StoredTime,
     pub last_updated_by_kind: Option<String>,
+    /// Set by Airflow's `task` writes only; kept so that an export restores them exactly.
+    pub last_updated_by_dag_id: Option<String>,
+    pub last_updated_by_run_id: Option<String>,
+    pub last_updated_by_task_id: Option<String>,
+    pub last_updated_by_map_index: Option<i64>,
 }
 
 /// Filters of `list` over task rows; `None` means "any".
@@ -102,6 +107,56 @@ pub(crate) struct TaskFilter {
     pub map_index: Option<i64>,
     /// Only rows with `expires_at < expired_before`.
     pub expired_before: Option<Timestamp>,
+    /// Only rows whose value is an external reference (see [`external_ref`]).
+    pub external_only: bool,
+}
+
+/// Filters of `list` over asset rows.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct AssetFilter {
+    /// One asset's rows, or every asset's when `None`.
+    pub asset_id: Option<i64>,
+    /// Only rows whose value is an external reference (see [`external_ref`]).
+    pub external_only: bool,
+}
+
+/// The key of the object a worker-side backend ([workers] state_store_backend) stores in place
+/// of a value it offloaded: `{"__airflow_state_ref__": "<ref>"}`.
+pub(crate) const EXTERNAL_REF_KEY: &str = "__airflow_state_ref__";
+
+/// The start of the stored text of every external reference, as Python's `json.dumps` writes
+/// it, in SQL `LIKE` form with `!` as the escape character (`_` is a LIKE wildcard). The
+/// database narrows rows down with it; [`external_ref`] then checks each row exactly.
+pub(crate) const EXTERNAL_REF_LIKE: &str = r#"{"!_!_airflow!_state!_ref!_!_": %"#;
+
+/// The reference of a stored value of exactly the form `{"__airflow_state_ref__": "<ref>"}`
+/// (an object with that single key and a string), or `None` for any other value.
+pub(crate) fn external_ref(stored: &str) -> Option<String> {
+    if !stored.trim_start().starts_with('{') || !stored.contains(EXTERNAL_REF_KEY) {
+        return None;
+    }
+    match crate::json::parse(stored).ok()? {
+        crate::json::Json::Object(fields) => match fields.as_slice() {
+            [(key, crate::json::Json::Str(reference))] if key == EXTERNAL_REF_KEY => Some(reference.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn external_ref_is_exactly_one_key_with_a_string() {
+        assert_eq!(external_ref(r#"{"__airflow_state_ref__": "s3://b/k"}"#).as_deref(), Some("s3://b/k"));
+        assert_eq!(external_ref(r#"{"__airflow_state_ref__":"x"}"#).as_deref(), Some("x"));
+        assert_eq!(external_ref(r#"{"__airflow_state_ref__": 1}"#), None);
+        assert_eq!(external_ref(r#"{"__airflow_state_ref__": "x", "b": 1}"#), None);
+        assert_eq!(external_ref(r#""__airflow_state_ref__""#), None);
+        assert_eq!(external_ref(r#"[{"__airflow_state_ref__": "x"}]"#), None);
+    }
 }
 
 /// A window of rows. `limit = None` means every row.

@@ -8,7 +8,7 @@ use std::io::{self, IsTerminal, Write};
 
 use crate::cli::Format;
 use crate::json::{self, Json};
-use crate::model::{AssetEntry, StoredTime, TaskEntry};
+use crate::model::{AssetEntry, StoredTime, TaskEntry, external_ref};
 
 /// A rendered document: what JSON/YAML show, what a table shows, what plain shows.
 pub(crate) struct Rendered {
@@ -100,8 +100,9 @@ pub(crate) trait Entry {
     const HEADERS: &'static [&'static str];
     fn key(&self) -> &str;
     fn value_text(&self) -> &str;
-    fn row(&self, value: &Json, truncate: bool) -> Vec<String>;
-    fn to_json(&self, value: Json) -> Json;
+    fn row(&self, value: &str, truncate: bool) -> Vec<String>;
+    /// `external_ref` is the reference of an offloaded value, or null.
+    fn to_json(&self, value: Json, external_ref: Json) -> Json;
 }
 
 impl Entry for TaskEntry {
@@ -116,20 +117,20 @@ impl Entry for TaskEntry {
         &self.value
     }
 
-    fn row(&self, value: &Json, truncate: bool) -> Vec<String> {
+    fn row(&self, value: &str, truncate: bool) -> Vec<String> {
         vec![
             self.scope.dag_id.clone(),
             self.scope.run_id.clone(),
             self.scope.task_id.clone(),
             self.scope.map_index.to_string(),
             self.key.clone(),
-            value_cell(value, truncate),
+            cut_cell(value, truncate),
             self.updated_at.display(),
             self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
         ]
     }
 
-    fn to_json(&self, value: Json) -> Json {
+    fn to_json(&self, value: Json, external_ref: Json) -> Json {
         obj(vec![
             ("dag_id", Json::Str(self.scope.dag_id.clone())),
             ("run_id", Json::Str(self.scope.run_id.clone())),
@@ -137,6 +138,7 @@ impl Entry for TaskEntry {
             ("map_index", int(self.scope.map_index)),
             ("key", Json::Str(self.key.clone())),
             ("value", value),
+            ("external_ref", external_ref),
             ("updated_at", time_json(&self.updated_at)),
             ("expires_at", opt_time_json(self.expires_at.as_ref())),
         ])
@@ -155,24 +157,25 @@ impl Entry for AssetEntry {
         &self.value
     }
 
-    fn row(&self, value: &Json, truncate: bool) -> Vec<String> {
+    fn row(&self, value: &str, truncate: bool) -> Vec<String> {
         vec![
             self.asset_id.to_string(),
             self.asset_name.clone().unwrap_or_else(|| "(deleted)".to_string()),
             self.key.clone(),
-            value_cell(value, truncate),
+            cut_cell(value, truncate),
             self.updated_at.display(),
             self.last_updated_by_kind.clone().unwrap_or_default(),
         ]
     }
 
-    fn to_json(&self, value: Json) -> Json {
+    fn to_json(&self, value: Json, external_ref: Json) -> Json {
         obj(vec![
             ("asset_id", int(self.asset_id)),
             ("asset_name", opt_str_json(self.asset_name.as_deref())),
             ("asset_uri", opt_str_json(self.asset_uri.as_deref())),
             ("key", Json::Str(self.key.clone())),
             ("value", value),
+            ("external_ref", external_ref),
             ("updated_at", time_json(&self.updated_at)),
             ("last_updated_by_kind", opt_str_json(self.last_updated_by_kind.as_deref())),
         ])
@@ -199,10 +202,17 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
     };
     for entry in list {
         let value = stored_value(entry.key(), entry.value_text());
-        view.table.rows.push(entry.row(&value, truncate));
+        // An offloaded value is shown as its reference and never fetched or decoded: the
+        // payload lives in the worker-side backend, out of this tool's reach.
+        let reference = external_ref(entry.value_text());
+        let cell = match &reference {
+            Some(reference) => format!("→ ref: {reference}"),
+            None => json::dumps_unicode(&value),
+        };
+        view.table.rows.push(entry.row(&cell, truncate));
         view.plain_values.push(plain_value(&value));
         view.keys.push(entry.key().to_string());
-        view.docs.push(entry.to_json(value));
+        view.docs.push(entry.to_json(value, reference.map_or(Json::Null, Json::Str)));
     }
     view
 }
@@ -220,13 +230,12 @@ impl Entries {
 
 const LIST_VALUE_WIDTH: usize = 60;
 
-fn value_cell(value: &Json, truncate: bool) -> String {
-    let text = json::dumps_unicode(value);
+fn cut_cell(text: &str, truncate: bool) -> String {
     if truncate && text.chars().count() > LIST_VALUE_WIDTH {
         let cut: String = text.chars().take(LIST_VALUE_WIDTH - 1).collect();
         format!("{cut}…")
     } else {
-        text
+        text.to_string()
     }
 }
 

@@ -128,6 +128,61 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
 }
 
 /// One `#[test]` per dialect for each function: `on_sqlite::name`, `on_postgres::name`, …
+/// A metastore for export tests: task rows of two runs (mapped, expired, never expiring, an
+/// external reference, a value that is not JSON) and asset rows, one of them written by a task.
+fn seeded_for_export(d: Dialect) -> Bench {
+    let bench = with_run(d);
+    bench.add_dag_run(DAG, "r2");
+    bench.insert_task_rows(
+        DAG,
+        RUN,
+        &[
+            ("load", -1, "k", r#"{"a": 1.0, "u": "\u00e9"}"#, "2026-11-01 10:00:00.123456", None),
+            (
+                "load",
+                -1,
+                "broken",
+                "not json \\ é",
+                "2026-11-01 10:00:00.000001",
+                Some("2037-12-01 00:00:00.000000"),
+            ),
+            ("load", 0, "m", "[1, 2]", "2026-11-02 10:00:00.000000", Some("2030-01-01 00:00:00.500000")),
+        ],
+    );
+    bench.insert_task_rows(
+        DAG,
+        "r2",
+        &[
+            ("other", -1, "old", "1", "2026-01-01 00:00:00.000000", Some("2026-01-02 00:00:00.000000")),
+            (
+                "other",
+                -1,
+                "ref",
+                r#"{"__airflow_state_ref__": "s3://b/1"}"#,
+                "2026-11-03 00:00:00.000000",
+                None,
+            ),
+        ],
+    );
+    let orders = bench.add_asset("orders", "s3://warehouse/orders", true);
+    let legacy = bench.add_asset("legacy", "s3://warehouse/legacy", false);
+    assert_eq!(legacy, 2);
+    let k = bench.key_col();
+    bench.exec(&format!(
+        "INSERT INTO asset_state_store (asset_id, {k}, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+         last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index) VALUES \
+         ({orders}, 'from_task', '\"x\"', {}, 'task', {}, {}, 'load', 3), \
+         ({orders}, 'from_api', '{{\"n\": 2}}', {}, 'api', NULL, NULL, NULL, NULL), \
+         ({legacy}, 'cursor', '17', {}, 'watcher', NULL, NULL, NULL, NULL)",
+        bench.ts_lit(Some("2026-11-04 01:02:03.456789")),
+        bench.lit(DAG),
+        bench.lit(RUN),
+        bench.ts_lit(Some("2026-11-05 00:00:00.000000")),
+        bench.ts_lit(Some("2026-10-01 00:00:00.000000")),
+    ));
+    bench
+}
+
 macro_rules! contract {
     ($(fn $name:ident($d:ident: Dialect) $body:block)*) => {
         $(fn $name($d: Dialect) $body)*
@@ -146,7 +201,212 @@ macro_rules! contract {
 }
 
 contract! {
+    // ------------------------------------------------------------ archives of clean and clear
+
+    fn clean_archive_holds_the_deleted_rows_and_import_restores_them(d: Dialect) {
+        for batch_size in ["2", "0"] {
+            let bench = seeded_for_export(d);
+            let expired: Vec<String> = (0..5).map(|i| format!("e{i}")).collect();
+            for key in &expired {
+                bench.insert_task_row(DAG, RUN, "load", 1, key, "\"x\"", "2026-01-01 00:00:00.000000", Some("2026-01-01 00:00:00.000001"));
+            }
+            let before = bench.content_snapshot();
+            let archive = bench.dir.path().join("clean-archive.jsonl");
+            let archive = archive.to_str().unwrap();
+
+            let run = bench.run(&["clean", "--archive", archive, "--batch-size", batch_size, "-o", "json"]).success();
+            assert_eq!(run.json().py("(v['task_rows_deleted'], v['asset_rows_deleted'], v['archived_rows'])"), "(6, 1, 7)", "batch size {batch_size}");
+            assert!(run.stderr.contains(&format!("; archived 7 row(s) to {archive}")), "{}", run.stderr);
+            let text = std::fs::read_to_string(archive).unwrap();
+            assert_eq!(text.lines().count(), 7, "{text}");
+            assert!(text.contains("\"key\": \"old\"") && text.contains("\"key\": \"cursor\""), "{text}");
+            assert_eq!(bench.content_snapshot().len(), before.len() - 7);
+
+            bench.run(&["import", archive]).success().stderr_has("restored 6 task row(s) and 1 asset row(s)");
+            assert_eq!(bench.content_snapshot(), before, "batch size {batch_size} ({d:?})");
+
+            // A second clean appends to the same archive: nothing archived earlier is lost.
+            bench.run(&["clean", "--archive", archive, "--batch-size", batch_size]).success();
+            assert_eq!(std::fs::read_to_string(archive).unwrap().lines().count(), 14);
+        }
+    }
+
+    fn importing_a_clean_archive_never_overwrites_a_row_written_since(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let archive = bench.dir.path().join("a.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.run(&["clean", "--archive", archive, "--no-orphans"]).success();
+        let scope = ["--dag-id", DAG, "--run-id", "r2", "--task-id", "other"];
+        bench.run(&cmd(&["set", "old", "\"refreshed\""], &scope)).success();
+        let fresh = stored(&bench, "old");
+        let run = bench.run(&["import", archive, "-o", "json"]).success();
+        assert_eq!(run.json().py("(v['task_rows'], v['kept_newer'])"), "(0, 1)");
+        assert_eq!(stored(&bench, "old"), fresh);
+    }
+
+    fn clear_archive_then_import_restores_the_scope(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let before = bench.content_snapshot();
+        let archive = bench.dir.path().join("clear-archive.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.run(&cmd(&["clear", "--all-map-indices", "--yes", "--archive", archive], &task(&[])))
+            .success()
+            .stderr_has("removed 3 keys");
+        bench.run(&["clear", "--asset", "orders", "--yes", "--archive", archive]).success().stderr_has("removed 2 keys");
+        assert_eq!(std::fs::read_to_string(archive).unwrap().lines().count(), 5);
+        assert_eq!(count(&bench, "task_state_store"), 2);
+        bench.run(&["import", archive]).success();
+        assert_eq!(bench.content_snapshot(), before, "{d:?}");
+    }
+
+    fn an_archive_that_cannot_be_written_deletes_nothing(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let archive = bench.dir.path().join("no-such-dir").join("a.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.unchanged(|| bench.run(&["clean", "--archive", archive]).fails(6, "archive"));
+        bench.unchanged(|| {
+            bench.run(&cmd(&["clear", "--yes", "--archive", archive], &task(&[]))).fails(6, "archive")
+        });
+        bench.run(&["export", "--file", archive]).fails(6, "no-such-dir");
+    }
+
+    // ------------------------------------------------------------ export and import
+
+    fn export_clear_import_round_trip_restores_identical_rows(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let before = bench.content_snapshot();
+        assert!(before.len() >= 7, "{before:?}");
+        let file = bench.dir.path().join("backup.jsonl");
+        let file = file.to_str().unwrap();
+        bench.run(&["export", "--file", file]).success().stderr_has("exported 5 task row(s) and 3 asset row(s)");
+
+        bench.run(&cmd(&["clear", "--all-map-indices", "--yes"], &task(&[]))).success();
+        bench.run(&["clear", "--dag-id", DAG, "--run-id", "r2", "--task-id", "other", "--yes"]).success();
+        bench.run(&["clear", "--asset", "orders", "--yes"]).success();
+        bench.run(&["clear", "--asset-id", "2", "--yes"]).success();
+        assert_eq!(count(&bench, "task_state_store") + count(&bench, "asset_state_store"), 0);
+
+        let run = bench.run(&["import", file, "-o", "json"]).success();
+        let v = run.json();
+        assert_eq!(v.py("(v['task_rows'], v['asset_rows'], v['kept_newer'], v['skipped_missing'])"), "(5, 3, 0, 0)");
+        assert_eq!(bench.content_snapshot(), before, "restored rows differ ({d:?})");
+
+        // Importing again changes nothing: every row is as new as the stored one.
+        bench.unchanged(|| bench.run(&["import", file]).success().stderr_has("restored 5 task row(s) and 3 asset row(s)"));
+    }
+
+    fn export_selects_like_list_and_writes_the_stored_text(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let run = bench.run(&["export", "--dag-id", DAG, "--task-id", "load"]).success();
+        let v = support::serde_like::parse(&format!("[{}]", run.stdout.trim_end().replace('\n', ",")));
+        assert_eq!(v.py("sorted((e['kind'], e['map_index'], e['key']) for e in v)"), "[('task', -1, 'broken'), ('task', -1, 'k'), ('task', 0, 'm')]");
+        assert_eq!(v.py("[e['value'] for e in v if e['key'] == 'broken']"), "['not json \\\\ é']");
+        assert_eq!(v.py("[e['value'] for e in v if e['key'] == 'k']"), "['{\"a\": 1.0, \"u\": \"\\\\u00e9\"}']");
+        assert_eq!(v.py("[(e['updated_at'], e['expires_at']) for e in v if e['key'] == 'k']"), "[('2026-11-01T10:00:00.123456Z', None)]");
+        assert!(run.stderr.contains("exported 3 task row(s) and 0 asset row(s) to stdout"), "{}", run.stderr);
+
+        let run = bench.run(&["export", "--assets"]).success();
+        let v = support::serde_like::parse(&format!("[{}]", run.stdout.trim_end().replace('\n', ",")));
+        assert_eq!(
+            v.py("[(e['kind'], e['asset_name'], e['key'], e['last_updated_by_kind'], e['last_updated_by_dag_id'], e['last_updated_by_map_index']) for e in v if e['key'] == 'from_task']"),
+            format!("[('asset', 'orders', 'from_task', 'task', '{DAG}', 3)]")
+        );
+        let run = bench.run(&["export", "--expired"]).success();
+        assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+        assert!(run.stdout.contains("\"key\": \"old\""), "{}", run.stdout);
+        let run = bench.run(&["export", "--external"]).success();
+        assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+        assert!(run.stdout.contains("\"key\": \"ref\""), "{}", run.stdout);
+    }
+
+    fn export_pages_through_more_rows_than_a_page(d: Dialect) {
+        let bench = with_run(d);
+        let keys: Vec<String> = (0..2345).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> = keys.iter().map(|k| ("t", -1, k.as_str(), "1", "2026-11-01 00:00:00.000000", None)).collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let run = bench.run(&["export", "--dag-id", DAG]).success();
+        let mut exported: Vec<&str> =
+            run.stdout.lines().map(|l| l.split("\"key\": \"").nth(1).unwrap().split('"').next().unwrap()).collect();
+        exported.sort_unstable();
+        exported.dedup();
+        assert_eq!(exported.len(), 2345);
+        assert!(run.stderr.contains("exported 2345 task row(s)"), "{}", run.stderr);
+    }
+
+    fn import_refuses_bad_lines_and_missing_parents_without_changing_anything(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let export = bench.run(&["export"]).success().stdout;
+        let lines: Vec<&str> = export.lines().collect();
+        let file = bench.dir.path().join("in.jsonl");
+
+        let malformed = format!("{}\n{{\"kind\": \"task\"\n", lines[0]);
+        std::fs::write(&file, &malformed).unwrap();
+        bench.unchanged(|| bench.run(&["import", file.to_str().unwrap()]).fails(2, "line 2: not JSON"));
+
+        let gone = lines[1].replace(&format!("\"dag_id\": \"{DAG}\""), "\"dag_id\": \"gone_dag\"");
+        std::fs::write(&file, format!("{}\n{gone}\n", lines[0])).unwrap();
+        bench.exec("DELETE FROM task_state_store");
+        bench.unchanged(|| {
+            bench.run(&["import", file.to_str().unwrap()]).fails(1, "line 2: no dag run found for dag_id=\"gone_dag\"")
+        });
+        bench.unchanged(|| {
+            bench.run(&["import", "--dry-run", file.to_str().unwrap(), "--skip-missing"])
+                .success()
+                .stderr_has("would restore 1 task row(s) and 0 asset row(s) from")
+                .stderr_has("1 skipped")
+        });
+        bench.run(&["import", file.to_str().unwrap(), "--skip-missing", "-o", "plain"]).success().stdout_is("1\n");
+        assert_eq!(count(&bench, "task_state_store"), 1);
+    }
+
+    fn import_keeps_a_newer_stored_row(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let export = bench.run(&["export", "--dag-id", DAG, "--task-id", "load"]).success().stdout;
+        bench.run(&cmd(&["set", "k", "\"fresh\""], &task(&[]))).success();
+        let fresh = stored(&bench, "k");
+        let run = bench.run_with_stdin(&["import", "-", "-o", "json"], &export).success();
+        assert_eq!(run.json().py("(v['task_rows'], v['kept_newer'])"), "(2, 1)");
+        assert!(run.stderr.contains("1 kept newer"), "{}", run.stderr);
+        assert_eq!(stored(&bench, "k"), fresh);
+    }
+
     // ------------------------------------------------------------ set and get
+    // ------------------------------------------------------------ external references
+
+    fn external_references_are_shown_not_decoded(d: Dialect) {
+        let bench = with_run(d);
+        let reference = r#"{"__airflow_state_ref__": "s3://bucket/state/42"}"#;
+        bench.run(&cmd(&["set", "big", reference], &task(&[]))).success();
+        bench.run(&cmd(&["set", "small", "{\"__airflow_state_ref__\": 7}"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "two", "{\"__airflow_state_ref__\": \"x\", \"b\": 1}"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "plain", "1"], &task(&[]))).success();
+        let asset = bench.add_asset("orders", "s3://warehouse/orders", true);
+        bench.run(&["set", "cursor", "{\"__airflow_state_ref__\": \"gs://a/b\"}", "--asset", "orders"]).success();
+        bench.run(&["set", "other", "\"__airflow_state_ref__\"", "--asset", "orders"]).success();
+
+        let run = bench.run(&cmd(&["get", "big"], &task(&[]))).success();
+        assert!(run.stdout.contains("→ ref: s3://bucket/state/42"), "{}", run.stdout);
+        let v = bench.run(&cmd(&["get", "big", "-o", "json"], &task(&[]))).success().json();
+        assert_eq!(v.py("v['external_ref']"), "'s3://bucket/state/42'");
+        assert_eq!(v.py("v['value']"), "{'__airflow_state_ref__': 's3://bucket/state/42'}");
+        let v = bench.run(&cmd(&["get", "small", "-o", "json"], &task(&[]))).success().json();
+        assert_eq!(v.py("v['external_ref']"), "None");
+
+        let v = bench.run(&["list", "--external", "-o", "json"]).success().json();
+        assert_eq!(v.py("[e['key'] for e in v]"), "['big']");
+        assert_eq!(v.py("[e['external_ref'] for e in v]"), "['s3://bucket/state/42']");
+        let v = bench.run(&["list", "-o", "json"]).success().json();
+        assert_eq!(v.py("sorted(e['key'] for e in v)"), "['big', 'plain', 'small', 'two']");
+        assert_eq!(v.py("[e['external_ref'] for e in v if e['key'] == 'plain']"), "[None]");
+
+        let v = bench.run(&["list", "--assets", "--external", "-o", "json"]).success().json();
+        assert_eq!(v.py("[(e['asset_id'], e['key'], e['external_ref']) for e in v]"), format!("[({asset}, 'cursor', 'gs://a/b')]"));
+        let v = bench.run(&["list", "--asset", "orders", "--external", "-o", "plain"]).success();
+        assert_eq!(v.stdout, "cursor\n");
+        let run = bench.run(&["list", "--assets"]).success();
+        assert!(run.stdout.contains("→ ref: gs://a/b"), "{}", run.stdout);
+    }
+
 
     fn set_then_get_in_every_format(d: Dialect) {
         let bench = with_run(d);
@@ -344,7 +604,7 @@ contract! {
         assert_eq!(run.json().py("[e['key'] for e in v]"), "['B', 'a', 'b', 'c', 'é', 'z']");
         assert_eq!(
             run.json().py("sorted(v[0])"),
-            "['dag_id', 'expires_at', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
+            "['dag_id', 'expires_at', 'external_ref', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
         );
         bench.run(&["list", "--dag-id", "nothing", "-o", "json"]).success().stdout_is("[]\n");
     }
@@ -680,12 +940,22 @@ contract! {
 fn help_lists_commands_and_exit_codes() {
     let bench = Bench::bare();
     let run = bench.run(&["--help"]).success();
-    for word in
-        ["get", "set", "delete", "clear", "list", "clean", "Exit codes", "130", "AIRFLOW__SECTION__KEY"]
-    {
+    for word in [
+        "get",
+        "set",
+        "delete",
+        "clear",
+        "list",
+        "clean",
+        "export",
+        "import",
+        "Exit codes",
+        "130",
+        "AIRFLOW__SECTION__KEY",
+    ] {
         assert!(run.stdout.contains(word), "--help lacks {word}: {}", run.stdout);
     }
-    for sub in ["get", "set", "delete", "clear", "list", "clean", "sandbox"] {
+    for sub in ["get", "set", "delete", "clear", "list", "clean", "export", "import", "sandbox"] {
         let run = bench.run(&[sub, "--help"]).success();
         assert!(run.stdout.contains("Usage: state-store"), "{sub} --help: {}", run.stdout);
     }
@@ -868,6 +1138,25 @@ fn toml_configuration() {
 mod mysql_limits {
     use super::{DAG, RUN, cmd, task, with_run};
     use crate::support::Dialect;
+
+    /// A row the schema cannot hold is found before the import writes anything, even when
+    /// valid rows come before it.
+    #[test]
+    fn import_refuses_an_unstorable_row_before_writing_any() {
+        let bench = with_run(Dialect::Mysql);
+        let row = |key: &str, expires: &str| {
+            format!(
+                "{{\"kind\": \"task\", \"dag_id\": \"{DAG}\", \"run_id\": \"{RUN}\", \"task_id\": \"load\", \"map_index\": -1, \"key\": \"{key}\", \"value\": \"1\", \"updated_at\": \"2026-11-01T00:00:00.000000Z\", \"expires_at\": \"{expires}\"}}\n"
+            )
+        };
+        let file = bench.dir.path().join("late.jsonl");
+        std::fs::write(&file, row("a", "2030-01-01T00:00:00Z") + &row("b", "2040-01-01T00:00:00Z")).unwrap();
+        bench.unchanged(|| {
+            bench
+                .run(&["import", file.to_str().unwrap(), "--batch-size", "1"])
+                .fails(2, "line 2: cannot store expires_at 2040-01-01T00:00:00.000000Z: MySQL TIMESTAMP ends")
+        });
+    }
 
     #[test]
     fn expiries_after_2038_are_refused_before_writing() {

@@ -11,6 +11,7 @@
 use std::time::{Duration, Instant};
 
 use super::Context;
+use crate::archive::{Sink, archive_error};
 use crate::cli::{CleanArgs, GlobalArgs};
 use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
@@ -84,6 +85,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             ctx.url.redacted()
         )));
     }
+    let mut archive = args.archive.as_deref().map(Sink::archive).transpose()?;
     signals::defer();
     // Counting costs a query, worth it only for someone watching a bar.
     let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
@@ -98,17 +100,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         batch_size,
         stopped_by: None,
         seconds: 0.0,
+        archive: None,
     };
-    let mut run = Run {
-        store: store.as_mut(),
-        summary: &mut summary,
-        limits: &limits,
-        started,
-        progress: &mut progress,
-    };
-    let result = run.delete_all();
+    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress, archive.as_mut());
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
+    summary.archive = archive.as_ref().map(|sink| {
+        (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
+    });
     output::note(&summary.line());
     result?;
     output::emit(ctx.format, &Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })?;
@@ -156,6 +155,8 @@ struct Summary {
     batch_size: u64,
     stopped_by: Option<Stop>,
     seconds: f64,
+    /// The `--archive` file and the rows appended to it by this run.
+    archive: Option<(String, u64)>,
 }
 
 impl Summary {
@@ -166,8 +167,12 @@ impl Summary {
             Some(stop) => format!("; stopped by {}, run again to finish", stop.name()),
             None => String::new(),
         };
+        let archived = match &self.archive {
+            Some((path, rows)) => format!("; archived {rows} row(s) to {path}"),
+            None => String::new(),
+        };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -189,122 +194,231 @@ impl Summary {
             ("interrupted", Json::Bool(matches!(self.stopped_by, Some(Stop::Signal(_))))),
             ("stopped_by", self.stopped_by.map_or(Json::Null, |s| Json::Str(s.name().to_string()))),
             ("seconds", Json::Float((self.seconds * 1000.0).round() / 1000.0)),
+            ("archive", self.archive.as_ref().map_or(Json::Null, |(path, _)| Json::Str(path.clone()))),
+            ("archived_rows", self.archive.as_ref().map_or(Json::Null, |(_, rows)| int(*rows))),
         ])
     }
 }
 
-/// One clean in progress: the connection, what has been done so far, and what may stop it.
-struct Run<'a> {
-    store: &'a mut dyn Metastore,
-    summary: &'a mut Summary,
-    limits: &'a Limits,
+/// The two phases of a run. The orphan sweep starts only after every expired task row is
+/// gone, so a stopped run leaves the database as a later run expects to find it.
+fn delete_all(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
     started: Instant,
-    progress: &'a mut Progress,
-}
-
-impl Run<'_> {
-    /// The two phases of a run. The orphan sweep starts only after every expired task row is
-    /// gone, so a stopped run leaves the database as a later run expects to find it.
-    fn delete_all(&mut self) -> Result<()> {
-        if self.limits.tasks {
-            self.delete_expired()?;
-            if self.summary.stopped_by.is_some() {
-                return Ok(());
-            }
-        }
-        if let Some(stop) = self.should_stop().filter(|s| matches!(s, Stop::Signal(_))) {
-            self.summary.stopped_by = Some(stop);
+    progress: &mut Progress,
+    mut archive: Option<&mut Sink>,
+) -> Result<()> {
+    if limits.tasks {
+        delete_expired(store, summary, limits, started, progress, archive.as_deref_mut())?;
+        if summary.stopped_by.is_some() {
             return Ok(());
         }
-        if self.limits.orphans {
-            self.sweep_orphans()?;
-        }
-        Ok(())
     }
-
-    /// Walks the primary key in batches; between batches it stops for a signal or a limit.
-    fn delete_expired(&mut self) -> Result<()> {
-        let cutoff = self.summary.cutoff;
-        let mut after_id = i64::MIN;
-        loop {
-            if let Some(stop) = self.should_stop() {
-                self.summary.stopped_by = Some(stop);
-                return Ok(());
-            }
-            let remaining = self.limits.max_rows.map(|max| max - self.summary.task_rows_deleted);
-            // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-            let batch = match (self.summary.batch_size, remaining) {
-                (0, None) => None,
-                (0, Some(r)) => Some(r),
-                (b, Some(r)) => Some(b.min(r)),
-                (b, None) => Some(b),
-            };
-            let up_to_id = match batch {
-                None => None,
-                Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
-            };
-            let deleted = self.store.delete_expired_range(cutoff, after_id, up_to_id)?;
-            if deleted > 0 {
-                self.summary.batches += 1;
-                self.summary.task_rows_deleted += deleted;
-            }
-            self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
-            let Some(id) = up_to_id else { return Ok(()) };
-            after_id = id;
-            if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
-                && self.store.nth_expired_id(cutoff, after_id, 1)?.is_none()
-            {
-                // The limit was reached exactly by the last expired row: the run is complete.
-                return Ok(());
-            }
-            self.pause();
+    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
+        summary.stopped_by = Some(stop);
+        return Ok(());
+    }
+    if limits.orphans {
+        match archive {
+            Some(sink) => sweep_orphans_archived(store, summary, limits, started, progress, sink)?,
+            None => sweep_orphans(store, summary, limits, started, progress)?,
         }
     }
+    Ok(())
+}
 
-    /// The orphan sweep, in batches of the same size as the task rows.
-    fn sweep_orphans(&mut self) -> Result<()> {
-        let batch = (self.summary.batch_size > 0).then_some(self.summary.batch_size);
-        loop {
-            if let Some(stop) =
-                self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
-            {
-                self.summary.stopped_by = Some(stop);
-                return Ok(());
-            }
-            let deleted = self.store.delete_orphans(batch)?;
-            if deleted > 0 {
-                self.summary.orphan_batches += 1;
-                self.summary.asset_rows_deleted += deleted;
-            }
-            self.progress.update(
-                self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
-                self.summary.batches + self.summary.orphan_batches,
-            );
-            if batch.is_none_or(|b| deleted < b) {
-                return Ok(());
-            }
-            self.pause();
+/// Walks the primary key in batches; between batches it stops for a signal or a limit.
+fn delete_expired(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
+    mut archive: Option<&mut Sink>,
+) -> Result<()> {
+    let mut after_id = i64::MIN;
+    loop {
+        if let Some(stop) = should_stop(summary, limits, started) {
+            summary.stopped_by = Some(stop);
+            return Ok(());
         }
-    }
-
-    fn pause(&self) {
-        if let Some(pause) = self.limits.sleep {
+        let remaining = limits.max_rows.map(|max| max - summary.task_rows_deleted);
+        // `--max-rows` caps the batch so that no run deletes more than it was allowed.
+        let batch = match (summary.batch_size, remaining) {
+            (0, None) => None,
+            (0, Some(r)) => Some(r),
+            (b, Some(r)) => Some(b.min(r)),
+            (b, None) => Some(b),
+        };
+        let up_to_id = match batch {
+            None => None,
+            Some(n) => store.nth_expired_id(summary.cutoff, after_id, n)?,
+        };
+        let deleted = match archive.as_deref_mut() {
+            None => store.delete_expired_range(summary.cutoff, after_id, up_to_id)?,
+            // The open-ended last batch is bounded by the last row archived, so a row that
+            // expires after the archive was read is never deleted unarchived.
+            Some(sink) => match archive_expired(store, sink, summary.cutoff, after_id, up_to_id)? {
+                Some(last_id) => {
+                    store.delete_expired_range(summary.cutoff, after_id, up_to_id.or(Some(last_id)))?
+                }
+                None => 0,
+            },
+        };
+        if deleted > 0 {
+            summary.batches += 1;
+            summary.task_rows_deleted += deleted;
+        }
+        progress.update(summary.task_rows_deleted, summary.batches);
+        let Some(id) = up_to_id else { return Ok(()) };
+        after_id = id;
+        if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)
+            && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
+        {
+            // The limit was reached exactly by the last expired row: the run is complete.
+            return Ok(());
+        }
+        if let Some(pause) = limits.sleep {
             signals::sleep(pause);
         }
     }
+}
 
-    fn should_stop(&self) -> Option<Stop> {
-        if let Some(signal) = signals::stop_requested() {
-            return Some(Stop::Signal(signal));
+/// Rows read per query while archiving: a batch size of 0 (one DELETE) is archived in pages
+/// of this many rows, so memory stays bounded.
+const ARCHIVE_PAGE: u64 = 1000;
+
+/// Appends the rows the batch `after_id < id <= up_to_id` will delete to the archive, page by
+/// page with the same bounds as its DELETE, and syncs the file. Returns the last id archived.
+fn archive_expired(
+    store: &mut dyn Metastore,
+    sink: &mut Sink,
+    cutoff: Timestamp,
+    after_id: i64,
+    up_to_id: Option<i64>,
+) -> Result<Option<i64>> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let mut from = after_id;
+    let mut last = None;
+    loop {
+        let rows = store.expired_rows(cutoff, from, up_to_id, ARCHIVE_PAGE)?;
+        for (id, entry) in &rows {
+            sink.task(entry).map_err(|e| archive_error(&path, &e))?;
+            last = Some(*id);
         }
-        if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max) {
-            return Some(Stop::MaxRows);
+        match last {
+            Some(id) if rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX) => from = id,
+            _ => break,
         }
-        if self.limits.max_duration.is_some_and(|max| self.started.elapsed() >= max) {
-            return Some(Stop::MaxDuration);
-        }
-        None
     }
+    sink.sync().map_err(|e| archive_error(&path, &e))?;
+    Ok(last)
+}
+
+/// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
+/// archived and synced, then deleted key by key in one transaction, each DELETE checking again
+/// that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
+fn sweep_orphans_archived(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
+    sink: &mut Sink,
+) -> Result<()> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let page = if summary.batch_size > 0 { summary.batch_size } else { ARCHIVE_PAGE };
+    loop {
+        if let Some(stop) =
+            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
+        {
+            summary.stopped_by = Some(stop);
+            return Ok(());
+        }
+        let rows = store.orphan_sample(page)?;
+        if rows.is_empty() {
+            return Ok(());
+        }
+        for row in &rows {
+            sink.asset(row).map_err(|e| archive_error(&path, &e))?;
+        }
+        sink.sync().map_err(|e| archive_error(&path, &e))?;
+        store.begin()?;
+        let mut deleted = 0;
+        for row in &rows {
+            match store.delete_orphan_row(row.asset_id, &row.key) {
+                Ok(n) => deleted += n,
+                Err(e) => {
+                    let _ = store.rollback();
+                    return Err(e);
+                }
+            }
+        }
+        store.commit()?;
+        if deleted > 0 {
+            summary.orphan_batches += 1;
+            summary.asset_rows_deleted += deleted;
+        }
+        progress.update(
+            summary.task_rows_deleted + summary.asset_rows_deleted,
+            summary.batches + summary.orphan_batches,
+        );
+        if deleted == 0 || (rows.len() as u64) < page {
+            return Ok(());
+        }
+        if let Some(pause) = limits.sleep {
+            signals::sleep(pause);
+        }
+    }
+}
+
+/// The orphan sweep, in batches of the same size as the task rows.
+fn sweep_orphans(
+    store: &mut dyn Metastore,
+    summary: &mut Summary,
+    limits: &Limits,
+    started: Instant,
+    progress: &mut Progress,
+) -> Result<()> {
+    let batch = (summary.batch_size > 0).then_some(summary.batch_size);
+    loop {
+        if let Some(stop) =
+            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
+        {
+            summary.stopped_by = Some(stop);
+            return Ok(());
+        }
+        let deleted = store.delete_orphans(batch)?;
+        if deleted > 0 {
+            summary.orphan_batches += 1;
+            summary.asset_rows_deleted += deleted;
+        }
+        progress.update(
+            summary.task_rows_deleted + summary.asset_rows_deleted,
+            summary.batches + summary.orphan_batches,
+        );
+        if batch.is_none_or(|b| deleted < b) {
+            return Ok(());
+        }
+        if let Some(pause) = limits.sleep {
+            signals::sleep(pause);
+        }
+    }
+}
+
+fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<Stop> {
+    if let Some(signal) = signals::stop_requested() {
+        return Some(Stop::Signal(signal));
+    }
+    if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max) {
+        return Some(Stop::MaxRows);
+    }
+    if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
+        return Some(Stop::MaxDuration);
+    }
+    None
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.

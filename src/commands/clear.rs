@@ -1,13 +1,16 @@
 //! `clear <scope>`: removes every key of a task instance (one map index, or all of them) or of
 //! an asset. It deletes many rows at once, so it asks first on a terminal and needs `--yes`
-//! anywhere else; the database is untouched until the user agrees.
+//! anywhere else; the database is untouched until the user agrees. With `--archive`, the rows
+//! are appended to a file in the export format and synced before they are deleted.
 
 use std::io::{BufRead, IsTerminal, Write};
 
 use super::{Context, Scope, describe_asset, require_asset, require_dag_run, scope_from_args};
+use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
+use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered, int, obj};
 
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
@@ -40,7 +43,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let deleted = if present == 0 {
         0
     } else if confirmed(args.yes, present, &place)? {
-        target.clear(store.as_mut(), args.all_map_indices)?
+        match &args.archive {
+            Some(path) => archive_then_clear(store.as_mut(), &target, args.all_map_indices, path)?,
+            None => target.clear(store.as_mut(), args.all_map_indices)?,
+        }
     } else {
         output::note("cancelled; nothing deleted");
         return Ok(());
@@ -76,6 +82,78 @@ impl Target<'_> {
             Target::Asset(id) => store.clear_asset(*id),
         }
     }
+}
+
+/// Rows read per query while archiving.
+const ARCHIVE_PAGE: u64 = 1000;
+
+/// Archives every row of the scope, syncs the file, then deletes exactly the archived rows,
+/// key by key in one transaction: a key written into the scope after the archive was read is
+/// left alone rather than deleted unarchived.
+fn archive_then_clear(
+    store: &mut dyn Metastore,
+    target: &Target<'_>,
+    all_map_indices: bool,
+    path: &std::path::Path,
+) -> Result<u64> {
+    let mut sink = Sink::archive(path)?;
+    let write_error = |e: std::io::Error| archive_error(path, &e);
+    let mut offset = 0;
+    let mut keys: Vec<(i64, String)> = Vec::new();
+    loop {
+        let page = Page { limit: Some(ARCHIVE_PAGE), offset };
+        let read = match target {
+            Target::Task(scope) => {
+                let filter = TaskFilter {
+                    dag_id: Some(scope.dag_id.clone()),
+                    run_id: Some(scope.run_id.clone()),
+                    task_id: Some(scope.task_id.clone()),
+                    map_index: (!all_map_indices).then_some(scope.map_index),
+                    ..TaskFilter::default()
+                };
+                let rows = store.list_task(&filter, page)?;
+                for row in &rows {
+                    sink.task(row).map_err(write_error)?;
+                    keys.push((row.scope.map_index, row.key.clone()));
+                }
+                rows.len()
+            }
+            Target::Asset(id) => {
+                let rows =
+                    store.list_asset(&AssetFilter { asset_id: Some(*id), external_only: false }, page)?;
+                for row in &rows {
+                    sink.asset(row).map_err(write_error)?;
+                    keys.push((row.asset_id, row.key.clone()));
+                }
+                rows.len()
+            }
+        };
+        if (read as u64) < ARCHIVE_PAGE {
+            break;
+        }
+        offset += ARCHIVE_PAGE;
+    }
+    sink.sync().map_err(write_error)?;
+    store.begin()?;
+    let mut deleted = 0;
+    for (number, key) in &keys {
+        let result = match target {
+            Target::Task(scope) => {
+                let scope = crate::model::TaskScope { map_index: *number, ..(*scope).clone() };
+                store.delete_task(&scope, key)
+            }
+            Target::Asset(id) => store.delete_asset(*id, key),
+        };
+        match result {
+            Ok(n) => deleted += n,
+            Err(e) => {
+                let _ = store.rollback();
+                return Err(e);
+            }
+        }
+    }
+    store.commit()?;
+    Ok(deleted)
 }
 
 /// `--yes`, or a "y" typed at a terminal. Without a terminal there is nobody to ask.

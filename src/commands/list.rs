@@ -3,10 +3,10 @@
 
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
 use crate::cli::{GlobalArgs, ListArgs};
-use crate::db::Access;
+use crate::db::{Access, keep_external};
 use crate::error::{Error, Result};
 use crate::json::Json;
-use crate::model::{Page, TaskFilter};
+use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Entries, Rendered};
 use crate::time::Timestamp;
 
@@ -34,7 +34,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
             None => None,
         };
-        shown(store.list_asset(asset_id, page)?, args.limit)
+        shown(
+            store.list_asset(&AssetFilter { asset_id, external_only: args.external }, page)?,
+            args.limit,
+            args.external,
+        )
     } else {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -42,8 +46,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             task_id: args.scope.task_id.clone(),
             map_index: args.scope.map_index,
             expired_before: args.expired.then(Timestamp::now),
+            external_only: args.external,
         };
-        shown(store.list_task(&filter, page)?, args.limit)
+        shown(store.list_task(&filter, page)?, args.limit, args.external)
     };
     if more {
         output::note(&format!(
@@ -65,11 +70,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
 }
 
 /// The rows of one page (one more was fetched to tell whether more follow), rendered.
-fn shown<E: output::Entry>(mut rows: Vec<E>, limit: u64) -> (Entries, bool) {
+/// With `--external`, the SQL prefix match is checked exactly here.
+fn shown<E: output::Entry>(mut rows: Vec<E>, limit: u64, external_only: bool) -> (Entries, bool) {
     let limit = usize::try_from(limit).unwrap_or(usize::MAX);
     let more = limit > 0 && rows.len() > limit;
     if more {
         rows.truncate(limit);
     }
+    let rows = keep_external(rows, external_only, output::Entry::value_text);
     (output::entries(&rows, true, None), more)
 }

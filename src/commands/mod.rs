@@ -6,8 +6,10 @@ mod clean;
 mod clear;
 mod config_cmd;
 mod delete;
+mod export;
 mod generated;
 mod get;
+mod import;
 mod list;
 mod sandbox;
 mod set;
@@ -30,6 +32,8 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
         Command::Stats(args) => stats::run(&global, &args),
+        Command::Export(args) => export::run(&global, &args),
+        Command::Import(args) => import::run(&global, &args),
         Command::Config(args) => config_cmd::run(&global, &args),
         Command::Completions { shell } => generated::completions(shell),
         Command::Man => generated::man(),

@@ -74,6 +74,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 value: encoded,
                 updated_at: StoredTime::At(now),
                 last_updated_by_kind: Some("api".to_string()),
+                last_updated_by_dag_id: None,
+                last_updated_by_run_id: None,
+                last_updated_by_task_id: None,
+                last_updated_by_map_index: None,
             };
             output::entries(&[entry], true, None).single(false)
         }

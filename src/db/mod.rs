@@ -14,7 +14,9 @@ pub(crate) mod schema;
 pub(crate) mod sqlite;
 
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
 
@@ -34,6 +36,26 @@ pub(crate) struct AssetWrite<'a> {
     pub key: &'a str,
     pub value: &'a str,
     pub updated_at: Timestamp,
+}
+
+/// Who last wrote an asset row, as Airflow records it: `kind` is `task`, `watcher` or `api`,
+/// and the four task fields are set by `task` writes only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AssetWriter {
+    pub kind: Option<String>,
+    pub dag_id: Option<String>,
+    pub run_id: Option<String>,
+    pub task_id: Option<String>,
+    pub map_index: Option<i64>,
+}
+
+/// An asset row restored by `import`, exactly as exported: value text, updated_at and writer.
+pub(crate) struct AssetRestore<'a> {
+    pub asset_id: i64,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub updated_at: Timestamp,
+    pub writer: &'a AssetWriter,
 }
 
 /// Expired task rows grouped by dag, for a dry run.
@@ -96,6 +118,9 @@ pub(crate) enum Access {
 pub(crate) trait Metastore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>>;
     fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>>;
+    /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
+    /// unique), for `import`: ids differ from one database to another, name and uri do not.
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>>;
     /// Whether an asset with this name or uri exists at all, active or not (for messages).
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool>;
 
@@ -104,6 +129,28 @@ pub(crate) trait Metastore {
 
     fn upsert_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
     fn upsert_asset(&mut self, write: &AssetWrite<'_>) -> Result<()>;
+
+    /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
+    /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
+    /// old archive never overwrites a value written since.
+    fn restore_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
+    fn restore_asset(&mut self, write: &AssetRestore<'_>) -> Result<()>;
+    /// Whether the dialect's columns can hold the row, checked without writing (`import`
+    /// checks every row before it writes any). The restore methods check again.
+    fn check_restore_task(&self, write: &TaskWrite<'_>) -> Result<()> {
+        let _ = write;
+        Ok(())
+    }
+    fn check_restore_asset(&self, write: &AssetRestore<'_>) -> Result<()> {
+        let _ = write;
+        Ok(())
+    }
+
+    /// An explicit transaction around several statements (one batch of an import); without
+    /// it every statement commits on its own.
+    fn begin(&mut self) -> Result<()>;
+    fn commit(&mut self) -> Result<()>;
+    fn rollback(&mut self) -> Result<()>;
 
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64>;
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64>;
@@ -114,7 +161,16 @@ pub(crate) trait Metastore {
     fn clear_asset(&mut self, asset_id: i64) -> Result<u64>;
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>>;
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>>;
+    /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,
+    /// with their ids: `export` pages through a large table along the primary key, where an
+    /// `OFFSET` in list order would sort and skip ever more rows per page.
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>>;
 
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;
@@ -152,9 +208,33 @@ pub(crate) trait Metastore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
+    /// Up to `limit` expired task rows with `after_id < id <= up_to_id`, in id order, with
+    /// their ids: what [`Metastore::delete_expired_range`] with the same bounds would delete,
+    /// read page by page for `clean --archive`.
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>>;
+    /// Deletes one asset row if its asset is still inactive (`clean --archive` deletes the
+    /// orphans it archived, one key at a time, instead of any `limit` of them).
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64>;
     /// Deletes up to `limit` state rows of inactive assets (see [`orphan_condition`]), all of
     /// them when `None`, in one transaction.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+}
+
+/// The exact check after a `LIKE` prefix match of [`crate::model::EXTERNAL_REF_LIKE`]: a value
+/// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference. Applied by
+/// the commands, after paging, so that a page that comes back short still says more may follow.
+pub(crate) fn keep_external<T>(rows: Vec<T>, external_only: bool, value: impl Fn(&T) -> &str) -> Vec<T> {
+    if external_only {
+        rows.into_iter().filter(|row| crate::model::external_ref(value(row)).is_some()).collect()
+    } else {
+        rows
+    }
 }
 
 /// The rows of `outer` (an asset_state_store table or alias) whose asset is not active: no

@@ -24,12 +24,15 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
-    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
+    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
     task_scope_label,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, redact_in_text};
 
@@ -491,6 +494,14 @@ impl Fields {
         }
     }
 
+    fn opt_int(&mut self) -> std::result::Result<Option<i64>, String> {
+        if self.values.as_slice().first().is_none_or(|v| *v == Value::NULL) {
+            self.next();
+            return Ok(None);
+        }
+        self.int().map(Some)
+    }
+
     fn count(&mut self) -> std::result::Result<u64, String> {
         self.int().map(|n| u64::try_from(n).unwrap_or(0))
     }
@@ -545,7 +556,11 @@ impl Fields {
 const TASK_COLUMNS: &str = "dag_id, run_id, task_id, map_index, `key`, value, updated_at, expires_at";
 
 fn task_entry(row: Row) -> std::result::Result<TaskEntry, String> {
-    let mut f = Fields::new(row);
+    task_fields(&mut Fields::new(row))
+}
+
+/// A task entry from the next columns of `f` (in [`TASK_COLUMNS`] order).
+fn task_fields(f: &mut Fields) -> std::result::Result<TaskEntry, String> {
     Ok(TaskEntry {
         scope: TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? },
         key: f.text(),
@@ -555,8 +570,8 @@ fn task_entry(row: Row) -> std::result::Result<TaskEntry, String> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    "s.asset_id, a.name, a.uri, s.`key`, s.value, s.updated_at, s.last_updated_by_kind";
+const ASSET_COLUMNS: &str = "s.asset_id, a.name, a.uri, s.`key`, s.value, s.updated_at, s.last_updated_by_kind, \
+     s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index";
 
 fn asset_entry(row: Row) -> std::result::Result<AssetEntry, String> {
     let mut f = Fields::new(row);
@@ -568,6 +583,10 @@ fn asset_entry(row: Row) -> std::result::Result<AssetEntry, String> {
         value: f.text(),
         updated_at: f.required_time(),
         last_updated_by_kind: f.opt_text(),
+        last_updated_by_dag_id: f.opt_text(),
+        last_updated_by_run_id: f.opt_text(),
+        last_updated_by_task_id: f.opt_text(),
+        last_updated_by_map_index: f.opt_int()?,
     })
 }
 
@@ -683,6 +702,49 @@ impl MysqlStore {
     }
 }
 
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values;
+/// `None` when a filter holds text the utf8mb3 columns cannot, which matches no row.
+fn task_filter_where(
+    filter: &TaskFilter,
+    after_id: Option<i64>,
+    fits: impl Fn(&str, &str) -> bool,
+) -> Option<(String, Vec<Value>)> {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut params: Vec<Value> = Vec::new();
+    for (clause, column, value) in [
+        ("dag_id = ?", "dag_id", &filter.dag_id),
+        ("run_id = ?", "run_id", &filter.run_id),
+        ("task_id = ?", "task_id", &filter.task_id),
+    ] {
+        if let Some(v) = value {
+            if !fits(column, v) {
+                return None;
+            }
+            clauses.push(clause);
+            params.push(v.as_str().into());
+        }
+    }
+    if let Some(map_index) = filter.map_index {
+        clauses.push("map_index = ?");
+        params.push(map_index.into());
+    }
+    if let Some(cutoff) = filter.expired_before {
+        clauses.push("expires_at < ?");
+        params.push(time_param(cutoff));
+    }
+    if filter.external_only {
+        clauses.push("value LIKE ? ESCAPE '!'");
+        params.push(EXTERNAL_REF_LIKE.into());
+    }
+    if let Some(after_id) = after_id {
+        clauses.push("id > ?");
+        params.push(after_id.into());
+    }
+    let where_sql =
+        if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+    Some((where_sql, params))
+}
+
 /// The columns of `table` in the connection's database, `None` when there is no such table.
 /// information_schema compares names without regard to case; table names are not so
 /// compared on most servers, so only an exact match counts.
@@ -753,6 +815,18 @@ impl Metastore for MysqlStore {
                 )
             }
         }
+    }
+
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        if !(fits_latin1(name) && fits_latin1(uri)) {
+            return Ok(None);
+        }
+        self.first(
+            "cannot look up the asset",
+            "SELECT id FROM asset WHERE name = ? AND uri = ? ORDER BY id DESC LIMIT 1",
+            vec![name.into(), uri.into()],
+            single_int,
+        )
     }
 
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
@@ -874,6 +948,128 @@ impl Metastore for MysqlStore {
         )
     }
 
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        self.require("task_state_store", "dag_id", &w.scope.dag_id)?;
+        self.require("task_state_store", "run_id", &w.scope.run_id)?;
+        self.require("task_state_store", "task_id", &w.scope.task_id)?;
+        self.require("task_state_store", "key", w.key)?;
+        if i32::try_from(w.scope.map_index).is_err() {
+            return Err(Error::Usage(format!(
+                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
+                w.scope.map_index,
+                i32::MAX
+            )));
+        }
+        require_value_size("task_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        if let Some(expires_at) = w.expires_at {
+            require_storable_time("expires_at", expires_at)?;
+        }
+        Ok(())
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        self.require("asset_state_store", "key", w.key)?;
+        require_value_size("asset_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)
+    }
+
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        self.check_restore_task(w)?;
+        let expires_at = w.expires_at.map_or(Value::NULL, time_param);
+        let updated_at = time_param(w.updated_at);
+        // MySQL applies the assignments left to right: updated_at, which the other conditions
+        // read, is assigned last.
+        self.write(
+            "cannot restore into task_state_store",
+            "INSERT INTO task_state_store \
+                 (dag_run_id, task_id, map_index, `key`, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), \
+                 expires_at = IF(updated_at <= ?, ?, expires_at), \
+                 updated_at = IF(updated_at <= ?, ?, updated_at)",
+            vec![
+                w.dag_run_id.into(),
+                w.scope.task_id.as_str().into(),
+                w.scope.map_index.into(),
+                w.key.into(),
+                w.scope.dag_id.as_str().into(),
+                w.scope.run_id.as_str().into(),
+                w.value.into(),
+                updated_at.clone(),
+                expires_at.clone(),
+                updated_at.clone(),
+                w.value.into(),
+                updated_at.clone(),
+                expires_at,
+                updated_at.clone(),
+                updated_at,
+            ],
+            w.value,
+        )
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        self.check_restore_asset(w)?;
+        let updated_at = time_param(w.updated_at);
+        let writer = |v: &Option<String>| v.as_deref().map_or(Value::NULL, Value::from);
+        let map_index = w.writer.map_index.map_or(Value::NULL, Value::from);
+        let mut params = vec![
+            w.asset_id.into(),
+            w.key.into(),
+            w.value.into(),
+            updated_at.clone(),
+            writer(&w.writer.kind),
+            writer(&w.writer.dag_id),
+            writer(&w.writer.run_id),
+            writer(&w.writer.task_id),
+            map_index.clone(),
+        ];
+        for value in [
+            w.value.into(),
+            writer(&w.writer.kind),
+            writer(&w.writer.dag_id),
+            writer(&w.writer.run_id),
+            writer(&w.writer.task_id),
+            map_index,
+            updated_at.clone(),
+        ] {
+            params.push(updated_at.clone());
+            params.push(value);
+        }
+        self.write(
+            "cannot restore into asset_state_store",
+            "INSERT INTO asset_state_store \
+                 (asset_id, `key`, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+                  last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), \
+                 last_updated_by_kind = IF(updated_at <= ?, ?, last_updated_by_kind), \
+                 last_updated_by_dag_id = IF(updated_at <= ?, ?, last_updated_by_dag_id), \
+                 last_updated_by_run_id = IF(updated_at <= ?, ?, last_updated_by_run_id), \
+                 last_updated_by_task_id = IF(updated_at <= ?, ?, last_updated_by_task_id), \
+                 last_updated_by_map_index = IF(updated_at <= ?, ?, last_updated_by_map_index), \
+                 updated_at = IF(updated_at <= ?, ?, updated_at)",
+            params,
+            w.value,
+        )
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot begin a transaction");
+        self.conn.query_drop("START TRANSACTION").map_err(|e| db_err(ctx, &e))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.conn.query_drop("COMMIT").map_err(|e| db_err(ctx, &e))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.conn.query_drop("ROLLBACK").map_err(|e| db_err(ctx, &e))
+    }
+
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         if !(self.scope_fits(scope) && self.fits("task_state_store", "key", key)) {
             return Ok(0);
@@ -947,31 +1143,11 @@ impl Metastore for MysqlStore {
     // `COLLATE "C"` give: Airflow's `_bin` collations pad with spaces when comparing, and a
     // metastore upgraded from 3.2 has its keys in the case-insensitive `utf8mb4_unicode_ci`.
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut params: Vec<Value> = Vec::new();
-        for (clause, column, value) in [
-            ("dag_id = ?", "dag_id", &filter.dag_id),
-            ("run_id = ?", "run_id", &filter.run_id),
-            ("task_id = ?", "task_id", &filter.task_id),
-        ] {
-            if let Some(v) = value {
-                if !self.fits("task_state_store", column, v) {
-                    return Ok(Vec::new());
-                }
-                clauses.push(clause);
-                params.push(v.as_str().into());
-            }
-        }
-        if let Some(map_index) = filter.map_index {
-            clauses.push("map_index = ?");
-            params.push(map_index.into());
-        }
-        if let Some(cutoff) = filter.expired_before {
-            clauses.push("expires_at < ?");
-            params.push(time_param(cutoff));
-        }
-        let where_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let Some((where_sql, mut params)) =
+            task_filter_where(filter, None, |c, v| self.fits("task_state_store", c, v))
+        else {
+            return Ok(Vec::new());
+        };
         params.extend(page_params(page));
         self.rows(
             "cannot read task_state_store",
@@ -985,11 +1161,43 @@ impl Metastore for MysqlStore {
         )
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
-        let (where_sql, mut params) = match asset_id {
-            Some(id) => ("WHERE s.asset_id = ?", vec![Value::from(id)]),
-            None => ("", Vec::new()),
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let Some((where_sql, mut params)) =
+            task_filter_where(filter, Some(after_id), |c, v| self.fits("task_state_store", c, v))
+        else {
+            return Ok(Vec::new());
         };
+        params.push(Value::UInt(limit));
+        self.rows(
+            "cannot read task_state_store",
+            &format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?"),
+            params,
+            |row| {
+                let mut f = Fields::new(row);
+                let entry = task_fields(&mut f)?;
+                Ok((f.int()?, entry))
+            },
+        )
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let mut clauses = Vec::new();
+        let mut params = Vec::new();
+        if let Some(id) = filter.asset_id {
+            clauses.push("s.asset_id = ?");
+            params.push(Value::from(id));
+        }
+        if filter.external_only {
+            clauses.push("s.value LIKE ? ESCAPE '!'");
+            params.push(EXTERNAL_REF_LIKE.into());
+        }
+        let where_sql =
+            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
         params.extend(page_params(page));
         self.rows(
             "cannot read asset_state_store",
@@ -1206,6 +1414,47 @@ impl Metastore for MysqlStore {
             "cannot delete expired rows",
             "DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?",
             vec![after_id.into(), up_to_id.unwrap_or(i64::MAX).into(), time_param(cutoff)],
+        )
+    }
+
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        self.rows(
+            "cannot read expired rows",
+            &format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > ? AND id <= ? AND expires_at < ? ORDER BY id LIMIT ?"
+            ),
+            vec![
+                after_id.into(),
+                up_to_id.unwrap_or(i64::MAX).into(),
+                time_param(cutoff),
+                Value::UInt(limit),
+            ],
+            |row| {
+                let mut f = Fields::new(row);
+                let entry = task_fields(&mut f)?;
+                Ok((f.int()?, entry))
+            },
+        )
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        if !self.fits("asset_state_store", "key", key) {
+            return Ok(0);
+        }
+        self.execute(
+            "cannot delete orphaned asset rows",
+            &format!(
+                "DELETE FROM asset_state_store WHERE asset_id = ? AND `key` = ? AND {}",
+                orphan_condition("asset_state_store")
+            ),
+            vec![asset_id.into(), key.into()],
         )
     }
 

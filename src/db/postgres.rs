@@ -22,12 +22,15 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
-    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
+    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
     task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::DbUrl;
 
@@ -639,8 +642,8 @@ fn task_entry(row: &Row) -> std::result::Result<TaskEntry, postgres::Error> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind"#;
+const ASSET_COLUMNS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind,
+    s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index"#;
 
 fn asset_entry(row: &Row) -> std::result::Result<AssetEntry, postgres::Error> {
     Ok(AssetEntry {
@@ -651,6 +654,10 @@ fn asset_entry(row: &Row) -> std::result::Result<AssetEntry, postgres::Error> {
         value: row.try_get(4)?,
         updated_at: stored_time(row.try_get(5)?),
         last_updated_by_kind: row.try_get(6)?,
+        last_updated_by_dag_id: row.try_get(7)?,
+        last_updated_by_run_id: row.try_get(8)?,
+        last_updated_by_task_id: row.try_get(9)?,
+        last_updated_by_map_index: row.try_get::<_, Option<i32>>(10)?.map(i64::from),
     })
 }
 
@@ -806,6 +813,15 @@ impl Metastore for PostgresStore {
         }
     }
 
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        self.first(
+            "cannot look up the asset",
+            "SELECT id FROM asset WHERE name = $1 AND uri = $2 ORDER BY id DESC LIMIT 1",
+            &[&name, &uri],
+            |r| int_column(r, 0),
+        )
+    }
+
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let (sql, arg) = match selector {
             AssetSelector::Name(name) => {
@@ -885,6 +901,85 @@ impl Metastore for PostgresStore {
         .map(drop)
     }
 
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        check_storable_map_index(w.scope.map_index)
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        w.writer.map_index.map_or(Ok(()), check_storable_map_index)
+    }
+
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        self.check_restore_task(w)?;
+        self.execute(
+            "cannot restore into task_state_store",
+            r#"INSERT INTO task_state_store
+                   (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+               VALUES ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                   value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+               WHERE task_state_store.updated_at <= excluded.updated_at"#,
+            &[
+                &w.dag_run_id,
+                &w.scope.task_id,
+                &w.scope.map_index,
+                &w.key,
+                &w.scope.dag_id,
+                &w.scope.run_id,
+                &w.value,
+                &to_system_time(w.updated_at),
+                &w.expires_at.map(to_system_time),
+            ],
+        )
+        .map(drop)
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        self.check_restore_asset(w)?;
+        self.execute(
+            "cannot restore into asset_state_store",
+            r#"INSERT INTO asset_state_store
+                   (asset_id, "key", value, updated_at, last_updated_by_kind, last_updated_by_dag_id,
+                    last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index)
+               VALUES ($1::bigint, $2, $3, $4, $5, $6, $7, $8, $9::bigint)
+               ON CONFLICT (asset_id, "key") DO UPDATE SET
+                   value = excluded.value, updated_at = excluded.updated_at,
+                   last_updated_by_kind = excluded.last_updated_by_kind,
+                   last_updated_by_dag_id = excluded.last_updated_by_dag_id,
+                   last_updated_by_run_id = excluded.last_updated_by_run_id,
+                   last_updated_by_task_id = excluded.last_updated_by_task_id,
+                   last_updated_by_map_index = excluded.last_updated_by_map_index
+               WHERE asset_state_store.updated_at <= excluded.updated_at"#,
+            &[
+                &w.asset_id,
+                &w.key,
+                &w.value,
+                &to_system_time(w.updated_at),
+                &w.writer.kind,
+                &w.writer.dag_id,
+                &w.writer.run_id,
+                &w.writer.task_id,
+                &w.writer.map_index,
+            ],
+        )
+        .map(drop)
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot begin a transaction");
+        self.client.batch_execute("BEGIN").map_err(pg_err(ctx))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.client.batch_execute("COMMIT").map_err(pg_err(ctx))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.client.batch_execute("ROLLBACK").map_err(pg_err(ctx))
+    }
+
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         self.execute(
             "cannot delete from task_state_store",
@@ -944,17 +1039,41 @@ impl Metastore for PostgresStore {
         map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
-        let where_sql =
-            if asset_id.is_some() { "WHERE s.asset_id = $1::bigint" } else { "WHERE $1::bigint IS NULL" };
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let sql = format!(
+            "SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ${}",
+            args.len()
+        );
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
+        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
+            .map_err(pg_err(self.ctx("cannot read task_state_store")))
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let where_sql = if filter.asset_id.is_some() {
+            "WHERE s.asset_id = $1::bigint"
+        } else {
+            "WHERE $1::bigint IS NULL"
+        };
         let sql = format!(
             r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
+               {where_sql} AND ($4::text IS NULL OR s.value LIKE $4::text ESCAPE '!')
+               ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
         );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
         let rows = self.rows(
             "cannot read asset_state_store",
             &sql,
-            &[&asset_id, &limit_value(page), &offset_value(page)],
+            &[&filter.asset_id, &limit_value(page), &offset_value(page), &like],
         )?;
         map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
     }
@@ -1174,6 +1293,41 @@ impl Metastore for PostgresStore {
         )
     }
 
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let rows = self.rows(
+            "cannot read expired rows",
+            &format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3 ORDER BY id LIMIT $4"
+            ),
+            &[
+                &after_id,
+                &up_to_id.unwrap_or(i64::MAX),
+                &to_system_time(cutoff),
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+            ],
+        )?;
+        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
+            .map_err(pg_err(self.ctx("cannot read expired rows")))
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        self.execute(
+            "cannot delete orphaned asset rows",
+            &format!(
+                r#"DELETE FROM asset_state_store WHERE asset_id = $1::bigint AND "key" = $2 AND {}"#,
+                orphan_condition("asset_state_store")
+            ),
+            &[&asset_id, &key],
+        )
+    }
+
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         // As for task rows: rows a writer holds are skipped, the next run takes them.
         let sql = format!(
@@ -1196,6 +1350,21 @@ type Param = Box<dyn ToSql + Sync>;
 /// `list`'s statement and its parameters: only the filters given become clauses. Text keys
 /// sort in byte order (`COLLATE "C"`), as SQLite sorts them, whatever the database's collation.
 fn list_task_statement(filter: &TaskFilter, page: Page) -> (String, Vec<Param>) {
+    let (where_sql, mut args) = task_filter_where(filter, None);
+    args.push(Box::new(limit_value(page)));
+    let limit = args.len();
+    args.push(Box::new(offset_value(page)));
+    let offset = args.len();
+    let sql = format!(
+        r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
+           ORDER BY dag_id COLLATE "C", run_id COLLATE "C", task_id COLLATE "C", map_index, "key" COLLATE "C"
+           LIMIT ${limit} OFFSET ${offset}"#
+    );
+    (sql, args)
+}
+
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values.
+fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> (String, Vec<Param>) {
     let mut clauses: Vec<String> = Vec::new();
     let mut args: Vec<Param> = Vec::new();
     let mut bind = |clauses: &mut Vec<String>, template: &str, value: Param| {
@@ -1215,18 +1384,15 @@ fn list_task_statement(filter: &TaskFilter, page: Page) -> (String, Vec<Param>) 
     if let Some(cutoff) = filter.expired_before {
         bind(&mut clauses, "expires_at < ?", Box::new(to_system_time(cutoff)));
     }
+    if filter.external_only {
+        bind(&mut clauses, "value LIKE ? ESCAPE '!'", Box::new(EXTERNAL_REF_LIKE));
+    }
+    if let Some(after_id) = after_id {
+        bind(&mut clauses, "id > ?::bigint", Box::new(after_id));
+    }
     let where_sql =
         if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
-    args.push(Box::new(limit_value(page)));
-    let limit = args.len();
-    args.push(Box::new(offset_value(page)));
-    let offset = args.len();
-    let sql = format!(
-        r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
-           ORDER BY dag_id COLLATE "C", run_id COLLATE "C", task_id COLLATE "C", map_index, "key" COLLATE "C"
-           LIMIT ${limit} OFFSET ${offset}"#
-    );
-    (sql, args)
+    (where_sql, args)
 }
 
 // ---------------------------------------------------------------- the sandbox

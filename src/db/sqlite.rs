@@ -12,12 +12,15 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES, TaskGroup,
-    TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
+    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
     task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
+};
 use crate::time::Timestamp;
 use crate::url::{DbUrl, SqliteTarget};
 
@@ -158,8 +161,8 @@ fn task_entry(row: &Row<'_>) -> rusqlite::Result<TaskEntry> {
     })
 }
 
-const ASSET_COLUMNS: &str =
-    r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind"#;
+const ASSET_COLUMNS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at, s.last_updated_by_kind,
+    s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id, s.last_updated_by_map_index"#;
 
 fn asset_entry(row: &Row<'_>) -> rusqlite::Result<AssetEntry> {
     Ok(AssetEntry {
@@ -170,6 +173,10 @@ fn asset_entry(row: &Row<'_>) -> rusqlite::Result<AssetEntry> {
         value: text_lossy(row, 4)?,
         updated_at: required_time(row, 5)?,
         last_updated_by_kind: row.get(6)?,
+        last_updated_by_dag_id: row.get(7)?,
+        last_updated_by_run_id: row.get(8)?,
+        last_updated_by_task_id: row.get(9)?,
+        last_updated_by_map_index: row.get(10)?,
     })
 }
 
@@ -231,6 +238,18 @@ impl Metastore for SqliteStore {
                 .optional(),
         };
         result.map_err(|e| Error::db(ctx, e))
+    }
+
+    fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        let ctx = self.ctx("cannot look up the asset");
+        self.conn
+            .query_row(
+                "SELECT id FROM asset WHERE name = ?1 AND uri = ?2 ORDER BY id DESC LIMIT 1",
+                params![name, uri],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, e))
     }
 
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
@@ -322,6 +341,80 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
+    fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot restore into task_state_store");
+        self.conn
+            .execute(
+                r#"INSERT INTO task_state_store
+                       (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                   ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+                   WHERE task_state_store.updated_at <= excluded.updated_at"#,
+                params![
+                    w.dag_run_id,
+                    w.scope.task_id,
+                    w.scope.map_index,
+                    w.key,
+                    w.scope.dag_id,
+                    w.scope.run_id,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.expires_at.map(Timestamp::to_sqlite_text),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        let ctx = self.ctx("cannot restore into asset_state_store");
+        self.conn
+            .execute(
+                r#"INSERT INTO asset_state_store
+                       (asset_id, "key", value, updated_at, last_updated_by_kind, last_updated_by_dag_id,
+                        last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index)
+                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                   ON CONFLICT (asset_id, "key") DO UPDATE SET
+                       value = excluded.value, updated_at = excluded.updated_at,
+                       last_updated_by_kind = excluded.last_updated_by_kind,
+                       last_updated_by_dag_id = excluded.last_updated_by_dag_id,
+                       last_updated_by_run_id = excluded.last_updated_by_run_id,
+                       last_updated_by_task_id = excluded.last_updated_by_task_id,
+                       last_updated_by_map_index = excluded.last_updated_by_map_index
+                   WHERE asset_state_store.updated_at <= excluded.updated_at"#,
+                params![
+                    w.asset_id,
+                    w.key,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.writer.kind,
+                    w.writer.dag_id,
+                    w.writer.run_id,
+                    w.writer.task_id,
+                    w.writer.map_index,
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
+    fn begin(&mut self) -> Result<()> {
+        // IMMEDIATE takes the write lock now, so a batch never fails half-way on a busy lock.
+        let ctx = self.ctx("cannot begin a transaction");
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Error::db(ctx, e))
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot commit");
+        self.conn.execute_batch("COMMIT").map_err(|e| Error::db(ctx, e))
+    }
+
+    fn rollback(&mut self) -> Result<()> {
+        let ctx = self.ctx("cannot roll back");
+        self.conn.execute_batch("ROLLBACK").map_err(|e| Error::db(ctx, e))
+    }
+
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         let ctx = self.ctx("cannot delete from task_state_store");
         self.conn
@@ -390,26 +483,7 @@ impl Metastore for SqliteStore {
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
         let ctx = self.ctx("cannot read task_state_store");
-        let mut clauses: Vec<&str> = Vec::new();
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        for (clause, value) in
-            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
-        {
-            if let Some(v) = value {
-                clauses.push(clause);
-                args.push(v.clone().into());
-            }
-        }
-        if let Some(map_index) = filter.map_index {
-            clauses.push("map_index = ?");
-            args.push(map_index.into());
-        }
-        if let Some(cutoff) = filter.expired_before {
-            clauses.push("expires_at < ?");
-            args.push(cutoff.to_sqlite_text().into());
-        }
-        let where_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        let (where_sql, mut args) = task_filter_where(filter, None);
         args.push(limit_value(page).into());
         args.push(offset_value(page).into());
         let sql = format!(
@@ -422,15 +496,33 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx.clone(), e))
     }
 
-    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let sql = format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?");
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params_from_iter(args), |row| Ok((row.get(8)?, task_entry(row)?)))
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
         let ctx = self.ctx("cannot read asset_state_store");
-        let where_sql = if asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
+        let where_sql = if filter.asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
         let sql = format!(
             r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
+               {where_sql} AND (?4 IS NULL OR s.value LIKE ?4 ESCAPE '!')
+               ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
         );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
-        stmt.query_map(params![asset_id, limit_value(page), offset_value(page)], asset_entry)
+        stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
             .and_then(Iterator::collect)
             .map_err(|e| Error::db(ctx.clone(), e))
     }
@@ -668,6 +760,43 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, e))
     }
 
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read expired rows");
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > ?1 AND id <= ?2 AND expires_at < ?3 ORDER BY id LIMIT ?4"
+            ))
+            .map_err(sql_err(&ctx))?;
+        stmt.query_map(
+            params![
+                after_id,
+                up_to_id.unwrap_or(i64::MAX),
+                cutoff.to_sqlite_text(),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |row| Ok((row.get(8)?, task_entry(row)?)),
+        )
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        let ctx = self.ctx("cannot delete orphaned asset rows");
+        let sql = format!(
+            r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2 AND {}"#,
+            orphan_condition("asset_state_store")
+        );
+        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, e))
+    }
+
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
         let ctx = self.ctx("cannot delete orphaned asset rows");
         let sql = format!(
@@ -677,6 +806,39 @@ impl Metastore for SqliteStore {
         let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
     }
+}
+
+/// The WHERE clause of `list`'s task filters (and of a primary-key page), with its values.
+fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> (String, Vec<rusqlite::types::Value>) {
+    let mut clauses: Vec<&str> = Vec::new();
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    for (clause, value) in
+        [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
+    {
+        if let Some(v) = value {
+            clauses.push(clause);
+            args.push(v.clone().into());
+        }
+    }
+    if let Some(map_index) = filter.map_index {
+        clauses.push("map_index = ?");
+        args.push(map_index.into());
+    }
+    if let Some(cutoff) = filter.expired_before {
+        clauses.push("expires_at < ?");
+        args.push(cutoff.to_sqlite_text().into());
+    }
+    if filter.external_only {
+        clauses.push("value LIKE ? ESCAPE '!'");
+        args.push(EXTERNAL_REF_LIKE.to_string().into());
+    }
+    if let Some(after_id) = after_id {
+        clauses.push("id > ?");
+        args.push(after_id.into());
+    }
+    let where_sql =
+        if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+    (where_sql, args)
 }
 
 /// The WHERE clause of a task scope, with map_index bound as NULL-matching-anything when all

@@ -356,6 +356,22 @@ impl Bench {
         rows
     }
 
+    /// Every column of both state-store tables except task_state_store's own `id`, which a
+    /// row deleted and restored cannot keep, for "restored exactly" checks.
+    pub fn content_snapshot(&self) -> Vec<String> {
+        let k = self.key_col();
+        let mut rows = self.rows(&format!(
+            "SELECT dag_run_id, task_id, map_index, {k}, dag_id, run_id, value, {}, {} FROM task_state_store ORDER BY dag_id, run_id, task_id, map_index, {k}",
+            self.ts("updated_at"),
+            self.ts("expires_at")
+        ));
+        rows.extend(self.rows(&format!(
+            "SELECT asset_id, {k}, value, {}, last_updated_by_kind, last_updated_by_dag_id, last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index FROM asset_state_store ORDER BY asset_id, {k}",
+            self.ts("updated_at")
+        )));
+        rows
+    }
+
     /// Runs `f` and asserts the state-store tables are exactly as before.
     pub fn unchanged<T>(&self, f: impl FnOnce() -> T) -> T {
         let before = self.snapshot();
