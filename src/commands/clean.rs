@@ -102,7 +102,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         seconds: 0.0,
         archive: None,
     };
-    let result = delete_all(store.as_mut(), &mut summary, &limits, started, &mut progress, archive.as_mut());
+    let mut run = Run {
+        store: store.as_mut(),
+        summary: &mut summary,
+        limits: &limits,
+        started,
+        progress: &mut progress,
+        archive: archive.as_mut(),
+    };
+    let result = run.delete_all();
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     summary.archive = archive.as_ref().map(|sink| {
@@ -200,89 +208,181 @@ impl Summary {
     }
 }
 
-/// The two phases of a run. The orphan sweep starts only after every expired task row is
-/// gone, so a stopped run leaves the database as a later run expects to find it.
-fn delete_all(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
+/// One clean in progress: the connection, what has been done so far, what may stop it, and
+/// where deleted rows are archived first.
+struct Run<'a> {
+    store: &'a mut dyn Metastore,
+    summary: &'a mut Summary,
+    limits: &'a Limits,
     started: Instant,
-    progress: &mut Progress,
-    mut archive: Option<&mut Sink>,
-) -> Result<()> {
-    if limits.tasks {
-        delete_expired(store, summary, limits, started, progress, archive.as_deref_mut())?;
-        if summary.stopped_by.is_some() {
-            return Ok(());
-        }
-    }
-    if let Some(stop) = should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_))) {
-        summary.stopped_by = Some(stop);
-        return Ok(());
-    }
-    if limits.orphans {
-        match archive {
-            Some(sink) => sweep_orphans_archived(store, summary, limits, started, progress, sink)?,
-            None => sweep_orphans(store, summary, limits, started, progress)?,
-        }
-    }
-    Ok(())
+    progress: &'a mut Progress,
+    archive: Option<&'a mut Sink>,
 }
 
-/// Walks the primary key in batches; between batches it stops for a signal or a limit.
-fn delete_expired(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
-    started: Instant,
-    progress: &mut Progress,
-    mut archive: Option<&mut Sink>,
-) -> Result<()> {
-    let mut after_id = i64::MIN;
-    loop {
-        if let Some(stop) = should_stop(summary, limits, started) {
-            summary.stopped_by = Some(stop);
+impl Run<'_> {
+    /// The two phases of a run. The orphan sweep starts only after every expired task row is
+    /// gone, so a stopped run leaves the database as a later run expects to find it.
+    fn delete_all(&mut self) -> Result<()> {
+        if self.limits.tasks {
+            self.delete_expired()?;
+            if self.summary.stopped_by.is_some() {
+                return Ok(());
+            }
+        }
+        if let Some(stop) = self.should_stop().filter(|s| matches!(s, Stop::Signal(_))) {
+            self.summary.stopped_by = Some(stop);
             return Ok(());
         }
-        let remaining = limits.max_rows.map(|max| max - summary.task_rows_deleted);
-        // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-        let batch = match (summary.batch_size, remaining) {
-            (0, None) => None,
-            (0, Some(r)) => Some(r),
-            (b, Some(r)) => Some(b.min(r)),
-            (b, None) => Some(b),
-        };
-        let up_to_id = match batch {
-            None => None,
-            Some(n) => store.nth_expired_id(summary.cutoff, after_id, n)?,
-        };
-        let deleted = match archive.as_deref_mut() {
-            None => store.delete_expired_range(summary.cutoff, after_id, up_to_id)?,
-            // The open-ended last batch is bounded by the last row archived, so a row that
-            // expires after the archive was read is never deleted unarchived.
-            Some(sink) => match archive_expired(store, sink, summary.cutoff, after_id, up_to_id)? {
-                Some(last_id) => {
-                    store.delete_expired_range(summary.cutoff, after_id, up_to_id.or(Some(last_id)))?
+        if self.limits.orphans {
+            if self.archive.is_some() { self.sweep_orphans_archived()? } else { self.sweep_orphans()? }
+        }
+        Ok(())
+    }
+
+    /// Walks the primary key in batches; between batches it stops for a signal or a limit.
+    fn delete_expired(&mut self) -> Result<()> {
+        let cutoff = self.summary.cutoff;
+        let mut after_id = i64::MIN;
+        loop {
+            if let Some(stop) = self.should_stop() {
+                self.summary.stopped_by = Some(stop);
+                return Ok(());
+            }
+            let remaining = self.limits.max_rows.map(|max| max - self.summary.task_rows_deleted);
+            // `--max-rows` caps the batch so that no run deletes more than it was allowed.
+            let batch = match (self.summary.batch_size, remaining) {
+                (0, None) => None,
+                (0, Some(r)) => Some(r),
+                (b, Some(r)) => Some(b.min(r)),
+                (b, None) => Some(b),
+            };
+            let up_to_id = match batch {
+                None => None,
+                Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
+            };
+            let deleted = match self.archive.as_deref_mut() {
+                None => self.store.delete_expired_range(cutoff, after_id, up_to_id)?,
+                // The open-ended last batch is bounded by the last row archived, so a row that
+                // expires after the archive was read is never deleted unarchived.
+                Some(sink) => match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
+                    Some(last_id) => {
+                        self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))?
+                    }
+                    None => 0,
+                },
+            };
+            if deleted > 0 {
+                self.summary.batches += 1;
+                self.summary.task_rows_deleted += deleted;
+            }
+            self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
+            let Some(id) = up_to_id else { return Ok(()) };
+            after_id = id;
+            if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
+                && self.store.nth_expired_id(cutoff, after_id, 1)?.is_none()
+            {
+                // The limit was reached exactly by the last expired row: the run is complete.
+                return Ok(());
+            }
+            self.pause();
+        }
+    }
+
+    /// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
+    /// archived and synced, then deleted key by key in one transaction, each DELETE checking
+    /// again that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
+    fn sweep_orphans_archived(&mut self) -> Result<()> {
+        let page = if self.summary.batch_size > 0 { self.summary.batch_size } else { ARCHIVE_PAGE };
+        loop {
+            if self.stop_sweep() {
+                return Ok(());
+            }
+            let rows = self.store.orphan_sample(page)?;
+            if rows.is_empty() {
+                return Ok(());
+            }
+            if let Some(sink) = self.archive.as_deref_mut() {
+                let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+                for row in &rows {
+                    sink.asset(row).map_err(|e| archive_error(&path, &e))?;
                 }
-                None => 0,
-            },
-        };
+                sink.sync().map_err(|e| archive_error(&path, &e))?;
+            }
+            self.store.begin()?;
+            let mut deleted = 0;
+            for row in &rows {
+                match self.store.delete_orphan_row(row.asset_id, &row.key) {
+                    Ok(n) => deleted += n,
+                    Err(e) => {
+                        let _ = self.store.rollback();
+                        return Err(e);
+                    }
+                }
+            }
+            self.store.commit()?;
+            self.orphans_deleted(deleted);
+            if deleted == 0 || (rows.len() as u64) < page {
+                return Ok(());
+            }
+            self.pause();
+        }
+    }
+
+    /// The orphan sweep, in batches of the same size as the task rows.
+    fn sweep_orphans(&mut self) -> Result<()> {
+        let batch = (self.summary.batch_size > 0).then_some(self.summary.batch_size);
+        loop {
+            if self.stop_sweep() {
+                return Ok(());
+            }
+            let deleted = self.store.delete_orphans(batch)?;
+            self.orphans_deleted(deleted);
+            if batch.is_none_or(|b| deleted < b) {
+                return Ok(());
+            }
+            self.pause();
+        }
+    }
+
+    fn orphans_deleted(&mut self, deleted: u64) {
         if deleted > 0 {
-            summary.batches += 1;
-            summary.task_rows_deleted += deleted;
+            self.summary.orphan_batches += 1;
+            self.summary.asset_rows_deleted += deleted;
         }
-        progress.update(summary.task_rows_deleted, summary.batches);
-        let Some(id) = up_to_id else { return Ok(()) };
-        after_id = id;
-        if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max)
-            && store.nth_expired_id(summary.cutoff, after_id, 1)?.is_none()
-        {
-            // The limit was reached exactly by the last expired row: the run is complete.
-            return Ok(());
+        self.progress.update(
+            self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
+            self.summary.batches + self.summary.orphan_batches,
+        );
+    }
+
+    /// The sweep stops for a signal or the time limit; `--max-rows` counts task rows only.
+    fn stop_sweep(&mut self) -> bool {
+        match self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration)) {
+            Some(stop) => {
+                self.summary.stopped_by = Some(stop);
+                true
+            }
+            None => false,
         }
-        if let Some(pause) = limits.sleep {
+    }
+
+    fn pause(&self) {
+        if let Some(pause) = self.limits.sleep {
             signals::sleep(pause);
         }
+    }
+
+    fn should_stop(&self) -> Option<Stop> {
+        if let Some(signal) = signals::stop_requested() {
+            return Some(Stop::Signal(signal));
+        }
+        if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max) {
+            return Some(Stop::MaxRows);
+        }
+        if self.limits.max_duration.is_some_and(|max| self.started.elapsed() >= max) {
+            return Some(Stop::MaxDuration);
+        }
+        None
     }
 }
 
@@ -315,110 +415,6 @@ fn archive_expired(
     }
     sink.sync().map_err(|e| archive_error(&path, &e))?;
     Ok(last)
-}
-
-/// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
-/// archived and synced, then deleted key by key in one transaction, each DELETE checking again
-/// that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
-fn sweep_orphans_archived(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
-    started: Instant,
-    progress: &mut Progress,
-    sink: &mut Sink,
-) -> Result<()> {
-    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let page = if summary.batch_size > 0 { summary.batch_size } else { ARCHIVE_PAGE };
-    loop {
-        if let Some(stop) =
-            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
-        {
-            summary.stopped_by = Some(stop);
-            return Ok(());
-        }
-        let rows = store.orphan_sample(page)?;
-        if rows.is_empty() {
-            return Ok(());
-        }
-        for row in &rows {
-            sink.asset(row).map_err(|e| archive_error(&path, &e))?;
-        }
-        sink.sync().map_err(|e| archive_error(&path, &e))?;
-        store.begin()?;
-        let mut deleted = 0;
-        for row in &rows {
-            match store.delete_orphan_row(row.asset_id, &row.key) {
-                Ok(n) => deleted += n,
-                Err(e) => {
-                    let _ = store.rollback();
-                    return Err(e);
-                }
-            }
-        }
-        store.commit()?;
-        if deleted > 0 {
-            summary.orphan_batches += 1;
-            summary.asset_rows_deleted += deleted;
-        }
-        progress.update(
-            summary.task_rows_deleted + summary.asset_rows_deleted,
-            summary.batches + summary.orphan_batches,
-        );
-        if deleted == 0 || (rows.len() as u64) < page {
-            return Ok(());
-        }
-        if let Some(pause) = limits.sleep {
-            signals::sleep(pause);
-        }
-    }
-}
-
-/// The orphan sweep, in batches of the same size as the task rows.
-fn sweep_orphans(
-    store: &mut dyn Metastore,
-    summary: &mut Summary,
-    limits: &Limits,
-    started: Instant,
-    progress: &mut Progress,
-) -> Result<()> {
-    let batch = (summary.batch_size > 0).then_some(summary.batch_size);
-    loop {
-        if let Some(stop) =
-            should_stop(summary, limits, started).filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration))
-        {
-            summary.stopped_by = Some(stop);
-            return Ok(());
-        }
-        let deleted = store.delete_orphans(batch)?;
-        if deleted > 0 {
-            summary.orphan_batches += 1;
-            summary.asset_rows_deleted += deleted;
-        }
-        progress.update(
-            summary.task_rows_deleted + summary.asset_rows_deleted,
-            summary.batches + summary.orphan_batches,
-        );
-        if batch.is_none_or(|b| deleted < b) {
-            return Ok(());
-        }
-        if let Some(pause) = limits.sleep {
-            signals::sleep(pause);
-        }
-    }
-}
-
-fn should_stop(summary: &Summary, limits: &Limits, started: Instant) -> Option<Stop> {
-    if let Some(signal) = signals::stop_requested() {
-        return Some(Stop::Signal(signal));
-    }
-    if limits.max_rows.is_some_and(|max| summary.task_rows_deleted >= max) {
-        return Some(Stop::MaxRows);
-    }
-    if limits.max_duration.is_some_and(|max| started.elapsed() >= max) {
-        return Some(Stop::MaxDuration);
-    }
-    None
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
