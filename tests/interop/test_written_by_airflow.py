@@ -26,6 +26,15 @@ VALUES = [(case, cases.python_value(text)) for case, text in cases.VALUES] + [
 ]
 
 
+def external_ref(stored: str):
+    """The reference of a value a worker-side backend offloaded (docs/output.md): exactly
+    `{"__airflow_state_ref__": "<ref>"}`; None for any other value."""
+    value = json.loads(stored)
+    if isinstance(value, dict) and list(value) == ["__airflow_state_ref__"] and isinstance(value["__airflow_state_ref__"], str):
+        return value["__airflow_state_ref__"]
+    return None
+
+
 def task_entry(airflow: support.Airflow, task: Task, key: str) -> dict:
     row = airflow.task_row(task, key)
     return {
@@ -35,6 +44,7 @@ def task_entry(airflow: support.Airflow, task: Task, key: str) -> dict:
         "map_index": task.map_index,
         "key": key,
         "value": json.loads(row["value"]),
+        "external_ref": external_ref(row["value"]),
         "updated_at": iso(row["updated_at"]),
         "expires_at": iso(row["expires_at"]),
     }
@@ -48,6 +58,7 @@ def asset_entry(airflow: support.Airflow, asset: Asset, key: str) -> dict:
         "asset_uri": asset.uri,
         "key": key,
         "value": json.loads(row["value"]),
+        "external_ref": external_ref(row["value"]),
         "updated_at": iso(row["updated_at"]),
         "last_updated_by_kind": row["last_updated_by_kind"],
     }
