@@ -61,7 +61,8 @@ def test_airflow_clean_removes_our_rows_exactly_when_expired(airflow, state_stor
         state_store.run("set", key, json.dumps({"k": key}), *run.sibling(task_id, map_index).args(), *flags)
     asset = airflow.add_asset()
     state_store.run("set", "mine", "1", "--asset-id", str(asset.id))
-    support.wait_until_past(now + dt.timedelta(seconds=1, milliseconds=100))
+    # From after the last write: on a loaded machine the writes themselves can take seconds.
+    support.wait_until_past(utcnow() + dt.timedelta(seconds=1, milliseconds=100))
 
     dry = support.airflow_cli("state-store", "clean", "--dry-run")
     assert _airflow_dry_run_keys(dry.stdout, run.dag_id) == set(expired), dry.stdout
@@ -93,7 +94,8 @@ def test_state_store_clean_removes_airflow_rows_exactly_when_expired(airflow, st
     }
     for (task_id, map_index, key), retention in worker.items():
         airflow.worker_set(run.sibling(task_id, map_index), key, key, retention=retention)
-    support.wait_until_past(now + dt.timedelta(seconds=1, milliseconds=100))
+    # From after the last write: on a loaded machine the writes themselves can take seconds.
+    support.wait_until_past(utcnow() + dt.timedelta(seconds=1, milliseconds=100))
 
     expired = {("t", -1, "a_day_ago"), ("t", -1, "seconds_ago"), ("t", 2, "long_ago"), ("w", -1, "short_retention")}
     everything = set(rest_api) | set(worker)
