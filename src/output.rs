@@ -94,62 +94,131 @@ pub(crate) fn obj(fields: Vec<(&str, Json)>) -> Json {
     Json::Object(fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
-/// The JSON object of a task entry: the field names are part of the documented interface.
-pub(crate) fn task_entry_json(entry: &TaskEntry, value: Json) -> Json {
-    obj(vec![
-        ("dag_id", Json::Str(entry.scope.dag_id.clone())),
-        ("run_id", Json::Str(entry.scope.run_id.clone())),
-        ("task_id", Json::Str(entry.scope.task_id.clone())),
-        ("map_index", int(entry.scope.map_index)),
-        ("key", Json::Str(entry.key.clone())),
-        ("value", value),
-        ("updated_at", time_json(&entry.updated_at)),
-        ("expires_at", opt_time_json(entry.expires_at.as_ref())),
-    ])
+/// A stored row as every command shows it: its table row and its JSON object (the field names
+/// are part of the documented interface).
+pub(crate) trait Entry {
+    const HEADERS: &'static [&'static str];
+    fn key(&self) -> &str;
+    fn value_text(&self) -> &str;
+    fn row(&self, value: &Json, truncate: bool) -> Vec<String>;
+    fn to_json(&self, value: Json) -> Json;
 }
 
-pub(crate) fn asset_entry_json(entry: &AssetEntry, value: Json) -> Json {
-    obj(vec![
-        ("asset_id", int(entry.asset_id)),
-        ("asset_name", opt_str_json(entry.asset_name.as_deref())),
-        ("asset_uri", opt_str_json(entry.asset_uri.as_deref())),
-        ("key", Json::Str(entry.key.clone())),
-        ("value", value),
-        ("updated_at", time_json(&entry.updated_at)),
-        ("last_updated_by_kind", opt_str_json(entry.last_updated_by_kind.as_deref())),
-    ])
+impl Entry for TaskEntry {
+    const HEADERS: &'static [&'static str] =
+        &["dag_id", "run_id", "task_id", "map_index", "key", "value", "updated_at", "expires_at"];
+
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn value_text(&self) -> &str {
+        &self.value
+    }
+
+    fn row(&self, value: &Json, truncate: bool) -> Vec<String> {
+        vec![
+            self.scope.dag_id.clone(),
+            self.scope.run_id.clone(),
+            self.scope.task_id.clone(),
+            self.scope.map_index.to_string(),
+            self.key.clone(),
+            value_cell(value, truncate),
+            self.updated_at.display(),
+            self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
+        ]
+    }
+
+    fn to_json(&self, value: Json) -> Json {
+        obj(vec![
+            ("dag_id", Json::Str(self.scope.dag_id.clone())),
+            ("run_id", Json::Str(self.scope.run_id.clone())),
+            ("task_id", Json::Str(self.scope.task_id.clone())),
+            ("map_index", int(self.scope.map_index)),
+            ("key", Json::Str(self.key.clone())),
+            ("value", value),
+            ("updated_at", time_json(&self.updated_at)),
+            ("expires_at", opt_time_json(self.expires_at.as_ref())),
+        ])
+    }
 }
 
-pub(crate) const TASK_HEADERS: [&str; 8] =
-    ["dag_id", "run_id", "task_id", "map_index", "key", "value", "updated_at", "expires_at"];
-pub(crate) const ASSET_HEADERS: [&str; 6] = ["asset_id", "asset", "key", "value", "updated_at", "updated_by"];
+impl Entry for AssetEntry {
+    const HEADERS: &'static [&'static str] =
+        &["asset_id", "asset", "key", "value", "updated_at", "updated_by"];
 
-/// Long values would make a list unreadable; `get` and the JSON forms show them whole.
+    fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn value_text(&self) -> &str {
+        &self.value
+    }
+
+    fn row(&self, value: &Json, truncate: bool) -> Vec<String> {
+        vec![
+            self.asset_id.to_string(),
+            self.asset_name.clone().unwrap_or_else(|| "(deleted)".to_string()),
+            self.key.clone(),
+            value_cell(value, truncate),
+            self.updated_at.display(),
+            self.last_updated_by_kind.clone().unwrap_or_default(),
+        ]
+    }
+
+    fn to_json(&self, value: Json) -> Json {
+        obj(vec![
+            ("asset_id", int(self.asset_id)),
+            ("asset_name", opt_str_json(self.asset_name.as_deref())),
+            ("asset_uri", opt_str_json(self.asset_uri.as_deref())),
+            ("key", Json::Str(self.key.clone())),
+            ("value", value),
+            ("updated_at", time_json(&self.updated_at)),
+            ("last_updated_by_kind", opt_str_json(self.last_updated_by_kind.as_deref())),
+        ])
+    }
+}
+
+/// Entries rendered once for every format: each value is parsed a single time.
+pub(crate) struct Entries {
+    pub table: Table,
+    pub docs: Vec<Json>,
+    pub keys: Vec<String>,
+    /// What `-o plain` prints for each entry's value.
+    pub plain_values: Vec<String>,
+}
+
+/// Long values would make a list unreadable, so `truncate` cuts them in the table; the JSON
+/// forms always carry them whole.
+pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String>) -> Entries {
+    let mut view = Entries {
+        table: Table { title, headers: E::HEADERS.to_vec(), rows: Vec::with_capacity(list.len()) },
+        docs: Vec::with_capacity(list.len()),
+        keys: Vec::with_capacity(list.len()),
+        plain_values: Vec::with_capacity(list.len()),
+    };
+    for entry in list {
+        let value = stored_value(entry.key(), entry.value_text());
+        view.table.rows.push(entry.row(&value, truncate));
+        view.plain_values.push(plain_value(&value));
+        view.keys.push(entry.key().to_string());
+        view.docs.push(entry.to_json(value));
+    }
+    view
+}
+
+impl Entries {
+    /// One entry (get, set): its value alone in plain form.
+    pub(crate) fn single(mut self, plain: bool) -> Rendered {
+        Rendered {
+            doc: self.docs.pop().unwrap_or(Json::Null),
+            plain: if plain { self.plain_values.pop() } else { None },
+            tables: vec![self.table],
+        }
+    }
+}
+
 const LIST_VALUE_WIDTH: usize = 60;
-
-pub(crate) fn task_row(entry: &TaskEntry, value: &Json, truncate: bool) -> Vec<String> {
-    vec![
-        entry.scope.dag_id.clone(),
-        entry.scope.run_id.clone(),
-        entry.scope.task_id.clone(),
-        entry.scope.map_index.to_string(),
-        entry.key.clone(),
-        value_cell(value, truncate),
-        entry.updated_at.display(),
-        entry.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
-    ]
-}
-
-pub(crate) fn asset_row(entry: &AssetEntry, value: &Json, truncate: bool) -> Vec<String> {
-    vec![
-        entry.asset_id.to_string(),
-        entry.asset_name.clone().unwrap_or_else(|| "(deleted)".to_string()),
-        entry.key.clone(),
-        value_cell(value, truncate),
-        entry.updated_at.display(),
-        entry.last_updated_by_kind.clone().unwrap_or_default(),
-    ]
-}
 
 fn value_cell(value: &Json, truncate: bool) -> String {
     let text = json::dumps_unicode(value);
@@ -162,7 +231,7 @@ fn value_cell(value: &Json, truncate: bool) -> String {
 }
 
 /// How `get -o plain` prints a value: strings raw, so `wm=$(state-store get …)` works.
-pub(crate) fn plain_value(value: &Json) -> String {
+fn plain_value(value: &Json) -> String {
     match value {
         Json::Str(s) => s.clone(),
         other => json::dumps_unicode(other),

@@ -735,3 +735,154 @@ fn toml_configuration() {
     let run = bench.run(&["clean", "--dry-run", "-o", "json", "--config", cfg.to_str().unwrap()]).success();
     assert_eq!(run.json().py("v['batch_size']"), "5");
 }
+
+/// What Airflow's MySQL schema cannot hold is refused before anything is written, and lookups
+/// by such text simply find nothing.
+#[cfg(feature = "mysql")]
+mod mysql_limits {
+    use super::{DAG, RUN, cmd, task, with_run};
+    use crate::support::Dialect;
+
+    #[test]
+    fn expiries_after_2038_are_refused_before_writing() {
+        let bench = with_run(Dialect::Mysql);
+        for extra in [["--expires-at", "2038-01-19T03:14:08Z"], ["--retention", "700w"]] {
+            bench.unchanged(|| {
+                bench.run(&cmd(&["set", "k", "1"], &task(&extra))).fails(
+                    2,
+                    "MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC; use a shorter retention or never",
+                )
+            });
+        }
+        bench.unchanged(|| {
+            bench
+                .run(&cmd(&["set", "k", "1"], &task(&["--expires-at", "1969-07-20T20:17:00Z"])))
+                .fails(2, "1970")
+        });
+        let last = "2038-01-19T03:14:07.999999Z";
+        bench.run(&cmd(&["set", "k", "1"], &task(&["--expires-at", last]))).success();
+        let run = bench.run(&cmd(&["get", "k", "-o", "json"], &task(&[]))).success();
+        assert_eq!(run.json().py("v['expires_at']"), format!("'{last}'"));
+    }
+
+    #[test]
+    fn characters_outside_the_bmp_are_refused_in_keys_and_match_nothing() {
+        let bench = with_run(Dialect::Mysql);
+        bench.unchanged(|| bench.run(&cmd(&["set", "🚀", "1"], &task(&[]))).fails(2, "key \"🚀\""));
+        bench.run(&cmd(&["get", "🚀"], &task(&[]))).fails(1, "not found");
+        bench.run(&cmd(&["delete", "🚀"], &task(&[]))).success();
+        bench
+            .run(&["get", "k", "--dag-id", "d🚀", "--run-id", RUN, "--task-id", "load"])
+            .fails(1, "no dag run");
+        bench.run(&["list", "--dag-id", "d🚀", "-o", "json"]).success().stdout_is("[]\n");
+        bench.run(&["sandbox", "add-dag-run", "--dag-id", "d🚀", "--run-id", "r"]).fails(2, "dag_id");
+        // The rest of the BMP is stored and read back as written.
+        bench.run(&cmd(&["set", "키/ü€", "\"값\""], &task(&[]))).success();
+        bench.run(&cmd(&["get", "키/ü€", "-o", "plain"], &task(&[]))).success().stdout_is("값\n");
+        assert_eq!(
+            bench.scalar(&format!("SELECT count(*) FROM task_state_store WHERE dag_id = '{DAG}'")),
+            "1"
+        );
+    }
+
+    #[test]
+    fn asset_names_latin1_cannot_hold_match_nothing() {
+        let bench = with_run(Dialect::Mysql);
+        bench.add_asset("café €", "s3://bucket/café", true);
+        bench.run(&["set", "k", "1", "--asset", "café €"]).success();
+        bench.run(&["get", "k", "--asset-uri", "s3://bucket/café", "-o", "plain"]).success().stdout_is("1\n");
+        for name in ["cafā", "주문", "🚀"] {
+            bench.run(&["get", "k", "--asset", name]).fails(1, "no asset found");
+            bench.run(&["get", "k", "--asset-uri", name]).fails(1, "no asset found");
+        }
+        bench.run(&["sandbox", "add-asset", "--name", "주문", "--uri", "s3://x"]).fails(2, "latin1");
+    }
+}
+
+// ---------------------------------------------------------------- terminals and signals
+
+/// Runs the tool under a pseudo-terminal (util-linux `script`), typing `answer`.
+fn on_terminal(bench: &Bench, args: &[&str], answer: &str) -> (i32, String) {
+    let line = std::iter::once(support::BIN.to_string())
+        .chain(args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+        .env("AIRFLOW_HOME", bench.dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("util-linux script(1) is required by the test suite");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[test]
+fn clear_asks_on_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    for key in ["a", "b"] {
+        bench.run(&cmd(&["set", key, "1"], &task(&[]))).success();
+    }
+    let (code, screen) = bench.unchanged(|| on_terminal(&bench, &cmd(&["clear"], &task(&[])), "n\n"));
+    assert_eq!(code, 0);
+    assert!(screen.contains("Remove 2 key(s)") && screen.contains("cancelled"), "{screen}");
+    let (code, screen) = on_terminal(&bench, &cmd(&["clear"], &task(&[])), "y\n");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("removed 2 keys"), "{screen}");
+    assert_eq!(count(&bench, "task_state_store"), 0);
+}
+
+#[test]
+fn sigint_stops_clean_with_exit_130() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 20, 1);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "1", "--sleep", "5s"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &child.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("deleted 1 expired task row(s)") && stderr.contains("stopped by SIGINT"),
+        "{stderr}"
+    );
+    assert_eq!(remaining_keys(&bench).len(), 19, "the signal cut the 5 s pause short after one batch");
+}
+
+/// `[database] sql_alchemy_schema` puts Airflow's tables in that schema; the tool must read and
+/// write there and nowhere else (here a second sandbox shadows the one in `public`).
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_sql_alchemy_schema_is_honoured() {
+    let mut bench = Bench::on(Dialect::Postgres);
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "Air \"Flow\"");
+    bench.run(&["sandbox", "create"]).success();
+    bench.add_dag_run(DAG, RUN);
+    bench.run(&cmd(&["set", "k", "\"in schema\""], &task(&[]))).success();
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("in schema\n");
+    assert_eq!(bench.scalar(r#"SELECT count(*) FROM "Air ""Flow""".task_state_store"#), "1");
+    assert_eq!(bench.scalar("SELECT count(*) FROM public.task_state_store"), "0");
+    assert_eq!(bench.scalar("SELECT count(*) FROM public.dag_run"), "0");
+
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "");
+    bench.run(&cmd(&["get", "k"], &task(&[]))).fails(1, "no dag run");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "air \"flow\"");
+    bench.run(&["list"]).fails(5, "does not exist");
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", &"s".repeat(64));
+    bench.run(&["list"]).fails(3, "sql_alchemy_schema");
+}

@@ -260,35 +260,16 @@ fn dry_run(ctx: &Context, store: &mut dyn Metastore, cutoff: Timestamp, sample: 
             a.rows.to_string(),
         ]
     }));
+    let tasks =
+        output::entries(&task_sample, true, Some(format!("Sample of expired task rows (at most {sample}):")));
+    let orphans = output::entries(
+        &asset_sample,
+        true,
+        Some(format!("Sample of orphaned asset rows (at most {sample}):")),
+    );
     let mut tables = vec![counts];
-    let mut sample_docs = Vec::new();
-    if !task_sample.is_empty() {
-        let mut table = Table {
-            title: Some(format!("Sample of expired task rows (at most {sample}):")),
-            headers: output::TASK_HEADERS.to_vec(),
-            rows: Vec::new(),
-        };
-        for entry in &task_sample {
-            let value = output::stored_value(&entry.key, &entry.value);
-            table.rows.push(output::task_row(entry, &value, true));
-            sample_docs.push(output::task_entry_json(entry, value));
-        }
-        tables.push(table);
-    }
-    let mut orphan_docs = Vec::new();
-    if !asset_sample.is_empty() {
-        let mut table = Table {
-            title: Some(format!("Sample of orphaned asset rows (at most {sample}):")),
-            headers: output::ASSET_HEADERS.to_vec(),
-            rows: Vec::new(),
-        };
-        for entry in &asset_sample {
-            let value = output::stored_value(&entry.key, &entry.value);
-            table.rows.push(output::asset_row(entry, &value, true));
-            orphan_docs.push(output::asset_entry_json(entry, value));
-        }
-        tables.push(table);
-    }
+    tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
+    let (sample_docs, orphan_docs) = (tasks.docs, orphans.docs);
     let doc = obj(vec![
         ("dry_run", Json::Bool(true)),
         ("cutoff", Json::Str(cutoff.to_rfc3339())),

@@ -1,33 +1,24 @@
 //! `get KEY <scope>`: one stored value. Like Airflow 3.3, an expired row that no clean has
 //! removed yet is still returned.
 
-use super::{Context, Scope, check_key, require_asset, require_dag_run, scope_from_args};
+use super::{Context, Scope, check_key, describe_asset, require_asset, require_dag_run, scope_from_args};
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::output::{self, Rendered, Table};
+use crate::output;
 
 pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     check_key(&args.key)?;
     let scope = scope_from_args(&args.scope)?;
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
-    let rendered = match scope {
+    let view = match scope {
         Scope::Task(scope) => {
             let Some(entry) = store.task_entry(&scope, &args.key)? else {
                 require_dag_run(store.as_mut(), &scope)?;
                 return Err(Error::NotFound(format!("key {:?} not found for task {scope}", args.key)));
             };
-            let value = output::stored_value(&entry.key, &entry.value);
-            Rendered {
-                tables: vec![Table {
-                    title: None,
-                    headers: output::TASK_HEADERS.to_vec(),
-                    rows: vec![output::task_row(&entry, &value, false)],
-                }],
-                plain: Some(output::plain_value(&value)),
-                doc: output::task_entry_json(&entry, value),
-            }
+            output::entries(&[entry], false, None)
         }
         Scope::Asset(selector) => {
             let asset = require_asset(store.as_mut(), &selector)?;
@@ -35,21 +26,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 return Err(Error::NotFound(format!(
                     "key {:?} not found for {}",
                     args.key,
-                    super::describe_asset(&asset)
+                    describe_asset(&asset)
                 )));
             };
-            let value = output::stored_value(&entry.key, &entry.value);
-            Rendered {
-                tables: vec![Table {
-                    title: None,
-                    headers: output::ASSET_HEADERS.to_vec(),
-                    rows: vec![output::asset_row(&entry, &value, false)],
-                }],
-                plain: Some(output::plain_value(&value)),
-                doc: output::asset_entry_json(&entry, value),
-            }
+            output::entries(&[entry], false, None)
         }
     };
-    output::emit(ctx.format, &rendered)?;
+    output::emit(ctx.format, &view.single(true))?;
     Ok(())
 }

@@ -7,7 +7,7 @@ use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
-use crate::output::{self, Rendered, Table};
+use crate::output::{self, Entries, Rendered};
 use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
@@ -28,24 +28,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let mut store = ctx.open(Access::ReadOnly)?;
     // One row more than asked tells whether the page was cut short, without a count query.
     let page = Page { limit: (args.limit > 0).then(|| args.limit.saturating_add(1)), offset: args.offset };
+    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
 
-    let (mut docs, mut rows, mut keys, headers) = (
-        Vec::new(),
-        Vec::new(),
-        Vec::new(),
-        if assets { output::ASSET_HEADERS.to_vec() } else { output::TASK_HEADERS.to_vec() },
-    );
-    if assets {
+    let (view, more) = if assets {
         let asset_id = match &selector {
             Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
             None => None,
         };
-        for entry in store.list_asset(asset_id, page)? {
-            let value = output::stored_value(&entry.key, &entry.value);
-            rows.push(output::asset_row(&entry, &value, true));
-            keys.push(entry.key.clone());
-            docs.push(output::asset_entry_json(&entry, value));
-        }
+        let mut rows = store.list_asset(asset_id, page)?;
+        let more = args.limit > 0 && rows.len() > limit;
+        rows.truncate(limit);
+        (output::entries(&rows, true, None), more)
     } else {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -54,28 +47,23 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             map_index: args.scope.map_index,
             expired_before: args.expired.then(Timestamp::now),
         };
-        for entry in store.list_task(&filter, page)? {
-            let value = output::stored_value(&entry.key, &entry.value);
-            rows.push(output::task_row(&entry, &value, true));
-            keys.push(entry.key.clone());
-            docs.push(output::task_entry_json(&entry, value));
-        }
-    }
-    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
-    if args.limit > 0 && docs.len() > limit {
-        docs.truncate(limit);
+        let mut rows = store.list_task(&filter, page)?;
+        let more = args.limit > 0 && rows.len() > limit;
         rows.truncate(limit);
-        keys.truncate(limit);
+        (output::entries(&rows, true, None), more)
+    };
+    if more {
         output::note(&format!(
             "showing {limit} rows from offset {}; more follow (--offset {} for the next page, --limit 0 for all)",
             args.offset,
             args.offset.saturating_add(args.limit)
         ));
     }
+    let Entries { table, docs, keys, .. } = view;
     // Plain is one key per line, for `for key in $(state-store list … -o plain)`.
     let rendered = Rendered {
         plain: (!keys.is_empty()).then(|| keys.join("\n")),
-        tables: vec![Table { title: None, headers, rows }],
+        tables: vec![table],
         doc: Json::Array(docs),
     };
     output::emit(ctx.format, &rendered)?;

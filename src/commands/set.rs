@@ -10,7 +10,7 @@ use crate::db::{Access, AssetWrite, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json::{self, Json, ParseErrorKind};
 use crate::model::{AssetEntry, StoredTime, TaskEntry};
-use crate::output::{self, Rendered, Table};
+use crate::output;
 use crate::time::{self, Retention, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
@@ -43,15 +43,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 updated_at: StoredTime::At(now),
                 expires_at: expires_at.map(StoredTime::At),
             };
-            Rendered {
-                tables: vec![Table {
-                    title: None,
-                    headers: output::TASK_HEADERS.to_vec(),
-                    rows: vec![output::task_row(&entry, &value, true)],
-                }],
-                plain: None,
-                doc: output::task_entry_json(&entry, value),
-            }
+            output::entries(&[entry], true, None).single(false)
         }
         Scope::Asset(selector) => {
             if args.retention.is_some() || args.expires_at.is_some() {
@@ -82,15 +74,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 updated_at: StoredTime::At(now),
                 last_updated_by_kind: Some("api".to_string()),
             };
-            Rendered {
-                tables: vec![Table {
-                    title: None,
-                    headers: output::ASSET_HEADERS.to_vec(),
-                    rows: vec![output::asset_row(&entry, &value, true)],
-                }],
-                plain: None,
-                doc: output::asset_entry_json(&entry, value),
-            }
+            output::entries(&[entry], true, None).single(false)
         }
     };
     output::emit(ctx.format, &rendered)?;

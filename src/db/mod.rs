@@ -5,6 +5,10 @@
 //! Opening a database also checks that its tables are the Airflow 3.3 state store we know, so a
 //! wrong or half-migrated database is refused before anything is read or written.
 
+#[cfg(feature = "mysql")]
+pub(crate) mod mysql;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod schema;
 #[cfg(feature = "sqlite")]
 pub(crate) mod sqlite;
@@ -247,7 +251,10 @@ pub(crate) fn open_sandbox(url: &DbUrl, schema: Option<&str>) -> Result<Box<dyn 
         #[cfg(feature = "postgres")]
         Dialect::Postgres => Ok(Box::new(postgres::PostgresSandbox::open(url, schema)?)),
         #[cfg(feature = "mysql")]
-        Dialect::Mysql => Ok(Box::new(mysql::MysqlSandbox::open(url)?)),
+        Dialect::Mysql => {
+            let _ = schema;
+            Ok(Box::new(mysql::MysqlSandbox::open(url)?))
+        }
         #[allow(unreachable_patterns)]
         _ => Err(not_built(url)),
     }

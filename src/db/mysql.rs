@@ -1,0 +1,1418 @@
+//! MySQL and MariaDB, through the synchronous `mysql` driver.
+//!
+//! Airflow's MySQL schema can hold less than the other dialects, and this module refuses what
+//! it cannot hold before the server sees it:
+//! - `TIMESTAMP(6)` columns hold naive UTC from 1970-01-01 00:00:01 to 2038-01-19
+//!   03:14:07.999999. Every connection runs `SET time_zone = '+00:00'`, as Airflow does, so the
+//!   server neither shifts what is written nor what is read; instants are bound as
+//!   `YYYY-MM-DD HH:MM:SS.ffffff` text and read back as the exact calendar fields of the binary
+//!   protocol.
+//! - `value` is MEDIUMTEXT (16,777,215 bytes).
+//! - keys and dag/run/task ids are `utf8mb3_bin`: no characters outside the Basic
+//!   Multilingual Plane. Asset names and uris are latin1 (MySQL's cp1252).
+//!
+//! A lookup by text such a column cannot hold matches nothing, so it is answered without a
+//! query: the server would fail it with "Illegal mix of collations" instead.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Duration;
+
+use mysql::prelude::Queryable;
+use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
+
+use super::{Access, AssetCount, AssetWrite, DagCount, Metastore, TaskWrite, recognise_schema, schema};
+use crate::error::{Error, Result};
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::time::Timestamp;
+use crate::url::{DbUrl, redact_in_text};
+
+/// How long connecting may take, from the TCP connect to the end of the session setup: a
+/// host or server that does not answer fails in bounded time. `?connect_timeout=N` (seconds, as mysqlclient and PyMySQL read it) overrides it.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_PORT: u16 = 3306;
+
+/// What every connection runs first, as Airflow's own connections are set up: the charset
+/// that can carry any text the tool is given; UTC as the session time zone, so TIMESTAMP
+/// values are naive UTC; and READ COMMITTED, which Airflow's engine uses on MySQL instead of
+/// InnoDB's REPEATABLE READ (it also keeps a DELETE from holding gap locks and the locks of
+/// rows it scanned but did not delete, which a worker writing during `clean` would wait on).
+const SESSION_SETUP: [&str; 3] = [
+    "SET NAMES utf8mb4",
+    "SET time_zone = '+00:00'",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+/// The first and last instants a MySQL `TIMESTAMP(6)` column can hold, in microseconds since
+/// the Unix epoch: 1970-01-01 00:00:01 and 2038-01-19 03:14:07.999999 UTC.
+const TIMESTAMP_FIRST_MICROS: i64 = 1_000_000;
+const TIMESTAMP_LAST_MICROS: i64 = 2_147_483_647_999_999;
+
+/// `MEDIUMTEXT` holds at most 2^24 - 1 bytes.
+const MEDIUMTEXT_BYTES: usize = 16_777_215;
+
+/// 1 GiB, the largest `max_allowed_packet` MySQL and MariaDB know.
+const CLIENT_MAX_PACKET: usize = 1 << 30;
+
+/// `LIMIT` has no "no limit" value in MySQL; its manual suggests the largest unsigned integer.
+const NO_LIMIT: u64 = u64::MAX;
+
+// ---------------------------------------------------------------------------------------------
+// Connecting
+
+/// Where the server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Endpoint {
+    Tcp { host: String, port: u16 },
+    Socket(PathBuf),
+}
+
+/// TLS as the URL asks for it; `None` in [`ConnectPlan`] is a plain connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tls {
+    /// A CA bundle (PEM or DER) trusted in addition to the system's.
+    ca: Option<PathBuf>,
+    /// The server certificate must chain to a trusted CA.
+    verify_ca: bool,
+    /// ... and name the host connected to.
+    verify_identity: bool,
+}
+
+/// Everything needed to connect, decided from the URL alone (so it can be tested without a
+/// server). `Debug` hides the password.
+#[derive(Clone, PartialEq, Eq)]
+struct ConnectPlan {
+    endpoint: Endpoint,
+    user: Option<String>,
+    password: Option<String>,
+    database: String,
+    tls: Option<Tls>,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for ConnectPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectPlan")
+            .field("endpoint", &self.endpoint)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("database", &self.database)
+            .field("tls", &self.tls)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// SQLAlchemy-style booleans in query strings.
+fn query_bool(url: &DbUrl, key: &str) -> Result<Option<bool>> {
+    let Some(value) = url.query_value(key) else {
+        return Ok(None);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "y" | "t" | "1" => Ok(Some(true)),
+        "false" | "no" | "off" | "n" | "f" | "0" => Ok(Some(false)),
+        _ => Err(Error::Config(format!(
+            "invalid {key}={value:?} in [database] sql_alchemy_conn {}: expected true or false",
+            url.redacted()
+        ))),
+    }
+}
+
+impl ConnectPlan {
+    fn from_url(url: &DbUrl) -> Result<ConnectPlan> {
+        let database = url.database.clone().filter(|d| !d.is_empty()).ok_or_else(|| {
+            Error::Config(format!(
+                "[database] sql_alchemy_conn {} names no database: expected mysql://user:password@host:3306/airflow",
+                url.redacted()
+            ))
+        })?;
+        let endpoint = match url.query_value("unix_socket").filter(|s| !s.is_empty()) {
+            Some(path) => Endpoint::Socket(PathBuf::from(path)),
+            // PyMySQL's default; mysqlclient would take the default socket for "localhost",
+            // which this tool only uses when `unix_socket` names it.
+            None => Endpoint::Tcp {
+                host: url.host.clone().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".to_string()),
+                port: url.port.unwrap_or(DEFAULT_PORT),
+            },
+        };
+        let connect_timeout = match url.query_value("connect_timeout") {
+            None => CONNECT_TIMEOUT,
+            Some(text) => match text.trim().parse::<u64>() {
+                Ok(secs) if secs > 0 => Duration::from_secs(secs),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "invalid connect_timeout={text:?} in [database] sql_alchemy_conn {}: expected whole seconds > 0",
+                        url.redacted()
+                    )));
+                }
+            },
+        };
+        Ok(ConnectPlan {
+            endpoint,
+            user: url.username.clone(),
+            password: url.password.clone(),
+            database,
+            tls: tls_from_url(url)?,
+            connect_timeout,
+        })
+    }
+
+    /// How messages name the database: never with user or password.
+    fn location(&self) -> String {
+        match &self.endpoint {
+            Endpoint::Tcp { host, port } if host.contains(':') => {
+                format!("MySQL database {} on [{host}]:{port}", self.database)
+            }
+            Endpoint::Tcp { host, port } => format!("MySQL database {} on {host}:{port}", self.database),
+            Endpoint::Socket(path) => {
+                format!("MySQL database {} on socket {}", self.database, path.display())
+            }
+        }
+    }
+
+    fn opts(&self) -> OptsBuilder {
+        let builder = OptsBuilder::new()
+            .user(self.user.clone())
+            .pass(self.password.clone())
+            .db_name(Some(self.database.clone()))
+            // The driver would otherwise switch a loopback TCP connection to the server's
+            // socket behind the user's back.
+            .prefer_socket(false)
+            .tcp_connect_timeout(Some(self.connect_timeout))
+            // The largest packet this client accepts (MySQL's own upper bound). Left unset, the
+            // driver takes the server's `max_allowed_packet` (16 MiB on MariaDB) and then
+            // refuses to read back a row whose MEDIUMTEXT value is close to 16 MiB.
+            .max_allowed_packet(Some(CLIENT_MAX_PACKET))
+            .init(SESSION_SETUP.to_vec());
+        let builder = match &self.endpoint {
+            Endpoint::Tcp { host, port } => builder.ip_or_hostname(Some(host.clone())).tcp_port(*port),
+            Endpoint::Socket(path) => builder.socket(Some(path.to_string_lossy().into_owned())),
+        };
+        match &self.tls {
+            None => builder,
+            Some(tls) => builder.ssl_opts(
+                SslOpts::default()
+                    .with_root_cert_path(tls.ca.clone().map(Cow::Owned))
+                    .with_danger_accept_invalid_certs(!tls.verify_ca)
+                    .with_danger_skip_domain_validation(!tls.verify_identity),
+            ),
+        }
+    }
+}
+
+/// TLS from the options SQLAlchemy users write for mysqlclient and PyMySQL:
+/// - `ssl_mode` = `DISABLED`, `PREFERRED` (plain, see below), `REQUIRED` (encrypted, not
+///   verified unless `ssl_ca` is given), `VERIFY_CA`, `VERIFY_IDENTITY`;
+/// - `ssl=true|false`, `ssl_disabled=true` (PyMySQL);
+/// - `ssl_ca=/path` (turns TLS on and verifies the certificate and, unless
+///   `ssl_check_hostname=false`, the host name), `ssl_verify_cert`, `ssl_verify_identity`.
+///
+/// The driver cannot fall back to plain text, so `PREFERRED` connects plainly, as it does
+/// with a server that offers no TLS. Client certificates and cipher lists are refused, not
+/// ignored: a connection weaker than the one configured must not happen silently.
+fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
+    for key in ["ssl_cert", "ssl_key", "ssl_capath", "ssl_cipher"] {
+        if url.query_value(key).is_some() {
+            return Err(Error::Config(format!(
+                "{key} in [database] sql_alchemy_conn {} is not supported by state-store \
+                 (it supports ssl_mode, ssl, ssl_ca, ssl_check_hostname, ssl_verify_cert and ssl_verify_identity)",
+                url.redacted()
+            )));
+        }
+    }
+    let ca = url.query_value("ssl_ca").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let mode = match url.query_value("ssl_mode") {
+        None => None,
+        Some(text) => Some(match text.trim().to_ascii_uppercase().replace('-', "_").as_str() {
+            "DISABLED" => SslMode::Disabled,
+            "PREFERRED" => SslMode::Preferred,
+            "REQUIRED" => SslMode::Required,
+            "VERIFY_CA" => SslMode::VerifyCa,
+            "VERIFY_IDENTITY" => SslMode::VerifyIdentity,
+            _ => {
+                return Err(Error::Config(format!(
+                    "invalid ssl_mode={text:?} in [database] sql_alchemy_conn {}: expected DISABLED, PREFERRED, \
+                     REQUIRED, VERIFY_CA or VERIFY_IDENTITY",
+                    url.redacted()
+                )));
+            }
+        }),
+    };
+    let ssl = query_bool(url, "ssl")?;
+    let disabled = query_bool(url, "ssl_disabled")?;
+    let verify_cert = query_bool(url, "ssl_verify_cert")?;
+    let verify_identity = query_bool(url, "ssl_verify_identity")?;
+    let check_hostname = query_bool(url, "ssl_check_hostname")?;
+
+    if mode == Some(SslMode::Disabled) || disabled == Some(true) || (mode.is_none() && ssl == Some(false)) {
+        return Ok(None);
+    }
+    let mode = match mode {
+        Some(mode) => mode,
+        None if ca.is_some() => {
+            if check_hostname == Some(false) {
+                SslMode::VerifyCa
+            } else {
+                SslMode::VerifyIdentity
+            }
+        }
+        None if verify_identity == Some(true) => SslMode::VerifyIdentity,
+        None if verify_cert == Some(true) => SslMode::VerifyCa,
+        None if ssl == Some(true) => SslMode::Required,
+        None => return Ok(None),
+    };
+    let (verify_ca, verify_identity) = match mode {
+        SslMode::Disabled | SslMode::Preferred => return Ok(None),
+        // As MySQL's own client does: REQUIRED with a CA given verifies against that CA.
+        SslMode::Required => (ca.is_some(), false),
+        SslMode::VerifyCa => (true, false),
+        SslMode::VerifyIdentity => (true, true),
+    };
+    Ok(Some(Tls { ca, verify_ca, verify_identity }))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    Disabled,
+    Preferred,
+    Required,
+    VerifyCa,
+    VerifyIdentity,
+}
+
+/// A driver error in plain words: the driver's own `Display` wraps each kind in its Rust
+/// name (`MySqlError { ERROR 1045 (28000): … }`), which means nothing to a user.
+fn describe(e: &mysql::Error) -> String {
+    match e {
+        mysql::Error::IoError(inner) => inner.to_string(),
+        mysql::Error::CodecError(inner) => inner.to_string(),
+        mysql::Error::MySqlError(inner) => inner.to_string(),
+        mysql::Error::DriverError(inner) => inner.to_string(),
+        mysql::Error::UrlError(inner) => inner.to_string(),
+        mysql::Error::TlsError(inner) => format!("TLS: {inner}"),
+        other => other.to_string(),
+    }
+}
+
+fn db_err(context: impl Into<String>, e: &mysql::Error) -> Error {
+    Error::db(context, describe(e))
+}
+
+/// A driver error as one line, with the password removed should the driver ever quote it.
+fn db_error(context: impl Into<String>, e: &mysql::Error, password: Option<&str>) -> Error {
+    let text = describe(e);
+    Error::db(context, password.map_or_else(|| text.clone(), |p| redact_in_text(&text, p)))
+}
+
+/// A write of a large value that the server cuts off is, in practice, a value over its
+/// `max_allowed_packet`; the server only says so in its own log.
+fn write_error(context: String, e: &mysql::Error, value: &str) -> Error {
+    const LARGE: usize = 1 << 20;
+    let lost = matches!(e, mysql::Error::IoError(_) | mysql::Error::CodecError(_));
+    if lost && value.len() > LARGE {
+        Error::db(
+            context,
+            format!(
+                "{} (the server closed the connection: a value of {} bytes may exceed its max_allowed_packet)",
+                describe(e),
+                value.len()
+            ),
+        )
+    } else {
+        db_err(context, e)
+    }
+}
+
+/// Connects within the plan's timeout, handshake, TLS, login and session setup included. The
+/// driver bounds only the TCP connect; a server that accepts connections but never answers
+/// (hung, or not a MySQL server at all) would otherwise block forever, so the driver runs on
+/// a helper thread that is abandoned when the time is up.
+fn connect(url: &DbUrl) -> Result<(Conn, String)> {
+    let plan = ConnectPlan::from_url(url)?;
+    let location = plan.location();
+    let context = format!("cannot connect to {location}");
+    let opts = plan.opts();
+    let (sender, receiver) = mpsc::channel();
+    std::thread::Builder::new()
+        .name("mysql-connect".to_string())
+        .spawn(move || {
+            // The receiver is gone only when the wait below has given up.
+            let _ = sender.send(Conn::new(opts));
+        })
+        .map_err(|e| Error::db(&context, e))?;
+    match receiver.recv_timeout(plan.connect_timeout) {
+        Ok(Ok(conn)) => Ok((conn, location)),
+        Ok(Err(e)) => Err(db_error(context, &e, plan.password.as_deref())),
+        Err(_) => Err(Error::Database {
+            context,
+            cause: format!("no answer within {} s", plan.connect_timeout.as_secs()),
+        }),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// What the columns can hold
+
+/// Whether `utf8mb3` (MySQL's three-byte UTF-8) can hold the text: only characters of the
+/// Basic Multilingual Plane.
+fn fits_utf8mb3(text: &str) -> bool {
+    text.chars().all(|c| u32::from(c) <= 0xFFFF)
+}
+
+/// Whether MySQL's `latin1` can hold the text. That charset is Windows-1252, with its five
+/// unassigned bytes (0x81, 0x8D, 0x8F, 0x90, 0x9D) mapped to the C1 controls of the same
+/// number; every other C1 control maps to nothing.
+fn fits_latin1(text: &str) -> bool {
+    text.chars().all(|c| match u32::from(c) {
+        0x00..=0x7F | 0xA0..=0xFF => true,
+        0x81 | 0x8D | 0x8F | 0x90 | 0x9D => true,
+        _ => matches!(
+            c,
+            '€' | '‚'
+                | 'ƒ'
+                | '„'
+                | '…'
+                | '†'
+                | '‡'
+                | 'ˆ'
+                | '‰'
+                | 'Š'
+                | '‹'
+                | 'Œ'
+                | 'Ž'
+                | '‘'
+                | '’'
+                | '“'
+                | '”'
+                | '•'
+                | '–'
+                | '—'
+                | '˜'
+                | '™'
+                | 'š'
+                | '›'
+                | 'œ'
+                | 'ž'
+                | 'Ÿ'
+        ),
+    })
+}
+
+/// Refuses text a `utf8mb3` column cannot store, naming the column.
+fn require_utf8mb3(column: &str, text: &str) -> Result<()> {
+    if fits_utf8mb3(text) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{column} {text:?} contains characters outside the Basic Multilingual Plane (such as emoji), \
+             which Airflow's MySQL schema cannot store (utf8mb3 column)"
+        )))
+    }
+}
+
+fn require_latin1(column: &str, text: &str) -> Result<()> {
+    if fits_latin1(text) {
+        Ok(())
+    } else {
+        Err(Error::Usage(format!(
+            "{column} {text:?} contains characters that Airflow's MySQL schema cannot store (latin1 column)"
+        )))
+    }
+}
+
+/// Refuses an instant a `TIMESTAMP(6)` column cannot hold, before anything is written.
+fn require_storable_time(column: &str, at: Timestamp) -> Result<()> {
+    if at.micros() > TIMESTAMP_LAST_MICROS {
+        return Err(Error::Usage(format!(
+            "cannot store {column} {at}: MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC; use a shorter retention or never"
+        )));
+    }
+    if at.micros() < TIMESTAMP_FIRST_MICROS {
+        return Err(Error::Usage(format!(
+            "cannot store {column} {at}: MySQL TIMESTAMP starts at 1970-01-01 00:00:01 UTC"
+        )));
+    }
+    Ok(())
+}
+
+fn require_value_size(column: &str, value: &str) -> Result<()> {
+    if value.len() > MEDIUMTEXT_BYTES {
+        return Err(Error::Usage(format!(
+            "the value is {} bytes as stored; Airflow's MySQL column {column} (MEDIUMTEXT) holds at most {MEDIUMTEXT_BYTES}",
+            value.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The text form bound for every instant: MySQL reads it as naive UTC in a `+00:00` session.
+fn time_param(at: Timestamp) -> Value {
+    Value::from(at.to_sqlite_text())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reading rows
+
+/// One row's values, taken left to right. A value of an unexpected type becomes an error
+/// naming the column, never a panic.
+struct Fields {
+    values: std::vec::IntoIter<Value>,
+    names: Vec<String>,
+    at: usize,
+}
+
+impl Fields {
+    fn new(row: Row) -> Fields {
+        let names = row.columns_ref().iter().map(|c| c.name_str().into_owned()).collect();
+        Fields { values: row.unwrap().into_iter(), names, at: 0 }
+    }
+
+    fn next(&mut self) -> (Value, String) {
+        let name = self.names.get(self.at).cloned().unwrap_or_default();
+        self.at += 1;
+        (self.values.next().unwrap_or(Value::NULL), name)
+    }
+
+    fn int(&mut self) -> std::result::Result<i64, String> {
+        let (value, name) = self.next();
+        match value {
+            Value::Int(i) => Ok(i),
+            Value::UInt(u) => i64::try_from(u).map_err(|_| format!("column {name}: {u} is out of range")),
+            Value::Bytes(b) => String::from_utf8_lossy(&b)
+                .parse()
+                .map_err(|_| format!("column {name}: {:?} is not an integer", String::from_utf8_lossy(&b))),
+            other => Err(format!("column {name}: expected an integer, got {other:?}")),
+        }
+    }
+
+    fn count(&mut self) -> std::result::Result<u64, String> {
+        self.int().map(|n| u64::try_from(n).unwrap_or(0))
+    }
+
+    fn opt_text(&mut self) -> Option<String> {
+        match self.next().0 {
+            Value::NULL => None,
+            Value::Bytes(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+            Value::Int(i) => Some(i.to_string()),
+            Value::UInt(u) => Some(u.to_string()),
+            other => Some(other.as_sql(true)),
+        }
+    }
+
+    /// Text columns; a damaged row may hold anything, which is shown rather than refused.
+    fn text(&mut self) -> String {
+        self.opt_text().unwrap_or_default()
+    }
+
+    fn bool(&mut self) -> std::result::Result<bool, String> {
+        self.int().map(|n| n != 0)
+    }
+
+    fn time(&mut self) -> Option<StoredTime> {
+        match self.next().0 {
+            Value::NULL => None,
+            // The binary protocol sends the calendar fields as integers: exact to the
+            // microsecond. MySQL's zero date and other impossible dates are shown as stored.
+            Value::Date(y, mo, d, h, mi, s, us) => {
+                let text = format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}");
+                Some(match Timestamp::parse_db_text(&text) {
+                    Ok(ts) => StoredTime::At(ts),
+                    Err(_) => StoredTime::Unreadable(text),
+                })
+            }
+            Value::Bytes(b) => {
+                let text = String::from_utf8_lossy(&b).into_owned();
+                Some(match Timestamp::parse_db_text(&text) {
+                    Ok(ts) => StoredTime::At(ts),
+                    Err(_) => StoredTime::Unreadable(text),
+                })
+            }
+            other => Some(StoredTime::Unreadable(other.as_sql(true))),
+        }
+    }
+
+    fn required_time(&mut self) -> StoredTime {
+        self.time().unwrap_or_else(|| StoredTime::Unreadable(String::new()))
+    }
+}
+
+const TASK_COLUMNS: &str = "dag_id, run_id, task_id, map_index, `key`, value, updated_at, expires_at";
+
+fn task_entry(row: Row) -> std::result::Result<TaskEntry, String> {
+    let mut f = Fields::new(row);
+    Ok(TaskEntry {
+        scope: TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? },
+        key: f.text(),
+        value: f.text(),
+        updated_at: f.required_time(),
+        expires_at: f.time(),
+    })
+}
+
+const ASSET_COLUMNS: &str =
+    "s.asset_id, a.name, a.uri, s.`key`, s.value, s.updated_at, s.last_updated_by_kind";
+
+fn asset_entry(row: Row) -> std::result::Result<AssetEntry, String> {
+    let mut f = Fields::new(row);
+    Ok(AssetEntry {
+        asset_id: f.int()?,
+        asset_name: f.opt_text(),
+        asset_uri: f.opt_text(),
+        key: f.text(),
+        value: f.text(),
+        updated_at: f.required_time(),
+        last_updated_by_kind: f.opt_text(),
+    })
+}
+
+fn asset(row: Row) -> std::result::Result<Asset, String> {
+    let mut f = Fields::new(row);
+    Ok(Asset { id: f.int()?, name: f.text(), uri: f.text(), active: f.bool()? })
+}
+
+fn single_int(row: Row) -> std::result::Result<i64, String> {
+    Fields::new(row).int()
+}
+
+fn single_count(row: Row) -> std::result::Result<u64, String> {
+    Fields::new(row).count()
+}
+
+fn page_params(page: Page) -> [Value; 2] {
+    [Value::UInt(page.limit.unwrap_or(NO_LIMIT)), Value::UInt(page.offset)]
+}
+
+/// An asset is active when `asset_active` has a row with the same name AND uri.
+const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
+
+/// The rows of `outer` (an asset_state_store alias) whose asset is not active, including rows
+/// whose asset row is gone altogether (possible when foreign keys were off).
+fn orphan_condition(outer: &str) -> String {
+    format!(
+        "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa ON oaa.name = oa.name AND oaa.uri = oa.uri \
+         WHERE oa.id = {outer}.asset_id)"
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// The metastore
+
+pub(crate) struct MysqlStore {
+    conn: Conn,
+    location: String,
+}
+
+impl MysqlStore {
+    pub(crate) fn open(url: &DbUrl, access: Access) -> Result<Self> {
+        let (conn, location) = connect(url)?;
+        let mut store = MysqlStore { conn, location };
+        if access == Access::ReadOnly {
+            // Every later statement, autocommitted or not, runs in a read-only transaction.
+            store.execute("cannot use", "SET SESSION TRANSACTION READ ONLY", Vec::new())?;
+        }
+        let location = store.location.clone();
+        recognise_schema(&location, |table| columns(&mut store.conn, &location, table))?;
+        Ok(store)
+    }
+
+    fn ctx(&self, what: &str) -> String {
+        format!("{what} in {}", self.location)
+    }
+
+    fn rows<T>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: Vec<Value>,
+        map: impl Fn(Row) -> std::result::Result<T, String>,
+    ) -> Result<Vec<T>> {
+        let rows: Vec<Row> =
+            self.conn.exec(sql, Params::Positional(params)).map_err(|e| db_err(self.ctx(what), &e))?;
+        rows.into_iter().map(|row| map(row).map_err(|e| Error::db(self.ctx(what), e))).collect()
+    }
+
+    fn first<T>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: Vec<Value>,
+        map: impl Fn(Row) -> std::result::Result<T, String>,
+    ) -> Result<Option<T>> {
+        Ok(self.rows(what, sql, params, map)?.into_iter().next())
+    }
+
+    /// Writes one row holding `value` (for the message when the server refuses its size).
+    fn write(&mut self, what: &str, sql: &str, params: Vec<Value>, value: &str) -> Result<()> {
+        self.conn
+            .exec_drop(sql, Params::Positional(params))
+            .map_err(|e| write_error(self.ctx(what), &e, value))
+    }
+
+    /// Runs a statement that changes rows and returns how many it changed.
+    fn execute(&mut self, what: &str, sql: &str, params: Vec<Value>) -> Result<u64> {
+        self.conn.exec_drop(sql, Params::Positional(params)).map_err(|e| db_err(self.ctx(what), &e))?;
+        Ok(self.conn.affected_rows())
+    }
+}
+
+/// The columns of `table` in the connection's database, `None` when there is no such table.
+/// information_schema compares names without regard to case; table names are not so
+/// compared on most servers, so only an exact match counts.
+fn columns(conn: &mut Conn, location: &str, table: &str) -> Result<Option<Vec<String>>> {
+    let rows: Vec<(String, String)> = conn
+        .exec(
+            "SELECT table_name, column_name FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position",
+            (table,),
+        )
+        .map_err(|e| db_err(format!("cannot read the tables of {location}"), &e))?;
+    let names: Vec<String> = rows.into_iter().filter(|(t, _)| t == table).map(|(_, c)| c).collect();
+    Ok(if names.is_empty() { None } else { Some(names) })
+}
+
+fn task_scope_params(scope: &TaskScope) -> Vec<Value> {
+    vec![
+        Value::from(scope.dag_id.as_str()),
+        Value::from(scope.run_id.as_str()),
+        Value::from(scope.task_id.as_str()),
+        Value::from(scope.map_index),
+    ]
+}
+
+fn scope_storable(scope: &TaskScope) -> bool {
+    fits_utf8mb3(&scope.dag_id) && fits_utf8mb3(&scope.run_id) && fits_utf8mb3(&scope.task_id)
+}
+
+impl Metastore for MysqlStore {
+    fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
+        if !(fits_utf8mb3(dag_id) && fits_utf8mb3(run_id)) {
+            return Ok(None);
+        }
+        self.first(
+            "cannot look up the dag run",
+            "SELECT id FROM dag_run WHERE dag_id = ? AND run_id = ?",
+            vec![dag_id.into(), run_id.into()],
+            single_int,
+        )
+    }
+
+    fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>> {
+        let what = "cannot look up the asset";
+        match selector {
+            AssetSelector::Id(id) => self.first(
+                what,
+                "SELECT a.id, a.name, a.uri, EXISTS (SELECT 1 FROM asset_active aa \
+                 WHERE aa.name = a.name AND aa.uri = a.uri) FROM asset a WHERE a.id = ?",
+                vec![Value::from(*id)],
+                asset,
+            ),
+            AssetSelector::Name(name) => {
+                if !fits_latin1(name) {
+                    return Ok(None);
+                }
+                self.first(
+                    what,
+                    &format!("SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} WHERE a.name = ?"),
+                    vec![name.as_str().into()],
+                    asset,
+                )
+            }
+            AssetSelector::Uri(uri) => {
+                if !fits_latin1(uri) {
+                    return Ok(None);
+                }
+                self.first(
+                    what,
+                    &format!("SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} WHERE a.uri = ?"),
+                    vec![uri.as_str().into()],
+                    asset,
+                )
+            }
+        }
+    }
+
+    fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
+        let (sql, arg) = match selector {
+            AssetSelector::Name(name) => {
+                ("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?)", name.as_str())
+            }
+            AssetSelector::Uri(uri) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?)", uri.as_str()),
+            AssetSelector::Id(_) => return Ok(false),
+        };
+        if !fits_latin1(arg) {
+            return Ok(false);
+        }
+        let found = self.first("cannot look up the asset", sql, vec![arg.into()], single_int)?;
+        Ok(found.unwrap_or(0) != 0)
+    }
+
+    fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        if !(scope_storable(scope) && fits_utf8mb3(key)) {
+            return Ok(None);
+        }
+        let mut params = task_scope_params(scope);
+        params.push(key.into());
+        self.first(
+            "cannot read task_state_store",
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM task_state_store \
+                 WHERE dag_id = ? AND run_id = ? AND task_id = ? AND map_index = ? AND `key` = ?"
+            ),
+            params,
+            task_entry,
+        )
+    }
+
+    fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        if !fits_utf8mb3(key) {
+            return Ok(None);
+        }
+        self.first(
+            "cannot read asset_state_store",
+            &format!(
+                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 WHERE s.asset_id = ? AND s.`key` = ?"
+            ),
+            vec![asset.id.into(), key.into()],
+            asset_entry,
+        )
+    }
+
+    fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        require_utf8mb3("dag_id", &w.scope.dag_id)?;
+        require_utf8mb3("run_id", &w.scope.run_id)?;
+        require_utf8mb3("task_id", &w.scope.task_id)?;
+        require_utf8mb3("key", w.key)?;
+        if i32::try_from(w.scope.map_index).is_err() {
+            return Err(Error::Usage(format!(
+                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
+                w.scope.map_index,
+                i32::MAX
+            )));
+        }
+        require_value_size("task_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        if let Some(expires_at) = w.expires_at {
+            require_storable_time("expires_at", expires_at)?;
+        }
+        let expires_at = w.expires_at.map_or(Value::NULL, time_param);
+        // The duplicate key is Airflow's own unique key (task_state_store_uq), so a concurrent
+        // Airflow worker writing the same key updates the same row instead of failing or
+        // duplicating it. The new values are bound again rather than read with VALUES(),
+        // which MySQL 8.0.20 deprecated and MariaDB's replacement syntax does not exist.
+        self.write(
+            "cannot write task_state_store",
+            "INSERT INTO task_state_store \
+                 (dag_run_id, task_id, map_index, `key`, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) \
+             ON DUPLICATE KEY UPDATE value = ?, updated_at = ?, expires_at = ?",
+            vec![
+                w.dag_run_id.into(),
+                w.scope.task_id.as_str().into(),
+                w.scope.map_index.into(),
+                w.key.into(),
+                w.scope.dag_id.as_str().into(),
+                w.scope.run_id.as_str().into(),
+                w.value.into(),
+                time_param(w.updated_at),
+                expires_at.clone(),
+                w.value.into(),
+                time_param(w.updated_at),
+                expires_at,
+            ],
+            w.value,
+        )
+    }
+
+    fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
+        require_utf8mb3("key", w.key)?;
+        require_value_size("asset_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        // An `api` write records no task, so the four writer columns are reset to NULL.
+        self.write(
+            "cannot write asset_state_store",
+            "INSERT INTO asset_state_store \
+                 (asset_id, `key`, value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+                  last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index) \
+             VALUES (?, ?, ?, ?, 'api', NULL, NULL, NULL, NULL) \
+             ON DUPLICATE KEY UPDATE value = ?, updated_at = ?, last_updated_by_kind = 'api', \
+                 last_updated_by_dag_id = NULL, last_updated_by_run_id = NULL, \
+                 last_updated_by_task_id = NULL, last_updated_by_map_index = NULL",
+            vec![
+                w.asset_id.into(),
+                w.key.into(),
+                w.value.into(),
+                time_param(w.updated_at),
+                w.value.into(),
+                time_param(w.updated_at),
+            ],
+            w.value,
+        )
+    }
+
+    fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
+        if !(scope_storable(scope) && fits_utf8mb3(key)) {
+            return Ok(0);
+        }
+        let mut params = task_scope_params(scope);
+        params.push(key.into());
+        self.execute(
+            "cannot delete from task_state_store",
+            "DELETE FROM task_state_store \
+             WHERE dag_id = ? AND run_id = ? AND task_id = ? AND map_index = ? AND `key` = ?",
+            params,
+        )
+    }
+
+    fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        if !fits_utf8mb3(key) {
+            return Ok(0);
+        }
+        self.execute(
+            "cannot delete from asset_state_store",
+            "DELETE FROM asset_state_store WHERE asset_id = ? AND `key` = ?",
+            vec![asset_id.into(), key.into()],
+        )
+    }
+
+    fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        if !scope_storable(scope) {
+            return Ok(0);
+        }
+        let (sql, params) = task_scope_where(scope, all_map_indices);
+        let found = self.first(
+            "cannot read task_state_store",
+            &format!("SELECT count(*) FROM task_state_store WHERE {sql}"),
+            params,
+            single_count,
+        )?;
+        Ok(found.unwrap_or(0))
+    }
+
+    fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        if !scope_storable(scope) {
+            return Ok(0);
+        }
+        let (sql, params) = task_scope_where(scope, all_map_indices);
+        self.execute(
+            "cannot delete from task_state_store",
+            &format!("DELETE FROM task_state_store WHERE {sql}"),
+            params,
+        )
+    }
+
+    fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64> {
+        let found = self.first(
+            "cannot read asset_state_store",
+            "SELECT count(*) FROM asset_state_store WHERE asset_id = ?",
+            vec![asset_id.into()],
+            single_count,
+        )?;
+        Ok(found.unwrap_or(0))
+    }
+
+    fn clear_asset(&mut self, asset_id: i64) -> Result<u64> {
+        self.execute(
+            "cannot delete from asset_state_store",
+            "DELETE FROM asset_state_store WHERE asset_id = ?",
+            vec![asset_id.into()],
+        )
+    }
+
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
+        let mut clauses: Vec<&str> = Vec::new();
+        let mut params: Vec<Value> = Vec::new();
+        for (clause, value) in
+            [("dag_id = ?", &filter.dag_id), ("run_id = ?", &filter.run_id), ("task_id = ?", &filter.task_id)]
+        {
+            if let Some(v) = value {
+                if !fits_utf8mb3(v) {
+                    return Ok(Vec::new());
+                }
+                clauses.push(clause);
+                params.push(v.as_str().into());
+            }
+        }
+        if let Some(map_index) = filter.map_index {
+            clauses.push("map_index = ?");
+            params.push(map_index.into());
+        }
+        if let Some(cutoff) = filter.expired_before {
+            clauses.push("expires_at < ?");
+            params.push(time_param(cutoff));
+        }
+        let where_sql =
+            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        params.extend(page_params(page));
+        self.rows(
+            "cannot read task_state_store",
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM task_state_store {where_sql} \
+                 ORDER BY dag_id, run_id, task_id, map_index, `key` LIMIT ? OFFSET ?"
+            ),
+            params,
+            task_entry,
+        )
+    }
+
+    fn list_asset(&mut self, asset_id: Option<i64>, page: Page) -> Result<Vec<AssetEntry>> {
+        let (where_sql, mut params) = match asset_id {
+            Some(id) => ("WHERE s.asset_id = ?", vec![Value::from(id)]),
+            None => ("", Vec::new()),
+        };
+        params.extend(page_params(page));
+        self.rows(
+            "cannot read asset_state_store",
+            &format!(
+                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 {where_sql} ORDER BY s.asset_id, s.`key` LIMIT ? OFFSET ?"
+            ),
+            params,
+            asset_entry,
+        )
+    }
+
+    fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
+        self.rows(
+            "cannot count expired rows",
+            "SELECT dag_id, count(*) FROM task_state_store WHERE expires_at < ? GROUP BY dag_id ORDER BY dag_id",
+            vec![time_param(cutoff)],
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(DagCount { dag_id: f.text(), rows: f.count()? })
+            },
+        )
+    }
+
+    fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {
+        self.rows(
+            "cannot count orphaned asset rows",
+            &format!(
+                "SELECT s.asset_id, a.name, count(*) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 WHERE {} GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+                orphan_condition("s")
+            ),
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(AssetCount { asset_id: f.int()?, asset_name: f.opt_text(), rows: f.count()? })
+            },
+        )
+    }
+
+    fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>> {
+        self.rows(
+            "cannot read orphaned asset rows",
+            &format!(
+                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 WHERE {} ORDER BY s.asset_id, s.`key` LIMIT ?",
+                orphan_condition("s")
+            ),
+            vec![Value::UInt(limit)],
+            asset_entry,
+        )
+    }
+
+    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
+        self.first(
+            "cannot find the next batch of expired rows",
+            "SELECT id FROM task_state_store WHERE id > ? AND expires_at < ? ORDER BY id LIMIT 1 OFFSET ?",
+            vec![after_id.into(), time_param(cutoff), Value::UInt(n.saturating_sub(1))],
+            single_int,
+        )
+    }
+
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        // One statement is one transaction under autocommit.
+        self.execute(
+            "cannot delete expired rows",
+            "DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?",
+            vec![after_id.into(), up_to_id.unwrap_or(i64::MAX).into(), time_param(cutoff)],
+        )
+    }
+
+    fn delete_orphans(&mut self) -> Result<u64> {
+        self.execute(
+            "cannot delete orphaned asset rows",
+            &format!("DELETE FROM asset_state_store WHERE {}", orphan_condition("asset_state_store")),
+            Vec::new(),
+        )
+    }
+}
+
+/// The WHERE clause of a task scope; all map indices when `all_map_indices`.
+fn task_scope_where(scope: &TaskScope, all_map_indices: bool) -> (&'static str, Vec<Value>) {
+    let mut params = task_scope_params(scope);
+    if all_map_indices {
+        params.pop();
+        ("dag_id = ? AND run_id = ? AND task_id = ?", params)
+    } else {
+        ("dag_id = ? AND run_id = ? AND task_id = ? AND map_index = ?", params)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The sandbox
+
+/// A sandbox inside an existing, empty database: never an existing Airflow metastore.
+pub(crate) struct MysqlSandbox {
+    conn: Conn,
+    location: String,
+}
+
+/// The tables a sandbox creates (besides its marker), in creation order.
+const AIRFLOW_TABLES: [&str; 6] =
+    ["dag_run", "asset", "asset_active", "task_state_store", "asset_state_store", "alembic_version"];
+
+impl MysqlSandbox {
+    pub(crate) fn open(url: &DbUrl) -> Result<Self> {
+        let (conn, location) = connect(url)?;
+        Ok(MysqlSandbox { conn, location })
+    }
+
+    /// Which of `names` exist in the connection's database (exact, case-sensitive names).
+    fn existing_tables(&mut self, names: &[&str]) -> Result<Vec<String>> {
+        let found: Vec<String> = self
+            .conn
+            .exec(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE()",
+                Params::Empty,
+            )
+            .map_err(|e| db_err(format!("cannot read {}", self.location), &e))?;
+        Ok(found.into_iter().filter(|t| names.contains(&t.as_str())).collect())
+    }
+
+    fn require_marker(&mut self) -> Result<()> {
+        if self.existing_tables(&[schema::SANDBOX_MARKER_TABLE])?.is_empty() {
+            Err(Error::Usage(format!(
+                "{} was not created by `state-store sandbox create`; sandbox commands never change a real metastore",
+                self.location
+            )))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// MariaDB 10.7 and later have a UUID column type; MySQL has none.
+    fn has_uuid_type(&mut self) -> Result<bool> {
+        let version: Option<String> = self
+            .conn
+            .query_first("SELECT VERSION()")
+            .map_err(|e| db_err(format!("cannot read {}", self.location), &e))?;
+        Ok(version.as_deref().is_some_and(mariadb_with_uuid))
+    }
+
+    fn create_tables(&mut self, ddl: &[String], created: &mut Vec<String>) -> Result<()> {
+        let ctx = format!("cannot create the tables in {}", self.location);
+        // Airflow refuses to migrate a MySQL server where this is off (the first TIMESTAMP
+        // column would silently get DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP).
+        self.conn
+            .query_drop("SET SESSION explicit_defaults_for_timestamp = 1")
+            .map_err(|e| db_err(&ctx, &e))?;
+        for statement in ddl {
+            self.conn.query_drop(statement).map_err(|e| db_err(&ctx, &e))?;
+            if let Some(name) = created_table(statement) {
+                created.push(name.to_string());
+            }
+        }
+        let marker = schema::SANDBOX_MARKER_TABLE;
+        self.conn
+            .query_drop(format!(
+                "CREATE TABLE {marker} (created_at TIMESTAMP(6) NOT NULL) \
+                 ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci"
+            ))
+            .map_err(|e| db_err(&ctx, &e))?;
+        created.push(marker.to_string());
+        let mut tx = self.conn.start_transaction(TxOpts::default()).map_err(|e| db_err(&ctx, &e))?;
+        tx.exec_drop(
+            "INSERT INTO alembic_version (version_num) VALUES (?)",
+            (schema::AIRFLOW_33_ALEMBIC_REVISION,),
+        )
+        .map_err(|e| db_err(&ctx, &e))?;
+        tx.exec_drop(
+            format!("INSERT INTO {marker} (created_at) VALUES (?)"),
+            (Timestamp::now().to_sqlite_text(),),
+        )
+        .map_err(|e| db_err(&ctx, &e))?;
+        tx.commit().map_err(|e| db_err(&ctx, &e))
+    }
+}
+
+/// `VERSION()` of MariaDB 10.7 or later (`10.11.6-MariaDB-0+deb12u1`, `11.4.2-MariaDB`).
+fn mariadb_with_uuid(version: &str) -> bool {
+    if !version.contains("MariaDB") {
+        return false;
+    }
+    let mut parts = version.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (10, 7)
+}
+
+/// The table a `CREATE TABLE name (…` statement creates.
+fn created_table(statement: &str) -> Option<&str> {
+    statement.strip_prefix("CREATE TABLE ")?.split_whitespace().next()
+}
+
+impl super::Sandbox for MysqlSandbox {
+    fn create(&mut self) -> Result<()> {
+        let mut checked: Vec<&str> = AIRFLOW_TABLES.to_vec();
+        checked.push(schema::SANDBOX_MARKER_TABLE);
+        let existing = self.existing_tables(&checked)?;
+        if !existing.is_empty() {
+            return Err(Error::Usage(format!(
+                "{} already has Airflow tables ({}); a sandbox starts empty",
+                self.location,
+                existing.join(", ")
+            )));
+        }
+        let (native, fallback) = schema::MYSQL_UUID_FALLBACK;
+        let uuid = self.has_uuid_type()?;
+        let ddl: Vec<String> = schema::MYSQL_DDL
+            .iter()
+            .map(|s| if uuid { (*s).to_string() } else { s.replace(native, fallback) })
+            .collect();
+        // MySQL commits every CREATE TABLE at once, so a failure half-way is undone by hand:
+        // nothing is left that a second `sandbox create` would refuse.
+        let mut created = Vec::new();
+        let result = self.create_tables(&ddl, &mut created);
+        if result.is_err() {
+            for table in created.iter().rev() {
+                let _ = self.conn.query_drop(format!("DROP TABLE IF EXISTS {table}"));
+            }
+        }
+        result
+    }
+
+    fn add_dag_run(&mut self, dag_id: &str, run_id: &str) -> Result<i64> {
+        self.require_marker()?;
+        require_utf8mb3("dag_id", dag_id)?;
+        require_utf8mb3("run_id", run_id)?;
+        let now = Timestamp::now().to_sqlite_text();
+        let ctx = format!("cannot add the dag run to {}", self.location);
+        self.conn
+            .exec_drop(
+                "INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, queued_at, start_date, created_at, updated_at) \
+                 VALUES (?, ?, 'manual', 'running', ?, ?, ?, ?, ?)",
+                (dag_id, run_id, &now, &now, &now, &now, &now),
+            )
+            .map_err(|e| db_err(&ctx, &e))?;
+        i64::try_from(self.conn.last_insert_id()).map_err(|e| Error::db(&ctx, e))
+    }
+
+    fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64> {
+        self.require_marker()?;
+        require_latin1("asset name", name)?;
+        require_latin1("asset uri", uri)?;
+        let ctx = format!("cannot add the asset to {}", self.location);
+        let now = Timestamp::now().to_sqlite_text();
+        let mut tx = self.conn.start_transaction(TxOpts::default()).map_err(|e| db_err(&ctx, &e))?;
+        tx.exec_drop(
+            "INSERT INTO asset (name, uri, `group`, extra, created_at, updated_at) VALUES (?, ?, 'asset', '{}', ?, ?)",
+            (name, uri, &now, &now),
+        )
+        .map_err(|e| db_err(&ctx, &e))?;
+        let id = tx.last_insert_id().unwrap_or(0);
+        if active {
+            tx.exec_drop("INSERT INTO asset_active (name, uri) VALUES (?, ?)", (name, uri))
+                .map_err(|e| db_err(&ctx, &e))?;
+        }
+        tx.commit().map_err(|e| db_err(&ctx, &e))?;
+        i64::try_from(id).map_err(|e| Error::db(&ctx, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(url: &str) -> Result<ConnectPlan> {
+        ConnectPlan::from_url(&DbUrl::parse(url).expect("valid URL"))
+    }
+
+    fn tls(url: &str) -> Option<Tls> {
+        plan(url).expect("valid plan").tls
+    }
+
+    #[test]
+    fn url_parts_become_connect_options() {
+        let p =
+            plan("mysql+mysqldb://air%40flow:p%2Fss@db.example:3307/airflow?charset=utf8mb4").expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Tcp { host: "db.example".into(), port: 3307 });
+        assert_eq!(p.user.as_deref(), Some("air@flow"));
+        assert_eq!(p.password.as_deref(), Some("p/ss"));
+        assert_eq!(p.database, "airflow");
+        assert_eq!(p.tls, None);
+        assert_eq!(p.connect_timeout, CONNECT_TIMEOUT);
+        assert_eq!(p.location(), "MySQL database airflow on db.example:3307");
+        assert!(!format!("{p:?}").contains("p/ss"));
+    }
+
+    #[test]
+    fn defaults_are_localhost_3306() {
+        let p = plan("mariadb://root@/airflow").expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Tcp { host: "localhost".into(), port: 3306 });
+        assert_eq!(p.password, None);
+        let p = plan("mysql://u@[::1]/airflow").expect("plan");
+        assert_eq!(p.location(), "MySQL database airflow on [::1]:3306");
+    }
+
+    #[test]
+    fn unix_socket_wins_over_host() {
+        let p =
+            plan("mysql+pymysql://u:p@localhost/airflow?unix_socket=/run/mysqld/mysqld.sock&charset=utf8mb4")
+                .expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Socket(PathBuf::from("/run/mysqld/mysqld.sock")));
+        assert_eq!(p.location(), "MySQL database airflow on socket /run/mysqld/mysqld.sock");
+    }
+
+    #[test]
+    fn a_database_is_required() {
+        for url in ["mysql://u:secret@db", "mysql://u:secret@db/", "mysql://u:secret@db/?charset=utf8mb4"] {
+            let err = plan(url).expect_err(url);
+            assert!(matches!(err, Error::Config(_)), "{url}: {err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn connect_timeout_is_bounded_and_overridable() {
+        assert_eq!(
+            plan("mysql://db/a?connect_timeout=3").expect("plan").connect_timeout,
+            Duration::from_secs(3)
+        );
+        assert!(matches!(plan("mysql://db/a?connect_timeout=0"), Err(Error::Config(_))));
+        assert!(matches!(plan("mysql://db/a?connect_timeout=soon"), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn ssl_options_as_sqlalchemy_users_write_them() {
+        assert_eq!(tls("mysql://db/a"), None);
+        assert_eq!(tls("mysql://db/a?ssl_mode=DISABLED"), None);
+        assert_eq!(tls("mysql://db/a?ssl_mode=preferred"), None);
+        assert_eq!(tls("mysql://db/a?ssl=false"), None);
+        assert_eq!(tls("mysql://db/a?ssl=true&ssl_disabled=true"), None);
+        let unverified = Some(Tls { ca: None, verify_ca: false, verify_identity: false });
+        assert_eq!(tls("mysql://db/a?ssl_mode=REQUIRED"), unverified);
+        assert_eq!(tls("mysql://db/a?ssl=true"), unverified);
+        assert_eq!(tls("mysql://db/a?ssl=1"), unverified);
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=VERIFY_CA"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=verify_identity"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: true })
+        );
+        let ca = Some(PathBuf::from("/etc/ca.pem"));
+        assert_eq!(
+            tls("mysql://db/a?ssl_ca=/etc/ca.pem"),
+            Some(Tls { ca: ca.clone(), verify_ca: true, verify_identity: true })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_ca=/etc/ca.pem&ssl_check_hostname=false"),
+            Some(Tls { ca: ca.clone(), verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=REQUIRED&ssl_ca=/etc/ca.pem"),
+            Some(Tls { ca, verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_verify_cert=true"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: false })
+        );
+    }
+
+    #[test]
+    fn unsupported_or_malformed_ssl_options_are_refused() {
+        for url in [
+            "mysql://u:secret@db/a?ssl_cert=/c.pem&ssl_key=/k.pem",
+            "mysql://u:secret@db/a?ssl_capath=/etc/ssl",
+            "mysql://u:secret@db/a?ssl_mode=SOMETIMES",
+            "mysql://u:secret@db/a?ssl=maybe",
+        ] {
+            let err = plan(url).expect_err(url);
+            assert!(matches!(err, Error::Config(_)), "{url}: {err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+
+    fn ts(text: &str) -> Timestamp {
+        Timestamp::parse_rfc3339(text).expect("timestamp")
+    }
+
+    #[test]
+    fn timestamp_range_is_mysqls() {
+        assert!(require_storable_time("expires_at", ts("2038-01-19T03:14:07.999999Z")).is_ok());
+        assert!(require_storable_time("expires_at", ts("1970-01-01T00:00:01Z")).is_ok());
+        let late = require_storable_time("expires_at", ts("2038-01-19T03:14:08Z")).expect_err("too late");
+        assert!(matches!(late, Error::Usage(_)));
+        assert!(late.to_string().contains("MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC"), "{late}");
+        let early =
+            require_storable_time("expires_at", ts("1970-01-01T00:00:00.999999Z")).expect_err("too early");
+        assert!(matches!(early, Error::Usage(_)));
+        assert_eq!(TIMESTAMP_LAST_MICROS, ts("2038-01-19T03:14:07.999999Z").micros());
+    }
+
+    #[test]
+    fn utf8mb3_holds_the_basic_multilingual_plane_only() {
+        assert!(fits_utf8mb3("plain ascii/key"));
+        assert!(fits_utf8mb3("한국어 ключ €\u{FFFF}"));
+        assert!(!fits_utf8mb3("rocket 🚀"));
+        assert!(!fits_utf8mb3("\u{10000}"));
+        let err = require_utf8mb3("key", "🚀").expect_err("refused");
+        assert!(matches!(err, Error::Usage(_)));
+        assert!(err.to_string().starts_with("key "), "{err}");
+    }
+
+    #[test]
+    fn latin1_is_windows_1252() {
+        assert!(fits_latin1("s3://bucket/café"));
+        assert!(fits_latin1("€‚ƒ„…†‡ˆ‰Š‹ŒŽ‘’“”•–—˜™š›œžŸ"));
+        assert!(fits_latin1("\u{81}\u{8D}\u{8F}\u{90}\u{9D}\u{A0}ÿ"));
+        assert!(!fits_latin1("\u{80}"));
+        assert!(!fits_latin1("\u{9F}"));
+        assert!(!fits_latin1("ā"));
+        assert!(!fits_latin1("주문"));
+        assert!(!fits_latin1("🚀"));
+        // The full repertoire, as MariaDB 10.11 converts it: 256 characters.
+        let count =
+            (0..=0x10FFFF_u32).filter_map(char::from_u32).filter(|c| fits_latin1(&c.to_string())).count();
+        assert_eq!(count, 256);
+    }
+
+    #[test]
+    fn value_size_is_mediumtext() {
+        assert!(require_value_size("v", &"x".repeat(MEDIUMTEXT_BYTES)).is_ok());
+        assert!(matches!(require_value_size("v", &"x".repeat(MEDIUMTEXT_BYTES + 1)), Err(Error::Usage(_))));
+    }
+
+    #[test]
+    fn uuid_type_only_on_mariadb_10_7_and_later() {
+        assert!(mariadb_with_uuid("10.11.19-MariaDB-0+deb12u1"));
+        assert!(mariadb_with_uuid("11.4.2-MariaDB"));
+        assert!(mariadb_with_uuid("10.7.1-MariaDB-log"));
+        assert!(!mariadb_with_uuid("10.6.16-MariaDB"));
+        assert!(!mariadb_with_uuid("8.0.36"));
+        assert!(!mariadb_with_uuid("8.4.0-0ubuntu0.24.04.1"));
+    }
+
+    #[test]
+    fn the_ddl_falls_back_to_char32_uuids() {
+        let (native, fallback) = schema::MYSQL_UUID_FALLBACK;
+        let replaced: Vec<String> = schema::MYSQL_DDL.iter().map(|s| s.replace(native, fallback)).collect();
+        assert_eq!(schema::MYSQL_DDL.iter().map(|s| s.matches(native).count()).sum::<usize>(), 2);
+        assert!(replaced.iter().all(|s| !s.contains(native)));
+        assert_eq!(
+            schema::MYSQL_DDL.iter().filter_map(|s| created_table(s)).collect::<Vec<_>>(),
+            ["log_template", "backfill", "dag_version"].into_iter().chain(AIRFLOW_TABLES).collect::<Vec<_>>()
+        );
+    }
+}
