@@ -11,6 +11,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +29,9 @@ DEFAULT_URLS = {
     "mysql": ("STATE_STORE_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/"),
 }
 CLIENTS = {"sqlite": "sqlite3", "postgres": "psql", "mysql": "mariadb"}
+# What Airflow imports on each server dialect: a sync and an async driver, and on MySQL always
+# mysqlclient (MySQLdb), whichever driver the URL names.
+AIRFLOW_MODULES = {"postgres": ["psycopg2", "asyncpg"], "mysql": ["MySQLdb", "pymysql", "aiomysql"]}
 DB_PREFIX = "state_store_bench"
 
 
@@ -53,6 +57,22 @@ class Run:
     @property
     def rows_per_s(self):
         return self.rows_deleted / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def median_run(label, samples):
+    """One line of the report from repeated runs: the median wall time (the upper one of an
+    even count), the highest peak RSS, every sample kept for the JSON file."""
+    ok = [r for r in samples if r.ok]
+    if len(ok) < len(samples):
+        failed = next(r for r in samples if not r.ok)
+        return Run(failed.dialect, label, failed.kind, failed.batch_size, failed.rows_deleted, failed.wall_s,
+                   failed.rss_kb, False, failed.problem, failed.table_rows, failed.expired_rows)
+    walls = sorted(r.wall_s for r in ok)
+    middle = next(r for r in ok if r.wall_s == walls[len(walls) // 2])
+    run = Run(middle.dialect, label, middle.kind, middle.batch_size, middle.rows_deleted, middle.wall_s,
+              max(r.rss_kb for r in ok), True, "", middle.table_rows, middle.expired_rows, dict(middle.extra))
+    run.extra["samples_s"] = [r.wall_s for r in ok]
+    return run
 
 
 def cutoff_now():
@@ -104,6 +124,9 @@ class SqliteDb:
         shutil.copyfile(base, target)
         return target
 
+    def settle(self, target):
+        pass
+
     def drop(self, target):
         for suffix in ("", "-wal", "-shm"):
             Path(f"{target}{suffix}").unlink(missing_ok=True)
@@ -131,7 +154,8 @@ class SqliteDb:
 class ServerDb:
     """A PostgreSQL or MySQL server; each base and each run is a database of its own."""
 
-    def __init__(self, dialect):
+    def __init__(self, dialect, airflow_mysql_driver):
+        self.airflow_mysql_driver = airflow_mysql_driver
         var, default = DEFAULT_URLS[dialect]
         self.dialect = dialect
         self.server = seeding.Server(os.environ.get(var) or default)
@@ -149,7 +173,7 @@ class ServerDb:
     def url(self, target, airflow=False):
         driver = None
         if airflow:
-            driver = "psycopg2" if self.dialect == "postgres" else "pymysql"
+            driver = "psycopg2" if self.dialect == "postgres" else self.airflow_mysql_driver
         return self.server.with_database(target).url(driver)
 
     def seed(self, target, rows, pct):
@@ -176,6 +200,16 @@ class ServerDb:
         statements.append("ANALYZE TABLE " + ", ".join(f"`{t}`" for t in tables))
         self.server.sql(";\n".join(statements), db)
         return db
+
+    def settle(self, target):
+        """Writes the copy's dirty InnoDB pages to disk (FLUSH TABLES … FOR EXPORT does so for
+        the named tables), so the measured run does not pay for them."""
+        if self.dialect != "mysql":
+            return
+        tables = ", ".join(f"`{r[0]}`" for r in self.server.sql(
+            f"SELECT table_name FROM information_schema.tables WHERE table_schema = '{target}' "
+            "AND table_type = 'BASE TABLE'"))
+        self.server.sql(f"FLUSH TABLES {tables} FOR EXPORT; UNLOCK TABLES", target)
 
     def drop(self, target):
         self.admin(f"DROP DATABASE IF EXISTS {target}")
@@ -213,6 +247,7 @@ class Bench:
         self.runs = []
         self.memory = []
         self.copies = 0
+        self.airflow_dialects = set()
         self.airflow = self.find_airflow()
 
     def find_airflow(self):
@@ -228,6 +263,15 @@ class Bench:
         if done.returncode != 0 or version != "3.3.2":
             log(f"{exe} is not Airflow 3.3.2 ({version or done.stderr.strip()[-300:]}): Airflow runs skipped")
             return None
+        self.airflow_dialects = {"sqlite"}
+        for dialect, modules in AIRFLOW_MODULES.items():
+            check = subprocess.run([str(venv / "bin" / "python"), "-c", f"import {', '.join(modules)}"],
+                                   capture_output=True, text=True)
+            if check.returncode == 0:
+                self.airflow_dialects.add(dialect)
+            else:
+                log(f"Airflow in {venv} lacks {' or '.join(modules)} (bench/run.sh --install-airflow installs "
+                    f"them): its {dialect} run is skipped")
         log(f"Airflow {version} from {venv}")
         return exe
 
@@ -256,6 +300,9 @@ class Bench:
         self.copies += 1
         target = db.copy(base, f"run_{os.getpid()}_{self.copies}")
         try:
+            # Every run starts with the copy on disk: writing it back is not part of any run.
+            db.settle(target)
+            os.sync()
             argv, env = argv_for(target)
             cutoff = cutoff_now()
             wall, rss, code, out, err = timed(argv, env, run.label)
@@ -296,19 +343,25 @@ class Bench:
         args = self.args
         base, expired = self.base(db, f"base_{os.getpid()}", args.rows, 50)
         try:
-            for batch in args.batch_sizes:
-                run = Run(db.dialect, f"state-store clean, batch {batch:,}", "ours", batch)
-                self.runs.append(self.measure(db, base, args.rows, expired, run,
-                                              lambda t, b=batch: self.ours(db, t, b)))
+            specs = [(f"state-store clean, batch {batch:,}", "ours", batch, lambda t, b=batch: self.ours(db, t, b))
+                     for batch in args.batch_sizes]
             for index, (label, _) in enumerate(db.floors(base, cutoff_now())[0]):
-                run = Run(db.dialect, label, "floor", None)
-
                 def floor_cmd(target, index=index):
                     commands, env = db.floors(target, cutoff_now())
                     return commands[index][1], env
 
-                self.runs.append(self.measure(db, base, args.rows, expired, run, floor_cmd))
-            if self.airflow:
+                specs.append((label, "floor", None, floor_cmd))
+            # Rounds rather than back-to-back repeats, so that a slow spell of the machine is
+            # spread over every kind of run instead of falling on one.
+            samples = {label: [] for label, *_ in specs}
+            for round_ in range(args.repeat):
+                for label, kind, batch, argv_for in specs:
+                    run = Run(db.dialect, label + (f" (round {round_ + 1})" if args.repeat > 1 else ""), kind,
+                              batch)
+                    samples[label].append(self.measure(db, base, args.rows, expired, run, argv_for))
+            for label, kind, batch, _ in specs:
+                self.runs.append(median_run(label, samples[label]))
+            if self.airflow and db.dialect in self.airflow_dialects:
                 run = Run(db.dialect, f"Airflow 3.3.2 clean, batch {args.airflow_batch_size:,}", "airflow",
                           args.airflow_batch_size)
                 self.runs.append(self.measure(db, base, args.rows, expired, run,
@@ -339,7 +392,7 @@ class Bench:
     def main(self):
         started = time.monotonic()
         for name in self.args.dialects:
-            db = SqliteDb(self.work) if name == "sqlite" else ServerDb(name)
+            db = SqliteDb(self.work) if name == "sqlite" else ServerDb(name, self.args.airflow_mysql_driver)
             self.dialect(db)
         shutil.rmtree(self.home, ignore_errors=True)
         elapsed = time.monotonic() - started
@@ -369,6 +422,8 @@ class Bench:
         lines = [
             f"### state-store clean: {self.args.rows:,} task rows, half of them expired",
             "",
+            f"Our runs and the floor: median of {self.args.repeat} (range in brackets); Airflow: one run.",
+            "",
             "| database | run | rows deleted | wall s | rows/s | peak RSS MB | time ÷ floor | Airflow time ÷ time |",
             "|---|---|---:|---:|---:|---:|---:|---:|",
         ]
@@ -386,8 +441,12 @@ class Bench:
                 if not r.ok:
                     wall, rate, rss = "failed", "", ""
                 else:
-                    wall, rate, rss = f"{r.wall_s:.2f}", f"{r.rows_per_s:,.0f}" if r.kind != "startup" else "", \
-                        f"{r.rss_kb / 1024:.1f}"
+                    wall = f"{r.wall_s:.2f}"
+                    spread = r.extra.get("samples_s", [])
+                    if len(spread) > 1:
+                        wall += f" ({min(spread):.2f}–{max(spread):.2f})"
+                    rate = f"{r.rows_per_s:,.0f}" if r.kind != "startup" else ""
+                    rss = f"{r.rss_kb / 1024:.1f}"
                 lines.append(f"| {name} | {r.label} | {r.rows_deleted:,} | {wall} | {rate} | {rss} | {vs_floor} "
                              f"| {vs_airflow} |")
             ours = {r.batch_size: r for r in runs if r.kind == "ours" and r.ok}
@@ -433,8 +492,12 @@ def main():
                         help="comma-separated: sqlite, postgres, mysql (default all three)")
     parser.add_argument("--batch-sizes", type=int_list, default=[0, 1000, 10000],
                         help="batch sizes of our clean (default 0,1000,10000)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="runs of each of our cleans and of the floor; the table shows the median (default 3)")
     parser.add_argument("--airflow-batch-size", type=int, default=10000,
                         help="Airflow's [state_store] state_cleanup_batch_size (default 10000)")
+    parser.add_argument("--airflow-mysql-driver", choices=["pymysql", "mysqldb"], default="pymysql",
+                        help="SQLAlchemy driver of Airflow's MySQL URL (default pymysql)")
     parser.add_argument("--memory-dialects", default="sqlite",
                         help="dialects of the peak-RSS-against-table-size check, or 'none' (default sqlite)")
     parser.add_argument("--memory-expired", type=int_list, default=[100_000, 1_000_000],
@@ -459,6 +522,8 @@ def main():
         parser.error("missing: " + ", ".join(missing))
     if not Path(args.bin).exists():
         parser.error(f"no state-store binary at {args.bin}: run bench/run.sh, which builds it")
+    # SIGTERM as an exception, so that every seeded and copied database is still dropped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return Bench(args).main()
 
 

@@ -16,16 +16,22 @@ cd "$(dirname "$0")/.."
 if [[ "${1:-}" == "--install-airflow" ]]; then
     venv="${AIRFLOW_VENV:-bench/.airflow-venv}"
     python3 -m venv "$venv"
-    for attempt in 1 2 3; do
-        if "$venv/bin/pip" install --quiet --retries 5 --timeout 60 \
-            "apache-airflow==3.3.2" psycopg2-binary pymysql; then
-            "$venv/bin/airflow" version
-            exit 0
-        fi
-        echo "run.sh: pip install failed (attempt $attempt of 3)" >&2
-        sleep $((attempt * 10))
-    done
-    exit 1
+    install() {
+        for attempt in 1 2 3; do
+            "$venv/bin/pip" install --quiet --retries 5 --timeout 60 "$@" && return 0
+            echo "run.sh: pip install $* failed (attempt $attempt of 3)" >&2
+            sleep $((attempt * 10))
+        done
+        return 1
+    }
+    # Airflow opens a sync and an async engine: psycopg2 and asyncpg for PostgreSQL, pymysql
+    # and aiomysql for MySQL.
+    install "apache-airflow==3.3.2" psycopg2-binary asyncpg pymysql aiomysql
+    # On a MySQL URL Airflow insists on mysqlclient (MySQLdb) whatever the driver; it builds
+    # from source against libmariadb-dev, found by pkg-config.
+    install mysqlclient || echo "run.sh: no mysqlclient (apt-get install libmariadb-dev pkg-config, then run this again): Airflow's MySQL runs will be skipped" >&2
+    "$venv/bin/airflow" version
+    exit 0
 fi
 
 cargo build --release --locked --quiet
