@@ -330,8 +330,9 @@ class Bench:
                 # Airflow again on the same copy, with nothing left to delete: its fixed cost.
                 startup = Run(db.dialect, "Airflow clean, nothing to delete (start-up cost)", "startup",
                               run.batch_size)
-                wall, rss, _, code, out, err = timed(argv, env, startup.label)
+                wall, rss, cpu, code, out, err = timed(argv, env, startup.label)
                 startup.wall_s, startup.rss_kb, startup.table_rows = wall, rss, rows
+                startup.extra["cpu_s"] = round(cpu, 2)
                 startup.ok = code == 0
                 startup.problem = "" if startup.ok else f"exit code {code}: {err.strip()[-400:]}"
                 run.extra["startup"] = startup
@@ -430,8 +431,9 @@ class Bench:
             "",
             f"Our runs and the floor: median of {self.args.repeat} (range in brackets); Airflow: one run.",
             "",
-            "| database | run | rows deleted | wall s | rows/s | peak RSS MB | time ÷ floor | Airflow time ÷ time |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| database | run | rows deleted | wall s | rows/s | peak RSS MB | client CPU s | time ÷ floor "
+            "| Airflow time ÷ time |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         goals = []
         for dialect in self.args.dialects:
@@ -444,8 +446,9 @@ class Bench:
                 vs_floor = f"{r.wall_s / floor:.2f}" if floor and r.ok and r.kind != "startup" else ""
                 vs_airflow = (f"{airflow / r.wall_s:.1f}x" if airflow and r.ok and r.wall_s > 0
                               and r.kind in ("ours", "floor") else "")
+                cpu = f"{r.extra['cpu_s']:.2f}" if "cpu_s" in r.extra else ""
                 if not r.ok:
-                    wall, rate, rss = "failed", "", ""
+                    wall, rate, rss, cpu = "failed", "", "", ""
                 else:
                     wall = f"{r.wall_s:.2f}"
                     spread = r.extra.get("samples_s", [])
@@ -453,8 +456,8 @@ class Bench:
                         wall += f" ({min(spread):.2f}–{max(spread):.2f})"
                     rate = f"{r.rows_per_s:,.0f}" if r.kind != "startup" else ""
                     rss = f"{r.rss_kb / 1024:.1f}"
-                lines.append(f"| {name} | {r.label} | {r.rows_deleted:,} | {wall} | {rate} | {rss} | {vs_floor} "
-                             f"| {vs_airflow} |")
+                lines.append(f"| {name} | {r.label} | {r.rows_deleted:,} | {wall} | {rate} | {rss} | {cpu} "
+                             f"| {vs_floor} | {vs_airflow} |")
             ours = {r.batch_size: r for r in runs if r.kind == "ours" and r.ok}
             if floor and 0 in ours:
                 ratio = ours[0].wall_s / floor
@@ -522,8 +525,8 @@ def main():
     parser.add_argument("--json", help="also write every figure to this JSON file")
     args = parser.parse_args()
     args.dialects = [d for d in args.dialects.split(",") if d]
-    args.memory_dialects = {"none": [], "all": args.dialects}.get(args.memory_dialects) or \
-        [d for d in args.memory_dialects.split(",") if d]
+    presets = {"none": [], "all": args.dialects}
+    args.memory_dialects = presets.get(args.memory_dialects, [d for d in args.memory_dialects.split(",") if d])
     for d in args.dialects + args.memory_dialects:
         if d not in CLIENTS:
             parser.error(f"unknown dialect {d!r}: use sqlite, postgres, mysql")
