@@ -474,7 +474,7 @@ class Bench:
                                    if b != self.args.airflow_batch_size)
                 goals.append(f"- {name}: at least 4x faster than Airflow's clean at the same batch size "
                              f"({self.args.airflow_batch_size:,}): {'met' if speedup >= 4 else 'NOT met'} "
-                             f"({speedup:.1f}x; {others})")
+                             f"({speedup:.1f}x" + (f"; {others})" if others else ")"))
         if self.memory:
             lines += ["", "### Peak RSS of state-store clean against table size", "",
                       "| database | table rows | expired rows | " + " | ".join(
