@@ -87,6 +87,39 @@ impl SqliteStore {
         Ok(if names.is_empty() { None } else { Some(names) })
     }
 
+    /// The task upsert, with an optional condition on the update (`restore_task`'s
+    /// keep-the-newer-row rule). The conflict target is Airflow's own unique key, so a
+    /// concurrent Airflow worker writing the same key updates the same row instead of failing
+    /// or duplicating it.
+    fn write_task(&mut self, w: &TaskWrite<'_>, only_if: &str, what: &str) -> Result<()> {
+        let ctx = self.ctx(what);
+        self.conn
+            .execute(
+                &format!(
+                    r#"INSERT INTO task_state_store
+                           (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+                       VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+                       ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                           value = excluded.value, updated_at = excluded.updated_at,
+                           expires_at = excluded.expires_at
+                       {only_if}"#
+                ),
+                params![
+                    w.dag_run_id,
+                    w.scope.task_id,
+                    w.scope.map_index,
+                    w.key,
+                    w.scope.dag_id,
+                    w.scope.run_id,
+                    w.value,
+                    w.updated_at.to_sqlite_text(),
+                    w.expires_at.map(Timestamp::to_sqlite_text),
+                ],
+            )
+            .map(drop)
+            .map_err(|e| Error::db(ctx, e))
+    }
+
     fn ctx(&self, what: &str) -> String {
         format!("{what} in {}", self.location)
     }
@@ -295,30 +328,7 @@ impl Metastore for SqliteStore {
     }
 
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
-        let ctx = self.ctx("cannot write task_state_store");
-        // The conflict target is Airflow's own unique key, so a concurrent Airflow worker
-        // writing the same key updates the same row instead of failing or duplicating it.
-        self.conn
-            .execute(
-                r#"INSERT INTO task_state_store
-                       (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
-                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                   ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
-                       value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at"#,
-                params![
-                    w.dag_run_id,
-                    w.scope.task_id,
-                    w.scope.map_index,
-                    w.key,
-                    w.scope.dag_id,
-                    w.scope.run_id,
-                    w.value,
-                    w.updated_at.to_sqlite_text(),
-                    w.expires_at.map(Timestamp::to_sqlite_text),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| Error::db(ctx, e))
+        self.write_task(w, "", "cannot write task_state_store")
     }
 
     fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
@@ -342,29 +352,12 @@ impl Metastore for SqliteStore {
     }
 
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
-        let ctx = self.ctx("cannot restore into task_state_store");
-        self.conn
-            .execute(
-                r#"INSERT INTO task_state_store
-                       (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
-                   VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-                   ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
-                       value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
-                   WHERE task_state_store.updated_at <= excluded.updated_at"#,
-                params![
-                    w.dag_run_id,
-                    w.scope.task_id,
-                    w.scope.map_index,
-                    w.key,
-                    w.scope.dag_id,
-                    w.scope.run_id,
-                    w.value,
-                    w.updated_at.to_sqlite_text(),
-                    w.expires_at.map(Timestamp::to_sqlite_text),
-                ],
-            )
-            .map(drop)
-            .map_err(|e| Error::db(ctx, e))
+        // A restore never overwrites a row written since the export.
+        self.write_task(
+            w,
+            "WHERE task_state_store.updated_at <= excluded.updated_at",
+            "cannot restore into task_state_store",
+        )
     }
 
     fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
