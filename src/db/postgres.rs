@@ -754,6 +754,37 @@ impl PostgresStore {
         self.client.execute(sql, params).map_err(pg_err(ctx))
     }
 
+    /// The task upsert, with an optional condition on the update (`restore_task`'s
+    /// keep-the-newer-row rule). The conflict target is Airflow's own unique key
+    /// (task_state_store_uq), so a concurrent Airflow worker writing the same key updates the
+    /// same row instead of failing.
+    fn write_task(&mut self, w: &TaskWrite<'_>, only_if: &str, what: &str) -> Result<()> {
+        let sql = format!(
+            r#"INSERT INTO task_state_store
+                   (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
+               VALUES ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9)
+               ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
+                   value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
+               {only_if}"#
+        );
+        self.execute(
+            what,
+            &sql,
+            &[
+                &w.dag_run_id,
+                &w.scope.task_id,
+                &w.scope.map_index,
+                &w.key,
+                &w.scope.dag_id,
+                &w.scope.run_id,
+                &w.value,
+                &to_system_time(w.updated_at),
+                &w.expires_at.map(to_system_time),
+            ],
+        )
+        .map(drop)
+    }
+
     fn count(&mut self, what: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         Ok(self.first(what, sql, params, count_value)?.unwrap_or(0))
     }
@@ -859,28 +890,7 @@ impl Metastore for PostgresStore {
 
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         check_storable_map_index(w.scope.map_index)?;
-        // The conflict target is Airflow's own unique key (task_state_store_uq), so a concurrent
-        // Airflow worker writing the same key updates the same row instead of failing.
-        self.execute(
-            "cannot write task_state_store",
-            r#"INSERT INTO task_state_store
-                   (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
-               VALUES ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9)
-               ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
-                   value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at"#,
-            &[
-                &w.dag_run_id,
-                &w.scope.task_id,
-                &w.scope.map_index,
-                &w.key,
-                &w.scope.dag_id,
-                &w.scope.run_id,
-                &w.value,
-                &to_system_time(w.updated_at),
-                &w.expires_at.map(to_system_time),
-            ],
-        )
-        .map(drop)
+        self.write_task(w, "", "cannot write task_state_store")
     }
 
     fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
@@ -911,27 +921,12 @@ impl Metastore for PostgresStore {
 
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         self.check_restore_task(w)?;
-        self.execute(
+        // A restore never overwrites a row written since the export.
+        self.write_task(
+            w,
+            "WHERE task_state_store.updated_at <= excluded.updated_at",
             "cannot restore into task_state_store",
-            r#"INSERT INTO task_state_store
-                   (dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at)
-               VALUES ($1::bigint, $2, $3::bigint, $4, $5, $6, $7, $8, $9)
-               ON CONFLICT (dag_run_id, task_id, map_index, "key") DO UPDATE SET
-                   value = excluded.value, updated_at = excluded.updated_at, expires_at = excluded.expires_at
-               WHERE task_state_store.updated_at <= excluded.updated_at"#,
-            &[
-                &w.dag_run_id,
-                &w.scope.task_id,
-                &w.scope.map_index,
-                &w.key,
-                &w.scope.dag_id,
-                &w.scope.run_id,
-                &w.value,
-                &to_system_time(w.updated_at),
-                &w.expires_at.map(to_system_time),
-            ],
         )
-        .map(drop)
     }
 
     fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
