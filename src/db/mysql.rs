@@ -877,22 +877,8 @@ impl Metastore for MysqlStore {
     }
 
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
-        self.require("task_state_store", "dag_id", &w.scope.dag_id)?;
-        self.require("task_state_store", "run_id", &w.scope.run_id)?;
-        self.require("task_state_store", "task_id", &w.scope.task_id)?;
-        self.require("task_state_store", "key", w.key)?;
-        if i32::try_from(w.scope.map_index).is_err() {
-            return Err(Error::Usage(format!(
-                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
-                w.scope.map_index,
-                i32::MAX
-            )));
-        }
-        require_value_size("task_state_store.value", w.value)?;
-        require_storable_time("updated_at", w.updated_at)?;
-        if let Some(expires_at) = w.expires_at {
-            require_storable_time("expires_at", expires_at)?;
-        }
+        // What the columns can hold is the same for a write and a restore.
+        self.check_restore_task(w)?;
         let expires_at = w.expires_at.map_or(Value::NULL, time_param);
         // The duplicate key is Airflow's own unique key (task_state_store_uq), so a concurrent
         // Airflow worker writing the same key updates the same row instead of failing or
