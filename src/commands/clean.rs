@@ -111,6 +111,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         archive: archive.as_mut(),
     };
     let result = run.delete_all();
+    store.finish_clean();
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
     summary.archive = archive.as_ref().map(|sink| {

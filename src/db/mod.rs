@@ -193,6 +193,9 @@ pub(crate) trait Metastore {
     /// long as the connection) and bounds every lock wait of later statements by
     /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
     fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool>;
+    /// Ends a clean's work on this connection, whatever its outcome: a dialect that let the
+    /// session defer work (SQLite's WAL checkpoints) does it here. Best effort, never fails.
+    fn finish_clean(&mut self) {}
 
     /// The id of the `n`-th expired task row after `after_id` in primary-key order, or `None`
     /// when fewer than `n` remain. Batches are primary-key ranges: each batch starts where the
