@@ -21,6 +21,10 @@ Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, els
 $AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
 variables override the file, and flags override both.";
 
+/// The help heading of the flags every command accepts, so that each command's own flags are
+/// listed apart from them rather than interleaved.
+const GLOBAL: &str = "Global options";
+
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database.
 #[derive(Debug, Parser)]
@@ -35,13 +39,20 @@ pub(crate) struct Cli {
 #[derive(Debug, Args)]
 pub(crate) struct GlobalArgs {
     /// Airflow configuration file (airflow.cfg, or a .toml file with the same sections)
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// Database URL, overriding [database] sql_alchemy_conn (e.g. sqlite:////path/airflow.db)
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub conn: Option<String>,
     /// Output format: table for people, json/yaml for programs, plain for shell variables
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value_t = Format::Table,
+        help_heading = GLOBAL
+    )]
     pub output: Format,
 }
 
@@ -64,6 +75,8 @@ pub(crate) enum Command {
     /// Delete every key of a task instance or an asset
     Clear(ClearArgs),
     /// List keys with their values, filtered by scope
+    #[command(after_help = "The task flags are optional filters here: with none of them, every \
+                            task key is listed.")]
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
@@ -71,6 +84,9 @@ pub(crate) enum Command {
     /// the largest values and the tables' size on disk
     Stats(StatsArgs),
     /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
+    #[command(after_help = "With no filter, every task row and every asset row is exported. The \
+                            task flags are optional filters; task filters alone export task rows \
+                            only, asset flags alone asset rows only.")]
     Export(ExportArgs),
     /// Restore rows from an `export` file or a `--archive` of clean/clear, by upsert
     Import(ImportArgs),
@@ -175,7 +191,8 @@ pub(crate) struct SetArgs {
     /// default: [state_store] default_retention_days. Task scope only
     #[arg(long, value_name = "DURATION", conflicts_with = "expires_at")]
     pub retention: Option<String>,
-    /// Expire the key at this instant (RFC 3339, e.g. 2026-12-31T00:00:00Z). Task scope only
+    /// Expire the key at this instant: RFC 3339 with Z or an offset (2026-12-31T00:00:00Z), or a
+    /// date, taken as midnight UTC. Task scope only
     #[arg(long, value_name = "TIMESTAMP")]
     pub expires_at: Option<String>,
     /// Write a value longer than [state_store] max_value_storage_bytes anyway
@@ -211,7 +228,7 @@ pub(crate) struct ClearArgs {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// List the keys of every asset
+    /// List the keys of every asset, orphans included
     #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
@@ -233,7 +250,7 @@ pub(crate) struct ListArgs {
 pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// Export the keys of every asset (with task filters too: both)
+    /// Export the keys of every asset, orphans included (with task filters too: both)
     #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
@@ -258,7 +275,7 @@ pub(crate) struct ImportArgs {
     /// Skip (and count) rows whose dag run or asset no longer exists, instead of refusing the file
     #[arg(long)]
     pub skip_missing: bool,
-    /// Rows per transaction
+    /// Rows per transaction (at least 1)
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
 }
@@ -278,7 +295,7 @@ pub(crate) struct CleanArgs {
     /// Rows shown in the sample of a dry run
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub sample: u64,
-    /// Stop after deleting this many task rows (the rest is left for the next run)
+    /// Stop after deleting this many task rows, at least 1 (the rest is left for the next run)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_rows: Option<u64>,
     /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
