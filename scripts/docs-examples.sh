@@ -207,16 +207,14 @@ pages_completions() {
 pages_sandbox() {
     page sandbox
     find "$work" -mindepth 1 -delete
-    ex 'state-store --conn sqlite:///sandbox.db sandbox create --sample-data'
-    ex 'state-store --conn sqlite:///sandbox.db sandbox create -o json'
-    rm -f sandbox.db*
     ex 'state-store --conn sqlite:///sandbox.db sandbox create --sample-data -o json'
     ex 'state-store --conn sqlite:///sandbox.db sandbox add-dag-run --dag-id etl --run-id manual__1 -o json'
     ex 'state-store --conn sqlite:///sandbox.db sandbox add-asset --name old --uri s3://old/ --inactive -o plain'
     ex 'state-store --conn sqlite:///sandbox.db sandbox add-asset --name reports --uri s3://reports/'
-    printf '[database]\nsql_alchemy_conn = sqlite:///%s/airflow.db\n' "$work" > airflow.cfg
-    "$bin" sandbox create > /dev/null 2>&1
-    sqlite3 airflow.db 'DROP TABLE IF EXISTS state_store_sandbox' 2> /dev/null || true
+    ex 'state-store --conn sqlite:///sandbox.db sandbox create'
+    # A database with Airflow's tables but without the sandbox marker stands for a real metastore.
+    "$bin" --conn "sqlite:///$work/airflow.db" sandbox create > /dev/null 2>&1
+    sqlite3 airflow.db 'DROP TABLE state_store_sandbox'
     ex 'state-store --conn sqlite:///airflow.db sandbox add-dag-run --dag-id d --run-id r'
 }
 
