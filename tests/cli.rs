@@ -1103,8 +1103,8 @@ contract! {
         assert_problem(&run, "json_values", 2, "2 value(s) are not valid JSON: Airflow reads values with json.loads");
         assert_eq!(
             doctor_check(&run, "json_values", "[(r['table'], r['key'], r['detail']) for r in c['sample']]"),
-            "[('task_state_store', 'broken', 'Expecting value: line 1 column 1 (char 0): \"not json\"'), \
-             ('asset_state_store', 'zz', 'Expecting property name enclosed in double quotes: line 1 column 2 (char 1): \"{bad\"')]"
+            "[('task_state_store', 'broken', 'Expecting value: line 1 column 1 (char 0); stored text: not json'), \
+             ('asset_state_store', 'zz', 'Expecting property name enclosed in double quotes: line 1 column 2 (char 1); stored text: {bad')]"
         );
         // Every row was read once: Python's json.loads reads NaN, so that row is no problem.
         bench.exec(&format!("DELETE FROM task_state_store WHERE {k} = 'broken'"));

@@ -312,7 +312,8 @@ fn unreadable(value: &str) -> Option<String> {
     match json::parse(value) {
         Ok(_) => None,
         Err(e) if matches!(e.kind(), ParseErrorKind::NonFinite | ParseErrorKind::LoneSurrogate) => None,
-        Err(e) => Some(format!("{e}: {}", cut(&format!("{value:?}")))),
+        Err(e) if value.is_empty() => Some(format!("{e}; the stored text is empty")),
+        Err(e) => Some(format!("{e}; stored text: {}", cut(value))),
     }
 }
 
@@ -395,7 +396,7 @@ fn backend_check(ctx: &Context, store: Option<(&mut dyn Diagnose, Timestamp)>) -
         "a clean would refuse this database: its schema is not recognised".to_string()
     };
     let mut check =
-        Check::new("backend", Status::Info, format!("{} database {database}; {clean}", dialect_name(ctx)));
+        Check::new("backend", Status::Info, format!("{} at {database}; {clean}", dialect_name(ctx)));
     check.details = details;
     Ok(check)
 }
@@ -541,8 +542,14 @@ mod tests {
         assert_eq!(unreadable("NaN"), None, "json.loads reads NaN");
         assert_eq!(unreadable(r#""\ud800""#), None, "json.loads reads a lone surrogate");
         assert_eq!(unreadable("null"), None);
-        let e = unreadable("not json").unwrap_or_default();
-        assert!(e.starts_with("Expecting value: line 1 column 1 (char 0)"), "{e}");
+        assert_eq!(
+            unreadable("not json").as_deref(),
+            Some("Expecting value: line 1 column 1 (char 0); stored text: not json")
+        );
+        assert_eq!(
+            unreadable("").as_deref(),
+            Some("Expecting value: line 1 column 1 (char 0); the stored text is empty")
+        );
         assert!(unreadable("{\"a\": 1,}").is_some());
     }
 
