@@ -15,6 +15,7 @@ Exit codes:
   5    schema not recognised (not an Airflow 3.3 state store)
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
+  8    doctor found problems in the state store
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
@@ -24,6 +25,26 @@ variables override the file, and flags override both.";
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
 const GLOBAL: &str = "Global options";
+
+const DOCTOR_CHECKS: &str = "\
+Checks, read-only, each reported as ok, problem, warning, info or skipped:
+  schema               the state-store tables exist with Airflow 3.3's columns; otherwise names
+                       what it found: a pre-release 3.3, a 3.4 or a missing schema
+  dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
+  dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
+  dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
+  json_values          values Python's json.loads cannot read (every row, a page at a time)
+  key_length           keys over Airflow's 512 characters
+  value_size           values over [state_store] max_value_storage_bytes, measured as `set`
+                       measures them (skipped when the limit is 0)
+  sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
+                       Airflow's clean compares wrongly
+  inactive_asset_rows  keys of inactive assets: a warning, the next clean deletes them
+  backend              information: the database (password masked), the backend, and what a
+                       clean would do now with the configured settings
+
+Exit codes: 0 no problem (warnings and information never fail the run); 8 a check found a
+problem; 5 the schema is not recognised (after the report); 3 and 4 as for every command.";
 
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database.
@@ -83,6 +104,10 @@ pub(crate) enum Command {
     /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
     /// the largest values and the tables' size on disk
     Stats(StatsArgs),
+    /// Check the state store for damage and say what is wrong, check by check (exit 0 only
+    /// when healthy, 8 when a check finds a problem, 5 when the schema is not recognised)
+    #[command(after_help = DOCTOR_CHECKS)]
+    Doctor(DoctorArgs),
     /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
     #[command(after_help = "With no filter, every task row and every asset row is exported. The \
                             task flags are optional filters; task filters alone export task rows \
@@ -121,6 +146,13 @@ pub(crate) struct StatsArgs {
     /// How many of the largest values to show
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub largest: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// How many offending rows each check shows
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub sample: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
