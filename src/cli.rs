@@ -15,11 +15,36 @@ Exit codes:
   5    schema not recognised (not an Airflow 3.3 state store)
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
+  8    doctor found problems in the state store
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
 $AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
 variables override the file, and flags override both.";
+
+/// The help heading of the flags every command accepts, so that each command's own flags are
+/// listed apart from them rather than interleaved.
+const GLOBAL: &str = "Global options";
+
+const DOCTOR_CHECKS: &str = "\
+Checks, read-only, each reported as ok, problem, warning, info or skipped:
+  schema               the state-store tables exist with Airflow 3.3's columns; otherwise names
+                       what it found: a pre-release 3.3, a 3.4 or a missing schema
+  dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
+  dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
+  dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
+  json_values          values Python's json.loads cannot read (every row, a page at a time)
+  key_length           keys over Airflow's 512 characters
+  value_size           values over [state_store] max_value_storage_bytes, measured as `set`
+                       measures them (skipped when the limit is 0)
+  sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
+                       Airflow's clean compares wrongly
+  inactive_asset_rows  keys of inactive assets: a warning, the next clean deletes them
+  backend              information: the database (password masked), the backend, and what a
+                       clean would do now with the configured settings
+
+Exit codes: 0 no problem (warnings and information never fail the run); 8 a check found a
+problem; 5 the schema is not recognised (after the report); 3 and 4 as for every command.";
 
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database.
@@ -35,13 +60,20 @@ pub(crate) struct Cli {
 #[derive(Debug, Args)]
 pub(crate) struct GlobalArgs {
     /// Airflow configuration file (airflow.cfg, or a .toml file with the same sections)
-    #[arg(long, global = true, value_name = "PATH")]
+    #[arg(long, global = true, value_name = "PATH", help_heading = GLOBAL)]
     pub config: Option<PathBuf>,
     /// Database URL, overriding [database] sql_alchemy_conn (e.g. sqlite:////path/airflow.db)
-    #[arg(long, global = true, value_name = "URL")]
+    #[arg(long, global = true, value_name = "URL", help_heading = GLOBAL)]
     pub conn: Option<String>,
     /// Output format: table for people, json/yaml for programs, plain for shell variables
-    #[arg(short = 'o', long, global = true, value_enum, default_value_t = Format::Table)]
+    #[arg(
+        short = 'o',
+        long,
+        global = true,
+        value_enum,
+        default_value_t = Format::Table,
+        help_heading = GLOBAL
+    )]
     pub output: Format,
 }
 
@@ -64,13 +96,22 @@ pub(crate) enum Command {
     /// Delete every key of a task instance or an asset
     Clear(ClearArgs),
     /// List keys with their values, filtered by scope
+    #[command(after_help = "The task flags are optional filters here: with none of them, every \
+                            task key is listed.")]
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
     /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
     /// the largest values and the tables' size on disk
     Stats(StatsArgs),
+    /// Check the state store for damage and say what is wrong, check by check (exit 0 only
+    /// when healthy, 8 when a check finds a problem, 5 when the schema is not recognised)
+    #[command(after_help = DOCTOR_CHECKS)]
+    Doctor(DoctorArgs),
     /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
+    #[command(after_help = "With no filter, every task row and every asset row is exported. The \
+                            task flags are optional filters; task filters alone export task rows \
+                            only, asset flags alone asset rows only.")]
     Export(ExportArgs),
     /// Restore rows from an `export` file or a `--archive` of clean/clear, by upsert
     Import(ImportArgs),
@@ -105,6 +146,13 @@ pub(crate) struct StatsArgs {
     /// How many of the largest values to show
     #[arg(long, value_name = "N", default_value_t = 5)]
     pub largest: u64,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DoctorArgs {
+    /// How many offending rows each check shows
+    #[arg(long, value_name = "N", default_value_t = 5)]
+    pub sample: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -175,7 +223,8 @@ pub(crate) struct SetArgs {
     /// default: [state_store] default_retention_days. Task scope only
     #[arg(long, value_name = "DURATION", conflicts_with = "expires_at")]
     pub retention: Option<String>,
-    /// Expire the key at this instant (RFC 3339, e.g. 2026-12-31T00:00:00Z). Task scope only
+    /// Expire the key at this instant: RFC 3339 with Z or an offset (2026-12-31T00:00:00Z), or a
+    /// date, taken as midnight UTC. Task scope only
     #[arg(long, value_name = "TIMESTAMP")]
     pub expires_at: Option<String>,
     /// Write a value longer than [state_store] max_value_storage_bytes anyway
@@ -211,7 +260,7 @@ pub(crate) struct ClearArgs {
 pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// List the keys of every asset
+    /// List the keys of every asset, orphans included
     #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
@@ -233,7 +282,7 @@ pub(crate) struct ListArgs {
 pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
-    /// Export the keys of every asset (with task filters too: both)
+    /// Export the keys of every asset, orphans included (with task filters too: both)
     #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
@@ -258,7 +307,7 @@ pub(crate) struct ImportArgs {
     /// Skip (and count) rows whose dag run or asset no longer exists, instead of refusing the file
     #[arg(long)]
     pub skip_missing: bool,
-    /// Rows per transaction
+    /// Rows per transaction (at least 1)
     #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
     pub batch_size: u64,
 }
@@ -278,7 +327,7 @@ pub(crate) struct CleanArgs {
     /// Rows shown in the sample of a dry run
     #[arg(long, value_name = "N", default_value_t = 10)]
     pub sample: u64,
-    /// Stop after deleting this many task rows (the rest is left for the next run)
+    /// Stop after deleting this many task rows, at least 1 (the rest is left for the next run)
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_rows: Option<u64>,
     /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)

@@ -17,6 +17,8 @@ pub(crate) mod exit {
     pub(crate) const OUTPUT: i32 = 6;
     /// Another `clean` of the same database is running.
     pub(crate) const BUSY: i32 = 7;
+    /// `doctor` found at least one problem in a database whose schema it recognised.
+    pub(crate) const UNHEALTHY: i32 = 8;
     pub(crate) const SIGINT: i32 = 130;
     pub(crate) const SIGTERM: i32 = 143;
 }
@@ -36,6 +38,9 @@ pub(crate) enum Error {
     /// Another clean holds the database's clean lock: exit 7, so cron can tell "still running"
     /// from a failure.
     Busy(String),
+    /// `doctor` found problems (its report was already printed): exit 8, so a script can tell
+    /// a damaged state store from a database it could not check.
+    Unhealthy(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
     Interrupted { signal: i32 },
     /// Writing the report to stdout failed. A closed pipe ends the process quietly (exit 0);
@@ -64,6 +69,7 @@ impl Error {
             }
             Error::Output(_) => exit::OUTPUT,
             Error::Busy(_) => exit::BUSY,
+            Error::Unhealthy(_) => exit::UNHEALTHY,
         }
     }
 }
@@ -75,7 +81,8 @@ impl fmt::Display for Error {
             | Error::Config(msg)
             | Error::NotFound(msg)
             | Error::Schema(msg)
-            | Error::Busy(msg) => f.write_str(msg),
+            | Error::Busy(msg)
+            | Error::Unhealthy(msg) => f.write_str(msg),
             Error::Database { context, cause } => write!(f, "{context}: {cause}"),
             Error::Interrupted { signal } => {
                 let name = if *signal == 15 { "SIGTERM" } else { "SIGINT" };

@@ -127,6 +127,70 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
 }
 
+/// Runs `sql` with the database's foreign-key checks off, which is how a metastore comes to
+/// hold rows whose parent is gone (SQLite opened without Airflow's PRAGMA, a MySQL restore with
+/// foreign_key_checks=0, a PostgreSQL load in replica mode).
+fn without_foreign_keys(bench: &Bench, sql: &str) {
+    let off = match bench.dialect {
+        Dialect::Sqlite => "PRAGMA foreign_keys = OFF;",
+        Dialect::Postgres => "SET session_replication_role = replica;",
+        Dialect::Mysql => "SET foreign_key_checks = 0;",
+    };
+    bench.exec(&format!("{off} {sql}"));
+}
+
+/// A Python expression over one check of `doctor -o json` output, bound to `c`.
+fn doctor_check(run: &support::Run, name: &str, expr: &str) -> String {
+    run.json().py(&format!("(lambda c: {expr})(next(c for c in v['checks'] if c['name'] == {name:?}))"))
+}
+
+/// `doctor -o json` with the database unchanged, its exit code checked.
+fn doctor(bench: &Bench, code: i32, extra: &[&str]) -> support::Run {
+    let args = cmd(&["doctor", "-o", "json"], extra);
+    bench.unchanged(|| bench.run(&args).code(code))
+}
+
+/// Asserts the schema check of an unrecognised schema: the same words as every command's
+/// error, the other checks skipped, the configured backend still shown.
+#[track_caller]
+fn assert_schema_problem(run: &support::Run, found: &str, message: &str) {
+    assert_eq!(
+        doctor_check(run, "schema", "(c['status'], c['details']['found'])"),
+        format!("('problem', '{found}')")
+    );
+    assert!(doctor_check(run, "schema", "c['message']").contains(message), "{}", run.stdout);
+    assert_eq!(run.json().py("v['healthy']"), "False");
+    assert_eq!(run.json().py("{c['status'] for c in v['checks'][1:-1]}"), "{'skipped'}");
+    assert_eq!(
+        doctor_check(
+            run,
+            "backend",
+            "(c['status'], 'schema is not recognised' in c['message'], 'dialect' in c['details'])"
+        ),
+        "('info', True, True)"
+    );
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(lines[0].starts_with("error: ") && lines[0].contains(message), "{}", run.stderr);
+}
+
+/// Asserts one problem check of a damaged store: its status, count and plain words, and the
+/// one `error:` line naming it.
+#[track_caller]
+fn assert_problem(run: &support::Run, name: &str, count: u64, message: &str) {
+    assert_eq!(doctor_check(run, name, "(c['status'], c['count'])"), format!("('problem', {count})"));
+    let text = doctor_check(run, name, "c['message']");
+    assert!(text.contains(message), "{name} message {text} lacks {message:?}");
+    assert_eq!(run.json().py("v['healthy']"), "False");
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "one stderr line: {}", run.stderr);
+    assert!(
+        lines[0].starts_with("error: doctor found") && lines[0].contains(&format!("{name} ({count})")),
+        "{}",
+        run.stderr
+    );
+}
+
 /// One `#[test]` per dialect for each function: `on_sqlite::name`, `on_postgres::name`, …
 /// A metastore for export tests: task rows of two runs (mapped, expired, never expiring, an
 /// external reference, a value that is not JSON) and asset rows, one of them written by a task.
@@ -932,9 +996,304 @@ contract! {
         bench.run(&["stats"]).success().stderr_has("11 task key(s)");
     }
 
+    // ------------------------------------------------------------ doctor
+
+    fn doctor_finds_a_healthy_store_healthy(d: Dialect) {
+        let mut bench = with_run(d);
+        bench.run(&cmd(&["set", "wm", "\"2026-11-28T00:00:00Z\""], &task(&[]))).success();
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "cursor", "[17, \"page-3\"]", "--asset-id", &asset]).success();
+        let run = doctor(&bench, 0, &[]);
+        let timestamps = if d == Dialect::Sqlite { "ok" } else { "skipped" };
+        assert_eq!(
+            run.json().py("(v['healthy'], [(c['name'], c['status']) for c in v['checks']])"),
+            format!(
+                "(True, [('schema', 'ok'), ('dag_run_match', 'ok'), ('dangling_task_rows', 'ok'), \
+                 ('dangling_asset_rows', 'ok'), ('json_values', 'ok'), ('key_length', 'ok'), ('value_size', 'ok'), \
+                 ('sqlite_timestamps', '{timestamps}'), ('inactive_asset_rows', 'ok'), ('backend', 'info')])"
+            )
+        );
+        assert_eq!(doctor_check(&run, "schema", "c['details']['found']"), "'Airflow 3.3'");
+        assert_eq!(doctor_check(&run, "json_values", "c['message']"), "'every value is valid JSON (1 task and 1 asset row(s) read)'");
+        run.stderr_has("doctor: healthy");
+        let table = bench.unchanged(|| bench.run(&["doctor"]).success());
+        assert!(table.stdout.contains("every task row's dag_id and run_id match its dag run"), "{}", table.stdout);
+        assert_eq!(table.stderr.lines().count(), 1, "{}", table.stderr);
+        // A custom backend changes nothing in the tables, only what a clean would do.
+        bench.env("AIRFLOW__STATE_STORE__BACKEND", "mypackage.state.CustomStateBackend");
+        let run = doctor(&bench, 0, &[]);
+        assert_eq!(
+            doctor_check(&run, "backend", "('clean skip this database' in c['message'], 'expired_task_rows' in c['details'])"),
+            "(True, False)"
+        );
+    }
+
+    fn doctor_finds_task_rows_that_disagree_with_their_dag_run(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_dag_run("other_dag", "other_run");
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "a", "1", "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "b", "1", "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "c", "1", "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "fine", "1", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let k = bench.key_col();
+        bench.exec(&format!("UPDATE task_state_store SET dag_id = 'other_dag' WHERE {k} = 'a'"));
+        bench.exec(&format!("UPDATE task_state_store SET run_id = 'other_run' WHERE {k} IN ('b', 'c')"));
+        let run = doctor(&bench, 8, &["--sample", "2"]);
+        assert_problem(&run, "dag_run_match", 3, "3 task row(s) disagree with their dag run");
+        assert_eq!(
+            doctor_check(&run, "dag_run_match", "[(r['dag_id'], r['run_id'], r['key']) for r in c['sample']]"),
+            format!("[('other_dag', '{RUN}', 'a'), ('{DAG}', 'other_run', 'b')]")
+        );
+        let detail = doctor_check(&run, "dag_run_match", "c['sample'][0]['detail']");
+        assert!(detail.contains(&format!("is dag_id=\"{DAG}\" run_id=\"{RUN}\"")), "{detail}");
+        assert_eq!(doctor_check(&run, "dangling_task_rows", "c['status']"), "'ok'");
+    }
+
+    fn doctor_finds_task_rows_whose_dag_run_is_gone(d: Dialect) {
+        let bench = with_run(d);
+        bench.insert_task_row(DAG, RUN, "load", -1, "kept", "1", "2026-11-28 00:00:00.000000", None);
+        without_foreign_keys(&bench, &format!(
+            "INSERT INTO task_state_store (dag_run_id, task_id, map_index, {}, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (999, 'load', 2, 'lost', 'gone_dag', 'gone_run', '1', {}, NULL)",
+            bench.key_col(),
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "dangling_task_rows", 1, "1 task row(s) point at a dag run that no longer exists");
+        assert_eq!(
+            doctor_check(&run, "dangling_task_rows", "[(r['dag_id'], r['map_index'], r['key'], r['detail']) for r in c['sample']]"),
+            "[('gone_dag', 2, 'lost', 'dag_run_id 999 does not exist')]"
+        );
+        assert_eq!(doctor_check(&run, "dag_run_match", "c['status']"), "'ok'", "a missing run is not a mismatch");
+    }
+
+    fn doctor_finds_asset_rows_whose_asset_is_gone(d: Dialect) {
+        let bench = Bench::on(d);
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "kept", "1", "--asset-id", &asset]).success();
+        without_foreign_keys(&bench, &format!(
+            "INSERT INTO asset_state_store (asset_id, {}, value, updated_at, last_updated_by_kind) VALUES (999, 'lost', '1', {}, 'api')",
+            bench.key_col(),
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "dangling_asset_rows", 1, "1 asset row(s) point at an asset that no longer exists");
+        assert_eq!(
+            doctor_check(&run, "dangling_asset_rows", "[(r['asset_id'], r['asset_name'], r['key'], r['detail']) for r in c['sample']]"),
+            "[(999, None, 'lost', 'asset id 999 does not exist')]"
+        );
+        // The next clean deletes such a row with the keys of inactive assets: a warning too.
+        assert_eq!(doctor_check(&run, "inactive_asset_rows", "(c['status'], c['count'])"), "('warning', 1)");
+    }
+
+    fn doctor_finds_values_that_are_not_json_reading_page_by_page(d: Dialect) {
+        let bench = with_run(d);
+        // More rows than one page of the check (500) in each table, the damaged ones last.
+        seed_expiring(&bench, 1100, 1000);
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "broken", "not json", "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "nan", "NaN", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let asset = bench.add_asset("orders", "s3://orders/", true);
+        let k = bench.key_col();
+        let rows: Vec<String> = (0..600)
+            .map(|i| format!("({asset}, 'k{i:04}', '[{i}]', {})", bench.ts_lit(Some("2026-11-28 00:00:00.000000"))))
+            .collect();
+        bench.exec(&format!("INSERT INTO asset_state_store (asset_id, {k}, value, updated_at) VALUES {}", rows.join(", ")));
+        bench.exec(&format!(
+            "INSERT INTO asset_state_store (asset_id, {k}, value, updated_at) VALUES ({asset}, 'zz', '{{bad', {})",
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "json_values", 2, "2 value(s) are not valid JSON: Airflow reads values with json.loads");
+        assert_eq!(
+            doctor_check(&run, "json_values", "[(r['table'], r['key'], r['detail']) for r in c['sample']]"),
+            "[('task_state_store', 'broken', 'Expecting value: line 1 column 1 (char 0); stored text: not json'), \
+             ('asset_state_store', 'zz', 'Expecting property name enclosed in double quotes: line 1 column 2 (char 1); stored text: {bad')]"
+        );
+        // Every row was read once: Python's json.loads reads NaN, so that row is no problem.
+        bench.exec(&format!("DELETE FROM task_state_store WHERE {k} = 'broken'"));
+        bench.exec(&format!("DELETE FROM asset_state_store WHERE {k} = 'zz'"));
+        let run = doctor(&bench, 0, &[]);
+        assert_eq!(
+            doctor_check(&run, "json_values", "c['message']"),
+            "'every value is valid JSON (1101 task and 600 asset row(s) read)'"
+        );
+    }
+
+    fn doctor_finds_keys_longer_than_airflow_allows(d: Dialect) {
+        let bench = with_run(d);
+        if d != Dialect::Sqlite {
+            // Airflow's VARCHAR(512) refuses longer keys on PostgreSQL and MySQL, so Airflow's
+            // schema cannot hold this damage there; the column is widened (as a hand-altered
+            // schema would be) so that the check's own SQL still runs on this dialect.
+            bench.exec(match d {
+                Dialect::Postgres => r#"ALTER TABLE task_state_store ALTER COLUMN "key" TYPE VARCHAR(600)"#,
+                _ => "ALTER TABLE task_state_store MODIFY `key` VARCHAR(600) CHARACTER SET utf8mb3 COLLATE utf8mb3_bin NOT NULL",
+            });
+        }
+        let long = "k".repeat(513);
+        // 400 characters, 800 bytes: the limit is in characters.
+        let wide = "é".repeat(400);
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, &long, "1", "2026-11-28 00:00:00.000000", None),
+            ("load", -1, &wide, "1", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "key_length", 1, "1 key(s) are longer than Airflow's 512 characters");
+        assert_eq!(
+            doctor_check(&run, "key_length", "[(len(r['key']), r['detail']) for r in c['sample']]"),
+            "[(513, '513 characters')]"
+        );
+        let table = bench.run(&["doctor"]).code(8);
+        assert!(table.stdout.contains(&format!("{}…", "k".repeat(59))), "the table cuts long keys: {}", table.stdout);
+    }
+
+    fn doctor_finds_values_over_max_value_storage_bytes(d: Dialect) {
+        let mut bench = with_run(d);
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "small", "123456789", "2026-11-28 00:00:00.000000", None),
+            // 7 characters, 12 bytes as stored: measured in bytes, as `set` measures.
+            ("load", -1, "wide", "\"ééééé\"", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "big", "[1, 2, 3, 4]", "--asset-id", &asset]).success();
+        // The default limit, 65535 bytes, holds them all.
+        doctor(&bench, 0, &[]);
+        bench.env("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "10");
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "value_size", 2, "2 value(s) are larger than [state_store] max_value_storage_bytes = 10 (from environment variable AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES)");
+        assert_eq!(
+            doctor_check(&run, "value_size", "[(r['table'], r['key'], r['detail']) for r in c['sample']]"),
+            "[('task_state_store', 'wide', '12 bytes'), ('asset_state_store', 'big', '12 bytes')]"
+        );
+        bench.env("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "0");
+        let run = doctor(&bench, 0, &[]);
+        assert_eq!(doctor_check(&run, "value_size", "(c['status'], c['count'])"), "('skipped', None)");
+    }
+
+    fn doctor_finds_sqlite_timestamps_airflow_compares_wrongly(d: Dialect) {
+        let bench = with_run(d);
+        if d != Dialect::Sqlite {
+            // PostgreSQL and MySQL store timestamps as timestamps: the check does not apply.
+            let run = doctor(&bench, 0, &[]);
+            assert_eq!(doctor_check(&run, "sqlite_timestamps", "(c['status'], c['count'])"), "('skipped', None)");
+            assert!(doctor_check(&run, "sqlite_timestamps", "c['message']").contains("not applicable"));
+            return;
+        }
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "good", "1", "2026-11-28 00:00:00.000000", Some("2026-12-28 00:00:00.000000")),
+            ("load", -1, "iso", "1", "2026-11-28T00:00:00Z", None),
+            ("load", -1, "short", "1", "2026-11-28 00:00:00.000000", Some("2026-12-28 00:00:00")),
+        ]);
+        let asset = bench.add_asset("orders", "s3://orders/", true);
+        bench.exec(&format!(
+            "INSERT INTO asset_state_store (asset_id, \"key\", value, updated_at) VALUES ({asset}, 'offset', '1', '2026-11-28 00:00:00.000000+00:00')"
+        ));
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "sqlite_timestamps", 3, "3 row(s) hold a timestamp not in Airflow's stored form YYYY-MM-DD HH:MM:SS.ffffff");
+        assert_eq!(
+            doctor_check(&run, "sqlite_timestamps", "[(r['key'], r['detail']) for r in c['sample']]"),
+            "[('iso', 'updated_at \"2026-11-28T00:00:00Z\"'), ('short', 'expires_at \"2026-12-28 00:00:00\"'), \
+             ('offset', 'updated_at \"2026-11-28 00:00:00.000000+00:00\"')]"
+        );
+    }
+
+    fn doctor_names_pre_release_tables(d: Dialect) {
+        let bench = with_run(d);
+        bench.exec("ALTER TABLE task_state_store RENAME TO task_state");
+        bench.exec("ALTER TABLE asset_state_store RENAME TO asset_state");
+        let before = bench.rows("SELECT count(*) FROM task_state");
+        let run = bench.run(&["doctor", "-o", "json"]).code(5);
+        assert_eq!(before, bench.rows("SELECT count(*) FROM task_state"));
+        assert_schema_problem(&run, "pre-release Airflow 3.3", "has the pre-release Airflow 3.3 table(s) task_state, asset_state");
+    }
+
+    fn doctor_names_an_airflow_3_4_schema(d: Dialect) {
+        let bench = with_run(d);
+        bench.exec("ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)");
+        let run = bench.unchanged(|| bench.run(&["doctor", "-o", "json"]).code(5));
+        assert_schema_problem(&run, "Airflow 3.4", "has the Airflow 3.4 state-store schema (task_state_store.region_id)");
+    }
+
+    fn doctor_names_missing_tables(d: Dialect) {
+        let bench = with_run(d);
+        bench.exec("DROP TABLE task_state_store");
+        bench.exec("DROP TABLE asset_state_store");
+        let runs = bench.rows("SELECT id, dag_id, run_id FROM dag_run");
+        let run = bench.run(&["doctor", "-o", "json"]).code(5);
+        assert_eq!(runs, bench.rows("SELECT id, dag_id, run_id FROM dag_run"));
+        assert_schema_problem(&run, "no state-store tables", "has no task_state_store or asset_state_store table");
+        // The table form says the same, and the error line is the one every command gives.
+        let table = bench.run(&["doctor"]).fails(5, "no task_state_store or asset_state_store table");
+        assert!(table.stdout.contains("schema              | problem"), "{}", table.stdout);
+        bench.run(&["list"]).fails(5, "no task_state_store or asset_state_store table");
+    }
+
+    fn doctor_json_output_has_a_stable_shape(d: Dialect) {
+        let bench = with_run(d);
+        bench.insert_task_row(DAG, RUN, "load", 3, "broken", "{", "2026-11-28 00:00:00.000000", Some("2020-01-01 00:00:00.000000"));
+        let inactive = bench.add_asset("legacy", "s3://legacy/", false).to_string();
+        bench.exec(&format!(
+            "INSERT INTO asset_state_store (asset_id, {}, value, updated_at) VALUES ({inactive}, 'cursor', '17', {})",
+            bench.key_col(),
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        let run = doctor(&bench, 8, &[]);
+        let v = run.json();
+        assert_eq!(v.py("sorted(v)"), "['checks', 'healthy']");
+        assert_eq!(
+            v.py("[c['name'] for c in v['checks']]"),
+            "['schema', 'dag_run_match', 'dangling_task_rows', 'dangling_asset_rows', 'json_values', 'key_length', \
+             'value_size', 'sqlite_timestamps', 'inactive_asset_rows', 'backend']"
+        );
+        assert_eq!(
+            v.py("{tuple(c) for c in v['checks']}"),
+            "{('name', 'status', 'message', 'count', 'sample', 'details')}"
+        );
+        assert_eq!(
+            doctor_check(&run, "json_values", "list(c['sample'][0])"),
+            "['table', 'dag_id', 'run_id', 'task_id', 'map_index', 'key', 'detail']"
+        );
+        assert_eq!(
+            doctor_check(&run, "inactive_asset_rows", "(c['status'], list(c['sample'][0]), c['sample'][0]['asset_name'])"),
+            "('warning', ['table', 'asset_id', 'asset_name', 'key', 'detail'], 'legacy')"
+        );
+        let dialect = match d { Dialect::Sqlite => "SQLite", Dialect::Postgres => "PostgreSQL", Dialect::Mysql => "MySQL/MariaDB" };
+        assert_eq!(
+            doctor_check(&run, "backend", "(c['status'], c['count'], c['details']['dialect'], c['details']['database'], \
+                c['details']['state_cleanup_batch_size'], c['details']['default_retention_days_from'], \
+                c['details']['expired_task_rows'], c['details']['orphaned_asset_rows'])"),
+            format!("('info', None, '{dialect}', '{}', 0, 'default', 1, 1)", bench.url())
+        );
+        let yaml = bench.run(&["doctor", "-o", "yaml"]).code(8);
+        assert!(yaml.stdout.starts_with("healthy: false\nchecks:\n  - name: \"schema\"\n"), "{}", yaml.stdout);
+        let plain = bench.run(&["doctor", "-o", "plain"]).code(8);
+        assert!(plain.stdout.starts_with("schema ok\ndag_run_match ok 0\n"), "{}", plain.stdout);
+        assert!(plain.stdout.contains("\njson_values problem 1\n"), "{}", plain.stdout);
+    }
+
 }
 
 // ---------------------------------------------------------------- the command line itself
+
+#[test]
+fn doctor_help_lists_its_checks_and_exit_codes() {
+    let run = Bench::bare().run(&["doctor", "--help"]).success();
+    for word in [
+        "dag_run_match",
+        "sqlite_timestamps",
+        "inactive_asset_rows",
+        "backend",
+        "--sample",
+        "8 a check found a",
+    ] {
+        assert!(run.stdout.contains(word), "doctor --help lacks {word}: {}", run.stdout);
+    }
+    assert!(Bench::bare().run(&["--help"]).success().stdout.contains("8    doctor found problems"));
+}
 
 #[test]
 fn help_lists_commands_and_exit_codes() {

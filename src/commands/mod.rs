@@ -6,6 +6,7 @@ mod clean;
 mod clear;
 mod config_cmd;
 mod delete;
+mod doctor;
 mod export;
 mod generated;
 mod get;
@@ -32,6 +33,7 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::List(args) => list::run(&global, &args),
         Command::Clean(args) => clean::run(&global, &args),
         Command::Stats(args) => stats::run(&global, &args),
+        Command::Doctor(args) => doctor::run(&global, &args),
         Command::Export(args) => export::run(&global, &args),
         Command::Import(args) => import::run(&global, &args),
         Command::Config(args) => config_cmd::run(&global, &args),

@@ -287,6 +287,36 @@ pub(crate) enum SchemaVersion {
     Airflow33,
 }
 
+impl SchemaVersion {
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            SchemaVersion::Airflow33 => "Airflow 3.3",
+        }
+    }
+}
+
+/// A schema the tool does not work on: what was found, in a few words (`doctor` names it),
+/// and the message every other command fails with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SchemaProblem {
+    pub found: &'static str,
+    pub message: String,
+}
+
+impl SchemaProblem {
+    fn new(found: &'static str, message: String) -> SchemaProblem {
+        SchemaProblem { found, message }
+    }
+
+    /// The error every command but `doctor` fails with: exit 5.
+    pub(crate) fn into_error(self) -> Error {
+        Error::Schema(self.message)
+    }
+}
+
+/// The schema check's outcome: the version recognised, or why it was not.
+pub(crate) type SchemaFinding = std::result::Result<SchemaVersion, SchemaProblem>;
+
 /// Columns the tool reads or writes, per table. Anything else may exist (newer Airflow
 /// versions add columns); a missing one means a schema we do not understand.
 pub(crate) const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
@@ -328,11 +358,13 @@ pub(crate) const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
 const PRE_RELEASE_TABLES: &[(&str, &str)] = &[("task_state", "asset_state"), ("task_store", "asset_store")];
 
 /// Decides what a database holds from a column lister (`None` = table missing). Shared by all
-/// dialects so every one of them refuses the same schemas with the same words.
-pub(crate) fn recognise_schema(
+/// dialects so every one of them refuses the same schemas with the same words. The outer error
+/// is a database that could not be read at all; an unknown schema is the inner one, which the
+/// commands turn into [`Error::Schema`] and `doctor` reports.
+pub(crate) fn diagnose_schema(
     location: &str,
     mut columns: impl FnMut(&str) -> Result<Option<Vec<String>>>,
-) -> Result<SchemaVersion> {
+) -> Result<SchemaFinding> {
     let task = columns("task_state_store")?;
     let asset = columns("asset_state_store")?;
     if task.is_none() && asset.is_none() {
@@ -342,24 +374,33 @@ pub(crate) fn recognise_schema(
                 .filter(|name| matches!(columns(name), Ok(Some(_))))
                 .collect();
             if !found.is_empty() {
-                return Err(Error::Schema(format!(
-                    "{location} has the pre-release Airflow 3.3 table(s) {}, not task_state_store/asset_state_store: \
-                     upgrade the metastore with `airflow db migrate` on Airflow 3.3.0 or later",
-                    found.join(", ")
+                return Ok(Err(SchemaProblem::new(
+                    "pre-release Airflow 3.3",
+                    format!(
+                        "{location} has the pre-release Airflow 3.3 table(s) {}, not task_state_store/asset_state_store: \
+                         upgrade the metastore with `airflow db migrate` on Airflow 3.3.0 or later",
+                        found.join(", ")
+                    ),
                 )));
             }
         }
-        return Err(Error::Schema(format!(
-            "{location} has no task_state_store or asset_state_store table: is it an Airflow 3.3 metastore? \
-             (`airflow db migrate` creates them)"
+        return Ok(Err(SchemaProblem::new(
+            "no state-store tables",
+            format!(
+                "{location} has no task_state_store or asset_state_store table: is it an Airflow 3.3 metastore? \
+                 (`airflow db migrate` creates them)"
+            ),
         )));
     }
     if let Some(cols) = &task
         && cols.iter().any(|c| c == "region_id")
     {
-        return Err(Error::Schema(format!(
-            "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
+        return Ok(Err(SchemaProblem::new(
+            "Airflow 3.4",
+            format!(
+                "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
                  which this version of state-store does not support; it supports Airflow 3.3"
+            ),
         )));
     }
     for (table, required) in REQUIRED_COLUMNS {
@@ -369,20 +410,24 @@ pub(crate) fn recognise_schema(
             other => columns(other)?,
         };
         let Some(found) = found else {
-            return Err(Error::Schema(format!(
-                "{location} has no {table} table, which an Airflow 3.3 metastore has"
+            return Ok(Err(SchemaProblem::new(
+                "incomplete Airflow 3.3 schema",
+                format!("{location} has no {table} table, which an Airflow 3.3 metastore has"),
             )));
         };
         let missing: Vec<&str> =
             required.iter().copied().filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c))).collect();
         if !missing.is_empty() {
-            return Err(Error::Schema(format!(
-                "{location}: table {table} lacks column(s) {} that Airflow 3.3 has; the schema is not recognised",
-                missing.join(", ")
+            return Ok(Err(SchemaProblem::new(
+                "unrecognised schema",
+                format!(
+                    "{location}: table {table} lacks column(s) {} that Airflow 3.3 has; the schema is not recognised",
+                    missing.join(", ")
+                ),
             )));
         }
     }
-    Ok(SchemaVersion::Airflow33)
+    Ok(Ok(SchemaVersion::Airflow33))
 }
 
 /// Opens the database named by the URL and checks its schema.
@@ -399,6 +444,102 @@ pub(crate) fn open(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<
         Dialect::Mysql => {
             let _ = schema;
             Ok(Box::new(mysql::MysqlStore::open(url, access)?))
+        }
+        #[allow(unreachable_patterns)]
+        _ => Err(not_built(url)),
+    }
+}
+
+/// Where a damaged row lives, for `doctor`'s samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    Task(TaskScope),
+    /// An asset row; the name is `None` when the asset row is gone.
+    Asset {
+        asset_id: i64,
+        asset_name: Option<String>,
+    },
+}
+
+/// One damaged row: where it is, its key, and what is wrong with it in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRow {
+    pub place: Place,
+    pub key: String,
+    pub detail: String,
+}
+
+/// The rows one `doctor` check found: how many in all, and the first few of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub count: u64,
+    pub sample: Vec<FoundRow>,
+}
+
+impl Finding {
+    /// Two tables' findings as one (task rows first), the sample still at most `limit` rows.
+    pub(crate) fn and(mut self, other: Finding, limit: u64) -> Finding {
+        self.count += other.count;
+        self.sample.extend(other.sample);
+        self.sample.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        self
+    }
+}
+
+/// What `doctor` asks of a database beyond the commands' own operations: read-only searches
+/// for rows Airflow's schema should not hold, each giving a count and the first `sample` rows
+/// in primary-key order. Kept apart from [`Metastore`] so that no other command sees them.
+pub(crate) trait Diagnose: Metastore {
+    /// Task rows whose `dag_id` or `run_id` differ from those of the dag run their
+    /// `dag_run_id` points at.
+    fn mismatched_dag_runs(&mut self, sample: u64) -> Result<Finding>;
+    /// Task rows whose dag run no longer exists (only possible with foreign keys off).
+    fn task_rows_without_dag_run(&mut self, sample: u64) -> Result<Finding>;
+    /// Asset rows whose asset no longer exists (only possible with foreign keys off).
+    fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding>;
+    /// Keys of either table longer than `max_chars` characters (not bytes).
+    fn long_keys(&mut self, max_chars: u64, sample: u64) -> Result<Finding>;
+    /// Values of either table longer than `max_bytes` bytes as stored, measured as `set`
+    /// measures a value against `max_value_storage_bytes`.
+    fn large_values(&mut self, max_bytes: u64, sample: u64) -> Result<Finding>;
+    /// Timestamps stored as text that is not Airflow's `YYYY-MM-DD HH:MM:SS.ffffff`; `None`
+    /// where the dialect stores real timestamps and the question does not arise.
+    fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
+        let _ = sample;
+        Ok(None)
+    }
+    /// Up to `limit` asset rows after `(asset_id, key)` in primary-key order (from the first
+    /// when `None`), so a check can read every value a page at a time.
+    fn asset_rows_after(&mut self, after: Option<(i64, &str)>, limit: u64) -> Result<Vec<AssetEntry>>;
+}
+
+/// What `doctor` found on opening a database: a recognised schema, with the connection to
+/// look further, or the schema problem that every other command would fail with.
+pub(crate) enum Diagnosis {
+    Recognised(SchemaVersion, Box<dyn Diagnose>),
+    Unrecognised(SchemaProblem),
+}
+
+/// Opens the database like [`open`], but reports an unrecognised schema instead of failing.
+pub(crate) fn diagnose(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<Diagnosis> {
+    fn boxed<S: Diagnose + 'static>((store, finding): (S, SchemaFinding)) -> Diagnosis {
+        match finding {
+            Ok(version) => Diagnosis::Recognised(version, Box::new(store)),
+            Err(problem) => Diagnosis::Unrecognised(problem),
+        }
+    }
+    match url.dialect {
+        #[cfg(feature = "sqlite")]
+        Dialect::Sqlite => {
+            let _ = schema;
+            Ok(boxed(sqlite::SqliteStore::connect(url, access)?))
+        }
+        #[cfg(feature = "postgres")]
+        Dialect::Postgres => Ok(boxed(postgres::PostgresStore::connect(url, schema, access)?)),
+        #[cfg(feature = "mysql")]
+        Dialect::Mysql => {
+            let _ = schema;
+            Ok(boxed(mysql::MysqlStore::connect(url, access)?))
         }
         #[allow(unreachable_patterns)]
         _ => Err(not_built(url)),

@@ -24,9 +24,9 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
-    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
-    task_scope_label,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, Diagnose, Finding, FoundRow,
+    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
+    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -624,6 +624,13 @@ pub(crate) struct MysqlStore {
 
 impl MysqlStore {
     pub(crate) fn open(url: &DbUrl, access: Access) -> Result<Self> {
+        let (store, finding) = Self::connect(url, access)?;
+        finding.map_err(SchemaProblem::into_error)?;
+        Ok(store)
+    }
+
+    /// Connects and checks the schema, handing back what the check found.
+    pub(crate) fn connect(url: &DbUrl, access: Access) -> Result<(Self, SchemaFinding)> {
         let (conn, location) = connect(url)?;
         let mut store = MysqlStore { conn, location, narrow: Vec::new() };
         if access == Access::ReadOnly {
@@ -631,7 +638,7 @@ impl MysqlStore {
             store.execute("cannot use", "SET SESSION TRANSACTION READ ONLY", Vec::new())?;
         }
         let location = store.location.clone();
-        recognise_schema(&location, |table| columns(&mut store.conn, &location, table))?;
+        let finding = diagnose_schema(&location, |table| columns(&mut store.conn, &location, table))?;
         store.narrow = store.rows(
             "cannot read the column character sets",
             "SELECT table_name, column_name FROM information_schema.columns \
@@ -643,7 +650,7 @@ impl MysqlStore {
                 Ok((f.text(), f.text()))
             },
         )?;
-        Ok(store)
+        Ok((store, finding))
     }
 
     /// Whether `table.column` can hold `text` (only a `utf8mb3` column cannot hold characters
@@ -1460,6 +1467,187 @@ impl Metastore for MysqlStore {
                 Vec::new(),
             ),
         }
+    }
+}
+
+/// `dag_id, run_id, task_id, map_index` as the next columns of `f`.
+fn task_place(f: &mut Fields) -> std::result::Result<Place, String> {
+    Ok(Place::Task(TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? }))
+}
+
+impl MysqlStore {
+    /// Rows of both tables whose `measure` (an SQL expression over the row's own columns,
+    /// e.g. the key's length) exceeds `bound`, task rows first.
+    fn over_bound(
+        &mut self,
+        what: &str,
+        measure: &str,
+        bound: u64,
+        sample: u64,
+        unit: &str,
+    ) -> Result<Finding> {
+        let tasks = Finding {
+            count: self
+                .first(
+                    what,
+                    &format!("SELECT count(*) FROM task_state_store t WHERE {measure} > ?"),
+                    vec![Value::UInt(bound)],
+                    single_count,
+                )?
+                .unwrap_or(0),
+            sample: self.rows(
+                what,
+                &format!(
+                    "SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t.`key`, {measure} \
+                     FROM task_state_store t WHERE {measure} > ? ORDER BY t.id LIMIT ?"
+                ),
+                vec![Value::UInt(bound), Value::UInt(sample)],
+                |row| {
+                    let mut f = Fields::new(row);
+                    Ok(FoundRow {
+                        place: task_place(&mut f)?,
+                        key: f.text(),
+                        detail: format!("{} {unit}", f.int()?),
+                    })
+                },
+            )?,
+        };
+        let assets = Finding {
+            count: self
+                .first(
+                    what,
+                    &format!("SELECT count(*) FROM asset_state_store t WHERE {measure} > ?"),
+                    vec![Value::UInt(bound)],
+                    single_count,
+                )?
+                .unwrap_or(0),
+            sample: self.rows(
+                what,
+                &format!(
+                    "SELECT t.asset_id, a.name, t.`key`, {measure} \
+                     FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id \
+                     WHERE {measure} > ? ORDER BY t.asset_id, t.`key` LIMIT ?"
+                ),
+                vec![Value::UInt(bound), Value::UInt(sample)],
+                |row| {
+                    let mut f = Fields::new(row);
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() },
+                        key: f.text(),
+                        detail: format!("{} {unit}", f.int()?),
+                    })
+                },
+            )?,
+        };
+        Ok(tasks.and(assets, sample))
+    }
+}
+
+impl Diagnose for MysqlStore {
+    fn mismatched_dag_runs(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot compare task rows with their dag runs";
+        let from = "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id \
+                    WHERE t.dag_id <> d.dag_id OR t.run_id <> d.run_id";
+        Ok(Finding {
+            count: self.first(what, &format!("SELECT count(*) {from}"), Vec::new(), single_count)?.unwrap_or(0),
+            sample: self.rows(
+                what,
+                &format!(
+                    "SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t.`key`, t.dag_run_id, d.dag_id, d.run_id \
+                     {from} ORDER BY t.id LIMIT ?"
+                ),
+                vec![Value::UInt(sample)],
+                |row| {
+                    let mut f = Fields::new(row);
+                    let place = task_place(&mut f)?;
+                    let key = f.text();
+                    let detail =
+                        format!("dag_run {} is dag_id={:?} run_id={:?}", f.int()?, f.text(), f.text());
+                    Ok(FoundRow { place, key, detail })
+                },
+            )?,
+        })
+    }
+
+    fn task_rows_without_dag_run(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for task rows without a dag run";
+        let from =
+            "FROM task_state_store t WHERE NOT EXISTS (SELECT 1 FROM dag_run d WHERE d.id = t.dag_run_id)";
+        Ok(Finding {
+            count: self
+                .first(what, &format!("SELECT count(*) {from}"), Vec::new(), single_count)?
+                .unwrap_or(0),
+            sample: self.rows(
+                what,
+                &format!(
+                    "SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t.`key`, t.dag_run_id \
+                     {from} ORDER BY t.id LIMIT ?"
+                ),
+                vec![Value::UInt(sample)],
+                |row| {
+                    let mut f = Fields::new(row);
+                    let place = task_place(&mut f)?;
+                    let key = f.text();
+                    Ok(FoundRow { place, key, detail: format!("dag_run_id {} does not exist", f.int()?) })
+                },
+            )?,
+        })
+    }
+
+    fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for asset rows without an asset";
+        let from =
+            "FROM asset_state_store s WHERE NOT EXISTS (SELECT 1 FROM asset a WHERE a.id = s.asset_id)";
+        Ok(Finding {
+            count: self
+                .first(what, &format!("SELECT count(*) {from}"), Vec::new(), single_count)?
+                .unwrap_or(0),
+            sample: self.rows(
+                what,
+                &format!("SELECT s.asset_id, s.`key` {from} ORDER BY s.asset_id, s.`key` LIMIT ?"),
+                vec![Value::UInt(sample)],
+                |row| {
+                    let mut f = Fields::new(row);
+                    let asset_id = f.int()?;
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id, asset_name: None },
+                        key: f.text(),
+                        detail: format!("asset id {asset_id} does not exist"),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn long_keys(&mut self, max_chars: u64, sample: u64) -> Result<Finding> {
+        self.over_bound("cannot measure the keys", "CHAR_LENGTH(t.`key`)", max_chars, sample, "characters")
+    }
+
+    fn large_values(&mut self, max_bytes: u64, sample: u64) -> Result<Finding> {
+        // LENGTH() counts bytes.
+        self.over_bound("cannot measure the values", "LENGTH(t.value)", max_bytes, sample, "bytes")
+    }
+
+    fn asset_rows_after(&mut self, after: Option<(i64, &str)>, limit: u64) -> Result<Vec<AssetEntry>> {
+        // The key comparison and the ORDER BY both use the column's own collation, so the
+        // pages follow one order.
+        let (where_sql, mut params) = match after {
+            None => (String::new(), Vec::new()),
+            Some((asset_id, key)) => (
+                "WHERE s.asset_id > ? OR (s.asset_id = ? AND s.`key` > ?)".to_string(),
+                vec![Value::from(asset_id), Value::from(asset_id), Value::from(key)],
+            ),
+        };
+        params.push(Value::UInt(limit));
+        self.rows(
+            "cannot read asset_state_store",
+            &format!(
+                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 {where_sql} ORDER BY s.asset_id, s.`key` LIMIT ?"
+            ),
+            params,
+            asset_entry,
+        )
     }
 }
 

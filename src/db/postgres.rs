@@ -22,9 +22,9 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
-    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
-    task_scope_label, unsigned,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, Diagnose, Finding, FoundRow,
+    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
+    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -707,6 +707,17 @@ pub(crate) struct PostgresStore {
 
 impl PostgresStore {
     pub(crate) fn open(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<Self> {
+        let (store, finding) = Self::connect(url, schema, access)?;
+        finding.map_err(SchemaProblem::into_error)?;
+        Ok(store)
+    }
+
+    /// Connects and checks the schema, handing back what the check found.
+    pub(crate) fn connect(
+        url: &DbUrl,
+        schema: Option<&str>,
+        access: Access,
+    ) -> Result<(Self, SchemaFinding)> {
         let (mut client, location) = connect(url, schema, access)?;
         if let Some(name) = schema {
             let exists: bool = client
@@ -717,14 +728,18 @@ impl PostgresStore {
                 .and_then(|r| r.try_get(0))
                 .map_err(pg_err(format!("cannot read the schemas of {location}")))?;
             if !exists {
-                return Err(Error::Schema(format!(
-                    "{location}: schema {name:?} does not exist ([database] sql_alchemy_schema names the schema \
-                     that holds Airflow's tables)"
-                )));
+                let problem = SchemaProblem {
+                    found: "no such schema",
+                    message: format!(
+                        "{location}: schema {name:?} does not exist ([database] sql_alchemy_schema names the schema \
+                         that holds Airflow's tables)"
+                    ),
+                };
+                return Ok((PostgresStore { client, location }, Err(problem)));
             }
         }
-        recognise_schema(&location, |table| columns(&mut client, &location, table))?;
-        Ok(PostgresStore { client, location })
+        let finding = diagnose_schema(&location, |table| columns(&mut client, &location, table))?;
+        Ok((PostgresStore { client, location }, finding))
     }
 
     fn ctx(&self, what: &str) -> String {
@@ -1337,6 +1352,205 @@ impl Metastore for PostgresStore {
 
 /// The WHERE clause of a task scope, with map_index bound as NULL-matching-anything when all
 /// map indices are meant, so one statement serves both forms of `clear`.
+/// `dag_id, run_id, task_id, map_index` from `start` on.
+fn task_place(row: &Row, start: usize) -> std::result::Result<Place, postgres::Error> {
+    Ok(Place::Task(TaskScope {
+        dag_id: row.try_get(start)?,
+        run_id: row.try_get(start + 1)?,
+        task_id: row.try_get(start + 2)?,
+        map_index: int_column(row, start + 3)?,
+    }))
+}
+
+fn sql_limit(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl PostgresStore {
+    fn found_rows(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+        map: impl Fn(&Row) -> std::result::Result<FoundRow, postgres::Error>,
+    ) -> Result<Vec<FoundRow>> {
+        let rows = self.rows(what, sql, params)?;
+        map_rows(rows, map).map_err(pg_err(self.ctx(what)))
+    }
+
+    /// Rows of both tables whose `measure` (a bigint SQL expression over the row's own
+    /// columns, e.g. the key's length) exceeds `bound`, task rows first.
+    fn over_bound(
+        &mut self,
+        what: &str,
+        measure: &str,
+        bound: u64,
+        sample: u64,
+        unit: &str,
+    ) -> Result<Finding> {
+        let (bound, limit) = (sql_limit(bound), sql_limit(sample));
+        let tasks = Finding {
+            count: self.count(
+                what,
+                &format!("SELECT count(*) FROM task_state_store t WHERE {measure} > $1::bigint"),
+                &[&bound],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", {measure}
+                       FROM task_state_store t WHERE {measure} > $1::bigint ORDER BY t.id LIMIT $2"#
+                ),
+                &[&bound, &limit],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: r.try_get(4)?,
+                        detail: format!("{} {unit}", r.try_get::<_, i64>(5)?),
+                    })
+                },
+            )?,
+        };
+        let assets = Finding {
+            count: self.count(
+                what,
+                &format!("SELECT count(*) FROM asset_state_store t WHERE {measure} > $1::bigint"),
+                &[&bound],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.asset_id, a.name, t."key", {measure}
+                       FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id
+                       WHERE {measure} > $1::bigint ORDER BY t.asset_id, t."key" LIMIT $2"#
+                ),
+                &[&bound, &limit],
+                |r| {
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id: int_column(r, 0)?, asset_name: r.try_get(1)? },
+                        key: r.try_get(2)?,
+                        detail: format!("{} {unit}", r.try_get::<_, i64>(3)?),
+                    })
+                },
+            )?,
+        };
+        Ok(tasks.and(assets, sample))
+    }
+}
+
+impl Diagnose for PostgresStore {
+    fn mismatched_dag_runs(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot compare task rows with their dag runs";
+        let from = "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id \
+                    WHERE t.dag_id <> d.dag_id OR t.run_id <> d.run_id";
+        Ok(Finding {
+            count: self.count(what, &format!("SELECT count(*) {from}"), &[])?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id, d.dag_id, d.run_id
+                       {from} ORDER BY t.id LIMIT $1"#
+                ),
+                &[&sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: r.try_get(4)?,
+                        detail: format!(
+                            "dag_run {} is dag_id={:?} run_id={:?}",
+                            int_column(r, 5)?,
+                            r.try_get::<_, String>(6)?,
+                            r.try_get::<_, String>(7)?
+                        ),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn task_rows_without_dag_run(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for task rows without a dag run";
+        let from =
+            "FROM task_state_store t WHERE NOT EXISTS (SELECT 1 FROM dag_run d WHERE d.id = t.dag_run_id)";
+        Ok(Finding {
+            count: self.count(what, &format!("SELECT count(*) {from}"), &[])?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id
+                       {from} ORDER BY t.id LIMIT $1"#
+                ),
+                &[&sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: r.try_get(4)?,
+                        detail: format!("dag_run_id {} does not exist", int_column(r, 5)?),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for asset rows without an asset";
+        let from =
+            "FROM asset_state_store s WHERE NOT EXISTS (SELECT 1 FROM asset a WHERE a.id = s.asset_id)";
+        Ok(Finding {
+            count: self.count(what, &format!("SELECT count(*) {from}"), &[])?,
+            sample: self.found_rows(
+                what,
+                &format!(r#"SELECT s.asset_id, s."key" {from} ORDER BY s.asset_id, s."key" LIMIT $1"#),
+                &[&sql_limit(sample)],
+                |r| {
+                    let asset_id = int_column(r, 0)?;
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id, asset_name: None },
+                        key: r.try_get(1)?,
+                        detail: format!("asset id {asset_id} does not exist"),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn long_keys(&mut self, max_chars: u64, sample: u64) -> Result<Finding> {
+        self.over_bound(
+            "cannot measure the keys",
+            r#"char_length(t."key")::bigint"#,
+            max_chars,
+            sample,
+            "characters",
+        )
+    }
+
+    fn large_values(&mut self, max_bytes: u64, sample: u64) -> Result<Finding> {
+        self.over_bound(
+            "cannot measure the values",
+            "octet_length(t.value)::bigint",
+            max_bytes,
+            sample,
+            "bytes",
+        )
+    }
+
+    fn asset_rows_after(&mut self, after: Option<(i64, &str)>, limit: u64) -> Result<Vec<AssetEntry>> {
+        // The key comparison and the ORDER BY both use the column's own collation, so the
+        // pages follow one order.
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               WHERE $1::bigint IS NULL OR s.asset_id > $1::bigint OR (s.asset_id = $1::bigint AND s."key" > $2::text)
+               ORDER BY s.asset_id, s."key" LIMIT $3"#
+        );
+        let rows = self.rows(
+            "cannot read asset_state_store",
+            &sql,
+            &[&after.map(|a| a.0), &after.map(|a| a.1), &sql_limit(limit)],
+        )?;
+        map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
+    }
+}
+
 const TASK_SCOPE_WHERE: &str =
     "dag_id = $1 AND run_id = $2 AND task_id = $3 AND ($4::bigint IS NULL OR map_index = $4::bigint)";
 

@@ -12,9 +12,9 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, LargeValue, Metastore, STATE_TABLES,
-    TaskGroup, TaskWrite, asset_scope_label, largest_first, orphan_condition, recognise_schema, schema,
-    task_scope_label, unsigned,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, Diagnose, Finding, FoundRow,
+    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
+    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -47,6 +47,13 @@ fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
 
 impl SqliteStore {
     pub(crate) fn open(url: &DbUrl, access: Access) -> Result<Self> {
+        let (store, finding) = Self::connect(url, access)?;
+        finding.map_err(SchemaProblem::into_error)?;
+        Ok(store)
+    }
+
+    /// Opens the file and checks its schema, handing back what the check found.
+    pub(crate) fn connect(url: &DbUrl, access: Access) -> Result<(Self, SchemaFinding)> {
         let target = url.sqlite_target().ok_or_else(|| {
             Error::Config(format!("[database] sql_alchemy_conn {} is not a SQLite URL", url.redacted()))
         })?;
@@ -63,8 +70,8 @@ impl SqliteStore {
         };
         let store = SqliteStore { conn, location, path, clean_lock: None };
         store.prepare_connection(access)?;
-        recognise_schema(&store.location, |table| store.columns(table))?;
-        Ok(store)
+        let finding = diagnose_schema(&store.location, |table| store.columns(table))?;
+        Ok((store, finding))
     }
 
     fn prepare_connection(&self, access: Access) -> Result<()> {
@@ -865,6 +872,292 @@ impl Metastore for SqliteStore {
         );
         let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
         self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
+    }
+}
+
+/// Airflow's stored timestamp text, `YYYY-MM-DD HH:MM:SS.ffffff`, as a GLOB pattern: a GLOB
+/// without `*` or `?` matches text of exactly this length.
+const AIRFLOW_TIME_GLOB: &str = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]";
+
+/// The same test as [`AIRFLOW_TIME_GLOB`], for the sample's words.
+fn is_airflow_time_text(value: ValueRef<'_>) -> bool {
+    let ValueRef::Text(b) = value else { return false };
+    b.len() == 26
+        && b.iter().enumerate().all(|(i, c)| match i {
+            4 | 7 => *c == b'-',
+            10 => *c == b' ',
+            13 | 16 => *c == b':',
+            19 => *c == b'.',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// A timestamp column that is not Airflow's text, in words: its text, or its storage type.
+fn describe_stored_time(column: &str, value: ValueRef<'_>) -> Option<String> {
+    if is_airflow_time_text(value) {
+        return None;
+    }
+    Some(match value {
+        ValueRef::Null => format!("{column} is NULL"),
+        ValueRef::Text(b) => format!("{column} {:?}", String::from_utf8_lossy(b)),
+        ValueRef::Integer(i) => format!("{column} {i} (an integer)"),
+        ValueRef::Real(f) => format!("{column} {f} (a real)"),
+        ValueRef::Blob(_) => format!("{column} is a blob"),
+    })
+}
+
+/// `dag_id, run_id, task_id, map_index` from `start` on.
+fn task_place(row: &Row<'_>, start: usize) -> rusqlite::Result<Place> {
+    Ok(Place::Task(TaskScope {
+        dag_id: text_lossy(row, start)?,
+        run_id: text_lossy(row, start + 1)?,
+        task_id: text_lossy(row, start + 2)?,
+        map_index: row.get(start + 3)?,
+    }))
+}
+
+fn sql_limit(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl SqliteStore {
+    fn count_rows(&self, what: &str, sql: &str, params: impl rusqlite::Params) -> Result<u64> {
+        let ctx = self.ctx(what);
+        self.conn.query_row(sql, params, |r| r.get::<_, i64>(0)).map(unsigned).map_err(|e| Error::db(ctx, e))
+    }
+
+    fn found_rows(
+        &self,
+        what: &str,
+        sql: &str,
+        params: impl rusqlite::Params,
+        map: impl FnMut(&Row<'_>) -> rusqlite::Result<FoundRow>,
+    ) -> Result<Vec<FoundRow>> {
+        let ctx = self.ctx(what);
+        let mut stmt = self.conn.prepare(sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params, map).and_then(Iterator::collect).map_err(|e| Error::db(ctx.clone(), e))
+    }
+
+    /// Rows of both tables whose `measure` (an SQL expression over the row's own columns,
+    /// e.g. the key's length) exceeds `bound`, task rows first.
+    fn over_bound(&self, what: &str, measure: &str, bound: u64, sample: u64, unit: &str) -> Result<Finding> {
+        let bound = sql_limit(bound);
+        let detail = |n: i64| format!("{n} {unit}");
+        let tasks = Finding {
+            count: self.count_rows(
+                what,
+                &format!("SELECT count(*) FROM task_state_store t WHERE {measure} > ?1"),
+                [bound],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", {measure}
+                       FROM task_state_store t WHERE {measure} > ?1 ORDER BY t.id LIMIT ?2"#
+                ),
+                [bound, sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: text_lossy(r, 4)?,
+                        detail: detail(r.get(5)?),
+                    })
+                },
+            )?,
+        };
+        let assets = Finding {
+            count: self.count_rows(
+                what,
+                &format!("SELECT count(*) FROM asset_state_store t WHERE {measure} > ?1"),
+                [bound],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.asset_id, a.name, t."key", {measure}
+                       FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id
+                       WHERE {measure} > ?1 ORDER BY t.asset_id, t."key" LIMIT ?2"#
+                ),
+                [bound, sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id: r.get(0)?, asset_name: r.get(1)? },
+                        key: text_lossy(r, 2)?,
+                        detail: detail(r.get(3)?),
+                    })
+                },
+            )?,
+        };
+        Ok(tasks.and(assets, sample))
+    }
+}
+
+impl Diagnose for SqliteStore {
+    fn mismatched_dag_runs(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot compare task rows with their dag runs";
+        let from = "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id \
+                    WHERE t.dag_id <> d.dag_id OR t.run_id <> d.run_id";
+        Ok(Finding {
+            count: self.count_rows(what, &format!("SELECT count(*) {from}"), [])?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id, d.dag_id, d.run_id
+                       {from} ORDER BY t.id LIMIT ?1"#
+                ),
+                [sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: text_lossy(r, 4)?,
+                        detail: format!(
+                            "dag_run {} is dag_id={:?} run_id={:?}",
+                            r.get::<_, i64>(5)?,
+                            text_lossy(r, 6)?,
+                            text_lossy(r, 7)?
+                        ),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn task_rows_without_dag_run(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for task rows without a dag run";
+        let from =
+            "FROM task_state_store t WHERE NOT EXISTS (SELECT 1 FROM dag_run d WHERE d.id = t.dag_run_id)";
+        Ok(Finding {
+            count: self.count_rows(what, &format!("SELECT count(*) {from}"), [])?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id
+                       {from} ORDER BY t.id LIMIT ?1"#
+                ),
+                [sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: text_lossy(r, 4)?,
+                        detail: format!("dag_run_id {} does not exist", r.get::<_, i64>(5)?),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding> {
+        let what = "cannot look for asset rows without an asset";
+        let from =
+            "FROM asset_state_store s WHERE NOT EXISTS (SELECT 1 FROM asset a WHERE a.id = s.asset_id)";
+        Ok(Finding {
+            count: self.count_rows(what, &format!("SELECT count(*) {from}"), [])?,
+            sample: self.found_rows(
+                what,
+                &format!(r#"SELECT s.asset_id, s."key" {from} ORDER BY s.asset_id, s."key" LIMIT ?1"#),
+                [sql_limit(sample)],
+                |r| {
+                    let asset_id: i64 = r.get(0)?;
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id, asset_name: None },
+                        key: text_lossy(r, 1)?,
+                        detail: format!("asset id {asset_id} does not exist"),
+                    })
+                },
+            )?,
+        })
+    }
+
+    fn long_keys(&mut self, max_chars: u64, sample: u64) -> Result<Finding> {
+        // length() of TEXT counts characters.
+        self.over_bound("cannot measure the keys", r#"length(t."key")"#, max_chars, sample, "characters")
+    }
+
+    fn large_values(&mut self, max_bytes: u64, sample: u64) -> Result<Finding> {
+        self.over_bound(
+            "cannot measure the values",
+            "length(CAST(t.value AS BLOB))",
+            max_bytes,
+            sample,
+            "bytes",
+        )
+    }
+
+    fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
+        let what = "cannot read the timestamps";
+        let bad = |column: &str| format!("NOT (typeof({column}) = 'text' AND {column} GLOB ?1)");
+        let task_where =
+            format!("{} OR (t.expires_at IS NOT NULL AND {})", bad("t.updated_at"), bad("t.expires_at"));
+        let asset_where = bad("s.updated_at");
+        let tasks = Finding {
+            count: self.count_rows(
+                what,
+                &format!("SELECT count(*) FROM task_state_store t WHERE {task_where}"),
+                [AIRFLOW_TIME_GLOB],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.updated_at, t.expires_at
+                       FROM task_state_store t WHERE {task_where} ORDER BY t.id LIMIT ?2"#
+                ),
+                params![AIRFLOW_TIME_GLOB, sql_limit(sample)],
+                |r| {
+                    let expires = r.get_ref(6)?;
+                    let details: Vec<String> = [
+                        describe_stored_time("updated_at", r.get_ref(5)?),
+                        (expires != ValueRef::Null)
+                            .then(|| describe_stored_time("expires_at", expires))
+                            .flatten(),
+                    ]
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                    Ok(FoundRow {
+                        place: task_place(r, 0)?,
+                        key: text_lossy(r, 4)?,
+                        detail: details.join(", "),
+                    })
+                },
+            )?,
+        };
+        let assets = Finding {
+            count: self.count_rows(
+                what,
+                &format!("SELECT count(*) FROM asset_state_store s WHERE {asset_where}"),
+                [AIRFLOW_TIME_GLOB],
+            )?,
+            sample: self.found_rows(
+                what,
+                &format!(
+                    r#"SELECT s.asset_id, a.name, s."key", s.updated_at
+                       FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+                       WHERE {asset_where} ORDER BY s.asset_id, s."key" LIMIT ?2"#
+                ),
+                params![AIRFLOW_TIME_GLOB, sql_limit(sample)],
+                |r| {
+                    Ok(FoundRow {
+                        place: Place::Asset { asset_id: r.get(0)?, asset_name: r.get(1)? },
+                        key: text_lossy(r, 2)?,
+                        detail: describe_stored_time("updated_at", r.get_ref(3)?).unwrap_or_default(),
+                    })
+                },
+            )?,
+        };
+        Ok(Some(tasks.and(assets, sample)))
+    }
+
+    fn asset_rows_after(&mut self, after: Option<(i64, &str)>, limit: u64) -> Result<Vec<AssetEntry>> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               WHERE ?1 IS NULL OR s.asset_id > ?1 OR (s.asset_id = ?1 AND s."key" > ?2)
+               ORDER BY s.asset_id, s."key" LIMIT ?3"#
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params![after.map(|a| a.0), after.map(|a| a.1), sql_limit(limit)], asset_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), e))
     }
 }
 
