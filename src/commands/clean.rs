@@ -257,20 +257,27 @@ impl Run<'_> {
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
-            let up_to_id = match batch {
-                None => None,
-                Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
-            };
-            let deleted = match self.archive.as_deref_mut() {
-                None => self.store.delete_expired_range(cutoff, after_id, up_to_id)?,
-                // The open-ended last batch is bounded by the last row archived, so a row that
-                // expires after the archive was read is never deleted unarchived.
-                Some(sink) => match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
-                    Some(last_id) => {
-                        self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))?
-                    }
-                    None => 0,
-                },
+            let (deleted, up_to_id) = match (self.archive.as_deref_mut(), batch) {
+                (None, None) => (self.store.delete_expired_range(cutoff, after_id, None)?, None),
+                (None, Some(n)) => {
+                    let done = self.store.delete_expired_batch(cutoff, after_id, n)?;
+                    (done.deleted, done.last_id)
+                }
+                (Some(sink), batch) => {
+                    let up_to_id = match batch {
+                        None => None,
+                        Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
+                    };
+                    // The open-ended last batch is bounded by the last row archived, so a row
+                    // that expires after the archive was read is never deleted unarchived.
+                    let deleted = match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
+                        Some(last_id) => {
+                            self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))?
+                        }
+                        None => 0,
+                    };
+                    (deleted, up_to_id)
+                }
             };
             if deleted > 0 {
                 self.summary.batches += 1;

@@ -114,6 +114,13 @@ pub(crate) enum Access {
     ReadWrite,
 }
 
+/// What one batch of a clean did: see [`Metastore::delete_expired_batch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub deleted: u64,
+    pub last_id: Option<i64>,
+}
+
 /// Every operation the commands need, in the dialect-neutral vocabulary of the domain.
 pub(crate) trait Metastore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>>;
@@ -211,6 +218,15 @@ pub(crate) trait Metastore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
+    /// One batch: deletes the first `n` expired rows after `after_id` in primary-key order, in
+    /// one transaction. `last_id` is where the next batch starts, `None` when fewer than `n`
+    /// expired rows were left (the run is complete). A dialect that can find and delete a
+    /// batch in one statement overrides this pair of statements.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
+        let last_id = self.nth_expired_id(cutoff, after_id, n)?;
+        let deleted = self.delete_expired_range(cutoff, after_id, last_id)?;
+        Ok(Batch { deleted, last_id })
+    }
     /// Up to `limit` expired task rows with `after_id < id <= up_to_id`, in id order, with
     /// their ids: what [`Metastore::delete_expired_range`] with the same bounds would delete,
     /// read page by page for `clean --archive`.
