@@ -342,6 +342,34 @@ pub(crate) fn redact_in_text(text: &str, password: &str) -> String {
     out
 }
 
+/// Masks the password of every `scheme://user:password@…` in `text`, for text the tool did
+/// not write and whose secrets it cannot know, such as the stderr of a failed `_cmd` that
+/// quotes the URL it could not fetch. As SQLAlchemy does, the userinfo ends at the last `@`
+/// of the URL, which here ends at the first blank or quote.
+pub(crate) fn mask_url_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("://") {
+        let (head, tail) = rest.split_at(at + 3);
+        out.push_str(head);
+        let end = tail
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>'))
+            .unwrap_or(tail.len());
+        let token = &tail[..end];
+        match token.rfind('@').and_then(|last| token[..last].find(':').map(|colon| (colon, last))) {
+            Some((colon, last)) if last > colon + 1 => {
+                out.push_str(&token[..=colon]);
+                out.push_str("***");
+                out.push_str(&token[last..]);
+            }
+            _ => out.push_str(token),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
     let (backend, driver) = match scheme.split_once('+') {
         Some((backend, driver)) => (backend, Some(driver)),
@@ -918,6 +946,29 @@ mod tests {
                 };
                 assert_eq!(parse(&u.render(false)), u, "{user:?} {password:?}");
             }
+        }
+    }
+
+    #[test]
+    fn url_passwords_in_foreign_text_are_masked() {
+        let cases = [
+            (
+                "vault: cannot fetch postgresql://airflow:s3cr%40t@db:5432/airflow (403)",
+                "vault: cannot fetch postgresql://airflow:***@db:5432/airflow (403)",
+            ),
+            ("'mysql+pymysql://u:p@ss:w@h/db'", "'mysql+pymysql://u:***@h/db'"),
+            ("a://u:pw@h and b://v:qq@k", "a://u:***@h and b://v:***@k"),
+            (
+                "no userinfo postgresql://db/airflow, user only mysql://root@h/x",
+                "no userinfo postgresql://db/airflow, user only mysql://root@h/x",
+            ),
+            ("empty password a://u:@h", "empty password a://u:@h"),
+            ("plain text, no url: a:b@c", "plain text, no url: a:b@c"),
+            ("trailing ://", "trailing ://"),
+            ("ü://ü:ü@ü", "ü://ü:***@ü"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(mask_url_passwords(text), expected, "{text}");
         }
     }
 
