@@ -1000,8 +1000,8 @@ mod tests {
                 query.push((key.to_string(), value));
             }
             // As in SQLAlchemy, a password is part of a URL only with a user (maybe empty).
-            let username = (rng.next() % 4 != 0).then(|| rng.text(CHARS, 8));
-            let password = (username.is_some() && rng.next() % 4 != 0).then(|| rng.text(CHARS, 12));
+            let username = (!rng.next().is_multiple_of(4)).then(|| rng.text(CHARS, 8));
+            let password = (username.is_some() && !rng.next().is_multiple_of(4)).then(|| rng.text(CHARS, 12));
             let u = DbUrl {
                 scheme: scheme.into(),
                 dialect,
@@ -1009,8 +1009,9 @@ mod tests {
                 username,
                 password,
                 host,
-                port: (rng.next() % 2 == 0).then(|| u16::try_from(1 + rng.next() % 65535).unwrap_or(1)),
-                database: (rng.next() % 5 != 0).then(|| rng.text(CHARS, 8)),
+                port: (rng.next().is_multiple_of(2))
+                    .then(|| u16::try_from(1 + rng.next() % 65535).unwrap_or(1)),
+                database: (!rng.next().is_multiple_of(5)).then(|| rng.text(CHARS, 8)),
                 query,
             };
             let rendered = u.render(false);

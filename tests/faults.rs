@@ -8,7 +8,7 @@
 //! Randomised tests draw from a seeded xorshift generator; the seed is printed in every
 //! failure, and `STATE_STORE_TEST_SEED=<n>` replays it.
 
-#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr, clippy::type_complexity)]
 
 mod support;
 
@@ -221,61 +221,6 @@ faults! {
 
     // ------------------------------------------------------------ bad database
 
-    /// A clean whose database connection dies between batches (the server ends the session):
-    /// exit 4 with one error line, the summary counts exactly the rows that are gone, those are
-    /// whole batches, and a rerun is not refused and finishes. SQLite has no session to end;
-    /// its counterpart is `sigkill_mid_clean_leaves_whole_batches`.
-    fn connection_dropped_mid_clean(d: Dialect) {
-        if d == Dialect::Sqlite {
-            return;
-        }
-        let bench = with_run(d);
-        seed_bulk(&bench, 4000, 2);
-        assert_eq!(count(&bench, EXPIRED), 2000);
-        let child = bench
-            .cmd(&["clean", "--batch-size", "20", "--sleep", "20ms", "-o", "json"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 2000);
-        let db = database_name(&bench);
-        match d {
-            Dialect::Postgres => {
-                let killed = bench.scalar(&format!(
-                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
-                     WHERE datname = '{db}' AND application_name = 'state-store' AND pid <> pg_backend_pid()"
-                ));
-                assert_eq!(killed, "1", "the clean's session");
-            }
-            _ => {
-                let ids = bench.rows(&format!(
-                    "SELECT id FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"
-                ));
-                assert_eq!(ids.len(), 1, "the clean's session: {ids:?}");
-                bench.exec(&format!("KILL {}", ids[0]));
-            }
-        }
-        let out = child.wait_with_output().unwrap();
-        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert_eq!(out.status.code(), Some(4), "{stderr}");
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no JSON report for a failed run");
-        let error = clean_error_line(&stderr);
-        assert!(error.contains("cannot") && error.contains(&db), "names what failed and where: {error}");
-        let gone = 2000 - count(&bench, EXPIRED);
-        assert!(gone > 0 && gone < 2000, "stopped mid-run: {gone}");
-        // The summary counts what is gone; when the session died inside a DELETE, that batch
-        // may have been committed before the server let go, and the summary says so.
-        let reported = summary_deleted(&stderr);
-        let in_doubt = stderr.contains("the batch that failed (up to 20 row(s)) is deleted too if the server committed it");
-        assert!(gone == reported || (in_doubt && gone == reported + 20), "{gone} gone: {stderr}");
-        assert_eq!(gone % 20, 0, "whole batches of 20 only");
-        assert_eq!(count(&bench, ALIVE), 2000, "no unexpired row touched");
-        let run = bench.run(&["clean", "-o", "json"]).success();
-        assert_eq!(run.json().py("v['task_rows_deleted']"), (2000 - gone).to_string());
-        assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 2000));
-    }
-
     /// SIGKILL (nothing to catch, nothing flushed) in the middle of a clean of 20,000 expired
     /// rows: what is gone is whole batches, SQLite's file passes its integrity check, and a
     /// rerun (not refused: the clean lock died with the process) finishes the job.
@@ -319,26 +264,6 @@ faults! {
         let run = bench.run(&["clean", "-o", "json"]).success();
         assert_eq!(run.json().py("v['task_rows_deleted']"), left.to_string());
         assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 20_000));
-    }
-
-    /// A writer holding the rows a command needs, past the wait the tool allows: `set` and
-    /// `delete` give up with exit 4 and one line, and change nothing. (`clean` behind a held
-    /// row: `tests/cli.rs` `clean_never_waits_long_behind_another_writer`.)
-    fn a_write_behind_a_held_lock_fails_in_bounded_time(d: Dialect) {
-        if d != Dialect::Sqlite {
-            // PostgreSQL and MySQL wait for a row lock as Airflow's own sessions do
-            // (lock_timeout / innodb_lock_wait_timeout of the server); see docs/reliability.md.
-            return;
-        }
-        let bench = with_run(d);
-        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
-        let holder = bench.hold("UPDATE task_state_store SET value = '2'");
-        let started = Instant::now();
-        let run = bench.run(&cmd(&["set", "k", "3"], &task(&[]))).fails(4, "database is locked");
-        assert!(started.elapsed() < Duration::from_secs(15), "{run:?}");
-        bench.run(&cmd(&["delete", "k"], &task(&[]))).fails(4, "database is locked");
-        drop(holder);
-        bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
     }
 
     // ------------------------------------------------------------ hostile input
@@ -455,7 +380,7 @@ faults! {
             }
             let expired = rows.iter().filter(|(_, e)| e.as_deref().is_some_and(|e| e < "2026")).count() as u64;
             let survivors: Vec<String> =
-                rows.iter().filter(|(_, e)| !e.as_deref().is_some_and(|e| e < "2026")).map(|(id, _)| id.to_string()).collect();
+                rows.iter().filter(|(_, e)| e.as_deref().is_none_or(|e| e >= "2026")).map(|(id, _)| id.to_string()).collect();
             let mut sizes = vec![0, 1, expired.saturating_sub(1), expired, expired + 1, 1 + rng.below(70)];
             sizes.sort_unstable();
             sizes.dedup();
@@ -490,129 +415,27 @@ faults! {
 
     // ------------------------------------------------------------ security
 
-    /// A distinctive password, given by every route the tool reads a URL from, never shows in
-    /// any output: not in connection errors, not in `config show` / `config get` in any format,
-    /// not in the summary or progress of a clean, not in the "another clean is running" error.
-    fn the_password_never_appears_in_any_output(d: Dialect) {
-        if d == Dialect::Sqlite {
-            return; // SQLite URLs carry no password.
-        }
-        let mut bench = with_run(d);
-        const PASSWORD: &str = "Qv7Sekr1t@x:y/z%";
-        const ENCODED: &str = "Qv7Sekr1t%40x%3Ay%2Fz%25";
-        let leaks = |run: &Run| {
-            for text in [&run.stdout, &run.stderr] {
-                assert!(!text.contains("Qv7Sekr1t") && !text.contains("qv7sekr1t"), "{:?} leaked the password: {text}", run.args);
-            }
-        };
-        let user = format!("state_store_leak_{}", std::process::id());
-        let (create, drop) = match d {
-            Dialect::Postgres => (
-                format!("CREATE ROLE {user} LOGIN PASSWORD '{PASSWORD}'"),
-                format!("DROP ROLE IF EXISTS {user}"),
-            ),
-            _ => (
-                format!("CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON {}.* TO '{user}'@'%'", database_name(&bench)),
-                format!("DROP USER IF EXISTS '{user}'@'%'"),
-            ),
-        };
-        bench.admin_sql(&drop);
-        bench.admin_sql(&create);
-        if d == Dialect::Postgres {
-            bench.exec(&format!("GRANT ALL ON ALL TABLES IN SCHEMA public TO {user}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {user}"));
-        }
-        let good = Bench::server_url(d, &format!("{user}:{ENCODED}"), &database_name(&bench));
-        // Another password that still holds the distinctive text (refused by MySQL; this
-        // machine's PostgreSQL trusts local connections whatever the password).
-        let wrong = good.replace("%25@", "%25%25@");
-        let down = good.replace(":5432/", ":1/").replace(":3306/", ":1/");
-        let formats = ["table", "json", "yaml", "plain"];
-        let wrong_code = if d == Dialect::Mysql { 4 } else { 0 };
-        for (url, code) in [(&down, 4), (&wrong, wrong_code), (&good, 0)] {
-            // --conn, the environment, the config file, and _cmd from either.
-            let cfg = bench.write_config("leak.cfg", &format!("[database]\nsql_alchemy_conn = {}\n", url.replace('%', "%%")));
-            let cmd_cfg = bench.write_config(
-                "leak-cmd.cfg",
-                &format!("[database]\nsql_alchemy_conn_cmd = echo {}\n", url.replace('%', "%%")),
-            );
-            let routes: Vec<(Vec<String>, Vec<(&str, String)>)> = vec![
-                (vec!["--conn".into(), url.clone()], vec![]),
-                (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", url.clone())]),
-                (vec!["--config".into(), cfg.to_str().unwrap().into()], vec![]),
-                (vec!["--config".into(), cmd_cfg.to_str().unwrap().into()], vec![]),
-                (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("echo {url}"))]),
-            ];
-            for (i, (flags, env)) in routes.iter().enumerate() {
-                // Commands that connect, in one format per route; `config`, which does not
-                // connect, in every format (once, for the URL that works).
-                let mut runs: Vec<Vec<&str>> = vec![
-                    vec!["list", "-o", formats[i % 4]],
-                    vec!["clean", "--dry-run", "-o", formats[(i + 1) % 4]],
-                ];
-                if url == &good {
-                    for format in formats {
-                        runs.push(vec!["config", "show", "-o", format]);
-                        runs.push(vec!["config", "get", "database", "sql_alchemy_conn", "-o", format]);
-                    }
-                }
-                for args in runs {
-                    let mut all: Vec<&str> = args.clone();
-                    all.extend(flags.iter().map(String::as_str));
-                    let mut c = bench.cmd(&all);
-                    if flags.iter().any(|f| f == "--config") || !env.is_empty() {
-                        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
-                    }
-                    for (key, value) in env {
-                        c.env(key, value);
-                    }
-                    let out = c.output().unwrap();
-                    let run = Run {
-                        args: all.iter().map(|s| s.to_string()).collect(),
-                        code: out.status.code().unwrap_or(-1),
-                        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-                        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                    };
-                    leaks(&run);
-                    let expected = if args[0] == "config" { 0 } else { code };
-                    assert_eq!(run.code, expected, "{run:?}");
-                    if run.code != 0 {
-                        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
-                    }
-                    if args[0] == "config" && args[1] == "get" {
-                        assert!(run.stdout.contains(":***@"), "{run:?}");
-                    }
-                }
-            }
-        }
-        // A clean through the good URL: its progress lines, its summary, and a second clean's
-        // "another clean is running" error, which names the database.
-        seed_bulk(&bench, 200, 1);
-        bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &good);
-        let child = bench
-            .cmd(&["clean", "--batch-size", "5", "--sleep", "20ms", "--progress-every", "10ms"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 200);
-        for format in formats {
-            let busy = bench.run(&["clean", "-o", format]).fails(7, "another state-store clean is running");
-            leaks(&busy);
-            assert!(busy.stderr.contains(":***@"), "the URL is shown masked: {}", busy.stderr);
-        }
-        let out = child.wait_with_output().unwrap();
-        let run = Run { args: vec!["clean".into()], code: out.status.code().unwrap_or(-1), stdout: String::from_utf8_lossy(&out.stdout).into_owned(), stderr: String::from_utf8_lossy(&out.stderr).into_owned() };
-        assert_eq!(run.code, 0, "{run:?}");
-        assert!(run.stderr.contains("clean: progress: "), "progress lines were printed: {}", run.stderr);
-        leaks(&run);
-        if d == Dialect::Postgres {
-            bench.exec(&format!("DROP OWNED BY {user}"));
-        }
-        bench.admin_sql(&drop);
-    }
 }
 
 // ---------------------------------------------------------------- SQLite files
+
+/// A writer holding the rows a command needs, past the wait the tool allows: `set` and
+/// `delete` give up with exit 4 and one line, and change nothing. (`clean` behind a held
+/// row: `tests/cli.rs` `clean_never_waits_long_behind_another_writer`.)
+/// PostgreSQL and MySQL wait for a row lock as the server allows, as Airflow's own sessions
+/// do (see docs/reliability.md).
+#[test]
+fn sqlite_write_behind_a_held_lock_fails_in_bounded_time() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    let started = Instant::now();
+    let run = bench.run(&cmd(&["set", "k", "3"], &task(&[]))).fails(4, "database is locked");
+    assert!(started.elapsed() < Duration::from_secs(15), "{run:?}");
+    bench.run(&cmd(&["delete", "k"], &task(&[]))).fails(4, "database is locked");
+    drop(holder);
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+}
 
 /// Whether this process runs as root, for whom file modes do not apply.
 fn running_as_root() -> bool {
@@ -875,4 +698,215 @@ fn postgres_hostile_schema_names() {
     assert!(stderr.contains("sql_alchemy_schema") && stderr.contains("control character"), "{stderr}");
     assert_eq!(count(&bench, "task_state_store"), 1);
     assert_eq!(count(&bench, "dag_run"), 1);
+}
+
+// ---------------------------------------------------------------- servers only
+
+/// A clean whose database connection dies between batches (the server ends the session):
+/// exit 4 with one error line, the summary counts exactly the rows that are gone, those are
+/// whole batches, and a rerun is not refused and finishes. SQLite has no session to end;
+/// its counterpart is `sigkill_mid_clean_leaves_whole_batches`.
+fn connection_dropped_mid_clean(d: Dialect) {
+    let bench = with_run(d);
+    seed_bulk(&bench, 4000, 2);
+    assert_eq!(count(&bench, EXPIRED), 2000);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "20", "--sleep", "20ms", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 2000);
+    let db = database_name(&bench);
+    match d {
+        Dialect::Postgres => {
+            let killed = bench.scalar(&format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = '{db}' AND application_name = 'state-store' AND pid <> pg_backend_pid()"
+            ));
+            assert_eq!(killed, "1", "the clean's session");
+        }
+        _ => {
+            let ids = bench.rows(&format!(
+                "SELECT id FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"
+            ));
+            assert_eq!(ids.len(), 1, "the clean's session: {ids:?}");
+            bench.exec(&format!("KILL {}", ids[0]));
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no JSON report for a failed run");
+    let error = clean_error_line(&stderr);
+    assert!(error.contains("cannot") && error.contains(&db), "names what failed and where: {error}");
+    let gone = 2000 - count(&bench, EXPIRED);
+    assert!(gone > 0 && gone < 2000, "stopped mid-run: {gone}");
+    // The summary counts what is gone; when the session died inside a DELETE, that batch
+    // may have been committed before the server let go, and the summary says so.
+    let reported = summary_deleted(&stderr);
+    let in_doubt =
+        stderr.contains("the batch that failed (up to 20 row(s)) is deleted too if the server committed it");
+    assert!(gone == reported || (in_doubt && gone == reported + 20), "{gone} gone: {stderr}");
+    assert_eq!(gone % 20, 0, "whole batches of 20 only");
+    assert_eq!(count(&bench, ALIVE), 2000, "no unexpired row touched");
+    let run = bench.run(&["clean", "-o", "json"]).success();
+    assert_eq!(run.json().py("v['task_rows_deleted']"), (2000 - gone).to_string());
+    assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 2000));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_connection_dropped_mid_clean() {
+    connection_dropped_mid_clean(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_connection_dropped_mid_clean() {
+    connection_dropped_mid_clean(Dialect::Mysql);
+}
+
+/// A distinctive password, given by every route the tool reads a URL from, never shows in
+/// any output: not in connection errors, not in `config show` / `config get` in any format,
+/// not in the summary or progress of a clean, not in the "another clean is running" error.
+fn the_password_never_appears_in_any_output(d: Dialect) {
+    let mut bench = with_run(d);
+    const PASSWORD: &str = "Qv7Sekr1t@x:y/z%";
+    const ENCODED: &str = "Qv7Sekr1t%40x%3Ay%2Fz%25";
+    let leaks = |run: &Run| {
+        for text in [&run.stdout, &run.stderr] {
+            assert!(
+                !text.contains("Qv7Sekr1t") && !text.contains("qv7sekr1t"),
+                "{:?} leaked the password: {text}",
+                run.args
+            );
+        }
+    };
+    let user = format!("state_store_leak_{}", std::process::id());
+    let (create, drop) = match d {
+        Dialect::Postgres => {
+            (format!("CREATE ROLE {user} LOGIN PASSWORD '{PASSWORD}'"), format!("DROP ROLE IF EXISTS {user}"))
+        }
+        _ => (
+            format!(
+                "CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON {}.* TO '{user}'@'%'",
+                database_name(&bench)
+            ),
+            format!("DROP USER IF EXISTS '{user}'@'%'"),
+        ),
+    };
+    bench.admin_sql(&drop);
+    bench.admin_sql(&create);
+    if d == Dialect::Postgres {
+        bench.exec(&format!("GRANT ALL ON ALL TABLES IN SCHEMA public TO {user}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {user}"));
+    }
+    let good = Bench::server_url(d, &format!("{user}:{ENCODED}"), &database_name(&bench));
+    // Another password that still holds the distinctive text (refused by MySQL; this
+    // machine's PostgreSQL trusts local connections whatever the password).
+    let wrong = good.replace("%25@", "%25%25@");
+    let down = good.replace(":5432/", ":1/").replace(":3306/", ":1/");
+    let formats = ["table", "json", "yaml", "plain"];
+    let wrong_code = if d == Dialect::Mysql { 4 } else { 0 };
+    for (url, code) in [(&down, 4), (&wrong, wrong_code), (&good, 0)] {
+        // --conn, the environment, the config file, and _cmd from either.
+        let cfg = bench.write_config(
+            "leak.cfg",
+            &format!("[database]\nsql_alchemy_conn = {}\n", url.replace('%', "%%")),
+        );
+        let cmd_cfg = bench.write_config(
+            "leak-cmd.cfg",
+            &format!("[database]\nsql_alchemy_conn_cmd = echo {}\n", url.replace('%', "%%")),
+        );
+        let routes: Vec<(Vec<String>, Vec<(&str, String)>)> = vec![
+            (vec!["--conn".into(), url.clone()], vec![]),
+            (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", url.clone())]),
+            (vec!["--config".into(), cfg.to_str().unwrap().into()], vec![]),
+            (vec!["--config".into(), cmd_cfg.to_str().unwrap().into()], vec![]),
+            (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("echo {url}"))]),
+        ];
+        for (i, (flags, env)) in routes.iter().enumerate() {
+            // Commands that connect, in one format per route; `config`, which does not
+            // connect, in every format (once, for the URL that works).
+            let mut runs: Vec<Vec<&str>> = vec![
+                vec!["list", "-o", formats[i % 4]],
+                vec!["clean", "--dry-run", "-o", formats[(i + 1) % 4]],
+            ];
+            if url == &good {
+                for format in formats {
+                    runs.push(vec!["config", "show", "-o", format]);
+                    runs.push(vec!["config", "get", "database", "sql_alchemy_conn", "-o", format]);
+                }
+            }
+            for args in runs {
+                let mut all: Vec<&str> = args.clone();
+                all.extend(flags.iter().map(String::as_str));
+                let mut c = bench.cmd(&all);
+                if flags.iter().any(|f| f == "--config") || !env.is_empty() {
+                    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+                }
+                for (key, value) in env {
+                    c.env(key, value);
+                }
+                let out = c.output().unwrap();
+                let run = Run {
+                    args: all.iter().map(|s| s.to_string()).collect(),
+                    code: out.status.code().unwrap_or(-1),
+                    stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                };
+                leaks(&run);
+                let expected = if args[0] == "config" { 0 } else { code };
+                assert_eq!(run.code, expected, "{run:?}");
+                if run.code != 0 {
+                    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+                }
+                if args[0] == "config" && args[1] == "get" {
+                    assert!(run.stdout.contains(":***@"), "{run:?}");
+                }
+            }
+        }
+    }
+    // A clean through the good URL: its progress lines, its summary, and a second clean's
+    // "another clean is running" error, which names the database.
+    seed_bulk(&bench, 200, 1);
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &good);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "5", "--sleep", "20ms", "--progress-every", "10ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 200);
+    for format in formats {
+        let busy = bench.run(&["clean", "-o", format]).fails(7, "another state-store clean is running");
+        leaks(&busy);
+        assert!(busy.stderr.contains(":***@"), "the URL is shown masked: {}", busy.stderr);
+    }
+    let out = child.wait_with_output().unwrap();
+    let run = Run {
+        args: vec!["clean".into()],
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("clean: progress: "), "progress lines were printed: {}", run.stderr);
+    leaks(&run);
+    if d == Dialect::Postgres {
+        bench.exec(&format!("DROP OWNED BY {user}"));
+    }
+    bench.admin_sql(&drop);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_password_never_appears_in_any_output() {
+    the_password_never_appears_in_any_output(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_password_never_appears_in_any_output() {
+    the_password_never_appears_in_any_output(Dialect::Mysql);
 }

@@ -856,7 +856,7 @@ for path in sys.argv[1:]:
         let mut cases = Vec::new();
         for _ in 0..300 {
             let mut text = String::new();
-            if rng.next() % 6 != 0 {
+            if !rng.next().is_multiple_of(6) {
                 text.push_str(rng.pick(SECTIONS));
                 text.push('\n');
             }
