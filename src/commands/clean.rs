@@ -101,6 +101,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         stopped_by: None,
         seconds: 0.0,
         archive: None,
+        in_doubt: None,
     };
     let mut run = Run {
         store: store.as_mut(),
@@ -165,6 +166,10 @@ struct Summary {
     seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
     archive: Option<(String, u64)>,
+    /// The batch whose DELETE failed, when one did (`Some(None)`: the open-ended last batch).
+    /// A connection lost after the server committed the DELETE but before it answered leaves
+    /// that batch deleted without the count knowing it (observed with MariaDB's `KILL`).
+    in_doubt: Option<Option<u64>>,
 }
 
 impl Summary {
@@ -179,8 +184,18 @@ impl Summary {
             Some((path, rows)) => format!("; archived {rows} row(s) to {path}"),
             None => String::new(),
         };
+        let in_doubt = match self.in_doubt {
+            Some(rows) => format!(
+                "; the batch that failed ({}) is deleted too if the server committed it before the error reached state-store",
+                rows.map_or_else(
+                    || "the remaining expired rows".to_string(),
+                    |n| format!("up to {n} row(s)")
+                )
+            ),
+            None => String::new(),
+        };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{in_doubt}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -261,16 +276,17 @@ impl Run<'_> {
                 Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
             };
             let deleted = match self.archive.as_deref_mut() {
-                None => self.store.delete_expired_range(cutoff, after_id, up_to_id)?,
+                None => self.store.delete_expired_range(cutoff, after_id, up_to_id),
                 // The open-ended last batch is bounded by the last row archived, so a row that
                 // expires after the archive was read is never deleted unarchived.
                 Some(sink) => match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
                     Some(last_id) => {
-                        self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))?
+                        self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))
                     }
-                    None => 0,
+                    None => Ok(0),
                 },
             };
+            let deleted = deleted.inspect_err(|_| self.summary.in_doubt = Some(up_to_id.and(batch)))?;
             if deleted > 0 {
                 self.summary.batches += 1;
                 self.summary.task_rows_deleted += deleted;
