@@ -617,6 +617,12 @@ mod tests {
         "marker",
         "table",
         "quoted",
+        // doctor's fixed fragments: length expressions (literals at every `over_bound` call)
+        // and each check's literal `FROM … WHERE …`
+        "measure",
+        "from",
+        "task_where",
+        "asset_where",
     ];
     const ALLOWED_ARGS: &[&str] = &[
         "orphan_condition(\"s\")",
