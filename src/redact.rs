@@ -19,12 +19,15 @@ pub(crate) fn register(secret: &str) {
     }
 }
 
-/// Replaces every registered secret in `text`, raw or percent-encoded, with `***`.
+/// Replaces every registered secret in `text`, raw or percent-encoded, with `***`, and the
+/// password of any URL in it: a secret the tool never learnt (the stderr of a failed `_cmd`
+/// quoting a connection string) is still masked.
 pub(crate) fn redact(text: &str) -> String {
+    let text = crate::url::mask_url_passwords(text);
     let Ok(secrets) = SECRETS.lock() else {
-        return text.to_string();
+        return text;
     };
-    secrets.iter().fold(text.to_string(), |acc, secret| crate::url::redact_in_text(&acc, secret))
+    secrets.iter().fold(text, |acc, secret| crate::url::redact_in_text(&acc, secret))
 }
 
 #[cfg(test)]

@@ -101,6 +101,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         stopped_by: None,
         seconds: 0.0,
         archive: None,
+        in_doubt: None,
     };
     let mut run = Run {
         store: store.as_mut(),
@@ -166,6 +167,10 @@ struct Summary {
     seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
     archive: Option<(String, u64)>,
+    /// The batch whose DELETE failed, when one did (`Some(None)`: the open-ended last batch).
+    /// A connection lost after the server committed the DELETE but before it answered leaves
+    /// that batch deleted without the count knowing it (observed with MariaDB's `KILL`).
+    in_doubt: Option<Option<u64>>,
 }
 
 impl Summary {
@@ -180,8 +185,18 @@ impl Summary {
             Some((path, rows)) => format!("; archived {rows} row(s) to {path}"),
             None => String::new(),
         };
+        let in_doubt = match self.in_doubt {
+            Some(rows) => format!(
+                "; the batch that failed ({}) is deleted too if the server committed it before the error reached state-store",
+                rows.map_or_else(
+                    || "the remaining expired rows".to_string(),
+                    |n| format!("up to {n} row(s)")
+                )
+            ),
+            None => String::new(),
+        };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{in_doubt}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -257,12 +272,14 @@ impl Run<'_> {
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
-            let (deleted, up_to_id) = match (self.archive.as_deref_mut(), batch) {
-                (None, None) => (self.store.delete_expired_range(cutoff, after_id, None)?, None),
-                (None, Some(n)) => {
-                    let done = self.store.delete_expired_batch(cutoff, after_id, n)?;
-                    (done.deleted, done.last_id)
-                }
+            // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
+            // number for the open-ended one.
+            let (deleted, up_to_id, at_most) = match (self.archive.as_deref_mut(), batch) {
+                (None, None) => (self.store.delete_expired_range(cutoff, after_id, None), None, None),
+                (None, Some(n)) => match self.store.delete_expired_batch(cutoff, after_id, n) {
+                    Ok(done) => (Ok(done.deleted), done.last_id, Some(n)),
+                    Err(e) => (Err(e), None, Some(n)),
+                },
                 (Some(sink), batch) => {
                     let up_to_id = match batch {
                         None => None,
@@ -272,13 +289,14 @@ impl Run<'_> {
                     // that expires after the archive was read is never deleted unarchived.
                     let deleted = match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
                         Some(last_id) => {
-                            self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))?
+                            self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))
                         }
-                        None => 0,
+                        None => Ok(0),
                     };
-                    (deleted, up_to_id)
+                    (deleted, up_to_id, up_to_id.and(batch))
                 }
             };
+            let deleted = deleted.inspect_err(|_| self.summary.in_doubt = Some(at_most))?;
             if deleted > 0 {
                 self.summary.batches += 1;
                 self.summary.task_rows_deleted += deleted;

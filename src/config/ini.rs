@@ -753,13 +753,14 @@ for path in sys.argv[1:]:
         Dump { error: false, entries }
     }
 
-    #[test]
-    fn differential_against_python_configparser() {
-        let dir = std::env::temp_dir().join(format!("state-store-ini-diff-{}", std::process::id()));
+    /// Reads every file with python3's configparser (as Airflow configures it) and with
+    /// `parse_ini`, and returns python's dumps.
+    fn python_dumps(cases: &[String], tag: &str) -> Vec<Dump> {
+        let dir = std::env::temp_dir().join(format!("state-store-ini-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let mut paths = Vec::new();
-        for (i, case) in DIFFERENTIAL_CASES.iter().enumerate() {
-            let path = dir.join(format!("case{i:02}.cfg"));
+        for (i, case) in cases.iter().enumerate() {
+            let path = dir.join(format!("case{i:03}.cfg"));
             std::fs::write(&path, case).expect("write case");
             paths.push(path);
         }
@@ -787,12 +788,101 @@ for path in sys.argv[1:]:
                 other => panic!("unexpected python output {other}"),
             }
         }
-        assert_eq!(dumps.len(), DIFFERENTIAL_CASES.len());
+        assert_eq!(dumps.len(), cases.len());
+        dumps
+    }
+
+    #[test]
+    fn differential_against_python_configparser() {
+        let cases: Vec<String> = DIFFERENTIAL_CASES.iter().map(|c| (*c).to_owned()).collect();
+        let dumps = python_dumps(&cases, "diff");
         for (case, python) in DIFFERENTIAL_CASES.iter().zip(&dumps) {
             assert_eq!(&rust_dump(case), python, "case {case:?}");
         }
         // the cases must exercise both outcomes
         assert!(dumps.iter().filter(|d| d.error).count() >= 5);
         assert!(dumps.iter().filter(|d| !d.error).count() >= 12);
+    }
+
+    /// Generated files, line by line from the pieces configparser treats specially: section
+    /// headers, `=` and `:` delimiters, keys differing in case, `%%`, `%(name)s` references
+    /// (good and broken), `#` and `;` inside values and as comments, indented continuation
+    /// lines, blank lines, DEFAULT, duplicates. Every one reads the same as in python3. The
+    /// seed is in every failure.
+    #[test]
+    fn generated_files_match_python_configparser() {
+        struct Rng(u64);
+        impl Rng {
+            fn next(&mut self) -> u64 {
+                self.0 ^= self.0 << 13;
+                self.0 ^= self.0 >> 7;
+                self.0 ^= self.0 << 17;
+                self.0
+            }
+            fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+                items[usize::try_from(self.next() % items.len() as u64).unwrap_or(0)]
+            }
+        }
+        const SECTIONS: &[&str] =
+            &["[core]", "[database]", "[DEFAULT]", "[state_store]", "[Core]", "[ a b ]", "[x]y", "[]"];
+        const KEYS: &[&str] = &["k", "K", "key", "Key", "sql_alchemy_conn", "a b", "k2", "%k", "é", ""];
+        const DELIMS: &[&str] = &["=", " = ", ":", " : ", "=  ", " =", "=="];
+        const VALUES: &[&str] = &[
+            "1",
+            "",
+            "a # b",
+            "a ; b",
+            "50%%",
+            "%(k)s",
+            "%(K)s",
+            "%(key)s/x",
+            "%(nope)s",
+            "%",
+            "%%(k)s",
+            "a%%b%%c",
+            "  spaced  ",
+            "x:y=z",
+            "postgresql://u:p%%40ss@h/db",
+            "True",
+            "ü€",
+            "#not a comment",
+            ";nor this",
+            "%(k)",
+        ];
+        const OTHER: &[&str] =
+            &["", "# comment", "; comment", "  # indented comment", "\t", "   ", "no delimiter"];
+        let seed = 0x1ee7_c0de_5eed_0001_u64;
+        let mut rng = Rng(seed);
+        let mut cases = Vec::new();
+        for _ in 0..300 {
+            let mut text = String::new();
+            if !rng.next().is_multiple_of(6) {
+                text.push_str(rng.pick(SECTIONS));
+                text.push('\n');
+            }
+            for _ in 0..rng.next() % 12 {
+                match rng.next() % 10 {
+                    0 => text.push_str(rng.pick(SECTIONS)),
+                    1 => text.push_str(rng.pick(OTHER)),
+                    2 | 3 => {
+                        text.push_str(rng.pick(&["  ", "\t", " "]));
+                        text.push_str(rng.pick(VALUES));
+                    }
+                    _ => {
+                        text.push_str(rng.pick(KEYS));
+                        text.push_str(rng.pick(DELIMS));
+                        text.push_str(rng.pick(VALUES));
+                    }
+                }
+                text.push_str(rng.pick(&["\n", "\n", "\n", "\r\n"]));
+            }
+            cases.push(text);
+        }
+        let dumps = python_dumps(&cases, "generated");
+        for (i, (case, python)) in cases.iter().zip(&dumps).enumerate() {
+            assert_eq!(&rust_dump(case), python, "seed {seed:#x}, file {i}: {case:?}");
+        }
+        assert!(dumps.iter().filter(|d| d.error).count() >= 20, "both outcomes are exercised");
+        assert!(dumps.iter().filter(|d| !d.error && !d.entries.is_empty()).count() >= 50);
     }
 }

@@ -605,3 +605,154 @@ fn not_built(url: &DbUrl) -> Error {
         url.redacted()
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    /// The dialect sources, as they are compiled.
+    const SOURCES: &[(&str, &str)] = &[
+        ("sqlite.rs", include_str!("sqlite.rs")),
+        ("postgres.rs", include_str!("postgres.rs")),
+        ("mysql.rs", include_str!("mysql.rs")),
+    ];
+
+    /// What SQL text may be built from: fixed fragments of this module and the dialects
+    /// (column lists, joins, WHERE clauses whose values are all bound parameters), placeholder
+    /// numbers, and `quoted`, the validated and quoted `[database] sql_alchemy_schema`.
+    /// Anything else spliced into a statement (a key, a dag id, a name) fails this test.
+    const ALLOWED_NAMES: &[&str] = &[
+        "only_if",
+        "ACTIVE_JOIN",
+        "TASK_COLUMNS",
+        "ASSET_COLUMNS",
+        "TASK_SCOPE_WHERE",
+        "sql",
+        "where_sql",
+        "task",
+        "group",
+        "order",
+        "limit",
+        "offset",
+        "condition",
+        "marker",
+        "table",
+        "quoted",
+        // doctor's fixed fragments: length expressions (literals at every `over_bound` call)
+        // and each check's literal `FROM … WHERE …`
+        "measure",
+        "from",
+        "task_where",
+        "asset_where",
+    ];
+    const ALLOWED_ARGS: &[&str] = &[
+        "orphan_condition(\"s\")",
+        "orphan_condition(\"asset_state_store\")",
+        "schema::SANDBOX_MARKER_TABLE",
+        "args.len()",
+    ];
+    const SQL_WORDS: &[&str] =
+        &["SELECT ", "INSERT ", "DELETE ", "UPDATE ", "CREATE ", "DROP ", "ALTER ", "SET "];
+
+    /// The text of each `format!(…)` call outside the file's own tests.
+    fn format_calls(source: &str) -> Vec<&str> {
+        let code = source.split("#[cfg(test)]").next().unwrap_or(source);
+        let mut calls = Vec::new();
+        let mut rest = code;
+        while let Some(at) = rest.find("format!(") {
+            let body = &rest[at + "format!(".len()..];
+            let mut depth = 1;
+            let mut end = body.len();
+            for (i, c) in body.char_indices() {
+                match c {
+                    '(' => depth += 1,
+                    ')' => depth -= 1,
+                    _ => {}
+                }
+                if depth == 0 {
+                    end = i;
+                    break;
+                }
+            }
+            calls.push(&body[..end]);
+            rest = &body[end..];
+        }
+        calls
+    }
+
+    /// `{name}` and `{name:…}` placeholders, and the positional arguments after the string.
+    fn interpolations(call: &str) -> (Vec<String>, Vec<String>) {
+        let mut names = Vec::new();
+        let mut positional = 0;
+        let mut chars = call.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c == '{' {
+                if chars.peek() == Some(&'{') {
+                    chars.next();
+                    continue;
+                }
+                let inner: String = chars.by_ref().take_while(|c| *c != '}').collect();
+                let name = inner.split(':').next().unwrap_or("").to_string();
+                if name.is_empty() {
+                    positional += 1;
+                } else {
+                    names.push(name);
+                }
+            }
+        }
+        let tail = &call[literal_end(call)..];
+        let args: Vec<String> = tail
+            .split(',')
+            .map(|a| a.split_whitespace().collect::<String>())
+            .filter(|a| !a.is_empty())
+            .collect();
+        assert!(args.len() >= positional.min(1), "arguments of {call}");
+        (names, args)
+    }
+
+    /// Where the format string literal (`"…"` or `r#"…"#`) at the start of `call` ends.
+    fn literal_end(call: &str) -> usize {
+        let start = call.len() - call.trim_start().len();
+        let text = &call[start..];
+        if let Some(raw) = text.strip_prefix("r#\"") {
+            return start + 3 + raw.find("\"#").map_or(raw.len(), |i| i + 2);
+        }
+        let mut escaped = false;
+        for (i, c) in text.char_indices().skip(1) {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '"' if !escaped => return start + i + 1,
+                _ => escaped = false,
+            }
+        }
+        call.len()
+    }
+
+    #[test]
+    fn statements_splice_no_user_value() {
+        let mut checked = 0;
+        for (file, source) in SOURCES {
+            for call in format_calls(source) {
+                if !SQL_WORDS.iter().any(|w| call.contains(w)) {
+                    continue;
+                }
+                checked += 1;
+                let (names, args) = interpolations(call);
+                for name in &names {
+                    assert!(
+                        ALLOWED_NAMES.contains(&name.as_str()),
+                        "{file}: `{{{name}}}` spliced into SQL: {call}"
+                    );
+                    if name == "quoted" {
+                        assert_eq!(*file, "postgres.rs", "only PostgreSQL's schema name is an identifier");
+                    }
+                }
+                for arg in &args {
+                    assert!(ALLOWED_ARGS.contains(&arg.as_str()), "{file}: `{arg}` spliced into SQL: {call}");
+                }
+            }
+        }
+        assert!(checked > 40, "the scan found the statements ({checked})");
+        // The check itself catches a spliced value.
+        let (names, args) = interpolations("\"DELETE FROM t WHERE k = '{key}' AND d = '{}'\", scope.dag_id");
+        assert_eq!((names, args), (vec!["key".to_string()], vec!["scope.dag_id".to_string()]));
+    }
+}

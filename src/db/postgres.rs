@@ -494,6 +494,10 @@ fn endpoints(url: &DbUrl) -> Result<Vec<Endpoint>> {
 fn quote_schema(name: &str) -> Result<String> {
     let problem = if name.contains('\0') {
         Some("contains a NUL character".to_string())
+    } else if name.chars().any(char::is_control) {
+        // PostgreSQL would take it quoted, but a newline or tab in a schema name is a mistake
+        // (an indented line after the option continues its value in airflow.cfg), not a schema.
+        Some("contains a control character (a newline, tab, …)".to_string())
     } else if name.len() > MAX_IDENTIFIER_BYTES {
         Some(format!("is {} bytes long; PostgreSQL names hold at most {MAX_IDENTIFIER_BYTES}", name.len()))
     } else if name.is_empty() {
@@ -1867,7 +1871,7 @@ mod tests {
         assert_eq!(quote_schema("Airflow Prod").ok(), Some("\"Airflow Prod\"".to_string()));
         assert_eq!(quote_schema("a\"b; DROP TABLE x").ok(), Some("\"a\"\"b; DROP TABLE x\"".to_string()));
         assert_eq!(quote_schema(&"é".repeat(31)).map(|q| q.len()).ok(), Some(64));
-        for bad in ["", "a\0b", &"x".repeat(64), &"é".repeat(32)] {
+        for bad in ["", "a\0b", "air\nflow", "tab\there", "\u{7f}", &"x".repeat(64), &"é".repeat(32)] {
             let e = quote_schema(bad);
             assert!(matches!(e, Err(Error::Config(_))), "{bad:?}: {e:?}");
         }

@@ -42,7 +42,25 @@ pub(crate) struct SqliteStore {
 }
 
 fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |e| Error::db(context.to_string(), e)
+    move |e| Error::db(context.to_string(), Cause(e))
+}
+
+/// SQLite's own words, plus what to check when they are about permissions: "attempt to write
+/// a readonly database" also comes from a read, when the directory of a WAL database is not
+/// writable and SQLite cannot create the `-wal` and `-shm` files it needs beside the file.
+struct Cause(rusqlite::Error);
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        match self.0.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen) => f.write_str(
+                " (SQLite needs write access to the database file and to its directory, where it \
+                 creates the -wal, -shm and -journal files; check their permissions)",
+            ),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl SqliteStore {
@@ -71,19 +89,32 @@ impl SqliteStore {
         let store = SqliteStore { conn, location, path, clean_lock: None };
         store.prepare_connection(access)?;
         let finding = diagnose_schema(&store.location, |table| store.columns(table))?;
+        // SQLite opens a file it may not write read-only without a word, and the first write
+        // fails deep inside a command (a clean after printing its summary); say it up front.
+        if access == Access::ReadWrite
+            && finding.is_ok()
+            && store.conn.is_readonly(rusqlite::MAIN_DB).map_err(sql_err(&store.location))?
+        {
+            return Err(Error::Database {
+                context: format!("cannot write to {}", store.location),
+                cause: "the file is read-only for this user; commands that only read \
+                        (get, list, stats, export, clean --dry-run) still work"
+                    .to_string(),
+            });
+        }
         Ok((store, finding))
     }
 
     fn prepare_connection(&self, access: Access) -> Result<()> {
         let context = format!("cannot use {}", self.location);
-        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&context, e))?;
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&context, Cause(e)))?;
         // Reading sqlite_master is the first real read: a file that is not a database fails here.
         self.conn
             .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0))
-            .map_err(|e| Error::db(&context, e))?;
-        self.conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&context, e))?;
+            .map_err(|e| Error::db(&context, Cause(e)))?;
+        self.conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&context, Cause(e)))?;
         if access == Access::ReadOnly {
-            self.conn.execute_batch("PRAGMA query_only = ON").map_err(|e| Error::db(&context, e))?;
+            self.conn.execute_batch("PRAGMA query_only = ON").map_err(|e| Error::db(&context, Cause(e)))?;
         }
         Ok(())
     }
@@ -141,11 +172,11 @@ impl SqliteStore {
         let mut stmt = self
             .conn
             .prepare("SELECT name FROM pragma_table_info(?1)")
-            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), e))?;
+            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), Cause(e)))?;
         let names = stmt
             .query_map([table], |row| row.get::<_, String>(0))
             .and_then(Iterator::collect::<rusqlite::Result<Vec<String>>>)
-            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), e))?;
+            .map_err(|e| Error::db(format!("cannot read the tables of {}", self.location), Cause(e)))?;
         Ok(if names.is_empty() { None } else { Some(names) })
     }
 
@@ -179,7 +210,7 @@ impl SqliteStore {
                 ],
             )
             .map(drop)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn ctx(&self, what: &str) -> String {
@@ -206,7 +237,8 @@ fn open_existing_file(path: &Path, location: &str) -> Result<Connection> {
         Ok(_) => {}
     }
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    Connection::open_with_flags(path, flags).map_err(|e| Error::db(format!("cannot open {location}"), e))
+    Connection::open_with_flags(path, flags)
+        .map_err(|e| Error::db(format!("cannot open {location}"), Cause(e)))
 }
 
 fn stored_time(value: ValueRef<'_>) -> Option<StoredTime> {
@@ -301,7 +333,7 @@ impl Metastore for SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>> {
@@ -332,7 +364,7 @@ impl Metastore for SqliteStore {
                 )
                 .optional(),
         };
-        result.map_err(|e| Error::db(ctx, e))
+        result.map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
@@ -344,7 +376,7 @@ impl Metastore for SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
@@ -356,7 +388,7 @@ impl Metastore for SqliteStore {
             AssetSelector::Uri(uri) => ("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?1)", uri.as_str()),
             AssetSelector::Id(_) => return Ok(false),
         };
-        self.conn.query_row(sql, [arg], |r| r.get(0)).map_err(|e| Error::db(ctx, e))
+        self.conn.query_row(sql, [arg], |r| r.get(0)).map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
@@ -371,7 +403,7 @@ impl Metastore for SqliteStore {
                 task_entry,
             )
             .optional()
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
@@ -386,7 +418,7 @@ impl Metastore for SqliteStore {
                 asset_entry,
             )
             .optional()
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
@@ -410,7 +442,7 @@ impl Metastore for SqliteStore {
                 params![w.asset_id, w.key, w.value, w.updated_at.to_sqlite_text()],
             )
             .map(drop)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
@@ -451,23 +483,23 @@ impl Metastore for SqliteStore {
                 ],
             )
             .map(drop)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn begin(&mut self) -> Result<()> {
         // IMMEDIATE takes the write lock now, so a batch never fails half-way on a busy lock.
         let ctx = self.ctx("cannot begin a transaction");
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Error::db(ctx, e))
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn commit(&mut self) -> Result<()> {
         let ctx = self.ctx("cannot commit");
-        self.conn.execute_batch("COMMIT").map_err(|e| Error::db(ctx, e))
+        self.conn.execute_batch("COMMIT").map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn rollback(&mut self) -> Result<()> {
         let ctx = self.ctx("cannot roll back");
-        self.conn.execute_batch("ROLLBACK").map_err(|e| Error::db(ctx, e))
+        self.conn.execute_batch("ROLLBACK").map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
@@ -479,7 +511,7 @@ impl Metastore for SqliteStore {
                 params![scope.dag_id, scope.run_id, scope.task_id, scope.map_index, key],
             )
             .map(count)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
@@ -490,7 +522,7 @@ impl Metastore for SqliteStore {
                 params![asset_id, key],
             )
             .map(count)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
@@ -503,7 +535,7 @@ impl Metastore for SqliteStore {
                 |r| r.get::<_, i64>(0),
             )
             .map(|n| u64::try_from(n).unwrap_or(0))
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
@@ -515,7 +547,7 @@ impl Metastore for SqliteStore {
                 params![scope.dag_id, scope.run_id, scope.task_id, map_index],
             )
             .map(count)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64> {
@@ -525,7 +557,7 @@ impl Metastore for SqliteStore {
                 r.get::<_, i64>(0)
             })
             .map(|n| u64::try_from(n).unwrap_or(0))
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn clear_asset(&mut self, asset_id: i64) -> Result<u64> {
@@ -533,7 +565,7 @@ impl Metastore for SqliteStore {
         self.conn
             .execute("DELETE FROM asset_state_store WHERE asset_id = ?1", [asset_id])
             .map(count)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
@@ -548,7 +580,7 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params_from_iter(args), task_entry)
             .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), e))
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn task_rows_after(
@@ -564,7 +596,7 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params_from_iter(args), |row| Ok((row.get(8)?, task_entry(row)?)))
             .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), e))
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
@@ -579,7 +611,7 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
             .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), e))
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
@@ -591,7 +623,7 @@ impl Metastore for SqliteStore {
                 |r| r.get::<_, i64>(0),
             )
             .map(|n| u64::try_from(n).unwrap_or(0))
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
@@ -607,7 +639,7 @@ impl Metastore for SqliteStore {
             Ok(DagCount { dag_id: r.get(0)?, rows: u64::try_from(r.get::<_, i64>(1)?).unwrap_or(0) })
         })
         .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), e))
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {
@@ -626,7 +658,7 @@ impl Metastore for SqliteStore {
             })
         })
         .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), e))
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>> {
@@ -639,7 +671,7 @@ impl Metastore for SqliteStore {
         let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
         stmt.query_map([i64::try_from(limit).unwrap_or(i64::MAX)], asset_entry)
             .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), e))
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
@@ -668,7 +700,7 @@ impl Metastore for SqliteStore {
             })
         })
         .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), e))
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
@@ -692,7 +724,7 @@ impl Metastore for SqliteStore {
             })
         })
         .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), e))
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
@@ -720,7 +752,7 @@ impl Metastore for SqliteStore {
                 })
             })
             .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-            .map_err(|e| Error::db(ctx.clone(), e))?;
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))?;
         found.extend(tasks);
         let mut stmt = self
             .conn
@@ -738,7 +770,7 @@ impl Metastore for SqliteStore {
                 })
             })
             .and_then(Iterator::collect::<rusqlite::Result<Vec<_>>>)
-            .map_err(|e| Error::db(ctx.clone(), e))?;
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))?;
         found.extend(assets);
         Ok(largest_first(found, limit))
     }
@@ -756,7 +788,7 @@ impl Metastore for SqliteStore {
                     [table],
                     |r| r.get(0),
                 )
-                .map_err(|e| Error::db(ctx.clone(), e))?;
+                .map_err(|e| Error::db(ctx.clone(), Cause(e)))?;
             sizes.push(((*table).to_string(), unsigned(bytes)));
         }
         Ok(sizes)
@@ -764,8 +796,8 @@ impl Metastore for SqliteStore {
 
     fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
         let ctx = self.ctx("cannot prepare the clean");
-        self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, e))?;
-        self.tune_for_clean().map_err(|e| Error::db(&ctx, e))?;
+        self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, Cause(e)))?;
+        self.tune_for_clean().map_err(|e| Error::db(&ctx, Cause(e)))?;
         // SQLite's own locks cannot say "a clean is running" without blocking Airflow's
         // writers too, so the guard is an advisory lock on a file beside the database.
         let Some(path) = &self.path else { return Ok(true) };
@@ -804,7 +836,7 @@ impl Metastore for SqliteStore {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn delete_expired_range(
@@ -824,7 +856,7 @@ impl Metastore for SqliteStore {
                 params![after_id, up_to_id, cutoff],
             )
             .map(count)
-            .map_err(|e| Error::db(ctx, e))
+            .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn expired_rows(
@@ -852,7 +884,7 @@ impl Metastore for SqliteStore {
             |row| Ok((row.get(8)?, task_entry(row)?)),
         )
         .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), e))
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
     fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
@@ -861,7 +893,7 @@ impl Metastore for SqliteStore {
             r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2 AND {}"#,
             orphan_condition("asset_state_store")
         );
-        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, e))
+        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
     }
 
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
@@ -871,7 +903,7 @@ impl Metastore for SqliteStore {
             orphan_condition("s")
         );
         let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, e))
+        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
     }
 }
 
@@ -1217,9 +1249,10 @@ impl SqliteSandbox {
             ));
         };
         let location = format!("SQLite database {}", path.display());
-        let conn = Connection::open(&path).map_err(|e| Error::db(format!("cannot open {location}"), e))?;
-        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&location, e))?;
-        conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&location, e))?;
+        let conn =
+            Connection::open(&path).map_err(|e| Error::db(format!("cannot open {location}"), Cause(e)))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(|e| Error::db(&location, Cause(e)))?;
+        conn.execute_batch("PRAGMA foreign_keys = ON").map_err(|e| Error::db(&location, Cause(e)))?;
         Ok(SqliteSandbox { conn, location })
     }
 
@@ -1231,7 +1264,7 @@ impl SqliteSandbox {
                 [schema::SANDBOX_MARKER_TABLE],
                 |r| r.get(0),
             )
-            .map_err(|e| Error::db(format!("cannot read {}", self.location), e))?;
+            .map_err(|e| Error::db(format!("cannot read {}", self.location), Cause(e)))?;
         if marked {
             Ok(())
         } else {
@@ -1253,7 +1286,7 @@ impl super::Sandbox for SqliteSandbox {
                 [],
                 |r| r.get(0),
             )
-            .map_err(|e| Error::db(format!("cannot read {}", self.location), e))?;
+            .map_err(|e| Error::db(format!("cannot read {}", self.location), Cause(e)))?;
         if existing > 0 {
             return Err(Error::Usage(format!(
                 "{} already has Airflow tables; a sandbox starts empty",
@@ -1262,27 +1295,27 @@ impl super::Sandbox for SqliteSandbox {
         }
         let ctx = format!("cannot create the tables in {}", self.location);
         // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
-        self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| Error::db(&ctx, e))?;
-        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, e))?;
+        self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| Error::db(&ctx, Cause(e)))?;
+        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, Cause(e)))?;
         for statement in schema::SQLITE_DDL {
-            tx.execute_batch(statement).map_err(|e| Error::db(&ctx, e))?;
+            tx.execute_batch(statement).map_err(|e| Error::db(&ctx, Cause(e)))?;
         }
         tx.execute(
             "INSERT INTO alembic_version (version_num) VALUES (?1)",
             [schema::AIRFLOW_33_ALEMBIC_REVISION],
         )
-        .map_err(|e| Error::db(&ctx, e))?;
+        .map_err(|e| Error::db(&ctx, Cause(e)))?;
         tx.execute_batch(&format!(
             "CREATE TABLE {} (created_at TIMESTAMP NOT NULL)",
             schema::SANDBOX_MARKER_TABLE
         ))
-        .map_err(|e| Error::db(&ctx, e))?;
+        .map_err(|e| Error::db(&ctx, Cause(e)))?;
         tx.execute(
             &format!("INSERT INTO {} (created_at) VALUES (?1)", schema::SANDBOX_MARKER_TABLE),
             [Timestamp::now().to_sqlite_text()],
         )
-        .map_err(|e| Error::db(&ctx, e))?;
-        tx.commit().map_err(|e| Error::db(&ctx, e))
+        .map_err(|e| Error::db(&ctx, Cause(e)))?;
+        tx.commit().map_err(|e| Error::db(&ctx, Cause(e)))
     }
 
     fn add_dag_run(&mut self, dag_id: &str, run_id: &str) -> Result<i64> {
@@ -1294,7 +1327,7 @@ impl super::Sandbox for SqliteSandbox {
                  VALUES (?1, ?2, 'manual', 'running', ?3, ?3, ?3, ?3, ?3)",
                 params![dag_id, run_id, now],
             )
-            .map_err(|e| Error::db(format!("cannot add the dag run to {}", self.location), e))?;
+            .map_err(|e| Error::db(format!("cannot add the dag run to {}", self.location), Cause(e)))?;
         Ok(self.conn.last_insert_rowid())
     }
 
@@ -1302,18 +1335,18 @@ impl super::Sandbox for SqliteSandbox {
         self.require_marker()?;
         let ctx = format!("cannot add the asset to {}", self.location);
         let now = Timestamp::now().to_sqlite_text();
-        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, e))?;
+        let tx = self.conn.transaction().map_err(|e| Error::db(&ctx, Cause(e)))?;
         tx.execute(
             r#"INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) VALUES (?1, ?2, 'asset', '{}', ?3, ?3)"#,
             params![name, uri, now],
         )
-        .map_err(|e| Error::db(&ctx, e))?;
+        .map_err(|e| Error::db(&ctx, Cause(e)))?;
         let id = tx.last_insert_rowid();
         if active {
             tx.execute("INSERT INTO asset_active (name, uri) VALUES (?1, ?2)", params![name, uri])
-                .map_err(|e| Error::db(&ctx, e))?;
+                .map_err(|e| Error::db(&ctx, Cause(e)))?;
         }
-        tx.commit().map_err(|e| Error::db(&ctx, e))?;
+        tx.commit().map_err(|e| Error::db(&ctx, Cause(e)))?;
         Ok(id)
     }
 }

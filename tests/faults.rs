@@ -1,0 +1,912 @@
+//! Fault injection: what the tool does when its input, its configuration, its database or its
+//! own process goes wrong, and proof that it loses nothing on the way. Each case asserts the
+//! exit code, the one `error:` line that names the problem, and that the database holds what
+//! it held before (for `clean`: that only whole committed batches are gone, and that a rerun
+//! finishes). `docs/reliability.md` lists every case with the command that reproduces it.
+//!
+//! The tests in `faults!` run once per dialect, like `tests/cli.rs`'s `contract!`.
+//! Randomised tests draw from a seeded xorshift generator; the seed is printed in every
+//! failure, and `STATE_STORE_TEST_SEED=<n>` replays it.
+
+#![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr, clippy::type_complexity)]
+
+mod support;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use support::{Bench, Dialect, Run};
+
+const DAG: &str = "fault_orders";
+const RUN: &str = "manual__2026-11-28T00:00:00+00:00";
+
+fn task<'a>(extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec!["--dag-id", DAG, "--run-id", RUN, "--task-id", "load"];
+    args.extend_from_slice(extra);
+    args
+}
+
+fn cmd<'a>(head: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
+    let mut v = head.to_vec();
+    v.extend_from_slice(tail);
+    v
+}
+
+fn with_run(d: Dialect) -> Bench {
+    let bench = Bench::on(d);
+    bench.add_dag_run(DAG, RUN);
+    bench
+}
+
+fn count(bench: &Bench, sql_from_where: &str) -> i64 {
+    bench.scalar(&format!("SELECT count(*) FROM {sql_from_where}")).parse().expect("count")
+}
+
+/// The name of a server bench's own database (the last segment of its URL).
+fn database_name(bench: &Bench) -> String {
+    bench.url().rsplit('/').next().unwrap().to_string()
+}
+
+/// Polls `done` every 20 ms until it holds, failing after `secs` seconds however loaded the
+/// machine is, so a test acts on an observed state instead of a guessed sleep.
+#[track_caller]
+fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {secs} s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A timestamp literal the dialect takes in any expression (PostgreSQL needs the type when the
+/// literal is a CASE branch).
+fn ts_expr(bench: &Bench, text: &str) -> String {
+    match bench.dialect {
+        Dialect::Postgres => format!("TIMESTAMPTZ '{text}+00'"),
+        _ => format!("'{text}'"),
+    }
+}
+
+/// Seeds `n` task rows of the bench's run in one statement (a cross join of digits, which
+/// every dialect reads alike): key `k1xxxxx`, expired when `i % expired_every == 0`, otherwise
+/// never expiring (`i % 5 == 1`) or expiring in 2037.
+fn seed_bulk(bench: &Bench, n: u32, expired_every: u32) {
+    let digits = "(SELECT 0 AS d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4 \
+                  UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)";
+    let key = match bench.dialect {
+        Dialect::Mysql => "CONCAT('k', s.i + 100000)".to_string(),
+        Dialect::Postgres => "'k' || (s.i + 100000)::text".to_string(),
+        Dialect::Sqlite => "'k' || (s.i + 100000)".to_string(),
+    };
+    bench.exec(&format!(
+        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, {k}, dag_id, run_id, value, updated_at, expires_at) \
+         SELECT (SELECT id FROM dag_run WHERE dag_id = {dag} AND run_id = {run}), 't', -1, {key}, {dag}, {run}, '1', {updated}, \
+         CASE WHEN s.i % {expired_every} = 0 THEN {expired} WHEN s.i % 5 = 1 THEN NULL ELSE {future} END \
+         FROM (SELECT a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d AS i \
+               FROM {digits} a, {digits} b, {digits} c, {digits} e, {digits} f) s WHERE s.i < {n}",
+        k = bench.key_col(),
+        dag = bench.lit(DAG),
+        run = bench.lit(RUN),
+        updated = ts_expr(bench, "2020-01-01 00:00:00.000000"),
+        expired = ts_expr(bench, "2020-01-02 00:00:00.000000"),
+        future = ts_expr(bench, "2037-01-01 00:00:00.000000"),
+    ));
+}
+
+const EXPIRED: &str = "task_state_store WHERE expires_at < '2021-01-01'";
+const ALIVE: &str = "task_state_store WHERE expires_at IS NULL OR expires_at > '2030-01-01'";
+
+/// The one `error:` line of a failed `clean`, which also prints its summary line first.
+#[track_caller]
+fn clean_error_line(stderr: &str) -> String {
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+    assert_eq!(errors.len(), 1, "one error line: {stderr}");
+    let others: Vec<&str> =
+        stderr.lines().filter(|l| !l.starts_with("error: ") && !l.starts_with("clean: ")).collect();
+    assert!(others.is_empty(), "only the summary and the error: {stderr}");
+    errors[0].to_string()
+}
+
+/// The task rows a failed or stopped clean says it deleted, from its summary line.
+#[track_caller]
+fn summary_deleted(stderr: &str) -> i64 {
+    let line =
+        stderr.lines().find(|l| l.starts_with("clean: deleted ")).unwrap_or_else(|| panic!("{stderr}"));
+    line["clean: deleted ".len()..].split(' ').next().unwrap().parse().unwrap()
+}
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---------------------------------------------------------------- a seeded generator
+
+/// xorshift64*: small, deterministic, enough to draw test data from.
+struct Rng(u64);
+
+impl Rng {
+    /// `STATE_STORE_TEST_SEED` when set (to replay a failure), else a fresh seed per run.
+    fn seeded(salt: u64) -> (Rng, u64) {
+        let seed =
+            std::env::var("STATE_STORE_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                let nanos =
+                    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
+                u64::try_from(nanos % u128::from(u64::MAX)).unwrap() ^ salt
+            });
+        (Rng(seed.max(1)), seed)
+    }
+
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+// ---------------------------------------------------------------- one test per dialect
+
+macro_rules! faults {
+    ($($(#[$meta:meta])* fn $name:ident($d:ident: Dialect) $body:block)*) => {
+        $($(#[$meta])* fn $name($d: Dialect) $body)*
+        mod on_sqlite {
+            $(#[test] fn $name() { super::$name(super::Dialect::Sqlite) })*
+        }
+        #[cfg(feature = "postgres")]
+        mod on_postgres {
+            $(#[test] fn $name() { super::$name(super::Dialect::Postgres) })*
+        }
+        #[cfg(feature = "mysql")]
+        mod on_mysql {
+            $(#[test] fn $name() { super::$name(super::Dialect::Mysql) })*
+        }
+    };
+}
+
+faults! {
+    // ------------------------------------------------------------ bad input
+
+    /// What `tests/cli.rs` does not already refuse: bad timestamps and durations in every
+    /// flag that takes one, flags that contradict each other, unknown and inactive assets,
+    /// a missing dag run, for every write command.
+    fn bad_input_is_refused_before_anything_is_written(d: Dialect) {
+        let bench = with_run(d);
+        bench.run(&cmd(&["set", "keep", "1"], &task(&[]))).success();
+        let inactive = bench.add_asset("retired", "s3://retired/", false).to_string();
+        bench.add_asset("orders", "s3://orders/", true);
+        let cases: Vec<(Vec<&str>, i32, &str)> = vec![
+            (cmd(&["set", "k", "1", "--expires-at", "2026-13-01T00:00:00Z"], &task(&[])), 2, "--expires-at"),
+            (cmd(&["set", "k", "1", "--expires-at", "2026-12-31T00:00:00"], &task(&[])), 2, "no time zone"),
+            (cmd(&["set", "k", "1", "--retention", "1h30"], &task(&[])), 2, "--retention"),
+            (cmd(&["set", "k", "1", "--retention", "-5m"], &task(&[])), 2, "-5"),
+            (cmd(&["set", "k", "1", "--map-index", "-7"], &task(&[])), 2, "-7"),
+            (cmd(&["delete", "keep", "--map-index", "-2"], &task(&[])), 2, "-2"),
+            (cmd(&["clear", "--yes", "--map-index", "-3"], &task(&[])), 2, "-3"),
+            (cmd(&["set", "k", "1", "--retention", "1d", "--expires-at", "2030-01-01T00:00:00Z"], &task(&[])), 2, "--expires-at"),
+            (cmd(&["set", "k", "1", "--asset", "orders"], &task(&[])), 2, "not both"),
+            (vec!["set", "k", "1", "--asset", "orders", "--asset-uri", "s3://orders/"], 2, "only one"),
+            (vec!["clear", "--yes", "--asset", "orders", "--all-map-indices"], 2, "--all-map-indices"),
+            (vec!["set", "k", "1", "--asset", "orders", "--expires-at", "2030-01-01T00:00:00Z"], 2, "never expire"),
+            (vec!["clean", "--before", "yesterday"], 2, "--before"),
+            (vec!["clean", "--sleep", "5 minutes"], 2, "--sleep"),
+            (vec!["clean", "--lock-timeout", "forever"], 2, "--lock-timeout"),
+            (vec!["set", "k", "1", "--asset", "no_such_asset"], 1, "no asset found"),
+            (vec!["set", "k", "1", "--asset-uri", "s3://nowhere/"], 1, "no asset found"),
+            (vec!["set", "k", "1", "--asset-id", "987654"], 1, "no asset found"),
+            (vec!["set", "k", "1", "--asset", "retired"], 1, "not active"),
+            (vec!["set", "k", "1", "--asset-id", &inactive], 1, "inactive"),
+            (vec!["clear", "--yes", "--asset", "retired"], 1, "not active"),
+            (vec!["set", "k", "1", "--dag-id", DAG, "--run-id", "no_such_run", "--task-id", "load"], 1, "no dag run found"),
+            (vec!["clear", "--yes", "--dag-id", "no_such_dag", "--run-id", RUN, "--task-id", "load"], 1, "no dag run found"),
+            (vec!["delete", "keep", "--dag-id", DAG, "--run-id", "no_such_run", "--task-id", "load"], 1, "no dag run found"),
+        ];
+        for (args, code, needle) in cases {
+            bench.unchanged(|| bench.run(&args).fails(code, needle));
+        }
+        // A value over the limit and a key over 512 characters, from stdin too.
+        let big = format!("\"{}\"", "x".repeat(65_534));
+        bench.unchanged(|| bench.run_with_stdin(&cmd(&["set", "big", "-"], &task(&[])), &big).fails(2, "65536 bytes"));
+        bench.unchanged(|| bench.run_with_stdin(&cmd(&["set", "nan", "-"], &task(&[])), "[1, NaN]").fails(2, "NaN"));
+        bench.unchanged(|| bench.run_with_stdin(&cmd(&["set", "null", "-"], &task(&[])), "null\n").fails(2, "null"));
+        bench.unchanged(|| bench.run_with_stdin(&cmd(&["set", "bad", "-"], &task(&[])), "{\"a\": }").fails(2, "not JSON"));
+        let long = "é".repeat(513);
+        bench.unchanged(|| bench.run(&cmd(&["set", &long, "1"], &task(&[]))).fails(2, "512"));
+        bench.unchanged(|| bench.run(&["set", &long, "1", "--asset", "orders"]).fails(2, "512"));
+        bench.unchanged(|| bench.run(&["set", "", "1", "--asset", "orders"]).fails(2, "empty"));
+    }
+
+    // ------------------------------------------------------------ bad database
+
+    /// SIGKILL (nothing to catch, nothing flushed) in the middle of a clean of 20,000 expired
+    /// rows: what is gone is whole batches, SQLite's file passes its integrity check, and a
+    /// rerun (not refused: the clean lock died with the process) finishes the job.
+    fn sigkill_mid_clean_leaves_whole_batches(d: Dialect) {
+        let bench = with_run(d);
+        seed_bulk(&bench, 30_000, 3);
+        let expired = count(&bench, EXPIRED);
+        assert_eq!((expired, count(&bench, ALIVE)), (10_000, 20_000));
+        let mut child = bench
+            .cmd(&["clean", "--batch-size", "100", "--sleep", "10ms"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < expired);
+        assert!(Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap().success());
+        let status = child.wait().unwrap();
+        assert_eq!(status.code(), None, "killed by the signal, not finished: {status:?}");
+        if d == Dialect::Sqlite {
+            assert_eq!(bench.rows("PRAGMA integrity_check"), vec!["ok".to_string()]);
+            assert_eq!(bench.rows("PRAGMA foreign_key_check"), Vec::<String>::new());
+        }
+        let left = count(&bench, EXPIRED);
+        assert!(left > 0, "killed before the end");
+        assert_eq!((expired - left) % 100, 0, "whole batches of 100 only: {left} left");
+        assert_eq!(count(&bench, ALIVE), 20_000);
+        // The server ends the dead client's session (and its clean lock) on its own.
+        let db = database_name(&bench);
+        match d {
+            Dialect::Postgres => wait_until(10, "the session ends", || {
+                bench.scalar(&format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND application_name = 'state-store'"
+                )) == "0"
+            }),
+            Dialect::Mysql => wait_until(10, "the session ends", || {
+                bench.scalar(&format!(
+                    "SELECT count(*) FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"
+                )) == "0"
+            }),
+            Dialect::Sqlite => {}
+        }
+        let run = bench.run(&["clean", "-o", "json"]).success();
+        assert_eq!(run.json().py("v['task_rows_deleted']"), left.to_string());
+        assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 20_000));
+    }
+
+    // ------------------------------------------------------------ hostile input
+
+    /// Quotes, `;`, `--`, LIKE's `%` and `_`, backslashes, newlines and non-ASCII in keys, dag,
+    /// run and task ids and asset names and uris are stored and matched literally by every
+    /// command and every filter: `%` and `_` never act as wildcards.
+    fn hostile_text_is_matched_literally_in_every_filter(d: Dialect) {
+        let bench = Bench::on(d);
+        // MySQL's columns compare without trailing spaces (documented), so none end in one.
+        let dags = ["a%", "a_", "ab", "a\\", "a\\%", "a'; DELETE FROM dag_run; --", "a\"b", "ä\nb"];
+        let tasks = ["t%", "t_", "tx", "t'--"];
+        for (i, dag) in dags.iter().enumerate() {
+            let run = format!("r{}%_\\'", i);
+            bench.add_dag_run(dag, &run);
+            for task in tasks {
+                for key in ["k%", "k_", "kx", "k\\", "k'); DROP TABLE task_state_store; --", "ключ/\n"] {
+                    let value = format!("\"{}\"", key.replace('\\', "\\\\").replace('\n', "\\n"));
+                    bench.run(&["set", key, &value, "--dag-id", dag, "--run-id", &run, "--task-id", task]).success();
+                }
+            }
+        }
+        assert_eq!(count(&bench, "task_state_store"), 8 * 4 * 6);
+        for (i, dag) in dags.iter().enumerate() {
+            let run = format!("r{}%_\\'", i);
+            let v = bench.run(&["list", "--dag-id", dag, "--limit", "0", "-o", "json"]).success().json();
+            assert_eq!(v.py("len(v)"), "24", "dag {dag:?}");
+            assert_eq!(v.py(&format!("{{e['dag_id'] for e in v}} == {{{dag:?}}}")), "True", "dag {dag:?}");
+            let v = bench.run(&["list", "--run-id", &run, "--limit", "0", "-o", "json"]).success().json();
+            assert_eq!(v.py("len(v)"), "24", "run {run:?}");
+            for task in tasks {
+                let scope = ["--dag-id", dag, "--run-id", &run, "--task-id", task];
+                let run_list = bench.run(&cmd(&["list", "-o", "json"], &scope)).success();
+                assert_eq!(
+                    run_list.json().py("sorted(e['key'] for e in v)"),
+                    "['k%', \"k'); DROP TABLE task_state_store; --\", 'k\\\\', 'k_', 'kx', 'ключ/\\n']",
+                    "{scope:?}"
+                );
+                bench.run(&cmd(&["get", "k_", "-o", "plain"], &scope)).success().stdout_is("k_\n");
+                bench.run(&cmd(&["get", "k?", "-o", "plain"], &scope)).fails(1, "not found");
+                bench.run(&cmd(&["get", "k\n", "-o", "plain"], &scope)).fails(1, "not found");
+            }
+            let v = bench.run(&["list", "--dag-id", dag, "--task-id", "t_", "-o", "json"]).success().json();
+            assert_eq!(v.py("{e['task_id'] for e in v}"), "{'t_'}", "dag {dag:?}");
+            let exported = bench.run(&["export", "--dag-id", dag, "--task-id", "t%"]).success();
+            assert_eq!(exported.stdout.lines().count(), 6, "export --dag-id {dag:?} --task-id t%");
+        }
+        for filter in ["%", "_", "a", "a%%", "a__", "a\\\\", "t", "t%%", "r%"] {
+            bench.run(&["list", "--dag-id", filter, "-o", "json"]).success().stdout_is("[]\n");
+            bench.run(&["list", "--task-id", filter, "-o", "json"]).success().stdout_is("[]\n");
+            bench.run(&["list", "--run-id", filter, "-o", "json"]).success().stdout_is("[]\n");
+        }
+        // Deleting and clearing a hostile scope touch that scope only.
+        let scope = ["--dag-id", "a%", "--run-id", "r0%_\\'", "--task-id", "t_"];
+        bench.run(&cmd(&["delete", "k%", "-o", "plain"], &scope)).success().stdout_is("1\n");
+        bench.run(&cmd(&["clear", "--yes", "-o", "plain"], &scope)).success().stdout_is("5\n");
+        assert_eq!(count(&bench, "task_state_store"), 8 * 4 * 6 - 6);
+        assert_eq!(count(&bench, "dag_run"), 8);
+
+        // Assets: names and uris with the same characters (latin1 on MySQL: no Cyrillic there).
+        let names = ["as%", "as_", "asx", "a's\"; --", "a\\s", "é\ts"];
+        for (i, name) in names.iter().enumerate() {
+            bench.add_asset(name, &format!("s3://b/{i}%_'\\\"/"), true);
+        }
+        for (i, name) in names.iter().enumerate() {
+            let value = format!("{i}");
+            bench.run(&["set", "k%_", &value, "--asset", name]).success();
+            let uri = format!("s3://b/{i}%_'\\\"/");
+            bench.run(&["get", "k%_", "--asset-uri", &uri, "-o", "plain"]).success().stdout_is(&format!("{i}\n"));
+            bench.run(&["get", "k%", "--asset", name]).fails(1, "not found");
+            let v = bench.run(&["list", "--asset", name, "-o", "json"]).success().json();
+            assert_eq!(
+                v.py("[(e['asset_name'].encode().hex(), e['key'], e['value']) for e in v]"),
+                format!("[('{}', 'k%_', {i})]", hex(name))
+            );
+        }
+        for name in ["as", "a%", "%", "_", "as%%", "a\\\\s"] {
+            bench.run(&["get", "k%_", "--asset", name]).fails(1, "no asset found");
+        }
+        bench.run(&["clear", "--yes", "--asset", "as_", "-o", "plain"]).success().stdout_is("1\n");
+        assert_eq!(count(&bench, "asset_state_store"), 5);
+        let v = bench.run(&["list", "--assets", "-o", "json"]).success().json();
+        let mut left: Vec<String> = names.iter().filter(|n| **n != "as_").map(|n| hex(n)).collect();
+        left.sort();
+        assert_eq!(v.py("sorted(e['asset_name'].encode().hex() for e in v)"), format!("{left:?}").replace('"', "'"));
+    }
+
+    // ------------------------------------------------------------ property: batch deletion
+
+    /// Generated tables (a random mix of expired, never-expiring and future rows under random
+    /// ids with gaps) cleaned with batch sizes 0, 1, E-1, E, E+1 and a random one, where E is
+    /// the number of expired rows: exactly the expired rows are gone, in ceil(E/size) batches.
+    fn generated_tables_lose_exactly_their_expired_rows(d: Dialect) {
+        let (mut rng, seed) = Rng::seeded(0xC1EA);
+        let bench = with_run(d);
+        let dag_run_id = bench.scalar("SELECT id FROM dag_run");
+        let k = bench.key_col();
+        for table in 0..4 {
+            let n = match table { 0 => 0, 1 => 1 + rng.below(3), _ => 5 + rng.below(60) };
+            let mut id = 1 + rng.below(1000);
+            let mut rows = Vec::new();
+            for _ in 0..n {
+                id += 1 + if rng.below(4) == 0 { rng.below(5000) } else { 0 };
+                let expires = match rng.below(5) {
+                    0 | 1 => Some(format!(
+                        "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
+                        1971 + rng.below(55), 1 + rng.below(12), 1 + rng.below(28),
+                        rng.below(24), rng.below(60), rng.below(60), rng.below(1_000_000)
+                    )),
+                    2 => None,
+                    _ => Some(format!("{}-06-01 00:00:00.{:06}", 2030 + rng.below(7), rng.below(1_000_000))),
+                };
+                rows.push((id, expires));
+            }
+            let expired = rows.iter().filter(|(_, e)| e.as_deref().is_some_and(|e| e < "2026")).count() as u64;
+            let survivors: Vec<String> =
+                rows.iter().filter(|(_, e)| e.as_deref().is_none_or(|e| e >= "2026")).map(|(id, _)| id.to_string()).collect();
+            let mut sizes = vec![0, 1, expired.saturating_sub(1), expired, expired + 1, 1 + rng.below(70)];
+            sizes.sort_unstable();
+            sizes.dedup();
+            for size in sizes {
+                let context = format!("seed {seed} (STATE_STORE_TEST_SEED={seed}), table {table}, {n} rows, {expired} expired, batch size {size}, {d:?}");
+                bench.exec("DELETE FROM task_state_store");
+                if !rows.is_empty() {
+                    let values: Vec<String> = rows
+                        .iter()
+                        .map(|(id, e)| {
+                            format!(
+                                "({id}, {dag_run_id}, 't', -1, 'k{id}', {}, {}, '1', {}, {})",
+                                bench.lit(DAG), bench.lit(RUN),
+                                bench.ts_lit(Some("2020-01-01 00:00:00.000000")), bench.ts_lit(e.as_deref())
+                            )
+                        })
+                        .collect();
+                    bench.exec(&format!(
+                        "INSERT INTO task_state_store (id, dag_run_id, task_id, map_index, {k}, dag_id, run_id, value, updated_at, expires_at) VALUES {}",
+                        values.join(", ")
+                    ));
+                }
+                let run = bench.run(&["clean", "--batch-size", &size.to_string(), "--no-orphans", "-o", "json"]);
+                assert_eq!(run.code, 0, "{context}: {}", run.stderr);
+                let v = run.json();
+                let batches = match size { 0 => u64::from(expired > 0), s => expired.div_ceil(s) };
+                assert_eq!(v.py("(v['task_rows_deleted'], v['batches'])"), format!("({expired}, {batches})"), "{context}");
+                assert_eq!(bench.rows("SELECT id FROM task_state_store ORDER BY id"), survivors, "{context}");
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ security
+
+}
+
+// ---------------------------------------------------------------- SQLite files
+
+/// A writer holding the rows a command needs, past the wait the tool allows: `set` and
+/// `delete` give up with exit 4 and one line, and change nothing. (`clean` behind a held
+/// row: `tests/cli.rs` `clean_never_waits_long_behind_another_writer`.)
+/// PostgreSQL and MySQL wait for a row lock as the server allows, as Airflow's own sessions
+/// do (see docs/reliability.md).
+#[test]
+fn sqlite_write_behind_a_held_lock_fails_in_bounded_time() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    let started = Instant::now();
+    let run = bench.run(&cmd(&["set", "k", "3"], &task(&[]))).fails(4, "database is locked");
+    assert!(started.elapsed() < Duration::from_secs(15), "{run:?}");
+    bench.run(&cmd(&["delete", "k"], &task(&[]))).fails(4, "database is locked");
+    drop(holder);
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+}
+
+/// Whether this process runs as root, for whom file modes do not apply.
+fn running_as_root() -> bool {
+    let out = Command::new("id").arg("-u").output().expect("id(1)");
+    String::from_utf8_lossy(&out.stdout).trim() == "0"
+}
+
+/// Runs a command of the bench so that file permissions apply to it: as root, without the
+/// capabilities that bypass them (util-linux `setpriv`), otherwise as it is.
+fn run_without_override(bench: &Bench, args: &[&str]) -> Run {
+    let plain = bench.cmd(args);
+    let mut c = if running_as_root() {
+        let mut c = Command::new("setpriv");
+        c.args(["--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]);
+        c.arg(plain.get_program()).args(plain.get_args());
+        for (key, value) in plain.get_envs() {
+            match value {
+                Some(value) => c.env(key, value),
+                None => c.env_remove(key),
+            };
+        }
+        c
+    } else {
+        plain
+    };
+    let out =
+        c.stdin(Stdio::null()).output().expect("setpriv (util-linux) is required when tests run as root");
+    Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn set_mode(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+fn file_bytes(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).unwrap()
+}
+
+/// A read-only database file: every write command fails at once with exit 4 and a line that
+/// says the file is read-only (before a clean starts, so no summary of nothing), the file is
+/// byte for byte unchanged, and reading commands still work.
+#[test]
+fn sqlite_read_only_file() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "\"v\""], &task(&[]))).success();
+    seed_bulk(&bench, 10, 2);
+    // A checkpointed file with no -wal beside it, as after Airflow stops.
+    bench.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+    set_mode(&bench.db, 0o444);
+    let before = file_bytes(&bench.db);
+    for args in [
+        cmd(&["set", "k", "1"], &task(&[])),
+        cmd(&["delete", "k"], &task(&[])),
+        cmd(&["clear", "--yes"], &task(&[])),
+        vec!["clean"],
+        vec!["import", "/dev/null"],
+    ] {
+        let run = run_without_override(&bench, &args).fails(4, "read-only");
+        assert!(run.stderr.contains(&bench.db.display().to_string()), "{}", run.stderr);
+    }
+    run_without_override(&bench, &cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("v\n");
+    let listed = run_without_override(&bench, &["list", "-o", "plain"]).success();
+    assert_eq!(listed.stdout.lines().count(), 11);
+    run_without_override(&bench, &["clean", "--dry-run", "-o", "plain"]).success().stdout_is("5 0\n");
+    run_without_override(&bench, &["stats", "-o", "json"]).success();
+    set_mode(&bench.db, 0o644);
+    assert!(before == file_bytes(&bench.db), "the file changed");
+}
+
+/// A read-only directory: SQLite cannot create the -wal and -shm files a WAL database needs,
+/// even to read it, so every command fails with exit 4 and a line that says what to check;
+/// the file is unchanged and nothing is created beside it.
+#[test]
+fn sqlite_read_only_directory() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "\"v\""], &task(&[]))).success();
+    let dir = bench.dir.path().join("ro");
+    std::fs::create_dir(&dir).unwrap();
+    let db = dir.join("airflow.db");
+    std::fs::rename(&bench.db, &db).unwrap();
+    let url = format!("sqlite:///{}", db.display());
+    let before = file_bytes(&db);
+    set_mode(&dir, 0o555);
+    for args in [
+        cmd(&["set", "k", "1", "--conn", &url], &task(&[])),
+        vec!["clean", "--conn", &url],
+        cmd(&["get", "k", "--conn", &url], &task(&[])),
+        vec!["list", "--conn", &url],
+    ] {
+        let run = run_without_override(&bench, &args)
+            .fails(4, "write access to the database file and to its directory");
+        assert!(run.stderr.contains(&db.display().to_string()), "{}", run.stderr);
+    }
+    set_mode(&dir, 0o755);
+    assert!(before == file_bytes(&db), "the file changed");
+    let mut beside: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    beside.sort();
+    assert_eq!(beside, vec!["airflow.db".to_string()]);
+}
+
+/// Missing file, a file that is not a database, missing tables, pre-release and 3.4 schemas:
+/// `tests/cli.rs` has them (`sqlite_file_problems_have_their_own_exit_codes`,
+/// `sqlite_pre_release_table_names_are_recognised_and_refused`, `a_newer_airflow_schema_is_refused`).
+/// Here, the same refusals leave the file unchanged, and a directory or an empty file given as
+/// the database.
+#[test]
+fn sqlite_files_that_are_not_metastores_are_left_alone() {
+    let bench = Bench::bare();
+    std::fs::create_dir(&bench.db).unwrap();
+    bench.run(&["list"]).fails(4, "it is a directory");
+    std::fs::remove_dir(&bench.db).unwrap();
+    std::fs::write(&bench.db, "").unwrap();
+    bench.run(&["clean"]).fails(5, "no task_state_store");
+    assert_eq!(std::fs::read(&bench.db).unwrap(), Vec::<u8>::new(), "an empty file stays empty");
+    let junk: Vec<u8> = (0..4096u32).map(|i| u8::try_from(i * 7 % 251).unwrap()).collect();
+    std::fs::write(&bench.db, &junk).unwrap();
+    for args in [vec!["clean"], cmd(&["set", "k", "1"], &task(&[]))] {
+        bench.run(&args).fails(4, "not a database");
+    }
+    assert!(std::fs::read(&bench.db).unwrap() == junk);
+    // A pre-release schema with rows in it: refused, rows untouched.
+    std::fs::remove_file(&bench.db).unwrap();
+    let conn = rusqlite::Connection::open(&bench.db).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE task_state (id INTEGER PRIMARY KEY, expires_at TEXT); \
+         INSERT INTO task_state (expires_at) VALUES ('2020-01-01 00:00:00.000000')",
+    )
+    .unwrap();
+    drop(conn);
+    bench.run(&["clean"]).fails(5, "pre-release");
+    assert_eq!(bench.scalar("SELECT count(*) FROM task_state"), "1");
+}
+
+// ---------------------------------------------------------------- configuration
+
+/// Configuration faults `tests/cli.rs` does not already cover (it has a bad INI line, an
+/// unknown boolean, a non-numeric batch size, a failing environment `_cmd`, an unknown scheme
+/// and an environment `_secret`): each is exit 3 with one line naming the option or file,
+/// before the database is opened.
+#[test]
+fn configuration_faults_fail_before_the_database_is_opened() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let check = |bench: &Bench, args: &[&str], needle: &str| {
+        bench.unchanged(|| bench.run(args).fails(3, needle));
+    };
+    // An unreadable file (permissions) and a directory given as the file.
+    let cfg = bench.write_config("locked.cfg", "[state_store]\nstate_cleanup_batch_size = 5\n");
+    set_mode(&cfg, 0o000);
+    let run =
+        run_without_override(&bench, &["clean", "--config", cfg.to_str().unwrap()]).fails(3, "locked.cfg");
+    assert!(run.stderr.to_lowercase().contains("permission denied"), "{}", run.stderr);
+    set_mode(&cfg, 0o644);
+    check(&bench, &["clean", "--config", bench.dir.path().to_str().unwrap()], "directory");
+    // A _cmd in the file that prints nothing.
+    let empty = bench.write_config("cmd.cfg", "[database]\nsql_alchemy_conn_cmd = true\n");
+    let mut c = bench.cmd(&["list", "--config", empty.to_str().unwrap()]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), stderr.lines().count()), (Some(3), 1), "{stderr}");
+    assert!(
+        stderr.contains("printed nothing") && stderr.contains("sql_alchemy_conn from command in"),
+        "{stderr}"
+    );
+
+    let cases: Vec<(Vec<(&str, &str)>, &str)> = vec![
+        (vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "printf ''")], "printed nothing"),
+        (vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "/nonexistent/vault-read conn")], "cannot run"),
+        (
+            vec![(
+                "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD",
+                "sh -c 'echo cannot fetch postgresql://airflow:Zk8Hidden@db/airflow >&2; exit 2'",
+            )],
+            "cannot fetch postgresql://airflow:***@db/airflow",
+        ),
+        (vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "mssql+pyodbc://u:p@h/db")], "mssql"),
+        (vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:relative.db")], "sql_alchemy_conn"),
+        (vec![("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "2.5")], "state_cleanup_batch_size"),
+        (vec![("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "-5")], "state_cleanup_batch_size"),
+        (vec![("AIRFLOW__STATE_STORE__CLEAR_ON_SUCCESS", "yes please")], "clear_on_success"),
+        (vec![("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "64k")], "max_value_storage_bytes"),
+        (vec![("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "7d")], "default_retention_days"),
+    ];
+    for (env, needle) in cases {
+        let mut c = bench.cmd(&["clean"]);
+        for (key, value) in &env {
+            if key.ends_with("_CMD") {
+                c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+            }
+            c.env(key, value);
+        }
+        let before = bench.snapshot();
+        let out = c.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), stderr.lines().count()), (Some(3), 1), "{env:?}: {stderr}");
+        assert!(stderr.starts_with("error: ") && stderr.contains(needle), "{env:?}: {stderr}");
+        assert!(!stderr.contains("Zk8Hidden"), "{stderr}");
+        assert_eq!(before, bench.snapshot());
+    }
+    // In the file: a _secret option, a _cmd that fails, an interpolation that goes nowhere.
+    for (text, needle) in [
+        ("[database]\nsql_alchemy_conn_secret = airflow/conn\n", "secrets backend"),
+        ("[database]\nsql_alchemy_conn_cmd = false\n", "exited with status 1"),
+        ("[state_store]\nstate_cleanup_batch_size = %(nowhere)s\n", "state_cleanup_batch_size"),
+        ("[state_store]\nstate_cleanup_batch_size = 10\n  20\n", "state_cleanup_batch_size"),
+    ] {
+        let cfg = bench.write_config("faulty.cfg", text);
+        let mut c = bench.cmd(&["clean", "--config", cfg.to_str().unwrap()]);
+        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+        let out = c.output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!((out.status.code(), stderr.lines().count()), (Some(3), 1), "{text:?}: {stderr}");
+        assert!(stderr.contains(needle), "{text:?}: {stderr}");
+    }
+}
+
+/// `[database] sql_alchemy_schema` is the one identifier spliced into SQL. Text built to break
+/// out of the quoting is taken as a (missing) schema name and runs nothing; a name with a control
+/// character is refused as a configuration error before connecting.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_hostile_schema_names() {
+    let mut bench = with_run(Dialect::Postgres);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    for name in [
+        "public\"; DROP TABLE task_state_store; --",
+        "public'; DROP TABLE task_state_store; --",
+        "public\"\"; DELETE FROM dag_run; --",
+        "x\\\"; SELECT pg_sleep(30); --",
+    ] {
+        bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", name);
+        bench.unchanged(|| bench.run(&["clean"]).fails(5, "does not exist"));
+        bench.unchanged(|| bench.run(&cmd(&["set", "k", "2"], &task(&[]))).fails(5, "does not exist"));
+    }
+    for (name, needle) in
+        [("public\n; DROP TABLE task_state_store", "control character"), ("pub\tlic", "control character")]
+    {
+        bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", name);
+        bench.unchanged(|| bench.run(&["list"]).fails(3, needle));
+    }
+    // From airflow.cfg, an indented line continues the value: the newline is refused too.
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "public");
+    let cfg =
+        bench.write_config("schema.cfg", "[database]\nsql_alchemy_schema = public\n  DROP TABLE dag_run\n");
+    let mut c = bench.cmd(&["list", "--config", cfg.to_str().unwrap()]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA");
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("sql_alchemy_schema") && stderr.contains("control character"), "{stderr}");
+    assert_eq!(count(&bench, "task_state_store"), 1);
+    assert_eq!(count(&bench, "dag_run"), 1);
+}
+
+// ---------------------------------------------------------------- servers only
+
+/// A clean whose database connection dies between batches (the server ends the session):
+/// exit 4 with one error line, the summary counts exactly the rows that are gone, those are
+/// whole batches, and a rerun is not refused and finishes. SQLite has no session to end;
+/// its counterpart is `sigkill_mid_clean_leaves_whole_batches`.
+fn connection_dropped_mid_clean(d: Dialect) {
+    let bench = with_run(d);
+    seed_bulk(&bench, 4000, 2);
+    assert_eq!(count(&bench, EXPIRED), 2000);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "20", "--sleep", "20ms", "-o", "json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 2000);
+    let db = database_name(&bench);
+    match d {
+        Dialect::Postgres => {
+            let killed = bench.scalar(&format!(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+                 WHERE datname = '{db}' AND application_name = 'state-store' AND pid <> pg_backend_pid()"
+            ));
+            assert_eq!(killed, "1", "the clean's session");
+        }
+        _ => {
+            let ids = bench.rows(&format!(
+                "SELECT id FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"
+            ));
+            assert_eq!(ids.len(), 1, "the clean's session: {ids:?}");
+            bench.exec(&format!("KILL {}", ids[0]));
+        }
+    }
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no JSON report for a failed run");
+    let error = clean_error_line(&stderr);
+    assert!(error.contains("cannot") && error.contains(&db), "names what failed and where: {error}");
+    let gone = 2000 - count(&bench, EXPIRED);
+    assert!(gone > 0 && gone < 2000, "stopped mid-run: {gone}");
+    // The summary counts what is gone; when the session died inside a DELETE, that batch
+    // may have been committed before the server let go, and the summary says so.
+    let reported = summary_deleted(&stderr);
+    let in_doubt =
+        stderr.contains("the batch that failed (up to 20 row(s)) is deleted too if the server committed it");
+    assert!(gone == reported || (in_doubt && gone == reported + 20), "{gone} gone: {stderr}");
+    assert_eq!(gone % 20, 0, "whole batches of 20 only");
+    assert_eq!(count(&bench, ALIVE), 2000, "no unexpired row touched");
+    let run = bench.run(&["clean", "-o", "json"]).success();
+    assert_eq!(run.json().py("v['task_rows_deleted']"), (2000 - gone).to_string());
+    assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 2000));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_connection_dropped_mid_clean() {
+    connection_dropped_mid_clean(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_connection_dropped_mid_clean() {
+    connection_dropped_mid_clean(Dialect::Mysql);
+}
+
+/// A distinctive password, given by every route the tool reads a URL from, never shows in
+/// any output: not in connection errors, not in `config show` / `config get` in any format,
+/// not in the summary or progress of a clean, not in the "another clean is running" error.
+fn the_password_never_appears_in_any_output(d: Dialect) {
+    let mut bench = with_run(d);
+    const PASSWORD: &str = "Qv7Sekr1t@x:y/z%";
+    const ENCODED: &str = "Qv7Sekr1t%40x%3Ay%2Fz%25";
+    let leaks = |run: &Run| {
+        for text in [&run.stdout, &run.stderr] {
+            assert!(
+                !text.contains("Qv7Sekr1t") && !text.contains("qv7sekr1t"),
+                "{:?} leaked the password: {text}",
+                run.args
+            );
+        }
+    };
+    let user = format!("state_store_leak_{}", std::process::id());
+    let (create, drop) = match d {
+        Dialect::Postgres => {
+            (format!("CREATE ROLE {user} LOGIN PASSWORD '{PASSWORD}'"), format!("DROP ROLE IF EXISTS {user}"))
+        }
+        _ => (
+            format!(
+                "CREATE USER '{user}'@'%' IDENTIFIED BY '{PASSWORD}'; GRANT ALL ON {}.* TO '{user}'@'%'",
+                database_name(&bench)
+            ),
+            format!("DROP USER IF EXISTS '{user}'@'%'"),
+        ),
+    };
+    bench.admin_sql(&drop);
+    bench.admin_sql(&create);
+    if d == Dialect::Postgres {
+        bench.exec(&format!("GRANT ALL ON ALL TABLES IN SCHEMA public TO {user}; GRANT ALL ON ALL SEQUENCES IN SCHEMA public TO {user}"));
+    }
+    let good = Bench::server_url(d, &format!("{user}:{ENCODED}"), &database_name(&bench));
+    // Another password that still holds the distinctive text (refused by MySQL; this
+    // machine's PostgreSQL trusts local connections whatever the password).
+    let wrong = good.replace("%25@", "%25%25@");
+    let down = good.replace(":5432/", ":1/").replace(":3306/", ":1/");
+    let formats = ["table", "json", "yaml", "plain"];
+    let wrong_code = if d == Dialect::Mysql { 4 } else { 0 };
+    for (url, code) in [(&down, 4), (&wrong, wrong_code), (&good, 0)] {
+        // --conn, the environment, the config file, and _cmd from either.
+        let cfg = bench.write_config(
+            "leak.cfg",
+            &format!("[database]\nsql_alchemy_conn = {}\n", url.replace('%', "%%")),
+        );
+        let cmd_cfg = bench.write_config(
+            "leak-cmd.cfg",
+            &format!("[database]\nsql_alchemy_conn_cmd = echo {}\n", url.replace('%', "%%")),
+        );
+        let routes: Vec<(Vec<String>, Vec<(&str, String)>)> = vec![
+            (vec!["--conn".into(), url.clone()], vec![]),
+            (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", url.clone())]),
+            (vec!["--config".into(), cfg.to_str().unwrap().into()], vec![]),
+            (vec!["--config".into(), cmd_cfg.to_str().unwrap().into()], vec![]),
+            (vec![], vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("echo {url}"))]),
+        ];
+        for (i, (flags, env)) in routes.iter().enumerate() {
+            // Commands that connect, in one format per route; `config`, which does not
+            // connect, in every format (once, for the URL that works).
+            let mut runs: Vec<Vec<&str>> = vec![
+                vec!["list", "-o", formats[i % 4]],
+                vec!["clean", "--dry-run", "-o", formats[(i + 1) % 4]],
+            ];
+            if url == &good {
+                for format in formats {
+                    runs.push(vec!["config", "show", "-o", format]);
+                    runs.push(vec!["config", "get", "database", "sql_alchemy_conn", "-o", format]);
+                }
+            }
+            for args in runs {
+                let mut all: Vec<&str> = args.clone();
+                all.extend(flags.iter().map(String::as_str));
+                let mut c = bench.cmd(&all);
+                if flags.iter().any(|f| f == "--config") || !env.is_empty() {
+                    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+                }
+                for (key, value) in env {
+                    c.env(key, value);
+                }
+                let out = c.output().unwrap();
+                let run = Run {
+                    args: all.iter().map(|s| s.to_string()).collect(),
+                    code: out.status.code().unwrap_or(-1),
+                    stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+                };
+                leaks(&run);
+                let expected = if args[0] == "config" { 0 } else { code };
+                assert_eq!(run.code, expected, "{run:?}");
+                if run.code != 0 {
+                    assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+                }
+                if args[0] == "config" && args[1] == "get" {
+                    assert!(run.stdout.contains(":***@"), "{run:?}");
+                }
+            }
+        }
+    }
+    // A clean through the good URL: its progress lines, its summary, and a second clean's
+    // "another clean is running" error, which names the database.
+    seed_bulk(&bench, 200, 1);
+    bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &good);
+    let child = bench
+        .cmd(&["clean", "--batch-size", "5", "--sleep", "20ms", "--progress-every", "10ms"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until(30, "the clean deletes a batch", || count(&bench, EXPIRED) < 200);
+    for format in formats {
+        let busy = bench.run(&["clean", "-o", format]).fails(7, "another state-store clean is running");
+        leaks(&busy);
+        assert!(busy.stderr.contains(":***@"), "the URL is shown masked: {}", busy.stderr);
+    }
+    let out = child.wait_with_output().unwrap();
+    let run = Run {
+        args: vec!["clean".into()],
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("clean: progress: "), "progress lines were printed: {}", run.stderr);
+    leaks(&run);
+    if d == Dialect::Postgres {
+        bench.exec(&format!("DROP OWNED BY {user}"));
+    }
+    bench.admin_sql(&drop);
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_password_never_appears_in_any_output() {
+    the_password_never_appears_in_any_output(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_password_never_appears_in_any_output() {
+    the_password_never_appears_in_any_output(Dialect::Mysql);
+}
