@@ -848,7 +848,7 @@ impl Metastore for SqliteStore {
         let ctx = self.ctx("cannot delete expired rows");
         let cutoff = cutoff.to_sqlite_text();
         let Some(up_to_id) = up_to_id else {
-            return self.delete_expired_unbounded(&cutoff, after_id).map_err(|e| Error::db(ctx, e));
+            return self.delete_expired_unbounded(&cutoff, after_id).map_err(|e| Error::db(ctx, Cause(e)));
         };
         self.conn
             .execute(
