@@ -768,6 +768,37 @@ impl PostgresStore {
         rows.first().map(f).transpose().map_err(pg_err(ctx))
     }
 
+    /// A clean's plain DELETE of the expired rows in `after_id < id <= up_to_id`, in a
+    /// transaction that gives up after 1 ms on any lock: `None` (nothing deleted) when a row is
+    /// locked by another session, and the caller then skips such rows instead. The DELETE
+    /// re-checks `expires_at` on the newest version of each row, so a key refreshed since the
+    /// statement began survives. With no bounds at all it is the floor's statement exactly:
+    /// id predicates on every row cost ~10 % of a whole-table DELETE.
+    fn delete_expired_unless_locked(
+        &mut self,
+        cutoff: std::time::SystemTime,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<Option<u64>> {
+        let ctx = self.ctx("cannot delete expired rows");
+        let mut tx = self.client.transaction().map_err(pg_err(&ctx))?;
+        tx.batch_execute("SET LOCAL lock_timeout = '1ms'").map_err(pg_err(&ctx))?;
+        let deleted = match (after_id, up_to_id) {
+            (i64::MIN, None) => tx.execute("DELETE FROM task_state_store WHERE expires_at < $1", &[&cutoff]),
+            (_, up_to_id) => tx.execute(
+                "DELETE FROM task_state_store WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3",
+                &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff],
+            ),
+        };
+        match deleted {
+            Ok(n) => tx.commit().map(|()| Some(n)).map_err(pg_err(ctx)),
+            Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
+                tx.rollback().map(|()| None).map_err(pg_err(ctx))
+            }
+            Err(e) => Err(pg_err(ctx)(e)),
+        }
+    }
+
     fn execute(&mut self, what: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
         let ctx = self.ctx(what);
         self.client.execute(sql, params).map_err(pg_err(ctx))
@@ -1293,17 +1324,23 @@ impl Metastore for PostgresStore {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64> {
+        let cutoff = to_system_time(cutoff);
+        if let Some(deleted) = self.delete_expired_unless_locked(cutoff, after_id, up_to_id)? {
+            return Ok(deleted);
+        }
         // Rows another session holds locked (a worker writing that key right now) are skipped,
         // not waited for: they are not expired any more, or the next run takes them. The
         // inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
-        // DELETE goes straight to those versions by ctid (as fast as a plain range DELETE).
+        // DELETE goes straight to those versions by ctid. Locking first writes every deleted
+        // row twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only
+        // the way round a locked row, not the rule.
         self.execute(
             "cannot delete expired rows",
             "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(
                  SELECT ctid FROM task_state_store
                  WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3
                  FOR UPDATE SKIP LOCKED))",
-            &[&after_id, &up_to_id.unwrap_or(i64::MAX), &to_system_time(cutoff)],
+            &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff],
         )
     }
 
