@@ -959,6 +959,22 @@ contract! {
         assert_eq!(remaining_keys(&bench), Vec::<String>::new());
     }
 
+    fn writes_behind_a_held_row_lock_fail_in_bounded_time(d: Dialect) {
+        let bench = with_run(d);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let k = bench.key_col();
+        let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k'"));
+        let started = std::time::Instant::now();
+        let run = bench.run(&cmd(&["set", "k", "3"], &task(&[])));
+        let waited = started.elapsed();
+        // SQLite's busy timeout is 5 s; PostgreSQL's and InnoDB's lock waits are set to 10 s.
+        assert!(waited < std::time::Duration::from_secs(20), "waited {waited:?}");
+        let run = run.code(4);
+        assert!(run.stderr.lines().count() == 1 && run.stderr.contains("error:"), "{}", run.stderr);
+        drop(holder);
+        assert_eq!(stored(&bench, "k").0, "1");
+    }
+
     fn clean_skips_a_custom_backend(d: Dialect) {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);

@@ -636,6 +636,10 @@ impl MysqlStore {
         if access == Access::ReadOnly {
             // Every later statement, autocommitted or not, runs in a read-only transaction.
             store.execute("cannot use", "SET SESSION TRANSACTION READ ONLY", Vec::new())?;
+        } else {
+            // InnoDB waits 50 s for a row lock by default; a write behind a stuck worker fails
+            // after 10 s with a message instead, as on PostgreSQL (clean sets --lock-timeout).
+            store.execute("cannot use", "SET SESSION innodb_lock_wait_timeout = 10", Vec::new())?;
         }
         let location = store.location.clone();
         let finding = diagnose_schema(&location, |table| columns(&mut store.conn, &location, table))?;

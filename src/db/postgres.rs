@@ -552,6 +552,10 @@ fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<(Client,
     }
     if access == Access::ReadOnly {
         setup.push_str(" SET default_transaction_read_only = on;");
+    } else {
+        // PostgreSQL waits for a row lock forever by default; a `set` behind a stuck worker
+        // fails after 10 s with a message instead (clean sets its own --lock-timeout).
+        setup.push_str(" SET lock_timeout = '10s';");
     }
     client.batch_execute(&setup).map_err(pg_err(format!("cannot use {location}")))?;
     Ok((client, location))
