@@ -2,8 +2,8 @@
 //!
 //! Task rows with `expires_at < cutoff` are deleted in primary-key range batches of
 //! `state_cleanup_batch_size` rows, each batch its own short transaction whose DELETE re-checks
-//! the expiry, so a key a worker refreshes mid-run survives. A batch size of 0 is one DELETE
-//! statement with no id list, so it works on any table size (Airflow's own selects every id
+//! the expiry, so a key a worker refreshes mid-run survives. A batch size of 0 is one
+//! transaction with no id list, so it works on any table size (Airflow's own selects every id
 //! and binds them all, which SQLite refuses past its variable limit). Then the rows of inactive
 //! assets are swept. One summary line always ends the run; SIGINT/SIGTERM stop it between
 //! batches with the summary marked `interrupted`.
