@@ -320,7 +320,7 @@ pub(crate) struct CleanArgs {
     /// Delete task keys that expired before this instant (RFC 3339) instead of now; never later than now
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
-    /// Rows per batch, each batch its own transaction; 0 deletes all in one statement.
+    /// Rows per batch, each batch its own transaction; 0 deletes all in one transaction.
     /// Default: [state_store] state_cleanup_batch_size
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub batch_size: Option<u64>,

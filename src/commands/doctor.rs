@@ -362,7 +362,7 @@ fn backend_check(ctx: &Context, store: Option<(&mut dyn Diagnose, Timestamp)>) -
     let database = ctx.url.redacted();
     let batch = &s.state_cleanup_batch_size;
     let batches = if batch.value == 0 {
-        "in one statement (state_cleanup_batch_size 0)".to_string()
+        "in one transaction (state_cleanup_batch_size 0)".to_string()
     } else {
         format!("in batches of {} row(s)", batch.value)
     };
