@@ -377,6 +377,10 @@ contract! {
         );
         let run = bench.run(&["export", "--expired"]).success();
         assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+        for task_filter in [&["--dag-id", DAG][..], &["--expired"][..]] {
+            let args = cmd(&["export", "--asset", "orders"], task_filter);
+            bench.run(&args).fails(2, "not with one asset").stdout_is("");
+        }
         assert!(run.stdout.contains("\"key\": \"old\""), "{}", run.stdout);
         let run = bench.run(&["export", "--external"]).success();
         assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);

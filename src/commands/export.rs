@@ -22,9 +22,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     // No filter at all is a whole backup: every task row and every asset row.
     let tasks = task_flags || args.expired || !asset_flags;
     let assets = asset_flags || (!task_flags && !args.expired);
-    if selector.is_some() && task_flags {
+    // `--expired` filters task rows only, so with one asset it is a task filter too.
+    if selector.is_some() && (task_flags || args.expired) {
         return Err(Error::Usage(
-            "export task keys by filter together with every asset (--assets), not with one asset".to_string(),
+            "export task keys by filter (task flags, --expired) together with every asset (--assets), \
+             not with one asset"
+                .to_string(),
         ));
     }
     if let Some(map_index) = args.scope.map_index {
