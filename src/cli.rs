@@ -33,7 +33,8 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
   dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
   dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
   dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
-  json_values          values Python's json.loads cannot read (every row, a page at a time)
+  json_values          values Airflow cannot read back: not JSON to Python's json.loads, or nested
+                       more than 199 levels deep (every row, a page at a time)
   key_length           keys over Airflow's 512 characters
   value_size           values over [state_store] max_value_storage_bytes, measured as `set`
                        measures them (skipped when the limit is 0)

@@ -1027,6 +1027,10 @@ contract! {
         bench.run(&cmd(&["set", "ok", &deepest_ok], &task(&[]))).success();
         let too_deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
         bench.unchanged(|| bench.run(&cmd(&["set", "deep", &too_deep], &task(&[]))).fails(2, "nested 200 levels"));
+        let beyond_the_parser = format!("{}{}", "[".repeat(600), "]".repeat(600));
+        bench.unchanged(|| {
+            bench.run(&cmd(&["set", "deep", &beyond_the_parser], &task(&[]))).fails(2, "nested more than 500 levels")
+        });
     }
 
     fn list_without_a_limit_lists_every_row(d: Dialect) {
@@ -1173,19 +1177,34 @@ contract! {
             bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
         ));
         let run = doctor(&bench, 8, &[]);
-        assert_problem(&run, "json_values", 2, "2 value(s) are not valid JSON: Airflow reads values with json.loads");
+        assert_problem(&run, "json_values", 2, "2 value(s) Airflow cannot read back: not JSON to json.loads");
         assert_eq!(
             doctor_check(&run, "json_values", "[(r['table'], r['key'], r['detail']) for r in c['sample']]"),
             "[('task_state_store', 'broken', 'Expecting value: line 1 column 1 (char 0); stored text: not json'), \
              ('asset_state_store', 'zz', 'Expecting property name enclosed in double quotes: line 1 column 2 (char 1); stored text: {bad')]"
         );
+        // Valid JSON nested deeper than Airflow reads back (200 levels with its wrapper), and
+        // deeper than this tool parses: both are values a task cannot read.
+        let nested = |levels: usize| format!("{}1{}", "[".repeat(levels), "]".repeat(levels));
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "deep199", &nested(199), "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "deep200", &nested(200), "2026-11-28 00:00:00.000000", None),
+            ("load", -1, "deep600", &nested(600), "2026-11-28 00:00:00.000000", None),
+        ]);
+        let run = doctor(&bench, 8, &[]);
+        assert_problem(&run, "json_values", 4, "4 value(s)");
+        assert_eq!(
+            doctor_check(&run, "json_values", "sorted((r['key'], r['detail'].split(':')[0]) for r in c['sample'] if r['key'].startswith('deep'))"),
+            "[('deep200', 'nested 200 levels deep'), ('deep600', 'nested more than 500 levels deep')]"
+        );
+        bench.exec(&format!("DELETE FROM task_state_store WHERE {k} IN ('deep200', 'deep600')"));
         // Every row was read once: Python's json.loads reads NaN, so that row is no problem.
         bench.exec(&format!("DELETE FROM task_state_store WHERE {k} = 'broken'"));
         bench.exec(&format!("DELETE FROM asset_state_store WHERE {k} = 'zz'"));
         let run = doctor(&bench, 0, &[]);
         assert_eq!(
             doctor_check(&run, "json_values", "c['message']"),
-            "'every value is valid JSON (1101 task and 600 asset row(s) read)'"
+            "'every value is valid JSON (1102 task and 600 asset row(s) read)'"
         );
     }
 

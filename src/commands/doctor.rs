@@ -300,18 +300,30 @@ fn json_check(store: &mut dyn Diagnose, sample: u64) -> Result<Check> {
         format!("every value is valid JSON ({task_rows} task and {asset_rows} asset row(s) read)"),
         |n| {
             format!(
-                "{n} value(s) are not valid JSON: Airflow reads values with json.loads, which fails on them"
+                "{n} value(s) Airflow cannot read back: not JSON to json.loads, or nested deeper than Airflow reads"
             )
         },
     ))
 }
 
-/// Why `json.loads` would fail on a stored value, or `None` when it reads it. NaN, infinities
-/// and lone surrogates are refused by this tool's parser but read by Python, so they pass.
+/// Why Airflow could not read a stored value back, or `None` when it can: `json.loads` fails
+/// on it, or it is nested deeper than Airflow reads. NaN, infinities and lone surrogates are
+/// refused by this tool's parser but read by Python, so they pass.
 fn unreadable(value: &str) -> Option<String> {
+    let too_deep = |depth: &str| {
+        format!(
+            "nested {depth} levels deep: Airflow reads values nested at most {} levels deep; stored text: {}",
+            json::MAX_AIRFLOW_DEPTH,
+            cut(value)
+        )
+    };
     match json::parse(value) {
-        Ok(_) => None,
+        Ok(parsed) => {
+            let depth = json::deepest_element(&parsed);
+            (depth > json::MAX_AIRFLOW_DEPTH).then(|| too_deep(&depth.to_string()))
+        }
         Err(e) if matches!(e.kind(), ParseErrorKind::NonFinite | ParseErrorKind::LoneSurrogate) => None,
+        Err(e) if e.kind() == ParseErrorKind::TooDeep => Some(too_deep("more than 500")),
         Err(e) if value.is_empty() => Some(format!("{e}; the stored text is empty")),
         Err(e) => Some(format!("{e}; stored text: {}", cut(value))),
     }

@@ -86,15 +86,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     Ok(())
 }
 
-/// The deepest an element may sit inside a value and still be read back by Airflow.
-const MAX_AIRFLOW_DEPTH: usize = 199;
-
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
 /// refuses: `null` ("Cannot set value as None") and non-finite numbers.
 fn parse_value(text: &str) -> Result<Json> {
     let value = json::parse(text).map_err(|e| match e.kind() {
         ParseErrorKind::NonFinite => Error::Usage(format!(
             "invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"
+        )),
+        ParseErrorKind::TooDeep => Error::Usage(format!(
+            "invalid value: nested more than 500 levels deep; Airflow reads values nested at most {} levels deep",
+            json::MAX_AIRFLOW_DEPTH
         )),
         // The commonest mistake is an unquoted string: say so when the text starts like one.
         _ if e.to_string().starts_with("Expecting value")
@@ -108,9 +109,10 @@ fn parse_value(text: &str) -> Result<Json> {
     // `{"value": …}` wrapper of its API bodies: a value nested deeper cannot be written through
     // Airflow's API, nor read back by a task, so it is refused here too.
     let depth = json::deepest_element(&value);
-    if depth > MAX_AIRFLOW_DEPTH {
+    if depth > json::MAX_AIRFLOW_DEPTH {
         return Err(Error::Usage(format!(
-            "invalid value: nested {depth} levels deep; Airflow reads values nested at most {MAX_AIRFLOW_DEPTH} levels deep"
+            "invalid value: nested {depth} levels deep; Airflow reads values nested at most {} levels deep",
+            json::MAX_AIRFLOW_DEPTH
         )));
     }
     if value == Json::Null {
