@@ -121,8 +121,9 @@ pub(crate) struct Batch {
     pub last_id: Option<i64>,
 }
 
-/// Every operation the commands need, in the dialect-neutral vocabulary of the domain.
-pub(crate) trait Metastore {
+/// Finding state rows and reading them: the lookups commands start from, `get`, `list` and
+/// `export`.
+pub(crate) trait Reads {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>>;
     fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>>;
     /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
@@ -130,13 +131,25 @@ pub(crate) trait Metastore {
     fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>>;
     /// Whether an asset with this name or uri exists at all, active or not (for messages).
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool>;
-
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>>;
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>>;
+    /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,
+    /// with their ids: `export` pages through a large table along the primary key, where an
+    /// `OFFSET` in list order would sort and skip ever more rows per page.
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>>;
+}
 
+/// Writing and deleting state rows: `set`, `delete`, `clear` and `import`.
+pub(crate) trait Writes {
     fn upsert_task(&mut self, write: &TaskWrite<'_>) -> Result<()>;
     fn upsert_asset(&mut self, write: &AssetWrite<'_>) -> Result<()>;
-
     /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
     /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
     /// old archive never overwrites a value written since.
@@ -152,49 +165,27 @@ pub(crate) trait Metastore {
         let _ = write;
         Ok(())
     }
-
     /// An explicit transaction around several statements (one batch of an import); without
     /// it every statement commits on its own.
     fn begin(&mut self) -> Result<()>;
     fn commit(&mut self) -> Result<()>;
     fn rollback(&mut self) -> Result<()>;
-
     fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64>;
     fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64>;
-
     fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64>;
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64>;
     fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64>;
     fn clear_asset(&mut self, asset_id: i64) -> Result<u64>;
+}
 
-    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;
-    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>>;
-    /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,
-    /// with their ids: `export` pages through a large table along the primary key, where an
-    /// `OFFSET` in list order would sort and skip ever more rows per page.
-    fn task_rows_after(
-        &mut self,
-        filter: &TaskFilter,
-        after_id: i64,
-        limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>>;
-
+/// What `clean` needs: counts for a dry run, its lock and session, and deletion in batches.
+pub(crate) trait Cleanup {
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64>;
     /// Counts for a dry run: expired task rows per dag, orphaned asset rows per asset.
     fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>>;
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>>;
     fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>>;
-
-    /// Task rows per dag (per task with `by_task`): rows, value bytes, expired before `now`,
-    /// expiring before `soon`, never expiring, and the oldest and newest `updated_at`.
-    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>>;
-    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>>;
-    /// The `limit` largest values of either table, largest first.
-    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>>;
-    /// Bytes on disk of each state-store table with its indexes, as the database reports them.
-    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>>;
-
     /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
     /// database from running at once (`false` when another clean holds it; the lock lasts as
     /// long as the connection) and bounds every lock wait of later statements by
@@ -203,7 +194,6 @@ pub(crate) trait Metastore {
     /// Ends a clean's work on this connection, whatever its outcome: a dialect that let the
     /// session defer work (SQLite's WAL checkpoints) does it here. Best effort, never fails.
     fn finish_clean(&mut self) {}
-
     /// The id of the `n`-th expired task row after `after_id` in primary-key order, or `None`
     /// when fewer than `n` remain. Batches are primary-key ranges: each batch starts where the
     /// previous one ended instead of re-scanning the expires_at index from its head, which
@@ -244,6 +234,24 @@ pub(crate) trait Metastore {
     /// them when `None`, in one transaction.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
 }
+
+/// What `stats` reports.
+pub(crate) trait Stats {
+    /// Task rows per dag (per task with `by_task`): rows, value bytes, expired before `now`,
+    /// expiring before `soon`, never expiring, and the oldest and newest `updated_at`.
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>>;
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>>;
+    /// The `limit` largest values of either table, largest first.
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>>;
+    /// Bytes on disk of each state-store table with its indexes, as the database reports them.
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>>;
+}
+
+/// Every operation the commands need, in the dialect-neutral vocabulary of the domain, in four
+/// parts by concern; each dialect implements the four, and is a `Metastore` by that alone.
+pub(crate) trait Metastore: Reads + Writes + Cleanup + Stats {}
+
+impl<T: Reads + Writes + Cleanup + Stats + ?Sized> Metastore for T {}
 
 /// The exact check after a `LIKE` prefix match of [`crate::model::EXTERNAL_REF_LIKE`]: a value
 /// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference. Applied by

@@ -24,9 +24,10 @@ use mysql::prelude::Queryable;
 use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Batch, DagCount, Diagnose, Finding, FoundRow,
-    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
-    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Batch, Cleanup, DagCount, Diagnose, Finding,
+    FoundRow, LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup,
+    TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema,
+    task_scope_label,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -797,7 +798,7 @@ fn task_scope_params(scope: &TaskScope) -> Vec<Value> {
     ]
 }
 
-impl Metastore for MysqlStore {
+impl Reads for MysqlStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         if !(self.fits("dag_run", "dag_id", dag_id) && self.fits("dag_run", "run_id", run_id)) {
             return Ok(None);
@@ -904,6 +905,79 @@ impl Metastore for MysqlStore {
         )
     }
 
+    // Text sorts on the bytes (`CAST(… AS BINARY)`), the order SQLite and PostgreSQL's
+    // `COLLATE "C"` give: Airflow's `_bin` collations pad with spaces when comparing, and a
+    // metastore upgraded from 3.2 has its keys in the case-insensitive `utf8mb4_unicode_ci`.
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
+        let Some((where_sql, mut params)) =
+            task_filter_where(filter, None, |c, v| self.fits("task_state_store", c, v))
+        else {
+            return Ok(Vec::new());
+        };
+        params.extend(page_params(page));
+        self.rows(
+            "cannot read task_state_store",
+            &format!(
+                "SELECT {TASK_COLUMNS} FROM task_state_store {where_sql} \
+                 ORDER BY CAST(dag_id AS BINARY), CAST(run_id AS BINARY), CAST(task_id AS BINARY), map_index, \
+                 CAST(`key` AS BINARY) LIMIT ? OFFSET ?"
+            ),
+            params,
+            task_entry,
+        )
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let mut clauses = Vec::new();
+        let mut params = Vec::new();
+        if let Some(id) = filter.asset_id {
+            clauses.push("s.asset_id = ?");
+            params.push(Value::from(id));
+        }
+        if filter.external_only {
+            clauses.push("s.value LIKE ? ESCAPE '!'");
+            params.push(EXTERNAL_REF_LIKE.into());
+        }
+        let where_sql =
+            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
+        params.extend(page_params(page));
+        self.rows(
+            "cannot read asset_state_store",
+            &format!(
+                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+                 {where_sql} ORDER BY s.asset_id, CAST(s.`key` AS BINARY) LIMIT ? OFFSET ?"
+            ),
+            params,
+            asset_entry,
+        )
+    }
+
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let Some((where_sql, mut params)) =
+            task_filter_where(filter, Some(after_id), |c, v| self.fits("task_state_store", c, v))
+        else {
+            return Ok(Vec::new());
+        };
+        params.push(Value::UInt(limit));
+        self.rows(
+            "cannot read task_state_store",
+            &format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?"),
+            params,
+            |row| {
+                let mut f = Fields::new(row);
+                let entry = task_fields(&mut f)?;
+                Ok((f.int()?, entry))
+            },
+        )
+    }
+}
+
+impl Writes for MysqlStore {
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         // What the columns can hold is the same for a write and a restore.
         self.check_restore_task(w)?;
@@ -960,32 +1034,6 @@ impl Metastore for MysqlStore {
             ],
             w.value,
         )
-    }
-
-    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
-        self.require("task_state_store", "dag_id", &w.scope.dag_id)?;
-        self.require("task_state_store", "run_id", &w.scope.run_id)?;
-        self.require("task_state_store", "task_id", &w.scope.task_id)?;
-        self.require("task_state_store", "key", w.key)?;
-        if i32::try_from(w.scope.map_index).is_err() {
-            return Err(Error::Usage(format!(
-                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
-                w.scope.map_index,
-                i32::MAX
-            )));
-        }
-        require_value_size("task_state_store.value", w.value)?;
-        require_storable_time("updated_at", w.updated_at)?;
-        if let Some(expires_at) = w.expires_at {
-            require_storable_time("expires_at", expires_at)?;
-        }
-        Ok(())
-    }
-
-    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
-        self.require("asset_state_store", "key", w.key)?;
-        require_value_size("asset_state_store.value", w.value)?;
-        require_storable_time("updated_at", w.updated_at)
     }
 
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
@@ -1067,6 +1115,32 @@ impl Metastore for MysqlStore {
             params,
             w.value,
         )
+    }
+
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        self.require("task_state_store", "dag_id", &w.scope.dag_id)?;
+        self.require("task_state_store", "run_id", &w.scope.run_id)?;
+        self.require("task_state_store", "task_id", &w.scope.task_id)?;
+        self.require("task_state_store", "key", w.key)?;
+        if i32::try_from(w.scope.map_index).is_err() {
+            return Err(Error::Usage(format!(
+                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
+                w.scope.map_index,
+                i32::MAX
+            )));
+        }
+        require_value_size("task_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)?;
+        if let Some(expires_at) = w.expires_at {
+            require_storable_time("expires_at", expires_at)?;
+        }
+        Ok(())
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        self.require("asset_state_store", "key", w.key)?;
+        require_value_size("asset_state_store.value", w.value)?;
+        require_storable_time("updated_at", w.updated_at)
     }
 
     fn begin(&mut self) -> Result<()> {
@@ -1152,78 +1226,9 @@ impl Metastore for MysqlStore {
             vec![asset_id.into()],
         )
     }
+}
 
-    // Text sorts on the bytes (`CAST(… AS BINARY)`), the order SQLite and PostgreSQL's
-    // `COLLATE "C"` give: Airflow's `_bin` collations pad with spaces when comparing, and a
-    // metastore upgraded from 3.2 has its keys in the case-insensitive `utf8mb4_unicode_ci`.
-    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
-        let Some((where_sql, mut params)) =
-            task_filter_where(filter, None, |c, v| self.fits("task_state_store", c, v))
-        else {
-            return Ok(Vec::new());
-        };
-        params.extend(page_params(page));
-        self.rows(
-            "cannot read task_state_store",
-            &format!(
-                "SELECT {TASK_COLUMNS} FROM task_state_store {where_sql} \
-                 ORDER BY CAST(dag_id AS BINARY), CAST(run_id AS BINARY), CAST(task_id AS BINARY), map_index, \
-                 CAST(`key` AS BINARY) LIMIT ? OFFSET ?"
-            ),
-            params,
-            task_entry,
-        )
-    }
-
-    fn task_rows_after(
-        &mut self,
-        filter: &TaskFilter,
-        after_id: i64,
-        limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>> {
-        let Some((where_sql, mut params)) =
-            task_filter_where(filter, Some(after_id), |c, v| self.fits("task_state_store", c, v))
-        else {
-            return Ok(Vec::new());
-        };
-        params.push(Value::UInt(limit));
-        self.rows(
-            "cannot read task_state_store",
-            &format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?"),
-            params,
-            |row| {
-                let mut f = Fields::new(row);
-                let entry = task_fields(&mut f)?;
-                Ok((f.int()?, entry))
-            },
-        )
-    }
-
-    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
-        let mut clauses = Vec::new();
-        let mut params = Vec::new();
-        if let Some(id) = filter.asset_id {
-            clauses.push("s.asset_id = ?");
-            params.push(Value::from(id));
-        }
-        if filter.external_only {
-            clauses.push("s.value LIKE ? ESCAPE '!'");
-            params.push(EXTERNAL_REF_LIKE.into());
-        }
-        let where_sql =
-            if clauses.is_empty() { String::new() } else { format!("WHERE {}", clauses.join(" AND ")) };
-        params.extend(page_params(page));
-        self.rows(
-            "cannot read asset_state_store",
-            &format!(
-                "SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
-                 {where_sql} ORDER BY s.asset_id, CAST(s.`key` AS BINARY) LIMIT ? OFFSET ?"
-            ),
-            params,
-            asset_entry,
-        )
-    }
-
+impl Cleanup for MysqlStore {
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
         Ok(self
             .first(
@@ -1245,114 +1250,6 @@ impl Metastore for MysqlStore {
                 Ok(DagCount { dag_id: f.text(), rows: f.count()? })
             },
         )
-    }
-
-    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
-        let task = if by_task { "task_id" } else { "NULL" };
-        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
-        let order = if by_task {
-            "CAST(dag_id AS BINARY), CAST(task_id AS BINARY)"
-        } else {
-            "CAST(dag_id AS BINARY)"
-        };
-        self.rows(
-            "cannot read task_state_store",
-            &format!(
-                "SELECT dag_id, {task}, count(*), coalesce(sum(LENGTH(value)), 0), \
-                 coalesce(sum(expires_at < ?), 0), coalesce(sum(expires_at >= ? AND expires_at < ?), 0), \
-                 coalesce(sum(expires_at IS NULL), 0), min(updated_at), max(updated_at) \
-                 FROM task_state_store GROUP BY {group} ORDER BY {order}"
-            ),
-            vec![time_param(now), time_param(now), time_param(soon)],
-            |row| {
-                let mut f = Fields::new(row);
-                Ok(TaskGroup {
-                    dag_id: f.text(),
-                    task_id: f.opt_text(),
-                    rows: f.count()?,
-                    value_bytes: f.count()?,
-                    expired: f.count()?,
-                    expiring_soon: f.count()?,
-                    never_expiring: f.count()?,
-                    oldest_update: f.time(),
-                    newest_update: f.time(),
-                })
-            },
-        )
-    }
-
-    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
-        self.rows(
-            "cannot read asset_state_store",
-            "SELECT s.asset_id, a.name, count(*), coalesce(sum(LENGTH(s.value)), 0), min(s.updated_at), \
-             max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
-             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
-            Vec::new(),
-            |row| {
-                let mut f = Fields::new(row);
-                Ok(AssetGroup {
-                    asset_id: f.int()?,
-                    asset_name: f.opt_text(),
-                    rows: f.count()?,
-                    value_bytes: f.count()?,
-                    oldest_update: f.time(),
-                    newest_update: f.time(),
-                })
-            },
-        )
-    }
-
-    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
-        let what = "cannot read the largest values";
-        let mut found = self.rows(
-            what,
-            "SELECT dag_id, run_id, task_id, map_index, `key`, LENGTH(value) AS n FROM task_state_store \
-             ORDER BY n DESC LIMIT ?",
-            vec![limit.into()],
-            |row| {
-                let mut f = Fields::new(row);
-                let (dag_id, run_id, task_id, map_index) = (f.text(), f.text(), f.text(), f.int()?);
-                Ok(LargeValue {
-                    scope: task_scope_label(&dag_id, &run_id, &task_id, map_index),
-                    key: f.text(),
-                    bytes: f.count()?,
-                })
-            },
-        )?;
-        found.extend(self.rows(
-            what,
-            "SELECT s.asset_id, a.name, s.`key`, LENGTH(s.value) AS n \
-             FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT ?",
-            vec![limit.into()],
-            |row| {
-                let mut f = Fields::new(row);
-                let (asset_id, name) = (f.int()?, f.opt_text());
-                Ok(LargeValue {
-                    scope: asset_scope_label(asset_id, name.as_deref()),
-                    key: f.text(),
-                    bytes: f.count()?,
-                })
-            },
-        )?);
-        Ok(largest_first(found, i64::try_from(limit).unwrap_or(i64::MAX)))
-    }
-
-    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
-        // InnoDB's own estimate, as SHOW TABLE STATUS reports it.
-        let sizes = self.rows(
-            "cannot read the table sizes",
-            "SELECT table_name, data_length + index_length FROM information_schema.tables \
-             WHERE table_schema = DATABASE() AND table_name IN ('task_state_store', 'asset_state_store')",
-            Vec::new(),
-            |row| {
-                let mut f = Fields::new(row);
-                Ok((f.text(), f.count()?))
-            },
-        )?;
-        Ok(STATE_TABLES
-            .iter()
-            .map(|t| ((*t).to_string(), sizes.iter().find(|(name, _)| name == t).map_or(0, |(_, n)| *n)))
-            .collect())
     }
 
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {
@@ -1384,15 +1281,6 @@ impl Metastore for MysqlStore {
         )
     }
 
-    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
-        self.first(
-            "cannot find the next batch of expired rows",
-            "SELECT id FROM task_state_store WHERE id > ? AND expires_at < ? ORDER BY id LIMIT 1 OFFSET ?",
-            vec![after_id.into(), time_param(cutoff), Value::UInt(n.saturating_sub(1))],
-            single_int,
-        )
-    }
-
     fn begin_clean(&mut self, lock_timeout: std::time::Duration) -> Result<bool> {
         let database = self
             .first("cannot take the clean lock", "SELECT DATABASE()", Vec::new(), |row| {
@@ -1420,6 +1308,15 @@ impl Metastore for MysqlStore {
             vec![seconds.into(), seconds.into()],
         )?;
         Ok(locked)
+    }
+
+    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
+        self.first(
+            "cannot find the next batch of expired rows",
+            "SELECT id FROM task_state_store WHERE id > ? AND expires_at < ? ORDER BY id LIMIT 1 OFFSET ?",
+            vec![after_id.into(), time_param(cutoff), Value::UInt(n.saturating_sub(1))],
+            single_int,
+        )
     }
 
     fn delete_expired_range(
@@ -1532,6 +1429,116 @@ impl Metastore for MysqlStore {
                 Vec::new(),
             ),
         }
+    }
+}
+
+impl Stats for MysqlStore {
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
+        let task = if by_task { "task_id" } else { "NULL" };
+        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
+        let order = if by_task {
+            "CAST(dag_id AS BINARY), CAST(task_id AS BINARY)"
+        } else {
+            "CAST(dag_id AS BINARY)"
+        };
+        self.rows(
+            "cannot read task_state_store",
+            &format!(
+                "SELECT dag_id, {task}, count(*), coalesce(sum(LENGTH(value)), 0), \
+                 coalesce(sum(expires_at < ?), 0), coalesce(sum(expires_at >= ? AND expires_at < ?), 0), \
+                 coalesce(sum(expires_at IS NULL), 0), min(updated_at), max(updated_at) \
+                 FROM task_state_store GROUP BY {group} ORDER BY {order}"
+            ),
+            vec![time_param(now), time_param(now), time_param(soon)],
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(TaskGroup {
+                    dag_id: f.text(),
+                    task_id: f.opt_text(),
+                    rows: f.count()?,
+                    value_bytes: f.count()?,
+                    expired: f.count()?,
+                    expiring_soon: f.count()?,
+                    never_expiring: f.count()?,
+                    oldest_update: f.time(),
+                    newest_update: f.time(),
+                })
+            },
+        )
+    }
+
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
+        self.rows(
+            "cannot read asset_state_store",
+            "SELECT s.asset_id, a.name, count(*), coalesce(sum(LENGTH(s.value)), 0), min(s.updated_at), \
+             max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok(AssetGroup {
+                    asset_id: f.int()?,
+                    asset_name: f.opt_text(),
+                    rows: f.count()?,
+                    value_bytes: f.count()?,
+                    oldest_update: f.time(),
+                    newest_update: f.time(),
+                })
+            },
+        )
+    }
+
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
+        let what = "cannot read the largest values";
+        let mut found = self.rows(
+            what,
+            "SELECT dag_id, run_id, task_id, map_index, `key`, LENGTH(value) AS n FROM task_state_store \
+             ORDER BY n DESC LIMIT ?",
+            vec![limit.into()],
+            |row| {
+                let mut f = Fields::new(row);
+                let (dag_id, run_id, task_id, map_index) = (f.text(), f.text(), f.text(), f.int()?);
+                Ok(LargeValue {
+                    scope: task_scope_label(&dag_id, &run_id, &task_id, map_index),
+                    key: f.text(),
+                    bytes: f.count()?,
+                })
+            },
+        )?;
+        found.extend(self.rows(
+            what,
+            "SELECT s.asset_id, a.name, s.`key`, LENGTH(s.value) AS n \
+             FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT ?",
+            vec![limit.into()],
+            |row| {
+                let mut f = Fields::new(row);
+                let (asset_id, name) = (f.int()?, f.opt_text());
+                Ok(LargeValue {
+                    scope: asset_scope_label(asset_id, name.as_deref()),
+                    key: f.text(),
+                    bytes: f.count()?,
+                })
+            },
+        )?);
+        Ok(largest_first(found, i64::try_from(limit).unwrap_or(i64::MAX)))
+    }
+
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
+        // InnoDB's own estimate, as SHOW TABLE STATUS reports it.
+        let sizes = self.rows(
+            "cannot read the table sizes",
+            "SELECT table_name, data_length + index_length FROM information_schema.tables \
+             WHERE table_schema = DATABASE() AND table_name IN ('task_state_store', 'asset_state_store')",
+            Vec::new(),
+            |row| {
+                let mut f = Fields::new(row);
+                Ok((f.text(), f.count()?))
+            },
+        )?;
+        Ok(STATE_TABLES
+            .iter()
+            .map(|t| ((*t).to_string(), sizes.iter().find(|(name, _)| name == t).map_or(0, |(_, n)| *n)))
+            .collect())
     }
 }
 

@@ -22,9 +22,10 @@ use postgres::{Client, Row};
 use postgres_openssl::MakeTlsConnector;
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, Diagnose, Finding, FoundRow,
-    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
-    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label, unsigned,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Cleanup, DagCount, Diagnose, Finding, FoundRow,
+    LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup, TaskWrite,
+    Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label,
+    unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -855,7 +856,7 @@ fn check_storable_map_index(map_index: i64) -> Result<()> {
     Ok(())
 }
 
-impl Metastore for PostgresStore {
+impl Reads for PostgresStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         self.first(
             "cannot look up the dag run",
@@ -942,6 +943,55 @@ impl Metastore for PostgresStore {
         )
     }
 
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
+        let (sql, args) = list_task_statement(filter, page);
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
+        map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let where_sql = if filter.asset_id.is_some() {
+            "WHERE s.asset_id = $1::bigint"
+        } else {
+            "WHERE $1::bigint IS NULL"
+        };
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               {where_sql} AND ($4::text IS NULL OR s.value LIKE $4::text ESCAPE '!')
+               ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
+        );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
+        let rows = self.rows(
+            "cannot read asset_state_store",
+            &sql,
+            &[&filter.asset_id, &limit_value(page), &offset_value(page), &like],
+        )?;
+        map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
+    }
+
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
+        let sql = format!(
+            "SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ${}",
+            args.len()
+        );
+        let params: Vec<&(dyn ToSql + Sync)> =
+            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
+        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
+        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
+            .map_err(pg_err(self.ctx("cannot read task_state_store")))
+    }
+}
+
+impl Writes for PostgresStore {
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         check_storable_map_index(w.scope.map_index)?;
         self.write_task(w, "", "cannot write task_state_store")
@@ -963,14 +1013,6 @@ impl Metastore for PostgresStore {
             &[&w.asset_id, &w.key, &w.value, &to_system_time(w.updated_at)],
         )
         .map(drop)
-    }
-
-    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
-        check_storable_map_index(w.scope.map_index)
-    }
-
-    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
-        w.writer.map_index.map_or(Ok(()), check_storable_map_index)
     }
 
     fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
@@ -1012,6 +1054,14 @@ impl Metastore for PostgresStore {
             ],
         )
         .map(drop)
+    }
+
+    fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        check_storable_map_index(w.scope.map_index)
+    }
+
+    fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        w.writer.map_index.map_or(Ok(()), check_storable_map_index)
     }
 
     fn begin(&mut self) -> Result<()> {
@@ -1079,54 +1129,9 @@ impl Metastore for PostgresStore {
             &[&asset_id],
         )
     }
+}
 
-    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
-        let (sql, args) = list_task_statement(filter, page);
-        let params: Vec<&(dyn ToSql + Sync)> =
-            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
-        map_rows(rows, task_entry).map_err(pg_err(self.ctx("cannot read task_state_store")))
-    }
-
-    fn task_rows_after(
-        &mut self,
-        filter: &TaskFilter,
-        after_id: i64,
-        limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>> {
-        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
-        args.push(Box::new(i64::try_from(limit).unwrap_or(i64::MAX)));
-        let sql = format!(
-            "SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ${}",
-            args.len()
-        );
-        let params: Vec<&(dyn ToSql + Sync)> =
-            args.iter().map(|a| a.as_ref() as &(dyn ToSql + Sync)).collect();
-        let rows = self.rows("cannot read task_state_store", &sql, &params)?;
-        map_rows(rows, |row| Ok((int_column(row, 8)?, task_entry(row)?)))
-            .map_err(pg_err(self.ctx("cannot read task_state_store")))
-    }
-
-    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
-        let where_sql = if filter.asset_id.is_some() {
-            "WHERE s.asset_id = $1::bigint"
-        } else {
-            "WHERE $1::bigint IS NULL"
-        };
-        let sql = format!(
-            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} AND ($4::text IS NULL OR s.value LIKE $4::text ESCAPE '!')
-               ORDER BY s.asset_id, s."key" COLLATE "C" LIMIT $2 OFFSET $3"#
-        );
-        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
-        let rows = self.rows(
-            "cannot read asset_state_store",
-            &sql,
-            &[&filter.asset_id, &limit_value(page), &offset_value(page), &like],
-        )?;
-        map_rows(rows, asset_entry).map_err(pg_err(self.ctx("cannot read asset_state_store")))
-    }
-
+impl Cleanup for PostgresStore {
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
         self.count(
             "cannot count expired rows",
@@ -1147,108 +1152,6 @@ impl Metastore for PostgresStore {
             Ok(DagCount { dag_id: r.try_get(0)?, rows: u64::try_from(r.try_get::<_, i64>(1)?).unwrap_or(0) })
         })
         .map_err(pg_err(self.ctx(what)))
-    }
-
-    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
-        let what = "cannot read task_state_store";
-        let task = if by_task { "task_id" } else { "NULL::text" };
-        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
-        let order =
-            if by_task { r#"dag_id COLLATE "C", task_id COLLATE "C""# } else { r#"dag_id COLLATE "C""# };
-        // Sums are cast to bigint: PostgreSQL sums bigints into numeric.
-        let sql = format!(
-            "SELECT dag_id, {task}, count(*), coalesce(sum(octet_length(value)), 0)::bigint, \
-             count(*) FILTER (WHERE expires_at < $1), count(*) FILTER (WHERE expires_at >= $1 AND expires_at < $2), \
-             count(*) FILTER (WHERE expires_at IS NULL), min(updated_at), max(updated_at) \
-             FROM task_state_store GROUP BY {group} ORDER BY {order}"
-        );
-        let rows = self.rows(what, &sql, &[&to_system_time(now), &to_system_time(soon)])?;
-        map_rows(rows, |r| {
-            Ok(TaskGroup {
-                dag_id: r.try_get(0)?,
-                task_id: r.try_get(1)?,
-                rows: count_at(r, 2)?,
-                value_bytes: count_at(r, 3)?,
-                expired: count_at(r, 4)?,
-                expiring_soon: count_at(r, 5)?,
-                never_expiring: count_at(r, 6)?,
-                oldest_update: r.try_get::<_, Option<PgTime>>(7)?.map(stored_time),
-                newest_update: r.try_get::<_, Option<PgTime>>(8)?.map(stored_time),
-            })
-        })
-        .map_err(pg_err(self.ctx(what)))
-    }
-
-    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
-        let what = "cannot read asset_state_store";
-        let rows = self.rows(
-            what,
-            "SELECT s.asset_id, a.name, count(*), coalesce(sum(octet_length(s.value)), 0)::bigint, \
-             min(s.updated_at), max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
-             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
-            &[],
-        )?;
-        map_rows(rows, |r| {
-            Ok(AssetGroup {
-                asset_id: int_column(r, 0)?,
-                asset_name: r.try_get(1)?,
-                rows: count_at(r, 2)?,
-                value_bytes: count_at(r, 3)?,
-                oldest_update: r.try_get::<_, Option<PgTime>>(4)?.map(stored_time),
-                newest_update: r.try_get::<_, Option<PgTime>>(5)?.map(stored_time),
-            })
-        })
-        .map_err(pg_err(self.ctx(what)))
-    }
-
-    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
-        let what = "cannot read the largest values";
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self.rows(
-            what,
-            r#"SELECT dag_id, run_id, task_id, map_index, "key", octet_length(value)::bigint AS n
-               FROM task_state_store ORDER BY n DESC LIMIT $1"#,
-            &[&limit],
-        )?;
-        let mut found = map_rows(rows, |r| {
-            Ok(LargeValue {
-                scope: task_scope_label(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, int_column(r, 3)?),
-                key: r.try_get(4)?,
-                bytes: count_at(r, 5)?,
-            })
-        })
-        .map_err(pg_err(self.ctx(what)))?;
-        let rows = self.rows(
-            what,
-            r#"SELECT s.asset_id, a.name, s."key", octet_length(s.value)::bigint AS n
-               FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT $1"#,
-            &[&limit],
-        )?;
-        found.extend(
-            map_rows(rows, |r| {
-                Ok(LargeValue {
-                    scope: asset_scope_label(int_column(r, 0)?, r.try_get::<_, Option<&str>>(1)?),
-                    key: r.try_get(2)?,
-                    bytes: count_at(r, 3)?,
-                })
-            })
-            .map_err(pg_err(self.ctx(what)))?,
-        );
-        Ok(largest_first(found, limit))
-    }
-
-    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
-        let mut sizes = Vec::new();
-        for table in STATE_TABLES {
-            // to_regclass resolves the name through search_path, as every other statement does.
-            let bytes = self.count(
-                "cannot read the table sizes",
-                "SELECT pg_total_relation_size(to_regclass($1))",
-                &[table],
-            )?;
-            sizes.push(((*table).to_string(), bytes));
-        }
-        Ok(sizes)
     }
 
     fn orphans_by_asset(&mut self) -> Result<Vec<AssetCount>> {
@@ -1392,6 +1295,110 @@ impl Metastore for PostgresStore {
         );
         let limit = limit.map(|l| i64::try_from(l).unwrap_or(i64::MAX));
         self.execute("cannot delete orphaned asset rows", &sql, &[&limit])
+    }
+}
+
+impl Stats for PostgresStore {
+    fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
+        let what = "cannot read task_state_store";
+        let task = if by_task { "task_id" } else { "NULL::text" };
+        let group = if by_task { "dag_id, task_id" } else { "dag_id" };
+        let order =
+            if by_task { r#"dag_id COLLATE "C", task_id COLLATE "C""# } else { r#"dag_id COLLATE "C""# };
+        // Sums are cast to bigint: PostgreSQL sums bigints into numeric.
+        let sql = format!(
+            "SELECT dag_id, {task}, count(*), coalesce(sum(octet_length(value)), 0)::bigint, \
+             count(*) FILTER (WHERE expires_at < $1), count(*) FILTER (WHERE expires_at >= $1 AND expires_at < $2), \
+             count(*) FILTER (WHERE expires_at IS NULL), min(updated_at), max(updated_at) \
+             FROM task_state_store GROUP BY {group} ORDER BY {order}"
+        );
+        let rows = self.rows(what, &sql, &[&to_system_time(now), &to_system_time(soon)])?;
+        map_rows(rows, |r| {
+            Ok(TaskGroup {
+                dag_id: r.try_get(0)?,
+                task_id: r.try_get(1)?,
+                rows: count_at(r, 2)?,
+                value_bytes: count_at(r, 3)?,
+                expired: count_at(r, 4)?,
+                expiring_soon: count_at(r, 5)?,
+                never_expiring: count_at(r, 6)?,
+                oldest_update: r.try_get::<_, Option<PgTime>>(7)?.map(stored_time),
+                newest_update: r.try_get::<_, Option<PgTime>>(8)?.map(stored_time),
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))
+    }
+
+    fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
+        let what = "cannot read asset_state_store";
+        let rows = self.rows(
+            what,
+            "SELECT s.asset_id, a.name, count(*), coalesce(sum(octet_length(s.value)), 0)::bigint, \
+             min(s.updated_at), max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+             GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
+            &[],
+        )?;
+        map_rows(rows, |r| {
+            Ok(AssetGroup {
+                asset_id: int_column(r, 0)?,
+                asset_name: r.try_get(1)?,
+                rows: count_at(r, 2)?,
+                value_bytes: count_at(r, 3)?,
+                oldest_update: r.try_get::<_, Option<PgTime>>(4)?.map(stored_time),
+                newest_update: r.try_get::<_, Option<PgTime>>(5)?.map(stored_time),
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))
+    }
+
+    fn largest_values(&mut self, limit: u64) -> Result<Vec<LargeValue>> {
+        let what = "cannot read the largest values";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.rows(
+            what,
+            r#"SELECT dag_id, run_id, task_id, map_index, "key", octet_length(value)::bigint AS n
+               FROM task_state_store ORDER BY n DESC LIMIT $1"#,
+            &[&limit],
+        )?;
+        let mut found = map_rows(rows, |r| {
+            Ok(LargeValue {
+                scope: task_scope_label(r.try_get(0)?, r.try_get(1)?, r.try_get(2)?, int_column(r, 3)?),
+                key: r.try_get(4)?,
+                bytes: count_at(r, 5)?,
+            })
+        })
+        .map_err(pg_err(self.ctx(what)))?;
+        let rows = self.rows(
+            what,
+            r#"SELECT s.asset_id, a.name, s."key", octet_length(s.value)::bigint AS n
+               FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT $1"#,
+            &[&limit],
+        )?;
+        found.extend(
+            map_rows(rows, |r| {
+                Ok(LargeValue {
+                    scope: asset_scope_label(int_column(r, 0)?, r.try_get::<_, Option<&str>>(1)?),
+                    key: r.try_get(2)?,
+                    bytes: count_at(r, 3)?,
+                })
+            })
+            .map_err(pg_err(self.ctx(what)))?,
+        );
+        Ok(largest_first(found, limit))
+    }
+
+    fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
+        let mut sizes = Vec::new();
+        for table in STATE_TABLES {
+            // to_regclass resolves the name through search_path, as every other statement does.
+            let bytes = self.count(
+                "cannot read the table sizes",
+                "SELECT pg_total_relation_size(to_regclass($1))",
+                &[table],
+            )?;
+            sizes.push(((*table).to_string(), bytes));
+        }
+        Ok(sizes)
     }
 }
 

@@ -12,9 +12,10 @@ use rusqlite::types::ValueRef;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_from_iter};
 
 use super::{
-    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, DagCount, Diagnose, Finding, FoundRow,
-    LargeValue, Metastore, Place, STATE_TABLES, SchemaFinding, SchemaProblem, TaskGroup, TaskWrite,
-    asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label, unsigned,
+    Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Cleanup, DagCount, Diagnose, Finding, FoundRow,
+    LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup, TaskWrite,
+    Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label,
+    unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -323,7 +324,7 @@ fn count(n: usize) -> u64 {
 /// An asset is active when `asset_active` has a row with the same name AND uri.
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
-impl Metastore for SqliteStore {
+impl Reads for SqliteStore {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         let ctx = self.ctx("cannot look up the dag run");
         self.conn
@@ -421,6 +422,54 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
+    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let (where_sql, mut args) = task_filter_where(filter, None);
+        args.push(limit_value(page).into());
+        args.push(offset_value(page).into());
+        let sql = format!(
+            r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
+               ORDER BY dag_id, run_id, task_id, map_index, "key" LIMIT ? OFFSET ?"#
+        );
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params_from_iter(args), task_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
+    }
+
+    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
+        let ctx = self.ctx("cannot read asset_state_store");
+        let where_sql = if filter.asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
+        let sql = format!(
+            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
+               {where_sql} AND (?4 IS NULL OR s.value LIKE ?4 ESCAPE '!')
+               ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
+        );
+        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
+    }
+
+    fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read task_state_store");
+        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
+        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
+        let sql = format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?");
+        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
+        stmt.query_map(params_from_iter(args), |row| Ok((row.get(8)?, task_entry(row)?)))
+            .and_then(Iterator::collect)
+            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
+    }
+}
+
+impl Writes for SqliteStore {
     fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         self.write_task(w, "", "cannot write task_state_store")
     }
@@ -567,53 +616,9 @@ impl Metastore for SqliteStore {
             .map(count)
             .map_err(|e| Error::db(ctx, Cause(e)))
     }
+}
 
-    fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>> {
-        let ctx = self.ctx("cannot read task_state_store");
-        let (where_sql, mut args) = task_filter_where(filter, None);
-        args.push(limit_value(page).into());
-        args.push(offset_value(page).into());
-        let sql = format!(
-            r#"SELECT {TASK_COLUMNS} FROM task_state_store {where_sql}
-               ORDER BY dag_id, run_id, task_id, map_index, "key" LIMIT ? OFFSET ?"#
-        );
-        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
-        stmt.query_map(params_from_iter(args), task_entry)
-            .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
-    }
-
-    fn task_rows_after(
-        &mut self,
-        filter: &TaskFilter,
-        after_id: i64,
-        limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>> {
-        let ctx = self.ctx("cannot read task_state_store");
-        let (where_sql, mut args) = task_filter_where(filter, Some(after_id));
-        args.push(i64::try_from(limit).unwrap_or(i64::MAX).into());
-        let sql = format!("SELECT {TASK_COLUMNS}, id FROM task_state_store {where_sql} ORDER BY id LIMIT ?");
-        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
-        stmt.query_map(params_from_iter(args), |row| Ok((row.get(8)?, task_entry(row)?)))
-            .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
-    }
-
-    fn list_asset(&mut self, filter: &AssetFilter, page: Page) -> Result<Vec<AssetEntry>> {
-        let ctx = self.ctx("cannot read asset_state_store");
-        let where_sql = if filter.asset_id.is_some() { "WHERE s.asset_id = ?1" } else { "WHERE ?1 IS NULL" };
-        let sql = format!(
-            r#"SELECT {ASSET_COLUMNS} FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id
-               {where_sql} AND (?4 IS NULL OR s.value LIKE ?4 ESCAPE '!')
-               ORDER BY s.asset_id, s."key" LIMIT ?2 OFFSET ?3"#
-        );
-        let like = filter.external_only.then_some(EXTERNAL_REF_LIKE);
-        let mut stmt = self.conn.prepare(&sql).map_err(sql_err(&ctx))?;
-        stmt.query_map(params![filter.asset_id, limit_value(page), offset_value(page), like], asset_entry)
-            .and_then(Iterator::collect)
-            .map_err(|e| Error::db(ctx.clone(), Cause(e)))
-    }
-
+impl Cleanup for SqliteStore {
     fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
         let ctx = self.ctx("cannot count expired rows");
         self.conn
@@ -674,6 +679,120 @@ impl Metastore for SqliteStore {
             .map_err(|e| Error::db(ctx.clone(), Cause(e)))
     }
 
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        let ctx = self.ctx("cannot prepare the clean");
+        self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, Cause(e)))?;
+        self.tune_for_clean().map_err(|e| Error::db(&ctx, Cause(e)))?;
+        // SQLite's own locks cannot say "a clean is running" without blocking Airflow's
+        // writers too, so the guard is an advisory lock on a file beside the database.
+        let Some(path) = &self.path else { return Ok(true) };
+        let mut lock_path = path.clone().into_os_string();
+        lock_path.push(".state-store-clean.lock");
+        let file =
+            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(
+                |e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e),
+            )?;
+        match file.try_lock() {
+            Ok(()) => {
+                self.clean_lock = Some(file);
+                Ok(true)
+            }
+            Err(std::fs::TryLockError::WouldBlock) => Ok(false),
+            Err(std::fs::TryLockError::Error(e)) => {
+                Err(Error::db(format!("cannot lock {}", lock_path.to_string_lossy()), e))
+            }
+        }
+    }
+
+    fn finish_clean(&mut self) {
+        // The WAL this session let grow (see `tune_for_clean`) is copied back into the database
+        // now, by the clean, instead of by the next Airflow worker that commits. PASSIVE never
+        // waits for readers; whatever it cannot copy yet, a later checkpoint will.
+        let _ = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+    }
+
+    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
+        let ctx = self.ctx("cannot find the next batch of expired rows");
+        let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
+        self.conn
+            .query_row(
+                "SELECT id FROM task_state_store WHERE id > ?1 AND expires_at < ?2 ORDER BY id LIMIT 1 OFFSET ?3",
+                params![after_id, cutoff.to_sqlite_text(), offset],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(|e| Error::db(ctx, Cause(e)))
+    }
+
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        let ctx = self.ctx("cannot delete expired rows");
+        let cutoff = cutoff.to_sqlite_text();
+        let Some(up_to_id) = up_to_id else {
+            return self.delete_expired_unbounded(&cutoff, after_id).map_err(|e| Error::db(ctx, Cause(e)));
+        };
+        self.conn
+            .execute(
+                "DELETE FROM task_state_store WHERE id > ?1 AND id <= ?2 AND expires_at < ?3",
+                params![after_id, up_to_id, cutoff],
+            )
+            .map(count)
+            .map_err(|e| Error::db(ctx, Cause(e)))
+    }
+
+    fn expired_rows(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let ctx = self.ctx("cannot read expired rows");
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
+                 WHERE id > ?1 AND id <= ?2 AND expires_at < ?3 ORDER BY id LIMIT ?4"
+            ))
+            .map_err(sql_err(&ctx))?;
+        stmt.query_map(
+            params![
+                after_id,
+                up_to_id.unwrap_or(i64::MAX),
+                cutoff.to_sqlite_text(),
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            ],
+            |row| Ok((row.get(8)?, task_entry(row)?)),
+        )
+        .and_then(Iterator::collect)
+        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
+    }
+
+    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        let ctx = self.ctx("cannot delete orphaned asset rows");
+        let sql = format!(
+            r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2 AND {}"#,
+            orphan_condition("asset_state_store")
+        );
+        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
+    }
+
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        let ctx = self.ctx("cannot delete orphaned asset rows");
+        let sql = format!(
+            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE {} LIMIT ?1)",
+            orphan_condition("s")
+        );
+        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
+        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
+    }
+}
+
+impl Stats for SqliteStore {
     fn task_groups(&mut self, now: Timestamp, soon: Timestamp, by_task: bool) -> Result<Vec<TaskGroup>> {
         let ctx = self.ctx("cannot read task_state_store");
         let task = if by_task { "task_id" } else { "NULL" };
@@ -792,118 +911,6 @@ impl Metastore for SqliteStore {
             sizes.push(((*table).to_string(), unsigned(bytes)));
         }
         Ok(sizes)
-    }
-
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
-        let ctx = self.ctx("cannot prepare the clean");
-        self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, Cause(e)))?;
-        self.tune_for_clean().map_err(|e| Error::db(&ctx, Cause(e)))?;
-        // SQLite's own locks cannot say "a clean is running" without blocking Airflow's
-        // writers too, so the guard is an advisory lock on a file beside the database.
-        let Some(path) = &self.path else { return Ok(true) };
-        let mut lock_path = path.clone().into_os_string();
-        lock_path.push(".state-store-clean.lock");
-        let file =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(
-                |e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e),
-            )?;
-        match file.try_lock() {
-            Ok(()) => {
-                self.clean_lock = Some(file);
-                Ok(true)
-            }
-            Err(std::fs::TryLockError::WouldBlock) => Ok(false),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(Error::db(format!("cannot lock {}", lock_path.to_string_lossy()), e))
-            }
-        }
-    }
-
-    fn finish_clean(&mut self) {
-        // The WAL this session let grow (see `tune_for_clean`) is copied back into the database
-        // now, by the clean, instead of by the next Airflow worker that commits. PASSIVE never
-        // waits for readers; whatever it cannot copy yet, a later checkpoint will.
-        let _ = self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
-    }
-
-    fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
-        let ctx = self.ctx("cannot find the next batch of expired rows");
-        let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
-        self.conn
-            .query_row(
-                "SELECT id FROM task_state_store WHERE id > ?1 AND expires_at < ?2 ORDER BY id LIMIT 1 OFFSET ?3",
-                params![after_id, cutoff.to_sqlite_text(), offset],
-                |r| r.get(0),
-            )
-            .optional()
-            .map_err(|e| Error::db(ctx, Cause(e)))
-    }
-
-    fn delete_expired_range(
-        &mut self,
-        cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
-    ) -> Result<u64> {
-        let ctx = self.ctx("cannot delete expired rows");
-        let cutoff = cutoff.to_sqlite_text();
-        let Some(up_to_id) = up_to_id else {
-            return self.delete_expired_unbounded(&cutoff, after_id).map_err(|e| Error::db(ctx, Cause(e)));
-        };
-        self.conn
-            .execute(
-                "DELETE FROM task_state_store WHERE id > ?1 AND id <= ?2 AND expires_at < ?3",
-                params![after_id, up_to_id, cutoff],
-            )
-            .map(count)
-            .map_err(|e| Error::db(ctx, Cause(e)))
-    }
-
-    fn expired_rows(
-        &mut self,
-        cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
-        limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>> {
-        let ctx = self.ctx("cannot read expired rows");
-        let mut stmt = self
-            .conn
-            .prepare(&format!(
-                "SELECT {TASK_COLUMNS}, id FROM task_state_store \
-                 WHERE id > ?1 AND id <= ?2 AND expires_at < ?3 ORDER BY id LIMIT ?4"
-            ))
-            .map_err(sql_err(&ctx))?;
-        stmt.query_map(
-            params![
-                after_id,
-                up_to_id.unwrap_or(i64::MAX),
-                cutoff.to_sqlite_text(),
-                i64::try_from(limit).unwrap_or(i64::MAX)
-            ],
-            |row| Ok((row.get(8)?, task_entry(row)?)),
-        )
-        .and_then(Iterator::collect)
-        .map_err(|e| Error::db(ctx.clone(), Cause(e)))
-    }
-
-    fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
-        let ctx = self.ctx("cannot delete orphaned asset rows");
-        let sql = format!(
-            r#"DELETE FROM asset_state_store WHERE asset_id = ?1 AND "key" = ?2 AND {}"#,
-            orphan_condition("asset_state_store")
-        );
-        self.conn.execute(&sql, params![asset_id, key]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
-    }
-
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        let ctx = self.ctx("cannot delete orphaned asset rows");
-        let sql = format!(
-            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE {} LIMIT ?1)",
-            orphan_condition("s")
-        );
-        let limit = limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX));
-        self.conn.execute(&sql, [limit]).map(count).map_err(|e| Error::db(ctx, Cause(e)))
     }
 }
 
