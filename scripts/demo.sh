@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job end to end on an embedded SQLite metastore: build state-store, create a
 # throw-away Airflow 3.3.2 metastore with sample data under target/demo, then set, get, list
-# and clean its task and asset state store, printing each command before running it.
+# and clean its task and asset state store and check it with doctor, printing each command
+# before running it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -31,6 +32,7 @@ step() {
 
 step sandbox create --sample-data
 step list
+step doctor
 step set watermark '"2026-11-29T00:00:00Z"' --dag-id incremental_orders \
     --run-id 'scheduled__2026-11-28T00:00:00+00:00' --task-id load_new_orders --retention 7d
 step get watermark --dag-id incremental_orders \
@@ -41,4 +43,5 @@ step clean --dry-run
 step clean
 step list --expired
 step list
+step doctor
 printf '\nThe demo metastore is %s/airflow.db; try more commands with AIRFLOW_HOME=%s %s --help\n' "$demo" "$demo" "$bin"
