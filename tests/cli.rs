@@ -1435,6 +1435,38 @@ fn sqlite_timestamps_use_airflow_text_form() {
     assert!(is_airflow_sqlite_time(&expires.expect("expiry")), "expires_at");
 }
 
+/// The clean's SQLite session settings follow the database's journal mode: a WAL database
+/// (as Airflow leaves it) has its WAL copied back by the clean even while another connection
+/// keeps it open; a rollback-journal database is cleaned and stays in that mode.
+#[test]
+fn sqlite_clean_leaves_the_journal_as_it_found_it() {
+    let bench = with_run(Dialect::Sqlite);
+    let survivors = seed_expiring(&bench, 3000, 2);
+    let reader = bench.sqlite();
+    assert_eq!(reader.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)).unwrap(), "wal");
+    bench.run(&["clean", "--batch-size", "100"]).success().stderr_has("deleted 1500 expired task row(s)");
+    // Another connection is open, so closing the clean's did not checkpoint: the clean did.
+    // The WAL index (the -shm file) says how many WAL frames there are (mxFrame, offset 16)
+    // and how many are copied into the database file (nBackfill, offset 96).
+    let shm = std::fs::read(format!("{}-shm", bench.db.display())).unwrap();
+    let word = |at: usize| u32::from_ne_bytes(shm[at..at + 4].try_into().unwrap());
+    assert!(word(16) > 0, "the clean wrote to the WAL");
+    assert_eq!(word(96), word(16), "every WAL frame is copied into the database file");
+    assert_eq!(remaining_keys(&bench), survivors);
+    drop(reader);
+
+    let bench = with_run(Dialect::Sqlite);
+    bench.sqlite().pragma_update(None, "journal_mode", "delete").unwrap();
+    let survivors = seed_expiring(&bench, 300, 3);
+    bench.run(&["clean", "--batch-size", "7"]).success().stderr_has("deleted 100 expired task row(s)");
+    assert_eq!(remaining_keys(&bench), survivors);
+    let mode: String = bench.sqlite().query_row("PRAGMA journal_mode", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "delete");
+    assert!(!std::path::Path::new(&format!("{}-wal", bench.db.display())).exists());
+    let check: String = bench.sqlite().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
+}
+
 #[test]
 fn sqlite_file_problems_have_their_own_exit_codes() {
     let bench = Bench::bare();
