@@ -1,6 +1,6 @@
 //! `doctor`: checks a metastore for what Airflow's state store should not hold and says, check
 //! by check, what is wrong and where: an unknown schema, task rows that disagree with their dag
-//! run or lost it, asset rows that lost their asset, values `json.loads` cannot read, keys and
+//! run or lost it, asset rows that lost their asset, values Airflow cannot read back, keys and
 //! values over Airflow's limits, and (SQLite) timestamp text Airflow's clean compares wrongly.
 //! It also says which database and backend it looked at and what a clean would do now.
 //!
