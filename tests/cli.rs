@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
+#[macro_use]
 mod support;
 
 use support::{Bench, Dialect};
@@ -191,7 +192,6 @@ fn assert_problem(run: &support::Run, name: &str, count: u64, message: &str) {
     );
 }
 
-/// One `#[test]` per dialect for each function: `on_sqlite::name`, `on_postgres::name`, …
 /// A metastore for export tests: task rows of two runs (mapped, expired, never expiring, an
 /// external reference, a value that is not JSON) and asset rows, one of them written by a task.
 fn seeded_for_export(d: Dialect) -> Bench {
@@ -245,23 +245,6 @@ fn seeded_for_export(d: Dialect) -> Bench {
         bench.ts_lit(Some("2026-10-01 00:00:00.000000")),
     ));
     bench
-}
-
-macro_rules! contract {
-    ($(fn $name:ident($d:ident: Dialect) $body:block)*) => {
-        $(fn $name($d: Dialect) $body)*
-        mod on_sqlite {
-            $(#[test] fn $name() { super::$name(super::Dialect::Sqlite) })*
-        }
-        #[cfg(feature = "postgres")]
-        mod on_postgres {
-            $(#[test] fn $name() { super::$name(super::Dialect::Postgres) })*
-        }
-        #[cfg(feature = "mysql")]
-        mod on_mysql {
-            $(#[test] fn $name() { super::$name(super::Dialect::Mysql) })*
-        }
-    };
 }
 
 contract! {

@@ -4,12 +4,13 @@
 //! it held before (for `clean`: that only whole committed batches are gone, and that a rerun
 //! finishes). `docs/reliability.md` lists every case with the command that reproduces it.
 //!
-//! The tests in `faults!` run once per dialect, like `tests/cli.rs`'s `contract!`.
+//! The tests in `contract!` run once per dialect, as in `tests/cli.rs` (the macro is in `support`).
 //! Randomised tests draw from a seeded xorshift generator; the seed is printed in every
 //! failure, and `STATE_STORE_TEST_SEED=<n>` replays it.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr, clippy::type_complexity)]
 
+#[macro_use]
 mod support;
 
 use std::process::{Command, Stdio};
@@ -150,24 +151,7 @@ impl Rng {
 
 // ---------------------------------------------------------------- one test per dialect
 
-macro_rules! faults {
-    ($($(#[$meta:meta])* fn $name:ident($d:ident: Dialect) $body:block)*) => {
-        $($(#[$meta])* fn $name($d: Dialect) $body)*
-        mod on_sqlite {
-            $(#[test] fn $name() { super::$name(super::Dialect::Sqlite) })*
-        }
-        #[cfg(feature = "postgres")]
-        mod on_postgres {
-            $(#[test] fn $name() { super::$name(super::Dialect::Postgres) })*
-        }
-        #[cfg(feature = "mysql")]
-        mod on_mysql {
-            $(#[test] fn $name() { super::$name(super::Dialect::Mysql) })*
-        }
-    };
-}
-
-faults! {
+contract! {
     // ------------------------------------------------------------ bad input
 
     /// What `tests/cli.rs` does not already refuse: bad timestamps and durations in every

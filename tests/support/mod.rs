@@ -12,6 +12,25 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// One `#[test]` per dialect for each function: `on_sqlite::name` always, `on_postgres::name`
+/// and `on_mysql::name` with their features, each calling `name(Dialect::…)`.
+macro_rules! contract {
+    ($($(#[$meta:meta])* fn $name:ident($d:ident: Dialect) $body:block)*) => {
+        $($(#[$meta])* fn $name($d: Dialect) $body)*
+        mod on_sqlite {
+            $(#[test] fn $name() { super::$name(super::Dialect::Sqlite) })*
+        }
+        #[cfg(feature = "postgres")]
+        mod on_postgres {
+            $(#[test] fn $name() { super::$name(super::Dialect::Postgres) })*
+        }
+        #[cfg(feature = "mysql")]
+        mod on_mysql {
+            $(#[test] fn $name() { super::$name(super::Dialect::Mysql) })*
+        }
+    };
+}
+
 pub const BIN: &str = env!("CARGO_BIN_EXE_state-store");
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
