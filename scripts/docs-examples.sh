@@ -218,7 +218,21 @@ pages_sandbox() {
     ex 'state-store --conn sqlite:///airflow.db sandbox add-dag-run --dag-id d --run-id r'
 }
 
-all=(get set delete clear list clean stats export import config completions sandbox)
+pages_doctor() {
+    page doctor
+    ex 'state-store doctor'
+    # Damage by hand: rows moved to another run, a value that is not JSON, expiries as ISO text.
+    sqlite3 airflow.db "UPDATE task_state_store SET run_id = 'scheduled__2026-11-21T00:00:00+00:00' WHERE \"key\" = 'rows_loaded';
+        UPDATE task_state_store SET value = '{\"cluster\": \"spark-prod\", attempt: 2}' WHERE \"key\" = 'job';
+        UPDATE task_state_store SET expires_at = '2026-12-01T00:00:00Z' WHERE \"key\" = 'offset'"
+    ex 'state-store doctor'
+    ex 'state-store doctor -o json --sample 1'
+    # A pre-release 3.3 metastore: the state-store tables under their old names.
+    sqlite3 airflow.db 'ALTER TABLE task_state_store RENAME TO task_state; ALTER TABLE asset_state_store RENAME TO asset_state'
+    ex 'state-store doctor -o plain'
+}
+
+all=(get set delete clear list clean stats doctor export import config completions sandbox)
 for name in "${@:-${all[@]}}"; do
     "pages_$name"
 done
