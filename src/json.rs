@@ -1186,26 +1186,7 @@ mod tests {
         assert_eq!(names, ["null", "boolean", "integer", "float", "string", "array", "object"]);
     }
 
-    /// Small deterministic generator (xorshift64) so the differential test is
-    /// reproducible without a dependency.
-    struct Rng(u64);
-
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-
-        fn index(&mut self, n: usize) -> usize {
-            usize::try_from(self.below(n as u64)).unwrap_or(0)
-        }
-    }
+    use crate::test_rng::Rng;
 
     const TRICKY_CHARS: [char; 12] =
         ['"', '\\', '/', '\n', '\r', '\t', '\u{8}', '\u{c}', '\u{7f}', '\u{2028}', '\u{feff}', '\u{fffd}'];

@@ -18,6 +18,8 @@ mod output;
 mod progress;
 mod redact;
 mod signals;
+#[cfg(test)]
+mod test_rng;
 mod time;
 mod url;
 

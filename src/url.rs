@@ -955,21 +955,7 @@ mod tests {
     /// password. The seed is in every failure; the same seed gives the same URLs.
     #[test]
     fn generated_urls_round_trip() {
-        struct Rng(u64);
-        impl Rng {
-            fn next(&mut self) -> u64 {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                self.0
-            }
-            fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-                items[usize::try_from(self.next() % items.len() as u64).unwrap_or(0)]
-            }
-            fn text(&mut self, alphabet: &[&str], max: u64) -> String {
-                (0..=self.next() % max).map(|_| self.pick(alphabet)).collect()
-            }
-        }
+        use crate::test_rng::Rng;
         const CHARS: &[&str] = &[
             "a", "Z", "0", "@", ":", "/", "?", "#", "%", "+", " ", "&", "=", "[", "]", ";", "ü", "日", "🔑",
             "-", ".",

@@ -811,18 +811,7 @@ for path in sys.argv[1:]:
     /// seed is in every failure.
     #[test]
     fn generated_files_match_python_configparser() {
-        struct Rng(u64);
-        impl Rng {
-            fn next(&mut self) -> u64 {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 7;
-                self.0 ^= self.0 << 17;
-                self.0
-            }
-            fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-                items[usize::try_from(self.next() % items.len() as u64).unwrap_or(0)]
-            }
-        }
+        use crate::test_rng::Rng;
         const SECTIONS: &[&str] =
             &["[core]", "[database]", "[DEFAULT]", "[state_store]", "[Core]", "[ a b ]", "[x]y", "[]"];
         const KEYS: &[&str] = &["k", "K", "key", "Key", "sql_alchemy_conn", "a b", "k2", "%k", "é", ""];
