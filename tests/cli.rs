@@ -9,7 +9,7 @@
 #[macro_use]
 mod support;
 
-use support::{Bench, Dialect};
+use support::{Bench, Dialect, clean_batches};
 
 const DAG: &str = "incremental_orders";
 const RUN: &str = "scheduled__2026-11-28T00:00:00+00:00";
@@ -722,19 +722,23 @@ contract! {
 
     fn clean_leaves_exactly_the_unexpired_rows_for_every_batch_size(d: Dialect) {
         // 40 rows, 14 expired (every third): batch sizes around the expired count and the edges.
-        for batch in ["0", "1", "7", "13", "14", "15", "1000"] {
+        for batch in [0, 1, 7, 13, 14, 15, 1000] {
             let bench = with_run(d);
             let survivors = seed_expiring(&bench, 40, 3);
-            let run = bench.run(&["clean", "--batch-size", batch, "-o", "json"]).success();
+            let expired = bench.expired_in_id_order();
+            let run = bench.run(&["clean", "--batch-size", &batch.to_string(), "-o", "json"]).success();
             assert_eq!(remaining_keys(&bench), survivors, "batch size {batch}");
             let v = run.json();
             assert_eq!(v.py("v['task_rows_deleted']"), "14", "batch size {batch}");
-            let batches: u64 = v.py("v['batches']").parse().unwrap();
-            let expected = match batch {
-                "0" => 1,
-                b => 14u64.div_ceil(b.parse().unwrap()),
-            };
-            assert_eq!(batches, expected, "batch size {batch}");
+            let batches: usize = v.py("v['batches']").parse().unwrap();
+            // 14 expired rows take ceil(14 / batch) batches; on PostgreSQL, a batch is the
+            // expired rows among `batch` rows, so 40 rows take up to ceil(40 / batch).
+            let expected = clean_batches(d, &expired, batch, None);
+            assert_eq!(expected.last(), Some(&14));
+            assert_eq!(batches, expected.len(), "batch size {batch}");
+            if d != Dialect::Postgres {
+                assert_eq!(batches, if batch == 0 { 1 } else { 14usize.div_ceil(batch) }, "batch size {batch}");
+            }
             assert_eq!(v.py("(v['dry_run'], v['interrupted'], v['asset_rows_deleted'])"), "(False, False, 0)");
             assert!(run.stderr.contains("clean: deleted 14 expired task row(s)"), "{}", run.stderr);
         }
@@ -743,11 +747,12 @@ contract! {
     fn clean_batch_size_comes_from_config_unless_flagged(d: Dialect) {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);
+        let batches = clean_batches(d, &bench.expired_in_id_order(), 3, None).len();
         bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "2");
         let run = bench.run(&["clean", "--dry-run", "-o", "json"]).success();
         assert_eq!(run.json().py("v['batch_size']"), "2");
         let run = bench.run(&["clean", "--batch-size", "3", "-o", "json"]).success();
-        assert_eq!(run.json().py("(v['batch_size'], v['batches'], v['task_rows_deleted'])"), "(3, 2, 5)");
+        assert_eq!(run.json().py("(v['batch_size'], v['batches'], v['task_rows_deleted'])"), format!("(3, {batches}, 5)"));
     }
 
     fn clean_sweeps_orphaned_asset_rows_only(d: Dialect) {
@@ -794,11 +799,16 @@ contract! {
     fn clean_stops_at_max_rows_and_a_rerun_goes_on(d: Dialect) {
         let bench = with_run(d);
         let survivors = seed_expiring(&bench, 40, 3);
+        let batches = clean_batches(d, &bench.expired_in_id_order(), 4, Some(6));
+        assert_eq!(batches.last(), Some(&6));
         let run = bench.run(&["clean", "--batch-size", "4", "--max-rows", "6", "-o", "json"]).success();
         assert_eq!(
             run.json().py("(v['task_rows_deleted'], v['batches'], v['stopped_by'], v['interrupted'])"),
-            "(6, 2, 'max_rows', False)"
+            format!("(6, {}, 'max_rows', False)", batches.len())
         );
+        if d != Dialect::Postgres {
+            assert_eq!(batches.len(), 2);
+        }
         assert_eq!(remaining_keys(&bench).len(), 40 - 6);
         let run = bench.run(&["clean", "--batch-size", "0", "--max-rows", "5", "-o", "json"]).success();
         assert_eq!(run.json().py("(v['task_rows_deleted'], v['batches'])"), "(5, 1)");

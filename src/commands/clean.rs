@@ -272,10 +272,17 @@ impl Run<'_> {
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
+            let capped = batch.is_some_and(|n| n != self.summary.batch_size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
             let (deleted, up_to_id, at_most) = match (self.archive.as_deref_mut(), batch) {
                 (None, None) => (self.store.delete_expired_range(cutoff, after_id, None), None, None),
+                // A batch capped by `--max-rows` is exactly the next `n` expired rows, on every
+                // dialect, so that the run ends at the limit instead of creeping up to it.
+                (None, Some(n)) if capped => {
+                    let up_to_id = self.store.nth_expired_id(cutoff, after_id, n)?;
+                    (self.store.delete_expired_range(cutoff, after_id, up_to_id), up_to_id, Some(n))
+                }
                 (None, Some(n)) => match self.store.delete_expired_batch(cutoff, after_id, n) {
                     Ok(done) => (Ok(done.deleted), done.last_id, Some(n)),
                     Err(e) => (Err(e), None, Some(n)),
@@ -310,7 +317,11 @@ impl Run<'_> {
                 // The limit was reached exactly by the last expired row: the run is complete.
                 return Ok(());
             }
-            self.pause();
+            // A batch that found nothing to delete (see `delete_expired_batch`) put no load on
+            // the database worth a pause.
+            if deleted > 0 {
+                self.pause();
+            }
         }
     }
 

@@ -208,10 +208,13 @@ pub(crate) trait Cleanup {
         after_id: i64,
         up_to_id: Option<i64>,
     ) -> Result<u64>;
-    /// One batch: deletes the first `n` expired rows after `after_id` in primary-key order, in
-    /// one transaction. `last_id` is where the next batch starts, `None` when fewer than `n`
-    /// expired rows were left (the run is complete). A dialect that can find and delete a
-    /// batch in one statement overrides this pair of statements.
+    /// One batch: deletes at most `n` expired rows after `after_id`, in one transaction.
+    /// `last_id` is where the next batch starts, `None` when the run is complete. By default a
+    /// batch is the first `n` expired rows in primary-key order, found and deleted by this pair
+    /// of statements; a dialect that can do so in one statement overrides it. A dialect may
+    /// instead end a batch after the next `n` rows, expired or not (fewer deletions, possibly
+    /// none, but never more), where finding that boundary is much cheaper than finding the
+    /// `n`-th expired row: see PostgreSQL's.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         let last_id = self.nth_expired_id(cutoff, after_id, n)?;
         let deleted = self.delete_expired_range(cutoff, after_id, last_id)?;

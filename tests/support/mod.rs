@@ -461,6 +461,58 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// Whether each task row, in id order, expired before 2026 (every test seeds its expired
+    /// rows before 2021 or in generated years up to 2025, and the others from 2030 on or never).
+    pub fn expired_in_id_order(&self) -> Vec<bool> {
+        self.rows(
+            "SELECT CASE WHEN expires_at < '2026-01-01' THEN 1 ELSE 0 END FROM task_state_store ORDER BY id",
+        )
+        .iter()
+        .map(|flag| flag == "1")
+        .collect()
+    }
+}
+
+/// What a clean with batch size `size` and an optional `--max-rows` does to task rows whose
+/// expiry, in id order, is `expired` (see [`Bench::expired_in_id_order`]): the running total
+/// of deleted rows after each batch that deleted at least one. This is the contract of
+/// docs/commands/clean.md written out: a batch is the next `size` expired rows in id order, except
+/// on PostgreSQL, where it is the expired rows among the next `size` rows; a batch shortened to
+/// what `--max-rows` still allows is the next expired rows on every dialect; batch size 0 is
+/// one batch of everything (or of `--max-rows` rows).
+pub fn clean_batches(d: Dialect, expired: &[bool], size: usize, max_rows: Option<usize>) -> Vec<usize> {
+    let expired_at: Vec<usize> = (0..expired.len()).filter(|&i| expired[i]).collect();
+    let (mut totals, mut total, mut pos) = (Vec::new(), 0, 0);
+    loop {
+        let remaining = max_rows.map(|max| max - total);
+        let n = match (size, remaining) {
+            (0, None) => expired.len().max(1),
+            (0, Some(r)) => r,
+            (s, r) => r.map_or(s, |r| s.min(r)),
+        };
+        let capped = size != 0 && n != size;
+        let (deleted, next) = if d == Dialect::Postgres && size != 0 && !capped {
+            let end = (pos + n).min(expired.len());
+            (expired[pos..end].iter().filter(|e| **e).count(), (pos + n < expired.len()).then_some(pos + n))
+        } else {
+            let after: Vec<usize> = expired_at.iter().copied().filter(|&i| i >= pos).collect();
+            match after.get(n - 1) {
+                Some(&last) if size != 0 || max_rows.is_some() => (n, Some(last + 1)),
+                _ => (after.len().min(n), None),
+            }
+        };
+        if deleted > 0 {
+            total += deleted;
+            totals.push(total);
+        }
+        match next {
+            Some(at) if max_rows.is_none_or(|max| total < max) => pos = at,
+            _ => return totals,
+        }
+    }
+}
+
 /// A session of another client holding locks, until it is dropped.
 pub enum Holder {
     Sqlite(rusqlite::Connection),
