@@ -321,7 +321,8 @@ pub(crate) struct CleanArgs {
     /// Delete task keys that expired before this instant (RFC 3339) instead of now; never later than now
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
-    /// Rows per batch, each batch its own transaction; 0 deletes all in one transaction.
+    /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
+    /// transaction.
     /// Default: [state_store] state_cleanup_batch_size
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub batch_size: Option<u64>,
@@ -334,7 +335,8 @@ pub(crate) struct CleanArgs {
     /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION")]
     pub max_duration: Option<String>,
-    /// Pause between batches to throttle the load on the database (e.g. 200ms, 1s)
+    /// Pause after each batch that deleted rows, to throttle the load on the database (e.g.
+    /// 200ms, 1s)
     #[arg(long, value_name = "DURATION")]
     pub sleep: Option<String>,
     /// Leave the keys of inactive assets alone; delete expired task keys only
