@@ -712,8 +712,17 @@ fn columns(client: &mut Client, location: &str, table: &str) -> Result<Option<Ve
 pub(crate) struct PostgresStore {
     client: Client,
     location: String,
-    /// A clean's two batch statements, prepared once per connection instead of once per batch.
-    clean_batch: Option<(Statement, Statement)>,
+    /// See [`PostgresStore::clean_statements`].
+    clean_statements: Option<CleanStatements>,
+}
+
+/// The two statements of a clean batch on PostgreSQL.
+#[derive(Clone)]
+struct CleanStatements {
+    /// The id of the `n`-th row after a given id: where a batch ends.
+    window_end: Statement,
+    /// The expired rows in an id range.
+    range_delete: Statement,
 }
 
 impl PostgresStore {
@@ -746,11 +755,11 @@ impl PostgresStore {
                          that holds Airflow's tables)"
                     ),
                 };
-                return Ok((PostgresStore { client, location, clean_batch: None }, Err(problem)));
+                return Ok((PostgresStore { client, location, clean_statements: None }, Err(problem)));
             }
         }
         let finding = diagnose_schema(&location, |table| columns(&mut client, &location, table))?;
-        Ok((PostgresStore { client, location, clean_batch: None }, finding))
+        Ok((PostgresStore { client, location, clean_statements: None }, finding))
     }
 
     fn ctx(&self, what: &str) -> String {
@@ -788,45 +797,49 @@ impl PostgresStore {
         up_to_id: Option<i64>,
     ) -> Result<Option<u64>> {
         let ctx = self.ctx("cannot delete expired rows");
-        let mut tx = self.client.transaction().map_err(pg_err(&ctx))?;
-        tx.batch_execute("SET LOCAL lock_timeout = '1ms'").map_err(pg_err(&ctx))?;
-        let deleted = match (after_id, up_to_id) {
-            (i64::MIN, None) => tx.execute("DELETE FROM task_state_store WHERE expires_at < $1", &[&cutoff]),
-            (_, up_to_id) => tx.execute(
-                "DELETE FROM task_state_store WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3",
-                &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff],
-            ),
+        let range = match (after_id, up_to_id) {
+            (i64::MIN, None) => None,
+            _ => Some(self.clean_statements()?.range_delete),
+        };
+        // BEGIN and SET LOCAL in one round trip.
+        self.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(pg_err(&ctx))?;
+        let deleted = match &range {
+            None => self.client.execute("DELETE FROM task_state_store WHERE expires_at < $1", &[&cutoff]),
+            Some(range) => self.client.execute(range, &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff]),
         };
         match deleted {
-            Ok(n) => tx.commit().map(|()| Some(n)).map_err(pg_err(ctx)),
-            Err(e) if e.code() == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) => {
-                tx.rollback().map(|()| None).map_err(pg_err(ctx))
+            Ok(n) => self.client.batch_execute("COMMIT").map(|()| Some(n)).map_err(pg_err(ctx)),
+            Err(e) => {
+                // The transaction is aborted either way; a connection that is gone has none
+                // left to roll back, and the first error is the one to report.
+                let rolled_back = self.client.batch_execute("ROLLBACK");
+                if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                    return Err(pg_err(ctx)(e));
+                }
+                rolled_back.map(|()| None).map_err(pg_err(ctx))
             }
-            Err(e) => Err(pg_err(ctx)(e)),
         }
     }
 
-    /// The expired rows in `after_id < id <= up_to_id` that no other session holds locked.
-    fn delete_expired_skip_locked(
-        &mut self,
-        cutoff: std::time::SystemTime,
-        after_id: i64,
-        up_to_id: Option<i64>,
-    ) -> Result<u64> {
-        // Rows another session holds locked (a worker writing that key right now) are skipped,
-        // not waited for: they are not expired any more, or the next run takes them. The
-        // inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
-        // DELETE goes straight to those versions by ctid. Locking first writes every deleted
-        // row twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only
-        // the way round a locked row, not the rule.
-        self.execute(
-            "cannot delete expired rows",
-            "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(
-                 SELECT ctid FROM task_state_store
-                 WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3
-                 FOR UPDATE SKIP LOCKED))",
-            &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff],
-        )
+    /// A clean's batch statements, prepared on first use and kept for the connection: a batch
+    /// then costs one round trip for each instead of two.
+    fn clean_statements(&mut self) -> Result<CleanStatements> {
+        if let Some(statements) = &self.clean_statements {
+            return Ok(statements.clone());
+        }
+        let ctx = self.ctx("cannot delete expired rows");
+        let statements = CleanStatements {
+            window_end: self
+                .client
+                .prepare("SELECT id FROM task_state_store WHERE id > $1::bigint ORDER BY id LIMIT 1 OFFSET $2")
+                .map_err(pg_err(&ctx))?,
+            range_delete: self
+                .client
+                .prepare("DELETE FROM task_state_store WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3")
+                .map_err(pg_err(&ctx))?,
+        };
+        self.clean_statements = Some(statements.clone());
+        Ok(statements)
     }
 
     fn execute(&mut self, what: &str, sql: &str, params: &[&(dyn ToSql + Sync)]) -> Result<u64> {
@@ -1227,7 +1240,7 @@ impl Cleanup for PostgresStore {
             &[],
             |r| r.try_get::<_, String>(0),
         )?;
-        // The batch statements are prepared once (see `delete_expired_batch`). After five runs
+        // The batch statements are prepared once (see `clean_statements`). After five runs
         // PostgreSQL may switch a prepared statement to a generic plan, made without knowing
         // the bounds; a range DELETE planned blind could scan more than its window. Each run
         // is planned for its own bounds, as an unprepared statement is (on the benchmark the
@@ -1265,9 +1278,8 @@ impl Cleanup for PostgresStore {
     /// `n`-th expired row (the default) reads every row's heap tuple for its `expires_at`, a
     /// second pass over what the DELETE reads anyway; finding the `n`-th row is an index-only
     /// scan of the primary key wherever the visibility map marks pages all-visible, which
-    /// vacuum does for a metastore's settled rows. The DELETE runs as in
-    /// [`Self::delete_expired_unless_locked`], and both statements are prepared once: four
-    /// round trips a batch instead of seven.
+    /// vacuum does for a metastore's settled rows. The DELETE is [`Cleanup::delete_expired_range`]'s,
+    /// and both statements are prepared once: four round trips a batch instead of seven.
     ///
     /// Measured (1,000,000 rows, 500,012 expired, batch 10,000, server log): the boundary
     /// scans took 130 ms over 100 batches against 470 ms over 51 for the n-th expired row.
@@ -1278,50 +1290,13 @@ impl Cleanup for PostgresStore {
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         let ctx = self.ctx("cannot delete expired rows");
         let offset = i64::try_from(n.saturating_sub(1)).unwrap_or(i64::MAX);
-        let cutoff = to_system_time(cutoff);
-        let (boundary, delete) = match &self.clean_batch {
-            Some(statements) => statements.clone(),
-            None => {
-                let boundary = self
-                    .client
-                    .prepare(
-                        "SELECT id FROM task_state_store WHERE id > $1::bigint ORDER BY id LIMIT 1 OFFSET $2",
-                    )
-                    .map_err(pg_err(&ctx))?;
-                let delete = self
-                    .client
-                    .prepare(
-                        "DELETE FROM task_state_store \
-                         WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3",
-                    )
-                    .map_err(pg_err(&ctx))?;
-                self.clean_batch = Some((boundary.clone(), delete.clone()));
-                (boundary, delete)
-            }
-        };
-        let last_id = match self.client.query_opt(&boundary, &[&after_id, &offset]).map_err(pg_err(&ctx))? {
+        let window_end = self.clean_statements()?.window_end;
+        let last_id = match self.client.query_opt(&window_end, &[&after_id, &offset]).map_err(pg_err(&ctx))? {
             Some(row) => Some(int_column(&row, 0).map_err(pg_err(&ctx))?),
             None => None,
         };
-        let up_to_id = last_id.unwrap_or(i64::MAX);
-        self.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(pg_err(&ctx))?;
-        match self.client.execute(&delete, &[&after_id, &up_to_id, &cutoff]) {
-            Ok(deleted) => {
-                self.client.batch_execute("COMMIT").map_err(pg_err(&ctx))?;
-                Ok(Batch { deleted, last_id })
-            }
-            Err(e) => {
-                // The transaction is aborted either way; a connection that is gone has none
-                // left to roll back, and the first error is the one to report.
-                let rolled_back = self.client.batch_execute("ROLLBACK");
-                if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-                    return Err(pg_err(ctx)(e));
-                }
-                rolled_back.map_err(pg_err(&ctx))?;
-                let deleted = self.delete_expired_skip_locked(cutoff, after_id, last_id)?;
-                Ok(Batch { deleted, last_id })
-            }
-        }
+        let deleted = self.delete_expired_range(cutoff, after_id, last_id)?;
+        Ok(Batch { deleted, last_id })
     }
 
     fn delete_expired_range(
@@ -1334,7 +1309,20 @@ impl Cleanup for PostgresStore {
         if let Some(deleted) = self.delete_expired_unless_locked(cutoff, after_id, up_to_id)? {
             return Ok(deleted);
         }
-        self.delete_expired_skip_locked(cutoff, after_id, up_to_id)
+        // Rows another session holds locked (a worker writing that key right now) are skipped,
+        // not waited for: they are not expired any more, or the next run takes them. The
+        // inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
+        // DELETE goes straight to those versions by ctid. Locking first writes every deleted
+        // row twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only
+        // the way round a locked row, not the rule.
+        self.execute(
+            "cannot delete expired rows",
+            "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(
+                 SELECT ctid FROM task_state_store
+                 WHERE id > $1::bigint AND id <= $2::bigint AND expires_at < $3
+                 FOR UPDATE SKIP LOCKED))",
+            &[&after_id, &up_to_id.unwrap_or(i64::MAX), &cutoff],
+        )
     }
 
     fn expired_rows(
