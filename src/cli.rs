@@ -231,6 +231,10 @@ pub(crate) struct SetArgs {
     /// Write a value longer than [state_store] max_value_storage_bytes anyway
     #[arg(long)]
     pub allow_large: bool,
+    /// Write even when the task instance does not exist (yet), e.g. ahead of a mapped task's
+    /// expansion; by default such a write is refused, as Airflow's REST API refuses it
+    #[arg(long, help_heading = "Task scope")]
+    pub allow_missing_task_instance: bool,
 }
 
 #[derive(Debug, Args)]
@@ -239,6 +243,10 @@ pub(crate) struct DeleteArgs {
     pub key: String,
     #[command(flatten)]
     pub scope: ScopeArgs,
+    /// Delete even when the task instance does not exist (keys written without one); by
+    /// default refused, as Airflow's REST API refuses it
+    #[arg(long, help_heading = "Task scope")]
+    pub allow_missing_task_instance: bool,
 }
 
 #[derive(Debug, Args)]
@@ -248,6 +256,10 @@ pub(crate) struct ClearArgs {
     /// Clear every map index of the task, not only --map-index
     #[arg(long, conflicts_with = "map_index")]
     pub all_map_indices: bool,
+    /// Clear even when the task instance does not exist (keys written without one); by
+    /// default refused, as Airflow's REST API refuses it
+    #[arg(long, help_heading = "Task scope")]
+    pub allow_missing_task_instance: bool,
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
@@ -365,7 +377,7 @@ pub(crate) enum SandboxCommand {
         #[arg(long)]
         sample_data: bool,
     },
-    /// Add a dag run to a sandbox (refused on a real metastore)
+    /// Add a dag run to a sandbox (refused on a real metastore); prints its id
     AddDagRun {
         /// Dag id of the new run
         #[arg(long)]
@@ -373,6 +385,26 @@ pub(crate) enum SandboxCommand {
         /// Run id of the new run
         #[arg(long)]
         run_id: String,
+        /// Also create an unmapped task instance of this task in the run, as the scheduler
+        /// does when it creates a run (repeat for several tasks)
+        #[arg(long, value_name = "TASK_ID")]
+        task_id: Vec<String>,
+    },
+    /// Add task instances to a dag run of a sandbox (refused on a real metastore): one per
+    /// --map-index, or an unmapped one (map index -1) without it
+    AddTaskInstance {
+        /// Dag id of the run
+        #[arg(long)]
+        dag_id: String,
+        /// Run id of the run
+        #[arg(long)]
+        run_id: String,
+        /// Task id of the new task instance
+        #[arg(long)]
+        task_id: String,
+        /// Map index of a mapped task instance (repeat for several, as a mapped task expands)
+        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        map_index: Vec<i64>,
     },
     /// Add an asset to a sandbox (refused on a real metastore); prints its id
     AddAsset {

@@ -20,9 +20,10 @@ fn task<'a>(extra: &[&'a str]) -> Vec<&'a str> {
     args
 }
 
+/// A metastore with one dag run of `DAG` and its unmapped task instance `load`.
 fn with_run(dialect: Dialect) -> Bench {
     let bench = Bench::on(dialect);
-    bench.add_dag_run(DAG, RUN);
+    bench.add_dag_run_with(DAG, RUN, &["load"]);
     bench
 }
 
@@ -196,7 +197,7 @@ fn assert_problem(run: &support::Run, name: &str, count: u64, message: &str) {
 /// external reference, a value that is not JSON) and asset rows, one of them written by a task.
 fn seeded_for_export(d: Dialect) -> Bench {
     let bench = with_run(d);
-    bench.add_dag_run(DAG, "r2");
+    bench.add_dag_run_with(DAG, "r2", &["other"]);
     bench.insert_task_rows(
         DAG,
         RUN,
@@ -627,6 +628,7 @@ contract! {
 
     fn clear_needs_confirmation_off_a_terminal(d: Dialect) {
         let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "load", &[0, 1]);
         for (key, idx) in [("a", "-1"), ("b", "-1"), ("c", "0"), ("d", "1")] {
             bench.run(&cmd(&["set", key, "1", "--map-index", idx], &task(&[]))).success();
         }
@@ -636,11 +638,79 @@ contract! {
         bench.run(&cmd(&["clear", "--yes", "-o", "plain"], &task(&[]))).success().stdout_is("0\n");
     }
 
+    // ------------------------------------------------------------ task instances
+
+    /// As Airflow's REST API answers 404 "Task instance not found": a set, delete or clear of a
+    /// task instance the scheduler never created is refused, with the run's tasks or the
+    /// task's map indexes as a hint, and nothing is written; an explicit flag writes anyway.
+    fn writes_need_the_task_instance(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_dag_run_with(DAG, "r2", &["extract"]);
+        bench.add_task_instance(DAG, "r2", "transform", &[0, 1, 2]);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let r2 = |task_id: &'static str| vec!["--dag-id", DAG, "--run-id", "r2", "--task-id", task_id];
+
+        let refused = [
+            (cmd(&["set", "k", "1"], &r2("extrac")), "task instance not found", "tasks: \"extract\", \"transform\""),
+            (cmd(&["set", "k", "1"], &r2("transform")), "map_index=-1", "3 instances, map indexes 0 to 2"),
+            (cmd(&["set", "k", "1", "--map-index", "3"], &r2("transform")), "map_index=3", "map indexes 0 to 2"),
+            (cmd(&["set", "k", "1"], &task(&["--map-index", "0"])), "map_index=0", "\"load\" is not mapped"),
+            (cmd(&["delete", "k"], &r2("load")), "task instance not found", "delete the key anyway"),
+            (cmd(&["clear", "--yes"], &r2("load")), "task instance not found", "clear its keys anyway"),
+            (cmd(&["clear", "--yes", "--all-map-indices"], &r2("load")), "no task instance of", "\"extract\""),
+        ];
+        for (args, what, hint) in refused {
+            let run = bench.unchanged(|| bench.run(&args).fails(1, what));
+            let run = run.stderr_has(hint).stderr_has("--allow-missing-task-instance");
+            assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+        }
+        // The instances that exist take writes; all map indices need any instance of the task.
+        bench.run(&cmd(&["set", "k", "1", "--map-index", "2"], &r2("transform"))).success();
+        bench.run(&cmd(&["clear", "--yes", "--all-map-indices", "-o", "plain"], &r2("transform"))).success().stdout_is("1\n");
+        bench.run(&cmd(&["delete", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+
+        // Ahead of the scheduler, on request: a warning, then the key is there to read.
+        bench
+            .run(&cmd(&["set", "early", "7", "--allow-missing-task-instance"], &r2("report")))
+            .success()
+            .stderr_has("warning: task instance not found");
+        bench.run(&cmd(&["get", "early", "-o", "plain"], &r2("report"))).success().stdout_is("7\n");
+        bench.unchanged(|| bench.run(&cmd(&["delete", "early"], &r2("report"))).fails(1, "task instance not found"));
+        bench
+            .run(&cmd(&["delete", "early", "--allow-missing-task-instance", "-o", "plain"], &r2("report")))
+            .success()
+            .stdout_is("1\n");
+
+        // Many tasks are counted, not listed; a run without any says so.
+        let many: Vec<String> = (0..11).map(|i| format!("task_{i:02}")).collect();
+        let many: Vec<&str> = many.iter().map(String::as_str).collect();
+        bench.add_dag_run_with(DAG, "r3", &many);
+        bench.add_dag_run(DAG, "r4");
+        let run = bench.run(&["set", "k", "1", "--dag-id", DAG, "--run-id", "r3", "--task-id", "x"]).fails(1, "has 11 tasks");
+        assert!(!run.stderr.contains("task_00"), "{}", run.stderr);
+        bench.run(&["set", "k", "1", "--dag-id", DAG, "--run-id", "r4", "--task-id", "x"]).fails(1, "no task instances yet");
+        // A missing dag run is still named as such, before any task instance.
+        bench.run(&["set", "k", "1", "--dag-id", DAG, "--run-id", "nope", "--task-id", "x"]).fails(1, "no dag run found");
+    }
+
+    /// `get` without --map-index asks for the unmapped instance; on a mapped task it says so.
+    fn get_on_a_mapped_task_hints_at_map_index(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "transform", &[0, 1]);
+        let mapped = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "transform"];
+        bench.run(&cmd(&["set", "offset", "4096", "--map-index", "1"], &mapped)).success();
+        bench.run(&cmd(&["get", "offset"], &mapped)).fails(1, "is mapped (map indexes 0 to 1): give --map-index");
+        let run = bench.run(&cmd(&["get", "offset", "--map-index", "0"], &mapped)).fails(1, "not found");
+        assert!(!run.stderr.contains("give --map-index"), "{}", run.stderr);
+        let run = bench.run(&cmd(&["get", "nothing"], &task(&[]))).fails(1, "not found");
+        assert!(!run.stderr.contains("mapped"), "{}", run.stderr);
+    }
+
     // ------------------------------------------------------------ list
 
     fn list_filters_orders_and_pages(d: Dialect) {
         let bench = with_run(d);
-        bench.add_dag_run("other_dag", "r1");
+        bench.add_dag_run_with("other_dag", "r1", &["t"]);
         for key in ["b", "a", "c", "B", "é"] {
             bench.run(&cmd(&["set", key, "1"], &task(&[]))).success();
         }
@@ -992,7 +1062,7 @@ contract! {
         let bench = Bench::on(d);
         let dag = "d'; DROP TABLE dag_run; --";
         let run_id = "r%_\\\"\n";
-        bench.add_dag_run(dag, run_id);
+        bench.add_dag_run_with(dag, run_id, &["t"]);
         for key in ["a'b", "x; DELETE FROM task_state_store", "%", "_", "a/b c", "ключ", "back\\slash"] {
             bench.run(&["set", key, "\"v\"", "--dag-id", dag, "--run-id", run_id, "--task-id", "t"]).success();
             bench.run(&["get", key, "--dag-id", dag, "--run-id", run_id, "--task-id", "t", "-o", "plain"]).success().stdout_is("v\n");
@@ -1037,7 +1107,7 @@ contract! {
 
     fn stats_counts_rows_bytes_and_expiry(d: Dialect) {
         let bench = with_run(d);
-        bench.add_dag_run("other", "r");
+        bench.add_dag_run_with("other", "r", &["t"]);
         // 10 rows: 5 expired, 1 never expiring (i % 5 == 1 and not expired), 4 in 2037.
         seed_expiring(&bench, 10, 2);
         bench.run(&["set", "soon", "\"12345\"", "--dag-id", "other", "--run-id", "r", "--task-id", "t", "--retention", "1d"]).success();
@@ -1756,7 +1826,7 @@ fn postgres_sql_alchemy_schema_is_honoured() {
     let mut bench = Bench::on(Dialect::Postgres);
     bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "Air \"Flow\"");
     bench.run(&["sandbox", "create"]).success();
-    bench.add_dag_run(DAG, RUN);
+    bench.add_dag_run_with(DAG, RUN, &["load"]);
     bench.run(&cmd(&["set", "k", "\"in schema\""], &task(&[]))).success();
     bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("in schema\n");
     assert_eq!(bench.scalar(r#"SELECT count(*) FROM "Air ""Flow""".task_state_store"#), "1");

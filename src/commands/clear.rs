@@ -5,7 +5,10 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
-use super::{Context, Scope, describe_asset, require_asset, require_dag_run, scope_from_args};
+use super::{
+    Context, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
+    scope_from_args,
+};
 use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::{Access, Metastore};
@@ -22,7 +25,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let mut store = ctx.open(Access::ReadWrite)?;
     let (target, place) = match &scope {
         Scope::Task(task) => {
-            require_dag_run(store.as_mut(), task)?;
+            require_task_instance(
+                store.as_mut(),
+                task,
+                args.all_map_indices,
+                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
+                "clear its keys",
+            )?;
             let place = if args.all_map_indices {
                 format!(
                     "task dag_id={:?} run_id={:?} task_id={:?} (every map index)",

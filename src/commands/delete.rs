@@ -1,7 +1,10 @@
 //! `delete KEY <scope>`: removes one key. A missing key is a no-op, as in Airflow, but the
-//! user is told on stderr; a missing dag run or asset is "not found".
+//! user is told on stderr; a missing dag run, task instance or asset is "not found".
 
-use super::{Context, Scope, check_key, describe_asset, require_asset, require_dag_run, scope_from_args};
+use super::{
+    Context, MissingTaskInstance, Scope, check_key, describe_asset, require_asset, require_task_instance,
+    scope_from_args,
+};
 use crate::cli::{DeleteArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::Result;
@@ -15,11 +18,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
     let mut store = ctx.open(Access::ReadWrite)?;
     let (deleted, place) = match scope {
         Scope::Task(scope) => {
-            let deleted = store.delete_task(&scope, &args.key)?;
-            if deleted == 0 {
-                require_dag_run(store.as_mut(), &scope)?;
-            }
-            (deleted, format!("task {scope}"))
+            require_task_instance(
+                store.as_mut(),
+                &scope,
+                false,
+                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
+                "delete the key",
+            )?;
+            (store.delete_task(&scope, &args.key)?, format!("task {scope}"))
         }
         Scope::Asset(selector) => {
             let asset = require_asset(store.as_mut(), &selector)?;

@@ -1,7 +1,10 @@
 //! `get KEY <scope>`: one stored value. Like Airflow 3.3, an expired row that no clean has
 //! removed yet is still returned.
 
-use super::{Context, Scope, check_key, describe_asset, require_asset, require_dag_run, scope_from_args};
+use super::{
+    Context, Scope, check_key, describe_asset, mapped_task_hint, require_asset, require_dag_run,
+    scope_from_args,
+};
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
@@ -16,7 +19,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
         Scope::Task(scope) => {
             let Some(entry) = store.task_entry(&scope, &args.key)? else {
                 require_dag_run(store.as_mut(), &scope)?;
-                return Err(Error::NotFound(format!("key {:?} not found for task {scope}", args.key)));
+                // Without --map-index the scope is the unmapped instance; a mapped task has none.
+                let hint = if args.scope.map_index.is_none() {
+                    mapped_task_hint(store.as_mut(), &scope)?
+                } else {
+                    String::new()
+                };
+                return Err(Error::NotFound(format!("key {:?} not found for task {scope}{hint}", args.key)));
             };
             output::entries(&[entry], false, None)
         }

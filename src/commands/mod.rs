@@ -21,6 +21,7 @@ use crate::config::{self, Overrides, Settings};
 use crate::db::{self, Access, Metastore};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
+use crate::output;
 use crate::url::DbUrl;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
@@ -190,6 +191,94 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
 pub(crate) fn require_dag_run(store: &mut dyn Metastore, scope: &TaskScope) -> Result<i64> {
     store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
         Error::NotFound(format!("no dag run found for dag_id={:?} run_id={:?}", scope.dag_id, scope.run_id))
+    })
+}
+
+/// At most this many task ids are named when a task instance is not found.
+const TASK_HINT: u64 = 10;
+
+/// What `set`, `delete` and `clear` do when the task instance of their scope does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MissingTaskInstance {
+    /// Refuse, as Airflow's REST API does ("Task instance not found").
+    Refuse,
+    /// Go on (`--allow-missing-task-instance`), with a note on stderr.
+    Allow,
+}
+
+impl MissingTaskInstance {
+    pub(crate) fn from_flag(allow: bool) -> Self {
+        if allow { MissingTaskInstance::Allow } else { MissingTaskInstance::Refuse }
+    }
+}
+
+/// The dag run of a task scope, whose task instance must exist too (any instance of the task
+/// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
+/// delete or clear of a task instance the scheduler never created, since a key written there
+/// is one no task will ever read. `doing` names what the flag lets through ("write the key").
+pub(crate) fn require_task_instance(
+    store: &mut dyn Metastore,
+    scope: &TaskScope,
+    all_map_indices: bool,
+    missing: MissingTaskInstance,
+    doing: &str,
+) -> Result<i64> {
+    let dag_run_id = require_dag_run(store, scope)?;
+    if store.task_instance_exists(scope, all_map_indices)? {
+        return Ok(dag_run_id);
+    }
+    let what = if all_map_indices {
+        format!(
+            "no task instance of dag_id={:?} run_id={:?} task_id={:?}",
+            scope.dag_id, scope.run_id, scope.task_id
+        )
+    } else {
+        format!("task instance not found: {scope}")
+    };
+    let hint = task_instance_hint(store, scope)?;
+    match missing {
+        MissingTaskInstance::Allow => {
+            output::warn(&format!("{what}{hint}; going on (--allow-missing-task-instance)"));
+            Ok(dag_run_id)
+        }
+        MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
+            "{what}{hint}; pass --allow-missing-task-instance to {doing} anyway"
+        ))),
+    }
+}
+
+/// What the dag run does hold, when a task instance is not found: the map indexes of the task
+/// when it exists under others, else the run's task ids when there are few.
+fn task_instance_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<String> {
+    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
+    if let Some((count, low, high)) = found.map_indexes {
+        return Ok(match (count, low, high) {
+            (_, -1, -1) => format!("; task {:?} is not mapped (map index -1)", scope.task_id),
+            (1, low, _) => format!("; task {:?} has one instance, map index {low}", scope.task_id),
+            (count, low, high) => {
+                format!("; task {:?} has {count} instances, map indexes {low} to {high}", scope.task_id)
+            }
+        });
+    }
+    Ok(match found.task_count {
+        0 => "; the dag run has no task instances yet".to_string(),
+        n if n <= TASK_HINT => {
+            let names: Vec<String> = found.task_ids.iter().map(|t| format!("{t:?}")).collect();
+            format!("; the dag run's task{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
+        }
+        n => format!("; the dag run has {n} tasks"),
+    })
+}
+
+/// When the task of `scope` is mapped (its instances have map indexes 0 and up), a hint to give
+/// `--map-index`; empty otherwise.
+pub(crate) fn mapped_task_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<String> {
+    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, 0)?;
+    Ok(match found.map_indexes {
+        Some((_, low, high)) if low >= 0 => {
+            format!("; task {:?} is mapped (map indexes {low} to {high}): give --map-index", scope.task_id)
+        }
+        _ => String::new(),
     })
 }
 

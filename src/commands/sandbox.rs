@@ -27,9 +27,22 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             ));
             obj(vec![("created", Json::Bool(true)), ("sample_data", Json::Bool(*sample_data))])
         }
-        SandboxCommand::AddDagRun { dag_id, run_id } => {
+        SandboxCommand::AddDagRun { dag_id, run_id, task_id } => {
             let id = sandbox.add_dag_run(dag_id, run_id)?;
+            for task_id in task_id {
+                sandbox.add_task_instance(dag_id, run_id, task_id, -1)?;
+            }
             obj(vec![("dag_run_id", int(id))])
+        }
+        SandboxCommand::AddTaskInstance { dag_id, run_id, task_id, map_index } => {
+            let indexes = if map_index.is_empty() { vec![-1] } else { map_index.clone() };
+            for index in &indexes {
+                super::check_map_index(*index)?;
+            }
+            for index in &indexes {
+                sandbox.add_task_instance(dag_id, run_id, task_id, *index)?;
+            }
+            obj(vec![("task_instances", int(indexes.len() as u64))])
         }
         SandboxCommand::AddAsset { name, uri, inactive } => {
             let id = sandbox.add_asset(name, uri, !inactive)?;
@@ -38,9 +51,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     };
     // The new id is the one thing a caller needs: table and plain print it alone.
     let id = match (&doc, command) {
-        (Json::Object(fields), SandboxCommand::AddDagRun { .. } | SandboxCommand::AddAsset { .. }) => {
-            fields.first().map(|(_, v)| crate::json::dumps_unicode(v))
-        }
+        (
+            Json::Object(fields),
+            SandboxCommand::AddDagRun { .. }
+            | SandboxCommand::AddAsset { .. }
+            | SandboxCommand::AddTaskInstance { .. },
+        ) => fields.first().map(|(_, v)| crate::json::dumps_unicode(v)),
         _ => None,
     };
     let format = if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
@@ -53,8 +69,9 @@ type SampleRow = (usize, &'static str, i64, &'static str, &'static str, i64, Opt
 const HOUR: i64 = 3_600_000_000;
 const DAY: i64 = 24 * HOUR;
 
-/// A small, realistic state store: watermarks, job ids and mapped-task offsets, some keys
-/// already expired, one never expiring, and an inactive asset whose keys are orphans.
+/// A small, realistic state store: dag runs with their task instances, watermarks, job ids and
+/// mapped-task offsets, some keys already expired, one never expiring, and an inactive asset
+/// whose keys are orphans.
 fn add_sample_data(ctx: &Context) -> Result<()> {
     let mut sandbox = db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref())?;
     let runs = [
@@ -62,9 +79,21 @@ fn add_sample_data(ctx: &Context) -> Result<()> {
         ("incremental_orders", "scheduled__2026-11-28T00:00:00+00:00"),
         ("spark_daily_etl", "manual__2026-11-28T06:00:00+00:00"),
     ];
+    // The task instances the scheduler creates with each run; `transform` is mapped over two
+    // inputs in every run of incremental_orders.
+    let tasks: [&[(&str, &[i64])]; 3] = [
+        &[("load_new_orders", &[-1]), ("transform", &[0, 1])],
+        &[("load_new_orders", &[-1]), ("transform", &[0, 1])],
+        &[("submit_job", &[-1])],
+    ];
     let mut run_ids = Vec::new();
-    for (dag_id, run_id) in runs {
+    for ((dag_id, run_id), tasks) in runs.into_iter().zip(tasks) {
         run_ids.push(sandbox.add_dag_run(dag_id, run_id)?);
+        for (task_id, map_indexes) in tasks {
+            for map_index in *map_indexes {
+                sandbox.add_task_instance(dag_id, run_id, task_id, *map_index)?;
+            }
+        }
     }
     let orders = sandbox.add_asset("orders", "s3://warehouse/orders/", true)?;
     let legacy = sandbox.add_asset("legacy_orders", "s3://warehouse/orders-v1/", false)?;

@@ -3,8 +3,8 @@
 //! retention, the explicit instant, or `[state_store] default_retention_days`.
 
 use super::{
-    Context, Scope, check_new_key, describe_asset, read_stdin, require_asset, require_dag_run,
-    scope_from_args,
+    Context, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
+    require_task_instance, scope_from_args,
 };
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::{Access, AssetWrite, TaskWrite};
@@ -28,7 +28,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
         Scope::Task(scope) => {
             let expires_at = expiry(&ctx, args, now)?;
             let mut store = ctx.open(Access::ReadWrite)?;
-            let dag_run_id = require_dag_run(store.as_mut(), &scope)?;
+            let dag_run_id = require_task_instance(
+                store.as_mut(),
+                &scope,
+                false,
+                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
+                "write the key",
+            )?;
             store.upsert_task(&TaskWrite {
                 dag_run_id,
                 scope: &scope,

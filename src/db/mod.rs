@@ -107,6 +107,18 @@ pub(crate) struct LargeValue {
     pub bytes: u64,
 }
 
+/// The task instances of a dag run, as far as a "task instance not found" message needs them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TaskInstances {
+    /// The first task ids of the run in byte order, at most the `limit` asked for.
+    pub task_ids: Vec<String>,
+    /// How many task ids the run has in all.
+    pub task_count: u64,
+    /// The instances of the task asked about: how many, and their lowest and highest map
+    /// index (`None` when the task has no instance in the run).
+    pub map_indexes: Option<(u64, i64, i64)>,
+}
+
 /// How the connection is used: read-only commands cannot change anything even by mistake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Access {
@@ -125,6 +137,18 @@ pub(crate) struct Batch {
 /// `export`.
 pub(crate) trait Reads {
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>>;
+    /// Whether `task_instance` has the task instance of `scope`, or any instance of its task
+    /// with `any_map_index`: Airflow's API refuses state writes to a task instance that does
+    /// not exist, while the database's own keys check only the dag run.
+    fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool>;
+    /// What a dag run holds, for the message when a task instance is not found.
+    fn task_instances_hint(
+        &mut self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<TaskInstances>;
     fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>>;
     /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
     /// unique), for `import`: ids differ from one database to another, name and uri do not.
@@ -377,6 +401,7 @@ pub(crate) const REQUIRED_COLUMNS: &[(&str, &[&str])] = &[
         ],
     ),
     ("dag_run", &["id", "dag_id", "run_id"]),
+    ("task_instance", &["dag_id", "run_id", "task_id", "map_index"]),
     ("asset", &["id", "name", "uri"]),
     ("asset_active", &["name", "uri"]),
 ];
@@ -580,6 +605,8 @@ pub(crate) trait Sandbox {
     /// Creates the Airflow 3.3.2 tables; refuses when any of them exists already.
     fn create(&mut self) -> Result<()>;
     fn add_dag_run(&mut self, dag_id: &str, run_id: &str) -> Result<i64>;
+    /// Adds a task instance to a dag run, as the scheduler creates it (no state yet).
+    fn add_task_instance(&mut self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> Result<()>;
     fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64>;
 }
 

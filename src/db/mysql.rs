@@ -26,8 +26,8 @@ use mysql::{Conn, OptsBuilder, Params, Row, SslOpts, TxOpts, Value};
 use super::{
     Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Batch, Cleanup, DagCount, Diagnose, Finding,
     FoundRow, LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup,
-    TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema,
-    task_scope_label,
+    TaskInstances, TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition,
+    schema, task_scope_label,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -651,7 +651,7 @@ impl MysqlStore {
             "cannot read the column character sets",
             "SELECT table_name, column_name FROM information_schema.columns \
              WHERE table_schema = DATABASE() AND character_set_name IN ('utf8', 'utf8mb3') \
-             AND table_name IN ('task_state_store', 'asset_state_store', 'dag_run')",
+             AND table_name IN ('task_state_store', 'asset_state_store', 'dag_run', 'task_instance')",
             Vec::new(),
             |row| {
                 let mut f = Fields::new(row);
@@ -799,6 +799,71 @@ fn task_scope_params(scope: &TaskScope) -> Vec<Value> {
 }
 
 impl Reads for MysqlStore {
+    fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool> {
+        if !(self.fits("task_instance", "dag_id", &scope.dag_id)
+            && self.fits("task_instance", "run_id", &scope.run_id)
+            && self.fits("task_instance", "task_id", &scope.task_id))
+        {
+            return Ok(false);
+        }
+        let what = "cannot look up the task instance";
+        let mut params: Vec<Value> =
+            vec![scope.dag_id.as_str().into(), scope.task_id.as_str().into(), scope.run_id.as_str().into()];
+        let sql = if any_map_index {
+            "SELECT 1 FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = ? LIMIT 1"
+        } else {
+            params.push(scope.map_index.into());
+            "SELECT 1 FROM task_instance WHERE dag_id = ? AND task_id = ? AND run_id = ? AND map_index = ?"
+        };
+        Ok(self.first(what, sql, params, single_int)?.is_some())
+    }
+
+    fn task_instances_hint(
+        &mut self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<TaskInstances> {
+        if !(self.fits("task_instance", "dag_id", dag_id) && self.fits("task_instance", "run_id", run_id)) {
+            return Ok(TaskInstances::default());
+        }
+        let what = "cannot look up the task instances";
+        let run: Vec<Value> = vec![dag_id.into(), run_id.into()];
+        let mut page = run.clone();
+        page.push(limit.into());
+        let task_ids = self.rows(
+            what,
+            "SELECT DISTINCT task_id FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY task_id LIMIT ?",
+            page,
+            |row| Ok(Fields::new(row).text()),
+        )?;
+        let task_count = self
+            .first(
+                what,
+                "SELECT count(DISTINCT task_id) FROM task_instance WHERE dag_id = ? AND run_id = ?",
+                run,
+                single_count,
+            )?
+            .unwrap_or(0);
+        let map_indexes = if self.fits("task_instance", "task_id", task_id) {
+            self.first(
+                what,
+                "SELECT count(*), min(map_index), max(map_index) FROM task_instance \
+                 WHERE dag_id = ? AND task_id = ? AND run_id = ?",
+                vec![dag_id.into(), task_id.into(), run_id.into()],
+                |row| {
+                    let mut f = Fields::new(row);
+                    Ok((f.count()?, f.opt_int()?, f.opt_int()?))
+                },
+            )?
+            .and_then(|(n, low, high)| Some((n, low?, high?)))
+        } else {
+            None
+        };
+        Ok(TaskInstances { task_ids, task_count, map_indexes })
+    }
+
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         if !(self.fits("dag_run", "dag_id", dag_id) && self.fits("dag_run", "run_id", run_id)) {
             return Ok(None);
@@ -1767,10 +1832,6 @@ pub(crate) struct MysqlSandbox {
     location: String,
 }
 
-/// The tables a sandbox creates (besides its marker), in creation order.
-const AIRFLOW_TABLES: [&str; 6] =
-    ["dag_run", "asset", "asset_active", "task_state_store", "asset_state_store", "alembic_version"];
-
 impl MysqlSandbox {
     pub(crate) fn open(url: &DbUrl) -> Result<Self> {
         let (conn, location) = connect(url)?;
@@ -1863,7 +1924,7 @@ fn created_table(statement: &str) -> Option<&str> {
 
 impl super::Sandbox for MysqlSandbox {
     fn create(&mut self) -> Result<()> {
-        let mut checked: Vec<&str> = AIRFLOW_TABLES.to_vec();
+        let mut checked: Vec<&str> = schema::AIRFLOW_TABLES.to_vec();
         checked.push(schema::SANDBOX_MARKER_TABLE);
         let existing = self.existing_tables(&checked)?;
         if !existing.is_empty() {
@@ -1905,6 +1966,24 @@ impl super::Sandbox for MysqlSandbox {
             )
             .map_err(|e| db_err(&ctx, &e))?;
         i64::try_from(self.conn.last_insert_id()).map_err(|e| Error::db(&ctx, e))
+    }
+
+    fn add_task_instance(&mut self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> Result<()> {
+        self.require_marker()?;
+        require_utf8mb3("dag_id", dag_id)?;
+        require_utf8mb3("run_id", run_id)?;
+        require_utf8mb3("task_id", task_id)?;
+        // As the scheduler creates it: no state yet, try 0, the default pool. The key is a
+        // random uuid without dashes, which both MariaDB's UUID type and CHAR(32) take.
+        self.conn
+            .exec_drop(
+                "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries, \
+                 pool, pool_slots, queue, priority_weight, operator, updated_at) \
+                 VALUES (REPLACE(UUID(), '-', ''), ?, ?, ?, ?, 0, 0, 'default_pool', 1, 'default', 1, \
+                 'PythonOperator', ?)",
+                (task_id, dag_id, run_id, map_index, Timestamp::now().to_sqlite_text()),
+            )
+            .map_err(|e| db_err(format!("cannot add the task instance to {}", self.location), &e))
     }
 
     fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64> {
@@ -2132,11 +2211,12 @@ mod tests {
     fn the_ddl_falls_back_to_char32_uuids() {
         let (native, fallback) = schema::MYSQL_UUID_FALLBACK;
         let replaced: Vec<String> = schema::MYSQL_DDL.iter().map(|s| s.replace(native, fallback)).collect();
-        assert_eq!(schema::MYSQL_DDL.iter().map(|s| s.matches(native).count()).sum::<usize>(), 2);
+        assert_eq!(schema::MYSQL_DDL.iter().map(|s| s.matches(native).count()).sum::<usize>(), 4);
         assert!(replaced.iter().all(|s| !s.contains(native)));
-        assert_eq!(
-            schema::MYSQL_DDL.iter().filter_map(|s| created_table(s)).collect::<Vec<_>>(),
-            ["log_template", "backfill", "dag_version"].into_iter().chain(AIRFLOW_TABLES).collect::<Vec<_>>()
-        );
+        let mut expected = vec!["log_template", "backfill", "dag_version"];
+        expected.extend(schema::AIRFLOW_TABLES.iter().filter(|t| **t != "task_instance"));
+        let ti = expected.iter().position(|t| *t == "asset_active").map_or(0, |i| i + 1);
+        expected.splice(ti..ti, ["`trigger`", "task_instance"]);
+        assert_eq!(schema::MYSQL_DDL.iter().filter_map(|s| created_table(s)).collect::<Vec<_>>(), expected);
     }
 }

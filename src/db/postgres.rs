@@ -24,8 +24,8 @@ use postgres_openssl::MakeTlsConnector;
 use super::{
     Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Batch, Cleanup, DagCount, Diagnose, Finding,
     FoundRow, LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup,
-    TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema,
-    task_scope_label, unsigned,
+    TaskInstances, TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition,
+    schema, task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -895,6 +895,73 @@ fn check_storable_map_index(map_index: i64) -> Result<()> {
 }
 
 impl Reads for PostgresStore {
+    fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool> {
+        let what = "cannot look up the task instance";
+        let found = if any_map_index {
+            self.first(
+                what,
+                "SELECT 1 FROM task_instance WHERE dag_id = $1 AND task_id = $2 AND run_id = $3 LIMIT 1",
+                &[&scope.dag_id, &scope.task_id, &scope.run_id],
+                |_| Ok(()),
+            )?
+        } else {
+            self.first(
+                what,
+                "SELECT 1 FROM task_instance WHERE dag_id = $1 AND task_id = $2 AND run_id = $3 \
+                 AND map_index = $4::bigint",
+                &[&scope.dag_id, &scope.task_id, &scope.run_id, &scope.map_index],
+                |_| Ok(()),
+            )?
+        };
+        Ok(found.is_some())
+    }
+
+    fn task_instances_hint(
+        &mut self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<TaskInstances> {
+        let what = "cannot look up the task instances";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let task_ids = self
+            .rows(
+                what,
+                "SELECT DISTINCT task_id COLLATE \"C\" FROM task_instance WHERE dag_id = $1 AND run_id = $2 \
+                 ORDER BY 1 LIMIT $3",
+                &[&dag_id, &run_id, &limit],
+            )?
+            .iter()
+            .map(|r| r.try_get(0))
+            .collect::<std::result::Result<Vec<String>, _>>()
+            .map_err(pg_err(self.ctx(what)))?;
+        let task_count = self
+            .first(
+                what,
+                "SELECT count(DISTINCT task_id) FROM task_instance WHERE dag_id = $1 AND run_id = $2",
+                &[&dag_id, &run_id],
+                |r| r.try_get::<_, i64>(0),
+            )?
+            .map_or(0, unsigned);
+        let map_indexes = self
+            .first(
+                what,
+                "SELECT count(*), min(map_index), max(map_index) FROM task_instance \
+                 WHERE dag_id = $1 AND task_id = $2 AND run_id = $3",
+                &[&dag_id, &task_id, &run_id],
+                |r| {
+                    Ok((
+                        r.try_get::<_, i64>(0)?,
+                        r.try_get::<_, Option<i32>>(1)?,
+                        r.try_get::<_, Option<i32>>(2)?,
+                    ))
+                },
+            )?
+            .and_then(|(n, low, high)| Some((unsigned(n), i64::from(low?), i64::from(high?))));
+        Ok(TaskInstances { task_ids, task_count, map_indexes })
+    }
+
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         self.first(
             "cannot look up the dag run",
@@ -1732,10 +1799,6 @@ fn task_filter_where(filter: &TaskFilter, after_id: Option<i64>) -> (String, Vec
 
 // ---------------------------------------------------------------- the sandbox
 
-/// The Airflow tables `create` refuses to overwrite.
-const AIRFLOW_TABLES: &[&str] =
-    &["dag_run", "asset", "asset_active", "task_state_store", "asset_state_store", "alembic_version"];
-
 /// A sandbox: Airflow's tables in an existing database (and schema, created when missing).
 pub(crate) struct PostgresSandbox {
     client: Client,
@@ -1776,7 +1839,7 @@ impl super::Sandbox for PostgresSandbox {
         if let Some(quoted) = &self.quoted_schema {
             tx.batch_execute(&format!("CREATE SCHEMA IF NOT EXISTS {quoted}")).map_err(pg_err(&ctx))?;
         }
-        let tables: Vec<&str> = AIRFLOW_TABLES.to_vec();
+        let tables: Vec<&str> = schema::AIRFLOW_TABLES.to_vec();
         let existing: i64 = tx
             .query_one(
                 "SELECT count(*) FROM unnest($1::text[]) AS t(name) WHERE to_regclass(quote_ident(t.name)) IS NOT NULL",
@@ -1824,6 +1887,22 @@ impl super::Sandbox for PostgresSandbox {
             )
             .map_err(pg_err(&ctx))?;
         int_column(&row, 0).map_err(pg_err(ctx))
+    }
+
+    fn add_task_instance(&mut self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> Result<()> {
+        self.require_marker()?;
+        // As the scheduler creates it: no state yet, try 0, the default pool. `md5(…)::uuid`
+        // makes a random uuid on every server version (gen_random_uuid needs PostgreSQL 13).
+        self.client
+            .execute(
+                "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries, \
+                 pool, pool_slots, queue, priority_weight, operator, updated_at) \
+                 VALUES (md5(random()::text || clock_timestamp()::text)::uuid, $1, $2, $3, $4::bigint, 0, 0, \
+                 'default_pool', 1, 'default', 1, 'PythonOperator', $5)",
+                &[&task_id, &dag_id, &run_id, &map_index, &to_system_time(Timestamp::now())],
+            )
+            .map_err(pg_err(format!("cannot add the task instance to {}", self.location)))?;
+        Ok(())
     }
 
     fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64> {

@@ -1,14 +1,25 @@
 //! The Airflow 3.3.2 tables this tool works on, as `airflow db migrate` creates them, for
 //! sandbox metastores (the demo, the tests, trying the tool before pointing it at production).
 //!
-//! Only the tables the state store touches are created: `dag_run`, `asset`, `asset_active`,
-//! `task_state_store`, `asset_state_store` and `alembic_version`, with Airflow's column types,
-//! keys, indexes and constraint names (plus key-only stand-ins for the tables `dag_run`'s
-//! foreign keys name). A sandbox also gets a marker table, so the commands that
+//! Only the tables the state store touches are created: `dag_run`, `task_instance`, `asset`,
+//! `asset_active`, `task_state_store`, `asset_state_store` and `alembic_version`, with Airflow's
+//! column types, keys, indexes and constraint names (plus key-only stand-ins for the tables
+//! that `dag_run`'s and `task_instance`'s foreign keys name). A sandbox also gets a marker table, so the commands that
 //! add dag runs and assets refuse to run against a real metastore.
 
 /// The Alembic revision of Airflow 3.3.2.
 pub(crate) const AIRFLOW_33_ALEMBIC_REVISION: &str = "d2f4e1b3c5a7";
+
+/// The Airflow tables a sandbox creates, which `sandbox create` refuses to overwrite.
+pub(crate) const AIRFLOW_TABLES: &[&str] = &[
+    "dag_run",
+    "task_instance",
+    "asset",
+    "asset_active",
+    "task_state_store",
+    "asset_state_store",
+    "alembic_version",
+];
 
 /// Present only in databases created by `state-store sandbox create`.
 pub(crate) const SANDBOX_MARKER_TABLE: &str = "state_store_sandbox";
@@ -82,6 +93,62 @@ pub(crate) const SQLITE_DDL: &[&str] = &[
 )"#,
     "CREATE UNIQUE INDEX idx_asset_active_uri_unique ON asset_active (uri)",
     "CREATE UNIQUE INDEX idx_asset_active_name_unique ON asset_active (name)",
+    // task_instance's foreign keys name `trigger` too; a key-only stand-in, like the others.
+    r#"CREATE TABLE "trigger" (id INTEGER NOT NULL, CONSTRAINT trigger_pkey PRIMARY KEY (id))"#,
+    r#"CREATE TABLE task_instance (
+	id CHAR(32) NOT NULL, 
+	task_id VARCHAR(250) NOT NULL, 
+	dag_id VARCHAR(250) NOT NULL, 
+	run_id VARCHAR(250) NOT NULL, 
+	map_index INTEGER DEFAULT '-1' NOT NULL, 
+	start_date TIMESTAMP, 
+	end_date TIMESTAMP, 
+	duration FLOAT, 
+	state VARCHAR(20), 
+	try_number INTEGER NOT NULL, 
+	max_tries INTEGER DEFAULT '-1' NOT NULL, 
+	hostname VARCHAR(1000), 
+	unixname VARCHAR(1000), 
+	pool VARCHAR(256) NOT NULL, 
+	pool_slots INTEGER NOT NULL, 
+	queue VARCHAR(256), 
+	priority_weight INTEGER, 
+	operator VARCHAR(1000), 
+	custom_operator_name VARCHAR(1000), 
+	queued_dttm TIMESTAMP, 
+	scheduled_dttm TIMESTAMP, 
+	queued_by_job_id INTEGER, 
+	last_heartbeat_at TIMESTAMP, 
+	pid INTEGER, 
+	executor VARCHAR(1000), 
+	executor_config BLOB, 
+	updated_at TIMESTAMP, 
+	rendered_map_index VARCHAR(250), 
+	context_carrier JSON, 
+	span_status VARCHAR(250) DEFAULT 'not_started' NOT NULL, 
+	external_executor_id TEXT, 
+	trigger_id INTEGER, 
+	trigger_timeout TIMESTAMP, 
+	next_method VARCHAR(1000), 
+	next_kwargs JSON, 
+	task_display_name VARCHAR(2000), 
+	dag_version_id CHAR(32), 
+	retry_delay_override FLOAT, 
+	retry_reason VARCHAR(500), 
+	CONSTRAINT task_instance_pkey PRIMARY KEY (id), 
+	CONSTRAINT task_instance_composite_key UNIQUE (dag_id, task_id, run_id, map_index), 
+	CONSTRAINT task_instance_trigger_id_fkey FOREIGN KEY(trigger_id) REFERENCES "trigger" (id) ON DELETE CASCADE, 
+	CONSTRAINT task_instance_dag_run_fkey FOREIGN KEY(dag_id, run_id) REFERENCES dag_run (dag_id, run_id) ON DELETE CASCADE, 
+	CONSTRAINT task_instance_dag_version_id_fkey FOREIGN KEY(dag_version_id) REFERENCES dag_version (id) ON DELETE RESTRICT
+)"#,
+    "CREATE INDEX ti_state ON task_instance (state)",
+    "CREATE INDEX ti_dag_run ON task_instance (dag_id, run_id)",
+    "CREATE INDEX ti_trigger_id ON task_instance (trigger_id)",
+    "CREATE INDEX ti_pool ON task_instance (pool, state, priority_weight)",
+    "CREATE INDEX ti_state_lkp ON task_instance (dag_id, task_id, run_id, state)",
+    "CREATE INDEX ti_dag_version_id ON task_instance (dag_version_id)",
+    "CREATE INDEX ti_heartbeat ON task_instance (last_heartbeat_at)",
+    "CREATE INDEX ti_dag_state ON task_instance (dag_id, state)",
     r#"CREATE TABLE task_state_store (
 	id INTEGER NOT NULL, 
 	dag_run_id INTEGER NOT NULL, 
@@ -193,6 +260,62 @@ pub(crate) const POSTGRES_DDL: &[&str] = &[
 )"#,
     "CREATE UNIQUE INDEX idx_asset_active_uri_unique ON asset_active (uri)",
     "CREATE UNIQUE INDEX idx_asset_active_name_unique ON asset_active (name)",
+    // task_instance's foreign keys name `trigger` too; a key-only stand-in, like the others.
+    "CREATE TABLE trigger (id INTEGER NOT NULL, CONSTRAINT trigger_pkey PRIMARY KEY (id))",
+    r#"CREATE TABLE task_instance (
+	id UUID NOT NULL, 
+	task_id VARCHAR(250) NOT NULL, 
+	dag_id VARCHAR(250) NOT NULL, 
+	run_id VARCHAR(250) NOT NULL, 
+	map_index INTEGER DEFAULT -1 NOT NULL, 
+	start_date TIMESTAMP WITH TIME ZONE, 
+	end_date TIMESTAMP WITH TIME ZONE, 
+	duration FLOAT, 
+	state VARCHAR(20), 
+	try_number INTEGER NOT NULL, 
+	max_tries INTEGER DEFAULT -1 NOT NULL, 
+	hostname VARCHAR(1000), 
+	unixname VARCHAR(1000), 
+	pool VARCHAR(256) NOT NULL, 
+	pool_slots INTEGER NOT NULL, 
+	queue VARCHAR(256), 
+	priority_weight INTEGER, 
+	operator VARCHAR(1000), 
+	custom_operator_name VARCHAR(1000), 
+	queued_dttm TIMESTAMP WITH TIME ZONE, 
+	scheduled_dttm TIMESTAMP WITH TIME ZONE, 
+	queued_by_job_id INTEGER, 
+	last_heartbeat_at TIMESTAMP WITH TIME ZONE, 
+	pid INTEGER, 
+	executor VARCHAR(1000), 
+	executor_config BYTEA, 
+	updated_at TIMESTAMP WITH TIME ZONE, 
+	rendered_map_index VARCHAR(250), 
+	context_carrier JSONB, 
+	span_status VARCHAR(250) DEFAULT 'not_started' NOT NULL, 
+	external_executor_id TEXT, 
+	trigger_id INTEGER, 
+	trigger_timeout TIMESTAMP WITH TIME ZONE, 
+	next_method VARCHAR(1000), 
+	next_kwargs JSONB, 
+	task_display_name VARCHAR(2000), 
+	dag_version_id UUID, 
+	retry_delay_override FLOAT, 
+	retry_reason VARCHAR(500), 
+	CONSTRAINT task_instance_pkey PRIMARY KEY (id), 
+	CONSTRAINT task_instance_composite_key UNIQUE (dag_id, task_id, run_id, map_index), 
+	CONSTRAINT task_instance_trigger_id_fkey FOREIGN KEY(trigger_id) REFERENCES trigger (id) ON DELETE CASCADE, 
+	CONSTRAINT task_instance_dag_run_fkey FOREIGN KEY(dag_id, run_id) REFERENCES dag_run (dag_id, run_id) ON DELETE CASCADE, 
+	CONSTRAINT task_instance_dag_version_id_fkey FOREIGN KEY(dag_version_id) REFERENCES dag_version (id) ON DELETE RESTRICT
+)"#,
+    "CREATE INDEX ti_state ON task_instance (state)",
+    "CREATE INDEX ti_dag_run ON task_instance (dag_id, run_id)",
+    "CREATE INDEX ti_trigger_id ON task_instance (trigger_id)",
+    "CREATE INDEX ti_pool ON task_instance (pool, state, priority_weight)",
+    "CREATE INDEX ti_state_lkp ON task_instance (dag_id, task_id, run_id, state)",
+    "CREATE INDEX ti_dag_version_id ON task_instance (dag_version_id)",
+    "CREATE INDEX ti_heartbeat ON task_instance (last_heartbeat_at)",
+    "CREATE INDEX ti_dag_state ON task_instance (dag_id, state)",
     r#"CREATE TABLE task_state_store (
 	id SERIAL NOT NULL, 
 	dag_run_id INTEGER NOT NULL, 
@@ -320,6 +443,65 @@ pub(crate) const MYSQL_DDL: &[&str] = &[
 	UNIQUE KEY idx_asset_active_name_unique (name),
 	CONSTRAINT asset_active_asset_name_uri_fkey FOREIGN KEY (name, uri) REFERENCES asset (name, uri) ON DELETE CASCADE
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+    // task_instance's foreign keys name `trigger` too; a key-only stand-in, like the others.
+    "CREATE TABLE `trigger` (
+	id INTEGER NOT NULL AUTO_INCREMENT,
+	PRIMARY KEY (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
+    "CREATE TABLE task_instance (
+	id UUID NOT NULL,
+	task_id VARCHAR(250) CHARACTER SET utf8mb3 COLLATE utf8mb3_bin NOT NULL,
+	dag_id VARCHAR(250) CHARACTER SET utf8mb3 COLLATE utf8mb3_bin NOT NULL,
+	run_id VARCHAR(250) CHARACTER SET utf8mb3 COLLATE utf8mb3_bin NOT NULL,
+	map_index INTEGER NOT NULL DEFAULT -1,
+	start_date TIMESTAMP(6) NULL DEFAULT NULL,
+	end_date TIMESTAMP(6) NULL DEFAULT NULL,
+	duration FLOAT DEFAULT NULL,
+	state VARCHAR(20) DEFAULT NULL,
+	try_number INTEGER NOT NULL,
+	max_tries INTEGER NOT NULL DEFAULT -1,
+	hostname VARCHAR(1000) DEFAULT NULL,
+	unixname VARCHAR(1000) DEFAULT NULL,
+	pool VARCHAR(256) NOT NULL,
+	pool_slots INTEGER NOT NULL,
+	queue VARCHAR(256) DEFAULT NULL,
+	priority_weight INTEGER DEFAULT NULL,
+	operator VARCHAR(1000) DEFAULT NULL,
+	custom_operator_name VARCHAR(1000) DEFAULT NULL,
+	queued_dttm TIMESTAMP(6) NULL DEFAULT NULL,
+	scheduled_dttm TIMESTAMP(6) NULL DEFAULT NULL,
+	queued_by_job_id INTEGER DEFAULT NULL,
+	last_heartbeat_at TIMESTAMP(6) NULL DEFAULT NULL,
+	pid INTEGER DEFAULT NULL,
+	executor VARCHAR(1000) DEFAULT NULL,
+	executor_config BLOB DEFAULT NULL,
+	updated_at TIMESTAMP(6) NULL DEFAULT NULL,
+	rendered_map_index VARCHAR(250) DEFAULT NULL,
+	context_carrier JSON DEFAULT NULL,
+	span_status VARCHAR(250) NOT NULL DEFAULT 'not_started',
+	external_executor_id TEXT DEFAULT NULL,
+	trigger_id INTEGER DEFAULT NULL,
+	trigger_timeout TIMESTAMP(6) NULL DEFAULT NULL,
+	next_method VARCHAR(1000) DEFAULT NULL,
+	next_kwargs JSON DEFAULT NULL,
+	task_display_name VARCHAR(2000) DEFAULT NULL,
+	dag_version_id UUID DEFAULT NULL,
+	retry_delay_override FLOAT DEFAULT NULL,
+	retry_reason VARCHAR(500) DEFAULT NULL,
+	PRIMARY KEY (id),
+	UNIQUE KEY task_instance_composite_key (dag_id, task_id, run_id, map_index),
+	KEY ti_trigger_id (trigger_id),
+	KEY ti_state (state),
+	KEY ti_dag_run (dag_id, run_id),
+	KEY ti_pool (pool, state, priority_weight),
+	KEY ti_heartbeat (last_heartbeat_at),
+	KEY ti_dag_version_id (dag_version_id),
+	KEY ti_state_lkp (dag_id, task_id, run_id, state),
+	KEY ti_dag_state (dag_id, state),
+	CONSTRAINT task_instance_dag_run_fkey FOREIGN KEY (dag_id, run_id) REFERENCES dag_run (dag_id, run_id) ON DELETE CASCADE,
+	CONSTRAINT task_instance_dag_version_id_fkey FOREIGN KEY (dag_version_id) REFERENCES dag_version (id),
+	CONSTRAINT task_instance_trigger_id_fkey FOREIGN KEY (trigger_id) REFERENCES `trigger` (id) ON DELETE CASCADE
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
     "CREATE TABLE task_state_store (
 	id INTEGER NOT NULL AUTO_INCREMENT,
 	dag_run_id INTEGER NOT NULL,
@@ -356,8 +538,9 @@ pub(crate) const MYSQL_DDL: &[&str] = &[
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_unicode_ci",
 ];
 
-/// `(native, fallback)`: dag_version's key type in [`MYSQL_DDL`] and what replaces it on a
-/// server without a UUID type (MySQL, MariaDB before 10.7). The native spelling occurs in
-/// `MYSQL_DDL` only as those two column types.
+/// `(native, fallback)`: the uuid column type in [`MYSQL_DDL`] (dag_version's key, the columns
+/// that point at it, task_instance's key) and what replaces it on a server without a UUID type
+/// (MySQL, MariaDB before 10.7). The native spelling occurs in `MYSQL_DDL` only as those four
+/// column types.
 #[cfg_attr(not(feature = "mysql"), allow(dead_code))]
 pub(crate) const MYSQL_UUID_FALLBACK: (&str, &str) = (" UUID ", " CHAR(32) ");

@@ -13,9 +13,9 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, params, params_fro
 
 use super::{
     Access, AssetCount, AssetGroup, AssetRestore, AssetWrite, Cleanup, DagCount, Diagnose, Finding, FoundRow,
-    LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup, TaskWrite,
-    Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema, task_scope_label,
-    unsigned,
+    LargeValue, Place, Reads, STATE_TABLES, SchemaFinding, SchemaProblem, Stats, TaskGroup, TaskInstances,
+    TaskWrite, Writes, asset_scope_label, diagnose_schema, largest_first, orphan_condition, schema,
+    task_scope_label, unsigned,
 };
 use crate::error::{Error, Result};
 use crate::model::{
@@ -325,6 +325,64 @@ fn count(n: usize) -> u64 {
 const ACTIVE_JOIN: &str = "JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
 impl Reads for SqliteStore {
+    fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool> {
+        let ctx = self.ctx("cannot look up the task instance");
+        let map_index = (!any_map_index).then_some(scope.map_index);
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM task_instance WHERE dag_id = ?1 AND task_id = ?2 AND run_id = ?3 \
+                 AND (?4 IS NULL OR map_index = ?4))",
+                params![scope.dag_id, scope.task_id, scope.run_id, map_index],
+                |r| r.get(0),
+            )
+            .map_err(|e| Error::db(ctx, Cause(e)))
+    }
+
+    fn task_instances_hint(
+        &mut self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<TaskInstances> {
+        let ctx = self.ctx("cannot look up the task instances");
+        let run = |e| Error::db(&ctx, Cause(e));
+        let task_ids = self
+            .conn
+            .prepare_cached(
+                "SELECT DISTINCT task_id FROM task_instance WHERE dag_id = ?1 AND run_id = ?2 ORDER BY task_id LIMIT ?3",
+            )
+            .and_then(|mut stmt| {
+                stmt.query_map(params![dag_id, run_id, sql_limit(limit)], |r| r.get(0))?.collect()
+            })
+            .map_err(run)?;
+        let task_count: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(DISTINCT task_id) FROM task_instance WHERE dag_id = ?1 AND run_id = ?2",
+                params![dag_id, run_id],
+                |r| r.get(0),
+            )
+            .map_err(run)?;
+        let map_indexes: (i64, Option<i64>, Option<i64>) = self
+            .conn
+            .query_row(
+                "SELECT count(*), min(map_index), max(map_index) FROM task_instance \
+                 WHERE dag_id = ?1 AND task_id = ?2 AND run_id = ?3",
+                params![dag_id, task_id, run_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .map_err(run)?;
+        Ok(TaskInstances {
+            task_ids,
+            task_count: unsigned(task_count),
+            map_indexes: match map_indexes {
+                (n, Some(low), Some(high)) if n > 0 => Some((unsigned(n), low, high)),
+                _ => None,
+            },
+        })
+    }
+
     fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
         let ctx = self.ctx("cannot look up the dag run");
         self.conn
@@ -1285,15 +1343,18 @@ impl SqliteSandbox {
 
 impl super::Sandbox for SqliteSandbox {
     fn create(&mut self) -> Result<()> {
-        let existing: i64 = self
-            .conn
-            .query_row(
-                "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN \
-                 ('dag_run', 'asset', 'asset_active', 'task_state_store', 'asset_state_store', 'alembic_version')",
-                [],
-                |r| r.get(0),
-            )
-            .map_err(|e| Error::db(format!("cannot read {}", self.location), Cause(e)))?;
+        let mut existing = 0;
+        for table in schema::AIRFLOW_TABLES {
+            let found: bool = self
+                .conn
+                .query_row(
+                    "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?1)",
+                    [table],
+                    |r| r.get(0),
+                )
+                .map_err(|e| Error::db(format!("cannot read {}", self.location), Cause(e)))?;
+            existing += usize::from(found);
+        }
         if existing > 0 {
             return Err(Error::Usage(format!(
                 "{} already has Airflow tables; a sandbox starts empty",
@@ -1336,6 +1397,22 @@ impl super::Sandbox for SqliteSandbox {
             )
             .map_err(|e| Error::db(format!("cannot add the dag run to {}", self.location), Cause(e)))?;
         Ok(self.conn.last_insert_rowid())
+    }
+
+    fn add_task_instance(&mut self, dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> Result<()> {
+        self.require_marker()?;
+        // As the scheduler creates it: no state yet, try 0, the default pool; the key is a
+        // random uuid in the 32 hex digits of SQLAlchemy's CHAR(32) uuid type.
+        self.conn
+            .execute(
+                "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries, \
+                 pool, pool_slots, queue, priority_weight, operator, updated_at) \
+                 VALUES (lower(hex(randomblob(16))), ?1, ?2, ?3, ?4, 0, 0, 'default_pool', 1, 'default', 1, \
+                 'PythonOperator', ?5)",
+                params![task_id, dag_id, run_id, map_index, Timestamp::now().to_sqlite_text()],
+            )
+            .map_err(|e| Error::db(format!("cannot add the task instance to {}", self.location), Cause(e)))?;
+        Ok(())
     }
 
     fn add_asset(&mut self, name: &str, uri: &str, active: bool) -> Result<i64> {

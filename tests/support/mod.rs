@@ -338,6 +338,35 @@ impl Bench {
         self.run(&["sandbox", "add-dag-run", "--dag-id", dag_id, "--run-id", run_id]).success();
     }
 
+    /// Adds a dag run with an unmapped task instance of each task, as the scheduler creates it.
+    pub fn add_dag_run_with(&self, dag_id: &str, run_id: &str, task_ids: &[&str]) {
+        let mut args = vec!["sandbox", "add-dag-run", "--dag-id", dag_id, "--run-id", run_id];
+        for task_id in task_ids {
+            args.extend(["--task-id", task_id]);
+        }
+        self.run(&args).success();
+    }
+
+    /// Adds task instances of a task to a dag run: one per map index (the expansion of a
+    /// mapped task), or the unmapped one when `map_indexes` is empty.
+    pub fn add_task_instance(&self, dag_id: &str, run_id: &str, task_id: &str, map_indexes: &[i64]) {
+        let indexes: Vec<String> = map_indexes.iter().map(i64::to_string).collect();
+        let mut args = vec![
+            "sandbox",
+            "add-task-instance",
+            "--dag-id",
+            dag_id,
+            "--run-id",
+            run_id,
+            "--task-id",
+            task_id,
+        ];
+        for index in &indexes {
+            args.extend(["--map-index", index.as_str()]);
+        }
+        self.run(&args).success();
+    }
+
     /// Adds an asset and returns its id.
     pub fn add_asset(&self, name: &str, uri: &str, active: bool) -> i64 {
         let mut args = vec!["sandbox", "add-asset", "--name", name, "--uri", uri, "-o", "plain"];
