@@ -327,6 +327,7 @@ class Airflow:
         from airflow.models.asset_state_store import AssetStateStoreModel
         from airflow.models.dagrun import DagRun
         from airflow.models.task_state_store import TaskStateStoreModel
+        from airflow.models.taskinstance import TaskInstance
         from airflow.state.metastore import MetastoreBackend
 
         self.backend = MetastoreBackend()
@@ -334,6 +335,7 @@ class Airflow:
         self.AssetScope = AssetScope
         self.Kind = AssetStateStoreWriterKind
         self.DagRun = DagRun
+        self.TaskInstance = TaskInstance
         self.AssetModel = AssetModel
         self.AssetActive = AssetActive
         self.TaskRow = TaskStateStoreModel
@@ -375,8 +377,15 @@ class Airflow:
 
     # rows Airflow's scheduler and asset manager would have created
 
-    def add_dag_run(self, dag_id: str | None = None, run_id: str | None = None) -> Task:
-        """A running manual dag run, as the scheduler inserts it; returns a task scope in it."""
+    #: The tasks every dag run of this tier has an unmapped instance of: the tests' own task,
+    #: and the pair that writes the same value through state-store and through Airflow.
+    TASKS = ("extract", "ours", "airflow")
+
+    def add_dag_run(
+        self, dag_id: str | None = None, run_id: str | None = None, tasks: tuple[str, ...] = TASKS
+    ) -> Task:
+        """A running manual dag run with an unmapped instance of each of `tasks`, as the scheduler
+        inserts them; returns the scope of the first task in it."""
         from sqlalchemy import insert
 
         dag_id = dag_id or unique("interop_dag")
@@ -403,7 +412,54 @@ class Airflow:
                     span_status="not_started",
                 )
             )
-        return Task(dag_id, run_id, "extract")
+        task = Task(dag_id, run_id, tasks[0])
+        for task_id in tasks:
+            self.add_task_instance(task.sibling(task_id, -1))
+        return task
+
+    def add_task_instance(self, task: Task, *map_indexes: int) -> Task:
+        """Task instances as the scheduler creates them (no state yet): one per map index, as a
+        mapped task expands, or the one of `task` without any. Returns `task`."""
+        import uuid
+
+        from sqlalchemy import insert
+
+        with self.session() as s:
+            for map_index in map_indexes or (task.map_index,):
+                s.execute(
+                    insert(self.TaskInstance.__table__).values(
+                        id=uuid.uuid4(),
+                        dag_id=task.dag_id,
+                        run_id=task.run_id,
+                        task_id=task.task_id,
+                        map_index=map_index,
+                        try_number=0,
+                        max_tries=0,
+                        pool="default_pool",
+                        pool_slots=1,
+                        queue="default",
+                        priority_weight=1,
+                        operator="PythonOperator",
+                        span_status="not_started",
+                    )
+                )
+        return task
+
+    def rest_api_finds_task_instance(self, task: Task, all_map_indices: bool = False) -> bool:
+        """Whether Airflow's REST API lets a set, delete or clear through to `task` (its
+        `_require_task_instance` answers 404 "Task instance not found" otherwise)."""
+        from fastapi import HTTPException
+
+        from airflow.api_fastapi.core_api.routes.public.task_state_store import _require_task_instance
+
+        with self.session() as s:
+            try:
+                map_index = None if all_map_indices else task.map_index
+                _require_task_instance(task.dag_id, task.run_id, task.task_id, map_index, s)
+            except HTTPException as e:
+                assert e.status_code == 404 and "Task instance not found" in str(e.detail), e
+                return False
+        return True
 
     def add_asset(self, name: str | None = None, uri: str | None = None, *, active: bool = True) -> Asset:
         from sqlalchemy import insert

@@ -57,6 +57,8 @@ def test_airflow_clean_removes_our_rows_exactly_when_expired(airflow, state_stor
         ("t", -1, "never"): ["--retention", "never"],
         ("u", 0, "never"): ["--retention", "never"],
     }
+    for task_id, map_index in {(t, m) for t, m, _ in {**expired, **kept}}:
+        airflow.add_task_instance(run.sibling(task_id, map_index))
     for (task_id, map_index, key), flags in {**expired, **kept}.items():
         state_store.run("set", key, json.dumps({"k": key}), *run.sibling(task_id, map_index).args(), *flags)
     asset = airflow.add_asset()

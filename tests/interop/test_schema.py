@@ -1,7 +1,7 @@
 """Step 1: the project's own schema code (`state-store sandbox create`, used by the demo and the
 Rust suite) creates what `airflow db migrate` creates: the same columns, types, defaults, keys
-and indexes for the two state-store tables, and for the columns the tool uses of `dag_run`,
-`asset` and `asset_active`. And a schema the tool does not know is refused, not guessed at."""
+and indexes for the two state-store tables and `task_instance`, and for the columns the tool
+uses of `dag_run`, `asset` and `asset_active`. And a schema the tool does not know is refused, not guessed at."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ TABLES: dict[str, tuple[str, ...] | None] = {
     "task_state_store": None,
     "asset_state_store": None,
     "dag_run": ("id", "dag_id", "run_id"),
+    "task_instance": None,
     "asset": ("id", "name", "uri"),
     "asset_active": ("name", "uri"),
 }

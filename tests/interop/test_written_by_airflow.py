@@ -175,6 +175,7 @@ def test_missing_key_is_not_found_in_both(task, airflow, state_store) -> None:
 
 def _populate(airflow: support.Airflow, run: Task) -> None:
     for task_id in ("t1", "t2"):
+        airflow.add_task_instance(run.sibling(task_id), -1, 0, 1, 2)
         for map_index in (-1, 0, 1, 2):
             for key in ("k1", "k2"):
                 airflow.worker_set(run.sibling(task_id, map_index), key, [task_id, map_index, key])

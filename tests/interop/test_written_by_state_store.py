@@ -214,6 +214,7 @@ def test_astral_key_behaves_as_in_airflow(task, airflow, state_store, dialect) -
 
 
 def test_map_index(task, airflow, state_store) -> None:
+    airflow.add_task_instance(task.sibling("mapped"), -1, 0, 1, 2, 7)
     for map_index in (-1, 0, 1, 7):
         state_store.run("set", "k", json.dumps(map_index), *task.sibling("mapped", map_index).args())
     for map_index in (-1, 0, 1, 7):
@@ -438,8 +439,8 @@ def test_scope_ids_the_database_compares_as_equal(airflow, state_store) -> None:
     """`--dag-id "dag "` on MySQL finds the dag run "dag" (PAD SPACE), as Airflow's lookup
     does, and the row keeps the id as given; elsewhere both fail with no dag run."""
     ours, theirs = airflow.add_dag_run(), airflow.add_dag_run()
-    padded_ours = Task(ours.dag_id + " ", ours.run_id, "t")
-    padded_theirs = Task(theirs.dag_id + " ", theirs.run_id, "t")
+    padded_ours = Task(ours.dag_id + " ", ours.run_id, ours.task_id)
+    padded_theirs = Task(theirs.dag_id + " ", theirs.run_id, theirs.task_id)
     result = state_store.run("set", "k", "1", *padded_ours.args(), ok=False)
     try:
         airflow.backend_set(padded_theirs, "k", "1", None)
@@ -452,3 +453,35 @@ def test_scope_ids_the_database_compares_as_equal(airflow, state_store) -> None:
     assert ours_rows == theirs_rows
     if airflow_stored:
         assert airflow.get(padded_ours, "k") == "1"
+
+
+def test_writes_need_the_task_instance_airflow_s_api_needs(airflow, state_store) -> None:
+    """A set, delete or clear goes through exactly where Airflow's REST API lets it through
+    (`_require_task_instance`), and is refused with exit 1 where the API answers 404 "Task
+    instance not found"; a refused command writes nothing."""
+    run = airflow.add_dag_run()
+    airflow.add_task_instance(run.sibling("mapped"), 0, 1, 2)
+    scopes = [
+        run,
+        run.sibling("extract", 0),
+        run.sibling("mapped", 1),
+        run.sibling("mapped", -1),
+        run.sibling("mapped", 3),
+        run.sibling("missing", -1),
+    ]
+    for scope in scopes:
+        for args, all_map_indices in [
+            (("set", "k", "1", *scope.args()), False),
+            (("delete", "k", *scope.args()), False),
+            (("clear", "--yes", *scope.args()), False),
+            (("clear", "--yes", "--all-map-indices", *scope.args()[:-2]), True),
+        ]:
+            allowed = airflow.rest_api_finds_task_instance(scope, all_map_indices)
+            before = airflow.task_rows_of_dag(run.dag_id)
+            result = state_store.run(*args, ok=False)
+            if allowed:
+                assert result.code == 0, result
+            else:
+                assert result.code == 1, result
+                assert "task instance not found" in result.stderr or "no task instance of" in result.stderr, result
+                assert airflow.task_rows_of_dag(run.dag_id) == before, result
