@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::db::AssetWriter;
 use crate::json::{self, Json};
 use crate::model::{AssetEntry, StoredTime, TaskEntry, TaskScope};
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// One task row of an export.
@@ -207,12 +208,13 @@ pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
                 && !WRITER_KINDS.contains(&kind.as_str())
             {
                 return Err(format!(
-                    "\"last_updated_by_kind\" {kind:?} is not one of task, watcher, api (Airflow's API cannot read it)"
+                    "\"last_updated_by_kind\" {} is not one of task, watcher, api (Airflow's API cannot read it)",
+                    quote(kind)
                 ));
             }
             Record::Asset(record)
         }
-        other => return Err(format!("\"kind\" must be \"task\" or \"asset\", not {other:?}")),
+        other => return Err(format!("\"kind\" must be \"task\" or \"asset\", not {}", quote(other))),
     };
     if matches!(&record, Record::Task(TaskRecord { key, .. }) | Record::Asset(AssetRecord { key, .. }) if key.is_empty())
     {

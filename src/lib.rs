@@ -20,6 +20,7 @@ mod redact;
 mod signals;
 #[cfg(test)]
 mod test_rng;
+mod text;
 mod time;
 mod url;
 

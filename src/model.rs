@@ -1,6 +1,7 @@
 //! The domain's nouns, in Airflow's own words: a task scope (dag_id, run_id, task_id,
 //! map_index), an asset selector, and the entries stored under them.
 
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// Airflow's column sizes: longer identifiers can never match a stored row.
@@ -20,8 +21,11 @@ impl std::fmt::Display for TaskScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "dag_id={:?} run_id={:?} task_id={:?} map_index={}",
-            self.dag_id, self.run_id, self.task_id, self.map_index
+            "dag_id={} run_id={} task_id={} map_index={}",
+            quote(&self.dag_id),
+            quote(&self.run_id),
+            quote(&self.task_id),
+            self.map_index
         )
     }
 }
@@ -38,8 +42,8 @@ pub(crate) enum AssetSelector {
 impl std::fmt::Display for AssetSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            AssetSelector::Name(name) => write!(f, "asset name {name:?}"),
-            AssetSelector::Uri(uri) => write!(f, "asset uri {uri:?}"),
+            AssetSelector::Name(name) => write!(f, "asset name {}", quote(name)),
+            AssetSelector::Uri(uri) => write!(f, "asset uri {}", quote(uri)),
             AssetSelector::Id(id) => write!(f, "asset id {id}"),
         }
     }

@@ -9,6 +9,8 @@ use std::io::{self, IsTerminal, Write};
 use crate::cli::Format;
 use crate::json::{self, Json};
 use crate::model::{AssetEntry, StoredTime, TaskEntry, external_ref};
+use crate::text;
+use crate::text::quote;
 
 /// A rendered document: what JSON/YAML show, what a table shows, what plain shows.
 pub(crate) struct Rendered {
@@ -68,7 +70,7 @@ pub(crate) fn stored_value(key: &str, text: &str) -> Json {
     match json::parse(text) {
         Ok(value) => value,
         Err(e) => {
-            warn(&format!("the value of key {key:?} is not valid JSON ({e}); shown as text"));
+            warn(&format!("the value of key {} is not valid JSON ({e}); shown as text", quote(key)));
             Json::Str(text.to_string())
         }
     }
@@ -101,6 +103,8 @@ pub(crate) trait Entry {
     fn key(&self) -> &str;
     fn value_text(&self) -> &str;
     fn row(&self, value: &str, truncate: bool) -> Vec<String>;
+    /// The scope columns and the key, as the first fields of a line of `list -o plain`.
+    fn plain_fields(&self) -> Vec<String>;
     /// `external_ref` is the reference of an offloaded value, or null.
     fn to_json(&self, value: Json, external_ref: Json) -> Json;
 }
@@ -127,6 +131,16 @@ impl Entry for TaskEntry {
             cut_cell(value, truncate),
             self.updated_at.display(),
             self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
+        ]
+    }
+
+    fn plain_fields(&self) -> Vec<String> {
+        vec![
+            self.scope.dag_id.clone(),
+            self.scope.run_id.clone(),
+            self.scope.task_id.clone(),
+            self.scope.map_index.to_string(),
+            self.key.clone(),
         ]
     }
 
@@ -168,6 +182,10 @@ impl Entry for AssetEntry {
         ]
     }
 
+    fn plain_fields(&self) -> Vec<String> {
+        vec![self.asset_id.to_string(), self.asset_name.clone().unwrap_or_default(), self.key.clone()]
+    }
+
     fn to_json(&self, value: Json, external_ref: Json) -> Json {
         obj(vec![
             ("asset_id", int(self.asset_id)),
@@ -186,9 +204,11 @@ impl Entry for AssetEntry {
 pub(crate) struct Entries {
     pub table: Table,
     pub docs: Vec<Json>,
-    pub keys: Vec<String>,
-    /// What `-o plain` prints for each entry's value.
+    /// What `get -o plain` prints for each entry's value.
     pub plain_values: Vec<String>,
+    /// What `list -o plain` prints for each entry: its scope columns, key and value (as JSON),
+    /// tab-separated, each field escaped as [`text::field`] says.
+    pub plain_rows: Vec<String>,
 }
 
 /// Long values would make a list unreadable, so `truncate` cuts them in the table; the JSON
@@ -197,8 +217,8 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
     let mut view = Entries {
         table: Table { title, headers: E::HEADERS.to_vec(), rows: Vec::with_capacity(list.len()) },
         docs: Vec::with_capacity(list.len()),
-        keys: Vec::with_capacity(list.len()),
         plain_values: Vec::with_capacity(list.len()),
+        plain_rows: Vec::with_capacity(list.len()),
     };
     for entry in list {
         let value = stored_value(entry.key(), entry.value_text());
@@ -210,8 +230,10 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
             None => json::dumps_unicode(&value),
         };
         view.table.rows.push(entry.row(&cell, truncate));
+        let mut fields = entry.plain_fields();
+        fields.push(json::dumps_unicode(&value));
+        view.plain_rows.push(fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"));
         view.plain_values.push(plain_value(&value));
-        view.keys.push(entry.key().to_string());
         view.docs.push(entry.to_json(value, reference.map_or(Json::Null, Json::Str)));
     }
     view
@@ -247,20 +269,9 @@ fn plain_value(value: &Json) -> String {
     }
 }
 
-/// Control characters in a cell would break the table's lines; show them escaped.
-fn cell_text(cell: &str) -> String {
-    if cell.chars().any(char::is_control) {
-        cell.chars()
-            .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-            .collect()
-    } else {
-        cell.to_string()
-    }
-}
-
 fn render_table(table: &Table) -> String {
     let rows: Vec<Vec<String>> =
-        table.rows.iter().map(|r| r.iter().map(|c| cell_text(c)).collect()).collect();
+        table.rows.iter().map(|r| r.iter().map(|c| text::cell(c).into_owned()).collect()).collect();
     let mut widths: Vec<usize> = table.headers.iter().map(|h| h.chars().count()).collect();
     for row in &rows {
         for (i, cell) in row.iter().enumerate() {

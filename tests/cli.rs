@@ -454,7 +454,7 @@ contract! {
         let v = bench.run(&["list", "--assets", "--external", "-o", "json"]).success().json();
         assert_eq!(v.py("[(e['asset_id'], e['key'], e['external_ref']) for e in v]"), format!("[({asset}, 'cursor', 'gs://a/b')]"));
         let v = bench.run(&["list", "--asset", "orders", "--external", "-o", "plain"]).success();
-        assert_eq!(v.stdout, "cursor\n");
+        assert_eq!(v.stdout, format!("{asset}\torders\tcursor\t{{\"__airflow_state_ref__\": \"gs://a/b\"}}\n"));
         let run = bench.run(&["list", "--assets"]).success();
         assert!(run.stdout.contains("→ ref: gs://a/b"), "{}", run.stdout);
     }
@@ -716,11 +716,15 @@ contract! {
         }
         bench.run(&["set", "z", "\"x\"", "--dag-id", "other_dag", "--run-id", "r1", "--task-id", "t"]).success();
 
-        // Byte order on every dialect: upper case before lower case, non-ASCII last.
-        bench.run(&["list", "-o", "plain"]).success().stdout_is("B\na\nb\nc\né\nz\n");
-        bench.run(&["list", "--dag-id", "other_dag", "-o", "plain"]).success().stdout_is("z\n");
-        bench.run(&["list", "--limit", "2", "-o", "plain"]).success().stdout_is("B\na\n").stderr_has("--offset 2");
-        bench.run(&["list", "--limit", "2", "--offset", "4", "-o", "plain"]).success().stdout_is("é\nz\n");
+        // Byte order on every dialect: upper case before lower case, non-ASCII last. Plain is a
+        // line per row: dag_id, run_id, task_id, map_index, key and value, tab-separated.
+        let load = |key: &str| format!("{DAG}\t{RUN}\tload\t-1\t{key}\t1\n");
+        let other = "other_dag\tr1\tt\t-1\tz\t\"x\"\n";
+        let all: String = ["B", "a", "b", "c", "é"].iter().map(|k| load(k)).collect::<String>() + other;
+        bench.run(&["list", "-o", "plain"]).success().stdout_is(&all);
+        bench.run(&["list", "--dag-id", "other_dag", "-o", "plain"]).success().stdout_is(other);
+        bench.run(&["list", "--limit", "2", "-o", "plain"]).success().stdout_is(&(load("B") + &load("a"))).stderr_has("--offset 2");
+        bench.run(&["list", "--limit", "2", "--offset", "4", "-o", "plain"]).success().stdout_is(&(load("é") + other));
         let run = bench.run(&["list", "-o", "json"]).success();
         assert_eq!(run.json().py("[e['key'] for e in v]"), "['B', 'a', 'b', 'c', 'é', 'z']");
         assert_eq!(
@@ -730,11 +734,37 @@ contract! {
         bench.run(&["list", "--dag-id", "nothing", "-o", "json"]).success().stdout_is("[]\n");
     }
 
+    /// `list -o plain` is one line per row, its scope included, so the same key of two tasks or
+    /// map indexes stays apart; tabs, newlines, backslashes and invisible characters are escaped
+    /// in plain output, and shown the same way (backslashes aside) in tables and messages.
+    fn plain_and_table_output_escape_hidden_characters(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "load", &[0]);
+        let key = "a\tb\nc\\d\u{202e}e\u{1b}";
+        bench.run(&cmd(&["set", key, "\"v\\u202e\\n\""], &task(&[]))).success();
+        bench.run(&cmd(&["set", key, "2", "--map-index", "0"], &task(&[]))).success();
+        let shown = "a\\tb\\nc\\\\d\\u202ee\\x1b";
+        bench.run(&["list", "-o", "plain"]).success().stdout_is(&format!(
+            "{DAG}\t{RUN}\tload\t-1\t{shown}\t\"v\\u202e\\\\n\"\n{DAG}\t{RUN}\tload\t0\t{shown}\t2\n"
+        ));
+        // `get -o plain` stays the raw value.
+        bench.run(&cmd(&["get", key, "-o", "plain"], &task(&[]))).success().stdout_is("v\u{202e}\n\n");
+        // Tables escape the same characters the same way, and keep every row on one line.
+        let table = bench.run(&["list"]).success().stdout;
+        assert_eq!(table.lines().count(), 4, "{table}");
+        assert!(table.contains("a\\tb\\nc\\d\\u202ee\\x1b"), "{table}");
+        assert!(!table.contains('\u{202e}') && !table.contains('\u{1b}') && !table.contains("\\u{"), "{table}");
+        // Messages quote the key with the same escapes.
+        bench
+            .run(&cmd(&["get", "x\u{202e}y\n"], &task(&[])))
+            .fails(1, "key \"x\\u202ey\\n\" not found");
+    }
+
     fn list_expired_shows_only_expired_rows(d: Dialect) {
         let bench = with_run(d);
         bench.insert_task_row(DAG, RUN, "load", -1, "old", "1", "2020-01-01 00:00:00.000000", Some("2020-01-02 00:00:00.000000"));
         bench.run(&cmd(&["set", "fresh", "1"], &task(&[]))).success();
-        bench.run(&["list", "--expired", "-o", "plain"]).success().stdout_is("old\n");
+        bench.run(&["list", "--expired", "-o", "plain"]).success().stdout_is(&format!("{DAG}\t{RUN}\tload\t-1\told\t1\n"));
     }
 
     // ------------------------------------------------------------ assets
@@ -751,7 +781,7 @@ contract! {
         );
         assert_eq!(writer, "api|NULL|NULL|NULL|NULL");
         bench.run(&["set", "x", "1", "--asset", "orders", "--retention", "1d"]).fails(2, "never expire");
-        bench.run(&["list", "--assets", "-o", "plain"]).success().stdout_is("watermark\n");
+        bench.run(&["list", "--assets", "-o", "plain"]).success().stdout_is(&format!("{id}\torders\twatermark\t\"2026-11-28\"\n"));
         bench.run(&["delete", "watermark", "--asset", "orders"]).success();
         assert_eq!(count(&bench, "asset_state_store"), 0);
     }

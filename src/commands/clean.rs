@@ -20,6 +20,7 @@ use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
 use crate::progress::{self, Progress};
 use crate::signals;
+use crate::text::quote;
 use crate::time::{self, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
@@ -487,8 +488,7 @@ fn dry_run(
             .map(|d| vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]),
     );
     counts.rows.extend(by_asset.iter().map(|a| {
-        let name =
-            a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), |n| format!("{n:?}"));
+        let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), |n| quote(n));
         vec![
             "orphaned asset rows".to_string(),
             format!("asset {name} (id {})", a.asset_id),

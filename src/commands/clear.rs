@@ -15,6 +15,7 @@ use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered, int, obj};
+use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
@@ -34,8 +35,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
             )?;
             let place = if args.all_map_indices {
                 format!(
-                    "task dag_id={:?} run_id={:?} task_id={:?} (every map index)",
-                    task.dag_id, task.run_id, task.task_id
+                    "task dag_id={} run_id={} task_id={} (every map index)",
+                    quote(&task.dag_id),
+                    quote(&task.run_id),
+                    quote(&task.task_id)
                 )
             } else {
                 format!("task {task}")

@@ -10,6 +10,7 @@ use crate::db::Access;
 use crate::error::Result;
 use crate::json::Json;
 use crate::output::{self, Rendered, int, obj};
+use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
     check_key(&args.key)?;
@@ -33,9 +34,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
         }
     };
     if deleted == 0 {
-        output::note(&format!("key {:?} not found for {place}; nothing deleted", args.key));
+        output::note(&format!("key {} not found for {place}; nothing deleted", quote(&args.key)));
     } else {
-        output::note(&format!("deleted key {:?} of {place}", args.key));
+        output::note(&format!("deleted key {} of {place}", quote(&args.key)));
     }
     output::emit(
         ctx.format,

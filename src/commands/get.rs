@@ -9,6 +9,7 @@ use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::output;
+use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     check_key(&args.key)?;
@@ -25,7 +26,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 } else {
                     String::new()
                 };
-                return Err(Error::NotFound(format!("key {:?} not found for task {scope}{hint}", args.key)));
+                return Err(Error::NotFound(format!(
+                    "key {} not found for task {scope}{hint}",
+                    quote(&args.key)
+                )));
             };
             output::entries(&[entry], false, None)
         }
@@ -33,8 +37,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             let asset = require_asset(store.as_mut(), &selector)?;
             let Some(entry) = store.asset_entry(&asset, &args.key)? else {
                 return Err(Error::NotFound(format!(
-                    "key {:?} not found for {}",
-                    args.key,
+                    "key {} not found for {}",
+                    quote(&args.key),
                     describe_asset(&asset)
                 )));
             };

@@ -20,6 +20,7 @@ use crate::db::{Access, AssetRestore, Metastore, TaskWrite};
 use crate::error::{Error, Result};
 use crate::model::{Asset, StoredTime};
 use crate::output::{self, Rendered, int, obj};
+use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
@@ -127,10 +128,14 @@ impl Counts {
 fn missing(record: &Record) -> String {
     match record {
         Record::Task(t) => {
-            format!("no dag run found for dag_id={:?} run_id={:?}", t.scope.dag_id, t.scope.run_id)
+            format!(
+                "no dag run found for dag_id={} run_id={}",
+                quote(&t.scope.dag_id),
+                quote(&t.scope.run_id)
+            )
         }
         Record::Asset(AssetRecord { asset_name: Some(name), asset_uri: Some(uri), .. }) => {
-            format!("no asset found with name {name:?} and uri {uri:?}")
+            format!("no asset found with name {} and uri {}", quote(name), quote(uri))
         }
         Record::Asset(a) => format!("no asset found with id {}", a.asset_id),
     }

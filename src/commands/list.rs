@@ -58,10 +58,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             args.offset.saturating_add(args.limit)
         ));
     }
-    let Entries { table, docs, keys, .. } = view;
-    // Plain is one key per line, for `for key in $(state-store list … -o plain)`.
+    let Entries { table, docs, plain_rows, .. } = view;
+    // Plain is one line per row: its scope, key and value, tab-separated and escaped, for
+    // `state-store list … -o plain | while IFS=$'\t' read -r …`.
     let rendered = Rendered {
-        plain: (!keys.is_empty()).then(|| keys.join("\n")),
+        plain: (!plain_rows.is_empty()).then(|| plain_rows.join("\n")),
         tables: vec![table],
         doc: Json::Array(docs),
     };

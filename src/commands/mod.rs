@@ -22,6 +22,7 @@ use crate::db::{self, Access, Metastore};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
 use crate::output;
+use crate::text::quote;
 use crate::url::DbUrl;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
@@ -190,7 +191,11 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
 /// would violate Airflow's foreign key.
 pub(crate) fn require_dag_run(store: &mut dyn Metastore, scope: &TaskScope) -> Result<i64> {
     store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
-        Error::NotFound(format!("no dag run found for dag_id={:?} run_id={:?}", scope.dag_id, scope.run_id))
+        Error::NotFound(format!(
+            "no dag run found for dag_id={} run_id={}",
+            quote(&scope.dag_id),
+            quote(&scope.run_id)
+        ))
     })
 }
 
@@ -229,8 +234,10 @@ pub(crate) fn require_task_instance(
     }
     let what = if all_map_indices {
         format!(
-            "no task instance of dag_id={:?} run_id={:?} task_id={:?}",
-            scope.dag_id, scope.run_id, scope.task_id
+            "no task instance of dag_id={} run_id={} task_id={}",
+            quote(&scope.dag_id),
+            quote(&scope.run_id),
+            quote(&scope.task_id)
         )
     } else {
         format!("task instance not found: {scope}")
@@ -253,17 +260,17 @@ fn task_instance_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<St
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
     if let Some((count, low, high)) = found.map_indexes {
         return Ok(match (count, low, high) {
-            (_, -1, -1) => format!("; task {:?} is not mapped (map index -1)", scope.task_id),
-            (1, low, _) => format!("; task {:?} has one instance, map index {low}", scope.task_id),
+            (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
+            (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
             (count, low, high) => {
-                format!("; task {:?} has {count} instances, map indexes {low} to {high}", scope.task_id)
+                format!("; task {} has {count} instances, map indexes {low} to {high}", quote(&scope.task_id))
             }
         });
     }
     Ok(match found.task_count {
         0 => "; the dag run has no task instances yet".to_string(),
         n if n <= TASK_HINT => {
-            let names: Vec<String> = found.task_ids.iter().map(|t| format!("{t:?}")).collect();
+            let names: Vec<String> = found.task_ids.iter().map(|t| quote(t)).collect();
             format!("; the dag run's task{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
         }
         n => format!("; the dag run has {n} tasks"),
@@ -276,7 +283,10 @@ pub(crate) fn mapped_task_hint(store: &mut dyn Metastore, scope: &TaskScope) -> 
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, 0)?;
     Ok(match found.map_indexes {
         Some((_, low, high)) if low >= 0 => {
-            format!("; task {:?} is mapped (map indexes {low} to {high}): give --map-index", scope.task_id)
+            format!(
+                "; task {} is mapped (map indexes {low} to {high}): give --map-index",
+                quote(&scope.task_id)
+            )
         }
         _ => String::new(),
     })
@@ -296,7 +306,7 @@ pub(crate) fn require_asset(store: &mut dyn Metastore, selector: &AssetSelector)
 }
 
 pub(crate) fn describe_asset(asset: &Asset) -> String {
-    format!("asset {:?} (id {})", asset.name, asset.id)
+    format!("asset {} (id {})", quote(&asset.name), asset.id)
 }
 
 /// Reads a whole stream as UTF-8, for `set KEY -`.

@@ -21,6 +21,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+use crate::text::quote;
 use ini::{parse_ini, py_space};
 use toml_file::parse_toml;
 
@@ -169,7 +170,7 @@ impl fmt::Display for ConfigError {
             }
             ConfigError::Parse { path, line: None, message } => write!(f, "{}: {message}", path.display()),
             ConfigError::Invalid { option, value: Some(value), source, reason } => {
-                write!(f, "invalid {option} {value:?} (from {source}): {reason}")
+                write!(f, "invalid {option} {} (from {source}): {reason}", quote(value))
             }
             ConfigError::Invalid { option, value: None, source, reason } => {
                 write!(f, "invalid {option} (from {source}): {reason}")

@@ -34,6 +34,7 @@ use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
     TaskFilter, TaskScope,
 };
+use crate::text::quote;
 use crate::time::Timestamp;
 use crate::url::{DbUrl, redact_in_text};
 
@@ -122,7 +123,8 @@ fn query_bool(url: &DbUrl, key: &str) -> Result<Option<bool>> {
         "true" | "yes" | "on" | "y" | "t" | "1" => Ok(Some(true)),
         "false" | "no" | "off" | "n" | "f" | "0" => Ok(Some(false)),
         _ => Err(Error::Config(format!(
-            "invalid {key}={value:?} in [database] sql_alchemy_conn {}: expected true or false",
+            "invalid {key}={} in [database] sql_alchemy_conn {}: expected true or false",
+            quote(value),
             url.redacted()
         ))),
     }
@@ -151,7 +153,8 @@ impl ConnectPlan {
                 Ok(secs) if secs > 0 => Duration::from_secs(secs),
                 _ => {
                     return Err(Error::Config(format!(
-                        "invalid connect_timeout={text:?} in [database] sql_alchemy_conn {}: expected whole seconds > 0",
+                        "invalid connect_timeout={} in [database] sql_alchemy_conn {}: expected whole seconds > 0",
+                        quote(text),
                         url.redacted()
                     )));
                 }
@@ -241,8 +244,9 @@ fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
             "VERIFY_IDENTITY" => SslMode::VerifyIdentity,
             _ => {
                 return Err(Error::Config(format!(
-                    "invalid ssl_mode={text:?} in [database] sql_alchemy_conn {}: expected DISABLED, PREFERRED, \
+                    "invalid ssl_mode={} in [database] sql_alchemy_conn {}: expected DISABLED, PREFERRED, \
                      REQUIRED, VERIFY_CA or VERIFY_IDENTITY",
+                    quote(text),
                     url.redacted()
                 )));
             }
@@ -414,8 +418,9 @@ fn require_utf8mb3(column: &str, text: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "{column} {text:?} contains characters outside the Basic Multilingual Plane (such as emoji), \
-             which Airflow's MySQL schema cannot store (utf8mb3 column)"
+            "{column} {} contains characters outside the Basic Multilingual Plane (such as emoji), \
+             which Airflow's MySQL schema cannot store (utf8mb3 column)",
+            quote(text)
         )))
     }
 }
@@ -425,7 +430,8 @@ fn require_latin1(column: &str, text: &str) -> Result<()> {
         Ok(())
     } else {
         Err(Error::Usage(format!(
-            "{column} {text:?} contains characters that Airflow's MySQL schema cannot store (latin1 column)"
+            "{column} {} contains characters that Airflow's MySQL schema cannot store (latin1 column)",
+            quote(text)
         )))
     }
 }
@@ -488,9 +494,9 @@ impl Fields {
         match value {
             Value::Int(i) => Ok(i),
             Value::UInt(u) => i64::try_from(u).map_err(|_| format!("column {name}: {u} is out of range")),
-            Value::Bytes(b) => String::from_utf8_lossy(&b)
-                .parse()
-                .map_err(|_| format!("column {name}: {:?} is not an integer", String::from_utf8_lossy(&b))),
+            Value::Bytes(b) => String::from_utf8_lossy(&b).parse().map_err(|_| {
+                format!("column {name}: {} is not an integer", quote(&String::from_utf8_lossy(&b)))
+            }),
             other => Err(format!("column {name}: expected an integer, got {other:?}")),
         }
     }
@@ -1723,7 +1729,7 @@ impl Diagnose for MysqlStore {
                     let place = task_place(&mut f)?;
                     let key = f.text();
                     let detail =
-                        format!("dag_run {} is dag_id={:?} run_id={:?}", f.int()?, f.text(), f.text());
+                        format!("dag_run {} is dag_id={} run_id={}", f.int()?, quote(&f.text()), quote(&f.text()));
                     Ok(FoundRow { place, key, detail })
                 },
             )?,

@@ -32,6 +32,7 @@ use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
     TaskFilter, TaskScope,
 };
+use crate::text::quote;
 use crate::time::Timestamp;
 use crate::url::DbUrl;
 
@@ -271,7 +272,7 @@ impl ConnectOptions {
         let at: Vec<String> = self.endpoints.iter().map(Endpoint::describe).collect();
         let mut text = format!("{database} on {}", at.join(","));
         if let Some(schema) = schema {
-            text.push_str(&format!(" (schema {schema:?})"));
+            text.push_str(&format!(" (schema {})", quote(schema)));
         }
         text
     }
@@ -507,7 +508,9 @@ fn quote_schema(name: &str) -> Result<String> {
         None
     };
     match problem {
-        Some(problem) => Err(Error::Config(format!("[database] sql_alchemy_schema {name:?} {problem}"))),
+        Some(problem) => {
+            Err(Error::Config(format!("[database] sql_alchemy_schema {} {problem}", quote(name))))
+        }
         None => Ok(format!("\"{}\"", name.replace('"', "\"\""))),
     }
 }
@@ -751,8 +754,9 @@ impl PostgresStore {
                 let problem = SchemaProblem {
                     found: "no such schema",
                     message: format!(
-                        "{location}: schema {name:?} does not exist ([database] sql_alchemy_schema names the schema \
-                         that holds Airflow's tables)"
+                        "{location}: schema {} does not exist ([database] sql_alchemy_schema names the schema \
+                         that holds Airflow's tables)",
+                        quote(name)
                     ),
                 };
                 return Ok((PostgresStore { client, location, clean_statements: None }, Err(problem)));
@@ -1650,10 +1654,10 @@ impl Diagnose for PostgresStore {
                         place: task_place(r, 0)?,
                         key: r.try_get(4)?,
                         detail: format!(
-                            "dag_run {} is dag_id={:?} run_id={:?}",
+                            "dag_run {} is dag_id={} run_id={}",
                             int_column(r, 5)?,
-                            r.try_get::<_, String>(6)?,
-                            r.try_get::<_, String>(7)?
+                            quote(&r.try_get::<_, String>(6)?),
+                            quote(&r.try_get::<_, String>(7)?)
                         ),
                     })
                 },

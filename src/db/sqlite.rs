@@ -22,6 +22,7 @@ use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
     TaskFilter, TaskScope,
 };
+use crate::text::quote;
 use crate::time::Timestamp;
 use crate::url::{DbUrl, SqliteTarget};
 
@@ -996,7 +997,7 @@ fn describe_stored_time(column: &str, value: ValueRef<'_>) -> Option<String> {
     }
     Some(match value {
         ValueRef::Null => format!("{column} is NULL"),
-        ValueRef::Text(b) => format!("{column} {:?}", String::from_utf8_lossy(b)),
+        ValueRef::Text(b) => format!("{column} {}", quote(&String::from_utf8_lossy(b))),
         ValueRef::Integer(i) => format!("{column} {i} (an integer)"),
         ValueRef::Real(f) => format!("{column} {f} (a real)"),
         ValueRef::Blob(_) => format!("{column} is a blob"),
@@ -1108,10 +1109,10 @@ impl Diagnose for SqliteStore {
                         place: task_place(r, 0)?,
                         key: text_lossy(r, 4)?,
                         detail: format!(
-                            "dag_run {} is dag_id={:?} run_id={:?}",
+                            "dag_run {} is dag_id={} run_id={}",
                             r.get::<_, i64>(5)?,
-                            text_lossy(r, 6)?,
-                            text_lossy(r, 7)?
+                            quote(&text_lossy(r, 6)?),
+                            quote(&text_lossy(r, 7)?)
                         ),
                     })
                 },

@@ -1,0 +1,124 @@
+//! How text from the database or the user is shown: one escaping rule for tables, plain
+//! output and messages, so that a key holding a newline cannot break a line, and a
+//! right-to-left override (U+202E) or a zero-width space cannot make one string look like
+//! another.
+//!
+//! Characters that are invisible or move the cursor are written as Python writes them in a
+//! `repr`: `\t`, `\n`, `\r`, then `\xHH`, `\uHHHH` or `\UHHHHHHHH` by code point. They are the
+//! control characters (U+0000–U+001F, U+007F–U+009F), the format characters (Unicode category
+//! Cf: bidirectional controls, zero-width spaces and joiners, the byte order mark, soft hyphen,
+//! tags …) and the line and paragraph separators (U+2028, U+2029). Everything else, non-ASCII
+//! letters and emoji included, is shown as it is.
+
+use std::borrow::Cow;
+use std::fmt::Write;
+
+/// The format characters (Unicode 15.1, category Cf), as inclusive ranges.
+const FORMAT: &[(u32, u32)] = &[
+    (0x00AD, 0x00AD),
+    (0x0600, 0x0605),
+    (0x061C, 0x061C),
+    (0x06DD, 0x06DD),
+    (0x070F, 0x070F),
+    (0x0890, 0x0891),
+    (0x08E2, 0x08E2),
+    (0x180E, 0x180E),
+    (0x200B, 0x200F),
+    (0x202A, 0x202E),
+    (0x2060, 0x2064),
+    (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF),
+    (0xFFF9, 0xFFFB),
+    (0x110BD, 0x110BD),
+    (0x110CD, 0x110CD),
+    (0x13430, 0x1343F),
+    (0x1BCA0, 0x1BCA3),
+    (0x1D173, 0x1D17A),
+    (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+];
+
+/// Whether `c` is shown escaped: a control, format or line/paragraph separator character.
+pub(crate) fn is_hidden(c: char) -> bool {
+    let code = u32::from(c);
+    c.is_control()
+        || code == 0x2028
+        || code == 0x2029
+        || FORMAT.iter().any(|(low, high)| (*low..=*high).contains(&code))
+}
+
+fn push_escape(out: &mut String, c: char) {
+    let code = u32::from(c);
+    let _ = match c {
+        '\t' => write!(out, "\\t"),
+        '\n' => write!(out, "\\n"),
+        '\r' => write!(out, "\\r"),
+        _ if code < 0x100 => write!(out, "\\x{code:02x}"),
+        _ if code < 0x10000 => write!(out, "\\u{code:04x}"),
+        _ => write!(out, "\\U{code:08x}"),
+    };
+}
+
+fn escaped(text: &str, also: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !text.chars().any(|c| is_hidden(c) || also(c)) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if is_hidden(c) {
+            push_escape(&mut out, c);
+        } else if also(c) {
+            out.push('\\');
+            out.push(c);
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A table cell: hidden characters escaped; backslashes stay as they are, so a JSON value
+/// reads as JSON.
+pub(crate) fn cell(text: &str) -> Cow<'_, str> {
+    escaped(text, |_| false)
+}
+
+/// A field of plain output: hidden characters escaped and every backslash doubled, so a line
+/// holds no tab or newline of its own and each field decodes back to exactly one text.
+pub(crate) fn field(text: &str) -> Cow<'_, str> {
+    escaped(text, |c| c == '\\')
+}
+
+/// Text quoted in a message: `"…"`, with `"` and `\` escaped and hidden characters escaped.
+pub(crate) fn quote(text: &str) -> String {
+    format!("\"{}\"", escaped(text, |c| c == '"' || c == '\\'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hidden_characters_are_escaped_as_python_repr_writes_them() {
+        assert_eq!(cell("a\tb\nc\rd\u{1b}e\u{7f}\u{85}"), "a\\tb\\nc\\rd\\x1be\\x7f\\x85");
+        assert_eq!(cell("x\u{202e}y\u{200b}z\u{feff}\u{ad}"), "x\\u202ey\\u200bz\\ufeff\\xad");
+        assert_eq!(cell("\u{2028}\u{2029}\u{e0001}"), "\\u2028\\u2029\\U000e0001");
+        assert_eq!(cell("\0"), "\\x00");
+    }
+
+    #[test]
+    fn visible_text_is_left_alone() {
+        for text in ["plain", "café", "ключ/值", "🚀 emoji", "a\\b \"q\"", "\u{a0}nbsp", "e\u{301}"] {
+            assert!(matches!(cell(text), Cow::Borrowed(_)), "{text}");
+        }
+        assert_eq!(field("a\\b"), "a\\\\b");
+        assert_eq!(field("a\\tb\tc"), "a\\\\tb\\tc");
+    }
+
+    #[test]
+    fn quotes_escape_quotes_and_backslashes() {
+        assert_eq!(quote("d'; DROP \"x\" \\"), "\"d'; DROP \\\"x\\\" \\\\\"");
+        assert_eq!(quote("r\n\u{202e}"), "\"r\\n\\u202e\"");
+        assert_eq!(quote(""), "\"\"");
+    }
+}
