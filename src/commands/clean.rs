@@ -488,7 +488,7 @@ fn dry_run(
             .map(|d| vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]),
     );
     counts.rows.extend(by_asset.iter().map(|a| {
-        let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), |n| quote(n));
+        let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
         vec![
             "orphaned asset rows".to_string(),
             format!("asset {name} (id {})", a.asset_id),
