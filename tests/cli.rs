@@ -1408,6 +1408,19 @@ fn unknown_flag_is_a_one_line_usage_error() {
 }
 
 #[test]
+fn usage_errors_keep_clap_suggestions_on_their_one_line() {
+    let bench = Bench::bare();
+    let run = bench.run(&["lsit"]).fails(2, "unrecognized subcommand 'lsit'");
+    assert!(run.stderr.contains("(did you mean 'list'"), "{}", run.stderr);
+    assert!(run.stderr.trim_end().ends_with("(see --help)"), "{}", run.stderr);
+    bench.run(&["list", "--dag_id", DAG]).fails(2, "'--dag_id' found (did you mean '--dag-id'?)");
+    bench.run(&["config", "shwo"]).fails(2, "(did you mean 'show'?)");
+    bench.run(&["list", "-o", "jsn"]).fails(2, "(did you mean 'json'?)");
+    let run = bench.run(&["frobnicate"]).fails(2, "unrecognized subcommand 'frobnicate' (see --help)");
+    assert!(!run.stderr.contains("did you mean"), "{}", run.stderr);
+}
+
+#[test]
 fn scope_flags_must_be_complete_and_not_mixed() {
     let bench = Bench::bare();
     bench.run(&["get", "k"]).fails(2, "task scope");
