@@ -1963,6 +1963,63 @@ fn completions_and_man_page_come_from_the_cli_definition() {
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(0), ""));
 }
 
+/// What a TAB completes in every shell: a command's own flags (also under a nested command with
+/// a hyphen in its name), commands, and the values of flags that clap knows (formats, --by).
+fn completes_as_help_says(shell: &str, complete: fn(&str) -> Vec<String>) {
+    let sorted = |line: &str| {
+        let mut words = complete(line);
+        words.sort();
+        words
+    };
+    let clean = complete("state-store clean --b");
+    for flag in ["--batch-size", "--before"] {
+        assert!(clean.iter().any(|w| w == flag), "{shell}: clean --b<TAB> lacks {flag}: {clean:?}");
+    }
+    assert_eq!(sorted("state-store clean --max-r"), ["--max-rows"], "{shell}");
+    assert_eq!(sorted("state-store l"), ["list"], "{shell}");
+    assert_eq!(sorted("state-store config s"), ["show"], "{shell}");
+    let add = complete("state-store sandbox add-dag-run --");
+    assert!(add.iter().any(|w| w == "--run-id"), "{shell}: sandbox add-dag-run --<TAB>: {add:?}");
+    assert_eq!(sorted("state-store clean -o "), ["json", "plain", "table", "yaml"], "{shell}");
+    assert_eq!(sorted("state-store -o j"), ["json"], "{shell}");
+    assert_eq!(sorted("state-store stats --by "), ["dag", "task"], "{shell}");
+}
+
+/// The values of an argument (not a flag) that clap knows: bash and zsh complete them; fish's
+/// script from clap_complete has no line for them (docs/commands/completions.md says so).
+fn completes_argument_values(shell: &str, complete: fn(&str) -> Vec<String>) {
+    let shells = complete("state-store completions ");
+    for name in ["bash", "zsh", "fish"] {
+        assert!(shells.iter().any(|w| w == name), "{shell}: completions <TAB> lacks {name}: {shells:?}");
+    }
+}
+
+#[test]
+fn bash_completes_commands_flags_and_values() {
+    let registered = support::shells::bash_registration();
+    assert!(
+        registered.starts_with("complete ") && registered.ends_with(" state-store"),
+        "complete -p state-store: {registered}"
+    );
+    completes_as_help_says("bash", support::shells::bash_completes);
+    completes_argument_values("bash", support::shells::bash_completes);
+}
+
+#[test]
+fn zsh_completes_commands_flags_and_values() {
+    if support::shells::installed("zsh", "zsh") {
+        completes_as_help_says("zsh", support::shells::zsh_completes);
+        completes_argument_values("zsh", support::shells::zsh_completes);
+    }
+}
+
+#[test]
+fn fish_completes_commands_flags_and_values() {
+    if support::shells::installed("fish", "fish") {
+        completes_as_help_says("fish", support::shells::fish_completes);
+    }
+}
+
 #[test]
 fn keys_longer_than_airflow_allows_are_still_read_and_deleted_on_sqlite() {
     let bench = with_run(Dialect::Sqlite);
