@@ -128,8 +128,26 @@ pub(crate) enum Command {
         #[arg(value_enum)]
         shell: Shell,
     },
-    /// Print the manual page (roff), e.g. `state-store man | man -l -`
-    Man,
+    /// Print a manual page in roff: the top page, or one command's page (`man clean`,
+    /// `man config show`); --out-dir writes them all
+    #[command(after_help = MAN_INSTALL)]
+    Man(ManArgs),
+}
+
+const MAN_INSTALL: &str = "\
+Read a page without installing it:  state-store man clean | man -l -
+Install every page (state-store.1, state-store-clean.1, state-store-config-show.1, ...):
+  state-store man --out-dir ~/.local/share/man/man1        (then: man state-store-clean)
+  sudo state-store man --out-dir /usr/local/share/man/man1";
+
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The command whose page to print, e.g. `clean` or `config show`; none for the top page
+    #[arg(value_name = "COMMAND", conflicts_with = "out_dir")]
+    pub command: Vec<String>,
+    /// Write every page, one file per command, into this directory (created if missing)
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -2020,6 +2020,130 @@ fn fish_completes_commands_flags_and_values() {
     }
 }
 
+/// The pages `man --out-dir` writes, by name (`state-store-clean`), as roff.
+fn man_pages(bench: &Bench) -> std::collections::BTreeMap<String, String> {
+    let dir = bench.dir.path().join("man/man1");
+    let dir_arg = dir.display().to_string();
+    let run = bench.run(&["man", "--out-dir", &dir_arg]).success().stdout_is("");
+    let mut pages = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let name = name.strip_suffix(".1").unwrap_or_else(|| panic!("{name} is not a section 1 page"));
+        pages.insert(name.to_string(), std::fs::read_to_string(&path).unwrap());
+    }
+    assert!(run.stderr.contains(&format!("wrote {} manual pages", pages.len())), "{}", run.stderr);
+    pages
+}
+
+/// Roff as a reader sees it, near enough to search: no font changes, `\-` as `-`, one space
+/// between words.
+fn roff_text(roff: &str) -> String {
+    let text = roff.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "").replace("\\fI", "");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A flag's help text as `COMMAND --help` prints it, unwrapped.
+fn flag_help(bench: &Bench, command: &str, flag: &str) -> String {
+    let help = bench.run(&[command, "--help"]).success().stdout;
+    let mut lines = help.lines().skip_while(|l| !l.trim_start().starts_with(flag));
+    let first = lines.next().unwrap_or_else(|| panic!("{command} --help lacks {flag}"));
+    let indent = first.find(|c: char| c != ' ').unwrap_or(0);
+    let mut text = vec![first.trim_start().split_once("  ").map_or("", |(_, rest)| rest).to_string()];
+    text.extend(
+        lines
+            .take_while(|l| l.find(|c: char| c != ' ').is_some_and(|i| i > indent))
+            .map(|l| l.trim().to_string()),
+    );
+    text.join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn man_pages_exist_for_every_command_they_name() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    for name in
+        ["state-store", "state-store-clean", "state-store-config-show", "state-store-sandbox-add-dag-run"]
+    {
+        assert!(pages.contains_key(name), "no {name}.1 among {:?}", pages.keys());
+    }
+    let mut named = 0;
+    for (page, roff) in &pages {
+        let text = roff_text(roff);
+        for (at, _) in text.match_indices("(1)") {
+            let start =
+                text[..at].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).map_or(0, |i| i + 1);
+            let reference = &text[start..at];
+            if reference.starts_with("state-store") {
+                named += 1;
+                assert!(
+                    pages.contains_key(reference),
+                    "{page}.1 names {reference}(1), which is not generated"
+                );
+            }
+        }
+    }
+    assert!(named >= pages.len(), "the pages name each other: {named} references");
+    let top = roff_text(&pages["state-store"]);
+    assert!(top.contains("state-store-clean(1)") && !top.contains("state-store-help(1)"), "{top}");
+
+    let clean = roff_text(&pages["state-store-clean"]);
+    let help = flag_help(&bench, "clean", "--max-rows");
+    assert!(help.len() > 20, "--max-rows help: {help:?}");
+    assert!(
+        clean.contains(&format!("--max-rows <N> {help}")),
+        "the clean page lacks --max-rows {help:?}: {clean}"
+    );
+
+    bench.run(&["man"]).success().stdout_is(&pages["state-store"]);
+    bench.run(&["man", "clean"]).success().stdout_is(&pages["state-store-clean"]);
+    bench.run(&["man", "config", "show"]).success().stdout_is(&pages["state-store-config-show"]);
+    bench
+        .run(&["man", "sandbox", "add-dag-run"])
+        .success()
+        .stdout_is(&pages["state-store-sandbox-add-dag-run"]);
+    bench.run(&["man", "frobnicate"]).fails(2, "no manual page for 'frobnicate'");
+    bench.run(&["man", "config", "frobnicate"]).fails(2, "'config frobnicate'");
+    bench.run(&["man", "clean", "--out-dir", "x"]).fails(2, "--out-dir");
+    let file = bench.write_config("not-a-directory", "");
+    let below_file = file.join("man1").display().to_string();
+    bench.run(&["man", "--out-dir", &below_file]).fails(6, "not-a-directory");
+}
+
+#[test]
+fn man_pages_render_without_warnings_and_install_where_man_finds_them() {
+    if !support::shells::installed("man", "man-db groff-base") {
+        return;
+    }
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let man = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("man");
+        cmd.args(args)
+            .env("LC_ALL", "C.UTF-8")
+            .env("MANWIDTH", "80")
+            .env_remove("MANPAGER")
+            .env_remove("PAGER");
+        support::shells::output_within(&mut cmd, "man")
+    };
+    for name in pages.keys() {
+        let path = bench.dir.path().join(format!("man/man1/{name}.1"));
+        let path = path.to_str().unwrap();
+        // -Z stops at troff's output, --warnings=w turns every troff warning on.
+        let out = man(&["--warnings=w", "-E", "UTF-8", "-Tutf8", "-Z", "-l", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "man -l {name}.1 warns: {stderr}");
+    }
+    // Installed as docs/commands/completions.md says: `man` finds a page in DIR/man1 by name.
+    let out = man(&["-M", bench.dir.path().join("man").to_str().unwrap(), "state-store-clean"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "man state-store-clean: {}", String::from_utf8_lossy(&out.stderr));
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = flag_help(&bench, "clean", "--max-rows");
+    let opening: Vec<&str> = help.split(' ').take(3).collect();
+    assert!(words.contains(&format!("--max-rows <N> {}", opening.join(" "))), "{text}");
+}
+
 #[test]
 fn keys_longer_than_airflow_allows_are_still_read_and_deleted_on_sqlite() {
     let bench = with_run(Dialect::Sqlite);
