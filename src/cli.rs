@@ -122,7 +122,9 @@ pub(crate) enum Command {
     /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
     #[command(subcommand)]
     Sandbox(SandboxCommand),
-    /// Print a shell completion script (e.g. `state-store completions bash > /etc/bash_completion.d/state-store`)
+    /// Print a shell completion script for bash, zsh or fish: it completes commands, their flags
+    /// and the values of flags that have a fixed set (-o formats, stats --by)
+    #[command(after_help = COMPLETIONS_INSTALL)]
     Completions {
         /// The shell to complete for
         #[arg(value_enum)]
@@ -134,11 +136,24 @@ pub(crate) enum Command {
     Man(ManArgs),
 }
 
+const COMPLETIONS_INSTALL: &str = "\
+Values without a fixed set (keys, ids, durations) complete as file names, the shell's default.
+
+Install one, then open a new shell:
+  bash  add to ~/.bashrc:  source <(state-store completions bash)
+  zsh   state-store completions zsh > ~/.zfunc/_state-store
+        and in ~/.zshrc, before compinit:  fpath=(~/.zfunc $fpath)
+  fish  state-store completions fish > ~/.config/fish/completions/state-store.fish";
+
 const MAN_INSTALL: &str = "\
 Read a page without installing it:  state-store man clean | man -l -
-Install every page (state-store.1, state-store-clean.1, state-store-config-show.1, ...):
-  state-store man --out-dir ~/.local/share/man/man1        (then: man state-store-clean)
-  sudo state-store man --out-dir /usr/local/share/man/man1";
+
+Install every page (state-store.1, state-store-clean.1, state-store-config-show.1, ...), for you:
+  state-store man --out-dir ~/.local/share/man/man1
+  (man looks there when ~/.local/bin is on PATH; otherwise add ~/.local/share/man to MANPATH)
+or for everyone:
+  sudo state-store man --out-dir /usr/local/share/man/man1
+then: man state-store-clean";
 
 #[derive(Debug, Args)]
 pub(crate) struct ManArgs {
