@@ -199,9 +199,11 @@ pages_config() {
 
 pages_completions() {
     page completions
+    ex 'state-store man --out-dir man/man1'
     ex 'state-store completions bash | head -3'
-    ex 'state-store man | head -5'
+    ex 'state-store man clean | head -5'
     ex 'state-store completions powershell'
+    ex 'state-store man frobnicate'
 }
 
 pages_sandbox() {

@@ -122,14 +122,47 @@ pub(crate) enum Command {
     /// Create and fill a throw-away Airflow 3.3 metastore, for trying the tool and for tests
     #[command(subcommand)]
     Sandbox(SandboxCommand),
-    /// Print a shell completion script (e.g. `state-store completions bash > /etc/bash_completion.d/state-store`)
+    /// Print a shell completion script for bash, zsh or fish: it completes commands, their flags
+    /// and the values of flags that have a fixed set (-o formats, stats --by)
+    #[command(after_help = COMPLETIONS_INSTALL)]
     Completions {
         /// The shell to complete for
         #[arg(value_enum)]
         shell: Shell,
     },
-    /// Print the manual page (roff), e.g. `state-store man | man -l -`
-    Man,
+    /// Print a manual page in roff: the top page, or one command's page (`man clean`,
+    /// `man config show`); --out-dir writes them all
+    #[command(after_help = MAN_INSTALL)]
+    Man(ManArgs),
+}
+
+const COMPLETIONS_INSTALL: &str = "\
+Values without a fixed set (keys, ids, durations) complete as file names, the shell's default.
+
+Install one, then open a new shell:
+  bash  add to ~/.bashrc:  source <(state-store completions bash)
+  zsh   state-store completions zsh > ~/.zfunc/_state-store
+        and in ~/.zshrc, before compinit:  fpath=(~/.zfunc $fpath)
+  fish  state-store completions fish > ~/.config/fish/completions/state-store.fish";
+
+const MAN_INSTALL: &str = "\
+Read a page without installing it:  state-store man clean | man -l -
+
+Install every page (state-store.1, state-store-clean.1, state-store-config-show.1, ...), for you:
+  state-store man --out-dir ~/.local/share/man/man1
+  (man looks there when ~/.local/bin is on PATH; otherwise add ~/.local/share/man to MANPATH)
+or for everyone:
+  sudo state-store man --out-dir /usr/local/share/man/man1
+then: man state-store-clean";
+
+#[derive(Debug, Args)]
+pub(crate) struct ManArgs {
+    /// The command whose page to print, e.g. `clean` or `config show`; none for the top page
+    #[arg(value_name = "COMMAND", conflicts_with = "out_dir")]
+    pub command: Vec<String>,
+    /// Write every page, one file per command, into this directory (created if missing)
+    #[arg(long, value_name = "DIR", value_hint = clap::ValueHint::DirPath)]
+    pub out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

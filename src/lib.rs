@@ -81,10 +81,39 @@ fn clap_exit(e: &clap::Error) -> i32 {
                 .collect();
             let message = message.join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            output::note(&format!("error: {message} (see --help)"));
+            let tips: String = clap_tips(e).iter().map(|tip| format!(" ({tip})")).collect();
+            output::note(&format!("error: {message}{tips} (see --help)"));
             exit::USAGE
         }
     }
+}
+
+/// clap's suggestions, which it renders as `tip:` lines of their own (dropped above), taken from
+/// the error's context and worded to fit in the one-line error: "did you mean 'list'?" for a
+/// misspelt subcommand, flag or value, and clap's other hints as they are (`to pass '-x' as a
+/// value, use '-- -x'`).
+fn clap_tips(e: &clap::Error) -> Vec<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let mut tips = Vec::new();
+    for kind in [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg, ContextKind::SuggestedValue] {
+        // clap lists several candidates least similar first; the best is named first here.
+        let quoted: Vec<String> = match e.get(kind) {
+            Some(ContextValue::String(name)) => vec![format!("'{name}'")],
+            Some(ContextValue::Strings(names)) => {
+                names.iter().rev().map(|name| format!("'{name}'")).collect()
+            }
+            _ => Vec::new(),
+        };
+        match quoted.split_last() {
+            None => {}
+            Some((last, [])) => tips.push(format!("did you mean {last}?")),
+            Some((last, rest)) => tips.push(format!("did you mean {} or {last}?", rest.join(", "))),
+        }
+    }
+    if let Some(ContextValue::StyledStrs(hints)) = e.get(ContextKind::Suggested) {
+        tips.extend(hints.iter().map(ToString::to_string));
+    }
+    tips
 }
 
 fn is_broken_pipe(e: &error::Error) -> bool {

@@ -1508,6 +1508,19 @@ fn unknown_flag_is_a_one_line_usage_error() {
 }
 
 #[test]
+fn usage_errors_keep_clap_suggestions_on_their_one_line() {
+    let bench = Bench::bare();
+    let run = bench.run(&["lsit"]).fails(2, "unrecognized subcommand 'lsit'");
+    assert!(run.stderr.contains("(did you mean 'list'"), "{}", run.stderr);
+    assert!(run.stderr.trim_end().ends_with("(see --help)"), "{}", run.stderr);
+    bench.run(&["list", "--dag_id", DAG]).fails(2, "'--dag_id' found (did you mean '--dag-id'?)");
+    bench.run(&["config", "shwo"]).fails(2, "(did you mean 'show'?)");
+    bench.run(&["list", "-o", "jsn"]).fails(2, "(did you mean 'json'?)");
+    let run = bench.run(&["frobnicate"]).fails(2, "unrecognized subcommand 'frobnicate' (see --help)");
+    assert!(!run.stderr.contains("did you mean"), "{}", run.stderr);
+}
+
+#[test]
 fn scope_flags_must_be_complete_and_not_mixed() {
     let bench = Bench::bare();
     bench.run(&["get", "k"]).fails(2, "task scope");
@@ -2048,6 +2061,187 @@ fn completions_and_man_page_come_from_the_cli_definition() {
         .output()
         .unwrap();
     assert_eq!((out.status.code(), String::from_utf8_lossy(&out.stderr).as_ref()), (Some(0), ""));
+}
+
+/// What a TAB completes in every shell: a command's own flags (also under a nested command with
+/// a hyphen in its name), commands, and the values of flags that clap knows (formats, --by).
+fn completes_as_help_says(shell: &str, complete: fn(&str) -> Vec<String>) {
+    let sorted = |line: &str| {
+        let mut words = complete(line);
+        words.sort();
+        words
+    };
+    let clean = complete("state-store clean --b");
+    for flag in ["--batch-size", "--before"] {
+        assert!(clean.iter().any(|w| w == flag), "{shell}: clean --b<TAB> lacks {flag}: {clean:?}");
+    }
+    assert_eq!(sorted("state-store clean --max-r"), ["--max-rows"], "{shell}");
+    assert_eq!(sorted("state-store l"), ["list"], "{shell}");
+    assert_eq!(sorted("state-store config s"), ["show"], "{shell}");
+    let add = complete("state-store sandbox add-dag-run --");
+    assert!(add.iter().any(|w| w == "--run-id"), "{shell}: sandbox add-dag-run --<TAB>: {add:?}");
+    assert_eq!(sorted("state-store clean -o "), ["json", "plain", "table", "yaml"], "{shell}");
+    assert_eq!(sorted("state-store -o j"), ["json"], "{shell}");
+    assert_eq!(sorted("state-store stats --by "), ["dag", "task"], "{shell}");
+}
+
+/// The values of an argument (not a flag) that clap knows: bash and zsh complete them; fish's
+/// script from clap_complete has no line for them (docs/commands/completions.md says so).
+fn completes_argument_values(shell: &str, complete: fn(&str) -> Vec<String>) {
+    let shells = complete("state-store completions ");
+    for name in ["bash", "zsh", "fish"] {
+        assert!(shells.iter().any(|w| w == name), "{shell}: completions <TAB> lacks {name}: {shells:?}");
+    }
+}
+
+#[test]
+fn bash_completes_commands_flags_and_values() {
+    let registered = support::shells::bash_registration();
+    assert!(
+        registered.starts_with("complete ") && registered.ends_with(" state-store"),
+        "complete -p state-store: {registered}"
+    );
+    completes_as_help_says("bash", support::shells::bash_completes);
+    completes_argument_values("bash", support::shells::bash_completes);
+}
+
+#[test]
+fn zsh_completes_commands_flags_and_values() {
+    if support::shells::installed("zsh", "zsh") {
+        completes_as_help_says("zsh", support::shells::zsh_completes);
+        completes_argument_values("zsh", support::shells::zsh_completes);
+    }
+}
+
+#[test]
+fn fish_completes_commands_flags_and_values() {
+    if support::shells::installed("fish", "fish") {
+        completes_as_help_says("fish", support::shells::fish_completes);
+    }
+}
+
+/// The pages `man --out-dir` writes, by name (`state-store-clean`), as roff.
+fn man_pages(bench: &Bench) -> std::collections::BTreeMap<String, String> {
+    let dir = bench.dir.path().join("man/man1");
+    let dir_arg = dir.display().to_string();
+    let run = bench.run(&["man", "--out-dir", &dir_arg]).success().stdout_is("");
+    let mut pages = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let name = name.strip_suffix(".1").unwrap_or_else(|| panic!("{name} is not a section 1 page"));
+        pages.insert(name.to_string(), std::fs::read_to_string(&path).unwrap());
+    }
+    assert!(run.stderr.contains(&format!("wrote {} manual pages", pages.len())), "{}", run.stderr);
+    pages
+}
+
+/// Roff as a reader sees it, near enough to search: no font changes, `\-` as `-`, one space
+/// between words.
+fn roff_text(roff: &str) -> String {
+    let text = roff.replace("\\-", "-").replace("\\fB", "").replace("\\fR", "").replace("\\fI", "");
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A flag's help text as `COMMAND --help` prints it, unwrapped.
+fn flag_help(bench: &Bench, command: &str, flag: &str) -> String {
+    let help = bench.run(&[command, "--help"]).success().stdout;
+    let mut lines = help.lines().skip_while(|l| !l.trim_start().starts_with(flag));
+    let first = lines.next().unwrap_or_else(|| panic!("{command} --help lacks {flag}"));
+    let indent = first.find(|c: char| c != ' ').unwrap_or(0);
+    let mut text = vec![first.trim_start().split_once("  ").map_or("", |(_, rest)| rest).to_string()];
+    text.extend(
+        lines
+            .take_while(|l| l.find(|c: char| c != ' ').is_some_and(|i| i > indent))
+            .map(|l| l.trim().to_string()),
+    );
+    text.join(" ").split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[test]
+fn man_pages_exist_for_every_command_they_name() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    for name in
+        ["state-store", "state-store-clean", "state-store-config-show", "state-store-sandbox-add-dag-run"]
+    {
+        assert!(pages.contains_key(name), "no {name}.1 among {:?}", pages.keys());
+    }
+    let mut named = 0;
+    for (page, roff) in &pages {
+        let text = roff_text(roff);
+        for (at, _) in text.match_indices("(1)") {
+            let start =
+                text[..at].rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '-')).map_or(0, |i| i + 1);
+            let reference = &text[start..at];
+            if reference.starts_with("state-store") {
+                named += 1;
+                assert!(
+                    pages.contains_key(reference),
+                    "{page}.1 names {reference}(1), which is not generated"
+                );
+            }
+        }
+    }
+    assert!(named >= pages.len(), "the pages name each other: {named} references");
+    let top = roff_text(&pages["state-store"]);
+    assert!(top.contains("state-store-clean(1)") && !top.contains("state-store-help(1)"), "{top}");
+
+    let clean = roff_text(&pages["state-store-clean"]);
+    let help = flag_help(&bench, "clean", "--max-rows");
+    assert!(help.len() > 20, "--max-rows help: {help:?}");
+    assert!(
+        clean.contains(&format!("--max-rows <N> {help}")),
+        "the clean page lacks --max-rows {help:?}: {clean}"
+    );
+
+    bench.run(&["man"]).success().stdout_is(&pages["state-store"]);
+    bench.run(&["man", "clean"]).success().stdout_is(&pages["state-store-clean"]);
+    bench.run(&["man", "config", "show"]).success().stdout_is(&pages["state-store-config-show"]);
+    bench
+        .run(&["man", "sandbox", "add-dag-run"])
+        .success()
+        .stdout_is(&pages["state-store-sandbox-add-dag-run"]);
+    bench.run(&["man", "frobnicate"]).fails(2, "no manual page for 'frobnicate'");
+    bench.run(&["man", "config", "frobnicate"]).fails(2, "'config frobnicate'");
+    bench.run(&["man", "clean", "--out-dir", "x"]).fails(2, "--out-dir");
+    let file = bench.write_config("not-a-directory", "");
+    let below_file = file.join("man1").display().to_string();
+    bench.run(&["man", "--out-dir", &below_file]).fails(6, "not-a-directory");
+}
+
+#[test]
+fn man_pages_render_without_warnings_and_install_where_man_finds_them() {
+    if !support::shells::installed("man", "man-db groff-base") {
+        return;
+    }
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let man = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("man");
+        cmd.args(args)
+            .env("LC_ALL", "C.UTF-8")
+            .env("MANWIDTH", "80")
+            .env_remove("MANPAGER")
+            .env_remove("PAGER");
+        support::shells::output_within(&mut cmd, "man")
+    };
+    for name in pages.keys() {
+        let path = bench.dir.path().join(format!("man/man1/{name}.1"));
+        let path = path.to_str().unwrap();
+        // -Z stops at troff's output, --warnings=w turns every troff warning on.
+        let out = man(&["--warnings=w", "-E", "UTF-8", "-Tutf8", "-Z", "-l", path]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "man -l {name}.1 warns: {stderr}");
+    }
+    // Installed as docs/commands/completions.md says: `man` finds a page in DIR/man1 by name.
+    let out = man(&["-M", bench.dir.path().join("man").to_str().unwrap(), "state-store-clean"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "man state-store-clean: {}", String::from_utf8_lossy(&out.stderr));
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let help = flag_help(&bench, "clean", "--max-rows");
+    let opening: Vec<&str> = help.split(' ').take(3).collect();
+    assert!(words.contains(&format!("--max-rows <N> {}", opening.join(" "))), "{text}");
 }
 
 #[test]

@@ -1,11 +1,17 @@
-//! Shell completions and the manual page, generated from the same clap definition as the
-//! command line itself, so they can never disagree with `--help`.
+//! Shell completions and the manual pages, generated from the same clap definition as the
+//! command line itself: every subcommand, flag and fixed set of values in them is the one
+//! `--help` shows. The bash script gets one correction on the way out (see [`fix_bash_labels`]),
+//! and each manual page a SEE ALSO section naming the pages it belongs to.
 
-use clap::CommandFactory;
 use std::io::Write;
+use std::path::Path;
 
-use crate::cli::{Cli, Shell};
-use crate::error::Result;
+use clap::{Command, CommandFactory};
+
+use crate::cli::{Cli, ManArgs, Shell};
+use crate::error::{Error, Result};
+
+const BIN: &str = "state-store";
 
 pub(crate) fn completions(shell: Shell) -> Result<()> {
     let mut command = Cli::command();
@@ -17,14 +23,158 @@ pub(crate) fn completions(shell: Shell) -> Result<()> {
     // Rendered into memory first: clap_complete panics on a failed write, and a closed pipe
     // (`state-store completions bash | head`) must end quietly like every other command.
     let mut script = Vec::new();
-    clap_complete::generate(generator, &mut command, "state-store", &mut script);
-    std::io::stdout().lock().write_all(&script)?;
+    clap_complete::generate(generator, &mut command, BIN, &mut script);
+    let mut script = String::from_utf8_lossy(&script).into_owned();
+    match shell {
+        Shell::Bash => script = fix_bash_labels(&script, BIN),
+        Shell::Fish => script = fix_fish_unparsed_line(&script),
+        Shell::Zsh => {}
+    }
+    std::io::stdout().lock().write_all(script.as_bytes())?;
     Ok(())
 }
 
-pub(crate) fn man() -> Result<()> {
-    let mut page = Vec::new();
-    clap_mangen::Man::new(Cli::command()).render(&mut page)?;
-    std::io::stdout().lock().write_all(&page)?;
+/// clap_complete's bash script spells the state of a subcommand two ways when the binary's
+/// name has a hyphen (clap-rs/clap#6421, open; still so in 4.6.12, the locked version): the
+/// loop over the words typed sets `cmd="state__store__subcmd__clean"` (the binary's hyphen as
+/// `__`), but the case labels that hold each subcommand's options read
+/// `state__subcmd__store__subcmd__clean)` (as `__subcmd__`). No label ever matches, so
+/// `state-store clean --b<TAB>` offered nothing. The labels are respelt as the loop spells
+/// them. The replacement is a no-op once clap_complete spells both alike; the tests complete in
+/// a real bash either way.
+fn fix_bash_labels(script: &str, bin: &str) -> String {
+    let wrong = format!("{}__subcmd__", bin.replace('-', "__subcmd__"));
+    let right = format!("{}__subcmd__", bin.replace('-', "__"));
+    if wrong == right { script.to_string() } else { script.replace(&wrong, &right) }
+}
+
+/// clap_complete's fish script tells whether a command was typed yet by parsing the words so far
+/// with fish's `argparse`, and offers nothing at all (`or return`, a failure) when they do not
+/// parse, which they do not while a global flag still waits for its value: `state-store -o <TAB>`
+/// offered file names instead of the formats. Words that do not parse yet are taken as holding
+/// no command yet, so the check answers "a command is still needed" (`or return 0`) instead.
+fn fix_fish_unparsed_line(script: &str) -> String {
+    script.replacen("2>/dev/null\n    or return\n", "2>/dev/null\n    or return 0\n", 1)
+}
+
+/// `state-store man`: the top page, one command's page, or every page written to a directory.
+pub(crate) fn man(args: &ManArgs) -> Result<()> {
+    let pages = pages();
+    if let Some(dir) = &args.out_dir {
+        return write_pages(&pages, dir);
+    }
+    let wanted = args.command.join(" ");
+    let page = pages.iter().find(|page| page.path.join(" ") == wanted).ok_or_else(|| {
+        let names: Vec<String> = pages.iter().skip(1).map(|page| page.path.join(" ")).collect();
+        Error::Usage(format!("no manual page for '{wanted}'; pages: {}", names.join(", ")))
+    })?;
+    std::io::stdout().lock().write_all(&render(page)?)?;
     Ok(())
+}
+
+fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
+    let failed =
+        |e: std::io::Error| Error::Output(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
+    std::fs::create_dir_all(dir).map_err(failed)?;
+    for page in pages {
+        std::fs::write(dir.join(format!("{}.1", page.name)), render(page)?).map_err(failed)?;
+    }
+    crate::output::note(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
+    Ok(())
+}
+
+/// One manual page: `state-store-config-show` for `config show`.
+struct Page {
+    /// The words after `state-store`; empty for the top page.
+    path: Vec<String>,
+    name: String,
+    command: Command,
+}
+
+/// Every page, the top page first, then each command's page before its own commands' pages.
+/// Each page lists its commands as `state-store-NAME(1)`, so each of them gets a page of its own,
+/// down to `sandbox add-dag-run`. clap's `help` commands get none: they are not listed.
+fn pages() -> Vec<Page> {
+    fn without_help_command(command: Command) -> Command {
+        let names: Vec<String> = command.get_subcommands().map(|c| c.get_name().to_string()).collect();
+        names.iter().fold(command.disable_help_subcommand(true), |command, name| {
+            command.mut_subcommand(name, without_help_command)
+        })
+    }
+    fn walk(command: &Command, path: &[String], pages: &mut Vec<Page>) {
+        let name = command.get_display_name().unwrap_or(BIN).to_string();
+        pages.push(Page { path: path.to_vec(), name, command: command.clone() });
+        for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
+            let mut sub_path = path.to_vec();
+            sub_path.push(sub.get_name().to_string());
+            walk(sub, &sub_path, pages);
+        }
+    }
+    // Built once, as a whole: building names each command `state-store-clean`, … and hands the
+    // global flags down, so every page shows --config, --conn and --output too.
+    let mut top = without_help_command(Cli::command());
+    top.build();
+    let mut pages = Vec::new();
+    walk(&top, &[], &mut pages);
+    pages
+}
+
+fn render(page: &Page) -> Result<Vec<u8>> {
+    let version = env!("CARGO_PKG_VERSION");
+    let mut roff = Vec::new();
+    clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}")).render(&mut roff)?;
+    if !page.path.is_empty() {
+        // A command's page says where the rest is: the exit codes and the configuration are on
+        // the top page, and a nested command's siblings on its parent's.
+        let mut see_also = vec![BIN.to_string()];
+        for depth in 1..page.path.len() {
+            see_also.push(format!("{BIN}-{}", page.path[..depth].join("-")));
+        }
+        let refs: Vec<String> =
+            see_also.iter().map(|name| format!("\\fB{}\\fR(1)", name.replace('-', "\\-"))).collect();
+        writeln!(roff, ".SH \"SEE ALSO\"\n{}", refs.join(", "))?;
+    }
+    Ok(roff)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bash_labels_are_spelt_as_the_loop_spells_them() {
+        let script = "cmd=\"state__store__subcmd__sandbox__subcmd__add__subcmd__dag__subcmd__run\"\n\
+                      case \"${cmd}\" in\n        state__store)\n        \
+                      state__subcmd__store__subcmd__sandbox__subcmd__add__subcmd__dag__subcmd__run)\n";
+        let fixed = fix_bash_labels(script, "state-store");
+        assert!(!fixed.contains("state__subcmd__store"), "{fixed}");
+        assert_eq!(
+            fixed.matches("state__store__subcmd__sandbox__subcmd__add__subcmd__dag__subcmd__run").count(),
+            2
+        );
+        assert_eq!(fix_bash_labels(script, "airflow"), script, "no hyphen, nothing to respell");
+    }
+
+    #[test]
+    fn fish_needs_a_command_while_the_words_do_not_parse() {
+        let script = "    argparse -s (__fish_state_store_global_optspecs) -- $cmd 2>/dev/null\n    or return\n    if set -q argv[1]\n";
+        let fixed = fix_fish_unparsed_line(script);
+        assert!(fixed.contains("2>/dev/null\n    or return 0\n    if set -q"), "{fixed}");
+    }
+
+    #[test]
+    fn every_command_has_a_page_and_help_has_none() {
+        let names: Vec<String> = pages().into_iter().map(|page| page.name).collect();
+        for name in [
+            "state-store",
+            "state-store-clean",
+            "state-store-config",
+            "state-store-config-show",
+            "state-store-sandbox-add-dag-run",
+            "state-store-man",
+        ] {
+            assert!(names.iter().any(|n| n == name), "{name} missing from {names:?}");
+        }
+        assert!(!names.iter().any(|n| n.ends_with("-help")), "{names:?}");
+    }
 }

@@ -40,7 +40,7 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::Import(args) => import::run(&global, &args),
         Command::Config(args) => config_cmd::run(&global, &args),
         Command::Completions { shell } => generated::completions(shell),
-        Command::Man => generated::man(),
+        Command::Man(args) => generated::man(&args),
         Command::Sandbox(args) => sandbox::run(&global, &args),
     }
 }

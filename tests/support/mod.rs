@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod shells;
+
 /// One `#[test]` per dialect for each function: `on_sqlite::name` always, `on_postgres::name`
 /// and `on_mysql::name` with their features, each calling `name(Dialect::…)`.
 macro_rules! contract {
