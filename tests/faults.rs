@@ -1165,3 +1165,38 @@ fn sqlite_word_passwords_change_nothing_in_the_refusal() {
         assert_eq!((run.code, &run.stderr), (3, &expected.stderr), "password {password:?}");
     }
 }
+
+/// Passwords outside a URL's userinfo, each once shown: a `?password=` option (in
+/// `config show` and in the error that refuses the option), a URL given where clap expects no
+/// argument, and a URL on a failing `_cmd`'s stderr that the excerpt's length limit cuts
+/// inside the password.
+#[test]
+fn passwords_outside_the_userinfo_are_masked_too() {
+    let bench = Bench::bare();
+    let conn = |url: &str| vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN".to_string(), url.to_string())];
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let query = format!("postgresql://airflow@127.0.0.1:1/airflow?password={LONG_PASSWORD}&sslmode=disable");
+    let shown = "postgresql://airflow@127.0.0.1:1/airflow?password=***&sslmode=disable";
+    let run = run_with(&bench, &args(&["config", "get", "database", "sql_alchemy_conn"]), &conn(&query));
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{shown}\n").as_str()), "{run:?}");
+    let run = run_with(&bench, &args(&["list"]), &conn(&query));
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.starts_with(&format!("error: [database] sql_alchemy_conn {shown}: ")), "{run:?}");
+
+    let url = format!("postgresql://airflow:{LONG_PASSWORD}@db/airflow");
+    let run = run_with(&bench, &args(&["list", &url]), &[]);
+    assert_eq!(
+        (run.code, run.stderr.as_str()),
+        (2, "error: unexpected argument 'postgresql://airflow:***@db/airflow' found (see --help)\n"),
+        "{run:?}"
+    );
+
+    // 160 characters, then the URL: its password starts inside the 200 characters quoted,
+    // and its `@` lies past them.
+    let command = format!("sh -c 'echo {} {url} >&2; exit 1'", "x".repeat(160));
+    let env = vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD".to_string(), command)];
+    let run = run_with(&bench, &args(&["list"]), &env);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.ends_with(" postgresql://airflow:***@db/airflow\n"), "{run:?}");
+    assert!(!run.stderr.contains(&LONG_PASSWORD[..4]), "{run:?}");
+}
