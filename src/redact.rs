@@ -9,8 +9,9 @@
 //! - the value of an option that names a password: libpq's `password=secret` and
 //!   `password='with blanks'`, a URL query's `?password=`/`&sslpassword=`, a quoted key such as
 //!   `"password": "secret"`;
-//! - what a failing `_cmd` printed on stdout (the tool knows that exact text), wherever that
-//!   text stands on its own in the command's stderr.
+//! - what a failing `_cmd` printed on stdout, where the command's stderr echoes it (the tool
+//!   knows that exact text): a printed URL where its password stands, a line printed alone (a
+//!   bare password) wherever it stands as a word of its own.
 //!
 //! Nothing else changes: masking every occurrence of the password's text instead would turn a
 //! one-letter password or a common word (`airflow`, `denied`) into holes all over a message,

@@ -248,7 +248,7 @@ impl DbUrl {
             if let Some(password) = &self.password {
                 s.push(':');
                 if hide_password {
-                    s.push_str("***");
+                    s.push_str(crate::redact::MASK);
                 } else {
                     s.push_str(&percent_encode(password, b" +"));
                 }
@@ -281,7 +281,7 @@ impl DbUrl {
                     // Drivers take a password from the query too (`?password=`, libpq's
                     // `sslpassword`), so such a value is hidden like the userinfo's.
                     let value = if hide_password && crate::redact::is_password_key(k) {
-                        "***".to_string()
+                        crate::redact::MASK.to_string()
                     } else {
                         encode_query_part(v)
                     };
