@@ -44,7 +44,7 @@ pub fn main_exit_code() -> i32 {
         Err(e) if is_broken_pipe(&e) => exit::SUCCESS,
         Err(e) => {
             if !matches!(e, error::Error::Interrupted { .. }) {
-                output::note(&format!("error: {}", redact::redact(&e.to_string())));
+                output::note(&format!("error: {e}"));
             }
             e.exit_code()
         }

@@ -3,12 +3,15 @@
 //! A command returns a report; this module renders it as a table (people), JSON or YAML
 //! (programs) or plain text (shell variables) on stdout. Messages for people go to stderr. A
 //! closed stdout (`state-store list | head`) is not an error: the process ends quietly.
+//! Every message, and every report about the configuration or the database itself, passes
+//! through [`redact::mask`] on its way out; stored keys and values are printed as they are.
 
 use std::io::{self, IsTerminal, Write};
 
 use crate::cli::Format;
 use crate::json::{self, Json};
 use crate::model::{AssetEntry, StoredTime, TaskEntry, external_ref};
+use crate::redact;
 use crate::text;
 use crate::text::quote;
 
@@ -54,10 +57,44 @@ pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
     out.flush()
 }
 
-/// A message for people, on stderr. Failing to write it is not worth failing the command.
+/// Writes a report about the configuration or the database itself (`config`, `doctor`), with
+/// every text in it masked. Stored keys and values (`get`, `list`, `export`) go through
+/// [`emit`] as they are: they are the user's data, and an export must import unchanged.
+pub(crate) fn emit_report(format: Format, rendered: &Rendered) -> io::Result<()> {
+    let masked = Rendered {
+        doc: mask_json(&rendered.doc),
+        tables: rendered
+            .tables
+            .iter()
+            .map(|table| Table {
+                title: table.title.as_deref().map(redact::mask),
+                headers: table.headers.clone(),
+                rows: table
+                    .rows
+                    .iter()
+                    .map(|row| row.iter().map(|cell| redact::mask(cell)).collect())
+                    .collect(),
+            })
+            .collect(),
+        plain: rendered.plain.as_deref().map(redact::mask),
+    };
+    emit(format, &masked)
+}
+
+fn mask_json(value: &Json) -> Json {
+    match value {
+        Json::Str(text) => Json::Str(redact::mask(text)),
+        Json::Array(items) => Json::Array(items.iter().map(mask_json).collect()),
+        Json::Object(fields) => Json::Object(fields.iter().map(|(k, v)| (k.clone(), mask_json(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+/// A message for people, on stderr, with any password in it masked. Failing to write it is
+/// not worth failing the command.
 pub(crate) fn note(message: &str) {
     let mut err = io::stderr().lock();
-    let _ = writeln!(err, "{message}");
+    let _ = writeln!(err, "{}", redact::mask(message));
 }
 
 pub(crate) fn warn(message: &str) {

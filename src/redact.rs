@@ -1,46 +1,514 @@
-//! The last line of defence for passwords: every secret the tool learns (the database
-//! password from a URL, however it was given) is registered here, and every error message is
-//! passed through [`redact`] before it is printed, so a driver message that happens to echo a
-//! connection string still cannot leak it.
+//! Where a password can stand in text, and the one place that masks it there.
+//!
+//! Every line the tool prints on stderr ([`crate::output::note`]: errors, warnings, summaries)
+//! and every report about the configuration or the database itself (`config`, `doctor`) goes
+//! through [`mask`]. It replaces a password with `***` only where a password stands:
+//!
+//! - the userinfo of a URL, `scheme://user:PASSWORD@host` (raw or percent-encoded), even a URL
+//!   the tool never parsed, such as one quoted on the stderr of a failed `_cmd`;
+//! - the value of an option that names a password: libpq's `password=secret` and
+//!   `password='with blanks'`, a URL query's `?password=`/`&sslpassword=`, a quoted key such as
+//!   `"password": "secret"`;
+//! - what a failing `_cmd` printed on stdout, where the command's stderr echoes it (the tool
+//!   knows that exact text): a printed URL where its password stands, a line printed alone (a
+//!   bare password) wherever it stands as a word of its own.
+//!
+//! Nothing else changes: masking every occurrence of the password's text instead would turn a
+//! one-letter password or a common word (`airflow`, `denied`) into holes all over a message,
+//! and those holes would tell the reader the password. Passwords the tool has learnt (the
+//! database URL's, registered by [`register`]) are matched exactly at those positions, in all
+//! their spellings, so one with a blank, a quote or an `@` is masked whole; an unknown one is
+//! masked as far as the grammar of its position reaches. Stored keys and values are the user's
+//! data and are printed as they are.
 
+use std::ops::Range;
 use std::sync::Mutex;
 
-static SECRETS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// What a password is shown as.
+pub(crate) const MASK: &str = "***";
 
-/// Remembers a secret. Empty strings are ignored (they would match everywhere).
-pub(crate) fn register(secret: &str) {
-    if secret.is_empty() {
-        return;
+/// The secrets known to one masker, each in every spelling it may be printed in.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Secrets {
+    /// Passwords, matched at password positions only. Longest first.
+    passwords: Vec<String>,
+    /// What a failing `_cmd` printed, matched wherever it stands as a whole word. Longest first.
+    printed: Vec<String>,
+}
+
+/// The secrets this run has learnt, for [`mask`].
+static LEARNT: Mutex<Secrets> = Mutex::new(Secrets::new());
+
+/// Remembers a database password, so that it is masked whole wherever it stands as a
+/// password. Empty passwords are ignored: there is nothing to hide.
+pub(crate) fn register(password: &str) {
+    let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    learnt.add_password(password);
+}
+
+/// `text` with every password masked where it stands, and nothing else changed.
+pub(crate) fn mask(text: &str) -> String {
+    LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).mask(text)
+}
+
+/// Whether an option of this name holds a password: `password`, `passwd`, and names that end
+/// in them (`sslpassword`, `PGPASSWORD`, `db_password`), in any case.
+pub(crate) fn is_password_key(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    name.ends_with("password") || name.ends_with("passwd")
+}
+
+impl Secrets {
+    pub(crate) const fn new() -> Secrets {
+        Secrets { passwords: Vec::new(), printed: Vec::new() }
     }
-    if let Ok(mut secrets) = SECRETS.lock()
-        && !secrets.iter().any(|s| s == secret)
-    {
-        secrets.push(secret.to_string());
+
+    pub(crate) fn add_password(&mut self, password: &str) {
+        add_spellings(&mut self.passwords, password);
+    }
+
+    /// Learns what a `_cmd` printed on stdout, line by line. A line that is a connection
+    /// string (a URL, `password=…`) is masked where its password stands, and that password,
+    /// now known, is masked whole there; its other parts are not secret. Any other line (a
+    /// bare password) is masked wherever it stands as a word of its own.
+    pub(crate) fn add_command_output(&mut self, output: &str) {
+        for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
+            // The line is the connection string itself, so the URL grammar finds its password
+            // exactly, blanks included, where foreign text would end the URL at a blank.
+            if let Ok(url) = crate::url::DbUrl::parse(line) {
+                url.passwords().for_each(|password| self.add_password(password));
+            }
+            let found = self.password_ranges(line);
+            if found.is_empty() && !line.contains("://") {
+                add_spellings(&mut self.printed, line);
+            }
+            for range in found {
+                let written = &line[range];
+                add_spellings(&mut self.passwords, written);
+                add_spellings(&mut self.passwords, &crate::url::percent_decode(written));
+            }
+        }
+    }
+
+    /// `text` with each secret masked where it stands, and nothing else changed.
+    pub(crate) fn mask(&self, text: &str) -> String {
+        let mut found = self.password_ranges(text);
+        found.extend(self.printed_ranges(text));
+        replace(text, found)
+    }
+
+    /// Where passwords stand in `text`: URL userinfo and password options.
+    fn password_ranges(&self, text: &str) -> Vec<Range<usize>> {
+        let mut found = self.userinfo_ranges(text);
+        found.extend(self.option_ranges(text));
+        found
+    }
+
+    /// The length of the longest known password spelling at `text[at..]` that `fits` what
+    /// follows it.
+    fn known_at(&self, text: &str, at: usize, fits: impl Fn(&str) -> bool) -> Option<usize> {
+        let rest = &text[at..];
+        self.passwords
+            .iter()
+            .find(|p| rest.starts_with(p.as_str()) && fits(&rest[p.len()..]))
+            .map(String::len)
+    }
+
+    /// The password of every `scheme://user:password@…`. A learnt password is matched whole up
+    /// to its `@`; otherwise, as SQLAlchemy splits a URL, the password runs from the first `:`
+    /// to the last `@` of the URL, which in foreign text ends at the first blank or quote.
+    fn userinfo_ranges(&self, text: &str) -> Vec<Range<usize>> {
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(at) = text[from..].find("://") {
+            let start = from + at + 3;
+            let tail = &text[start..];
+            let end = tail.find(ends_url).unwrap_or(tail.len());
+            let token = &tail[..end];
+            from = start + end;
+            // The user name runs to the first `:` or `/`, blanks included (SQLAlchemy's
+            // `[^:/]*`), so a learnt password is looked for there even past a blank.
+            if let Some(colon) = tail.find([':', '/']).filter(|&at| tail[at..].starts_with(':')) {
+                let password_at = start + colon + 1;
+                if let Some(len) = self.known_at(text, password_at, |after| after.starts_with('@')) {
+                    found.push(password_at..password_at + len);
+                    from = from.max(password_at + len + 1);
+                    continue;
+                }
+            }
+            if let Some(colon) = token.find(':')
+                && let Some(last) = token.rfind('@')
+                && last > colon + 1
+            {
+                found.push(start + colon + 1..start + last);
+            }
+        }
+        found
+    }
+
+    /// The value of every option whose name holds a password: `password=value` (libpq's
+    /// keyword/value form, ending at a blank), `password='value'` (quoted, `\` escapes),
+    /// `?password=value&` (a URL query, ending at `&` or `#`), and `"password": "value"` (a
+    /// quoted key, as in JSON or a Python dict). Not `password: YES`, which is MySQL saying
+    /// whether a password was used.
+    fn option_ranges(&self, text: &str) -> Vec<Range<usize>> {
+        // ASCII lower-casing keeps every byte offset.
+        let lower = text.to_ascii_lowercase();
+        let mut found = Vec::new();
+        let mut from = 0;
+        while let Some(at) = lower[from..].find("passw") {
+            let key_at = from + at;
+            from = key_at + 1;
+            let key_end = if lower[key_at..].starts_with("password") {
+                key_at + "password".len()
+            } else if lower[key_at..].starts_with("passwd") {
+                key_at + "passwd".len()
+            } else {
+                continue;
+            };
+            // `password_file`, `passwords`: another word.
+            if text[key_end..].starts_with(is_word) {
+                continue;
+            }
+            let name_at = text[..key_at].trim_end_matches(is_word).len();
+            let before = text[..name_at].chars().next_back();
+            let quoted_key =
+                before.filter(|c| matches!(c, '"' | '\'')).filter(|q| text[key_end..].starts_with(*q));
+            let mut pos = key_end + quoted_key.map_or(0, char::len_utf8);
+            pos += blanks(&text[pos..]);
+            match text[pos..].chars().next() {
+                Some('=') => {}
+                Some(':') if quoted_key.is_some() => {}
+                _ => continue,
+            }
+            pos += 1;
+            pos += blanks(&text[pos..]);
+            let in_query = quoted_key.is_none() && matches!(before, Some('?' | '&'));
+            let value = self.option_value(text, pos, in_query, quoted_key.is_some());
+            if !value.is_empty() {
+                from = value.end;
+                found.push(value);
+            }
+        }
+        found
+    }
+
+    /// The extent of an option's value starting at `at`.
+    fn option_value(&self, text: &str, at: usize, in_query: bool, after_quoted_key: bool) -> Range<usize> {
+        let rest = &text[at..];
+        if let Some(quote) = rest.chars().next().filter(|c| matches!(c, '\'' | '"')) {
+            let inner = at + 1;
+            return inner..inner + closing_quote(&text[inner..], quote);
+        }
+        let grammar = rest
+            .find(|c: char| {
+                c.is_whitespace()
+                    || matches!(c, '"' | '\'' | '`' | '<' | '>')
+                    || (in_query && matches!(c, '&' | '#'))
+                    || (after_quoted_key && matches!(c, ',' | '}' | ']'))
+            })
+            .unwrap_or(rest.len());
+        // A learnt password is masked whole, a blank in it included, and without the
+        // punctuation that closes the sentence around it.
+        let fits = |after: &str| {
+            after.is_empty()
+                || after.starts_with(|c: char| c.is_whitespace() || ",;.:)]}&#'\"`<>".contains(c))
+        };
+        let len = self.known_at(text, at, fits).unwrap_or(grammar);
+        at..at + len
+    }
+
+    /// Every place where a printed text stands as a whole word.
+    fn printed_ranges(&self, text: &str) -> Vec<Range<usize>> {
+        let mut found = Vec::new();
+        for printed in &self.printed {
+            let mut from = 0;
+            while let Some(at) = text[from..].find(printed.as_str()) {
+                let start = from + at;
+                let end = start + printed.len();
+                let glued_before = printed.starts_with(is_word) && text[..start].ends_with(is_word);
+                let glued_after = printed.ends_with(is_word) && text[end..].starts_with(is_word);
+                if !glued_before && !glued_after {
+                    found.push(start..end);
+                }
+                from = start + printed.chars().next().map_or(1, char::len_utf8);
+            }
+        }
+        found
     }
 }
 
-/// Replaces every registered secret in `text`, raw or percent-encoded, with `***`, and the
-/// password of any URL in it: a secret the tool never learnt (the stderr of a failed `_cmd`
-/// quoting a connection string) is still masked.
-pub(crate) fn redact(text: &str) -> String {
-    let text = crate::url::mask_url_passwords(text);
-    let Ok(secrets) = SECRETS.lock() else {
-        return text;
-    };
-    secrets.iter().fold(text, |acc, secret| crate::url::redact_in_text(&acc, secret))
+fn add_spellings(into: &mut Vec<String>, secret: &str) {
+    for spelling in crate::url::password_spellings(secret) {
+        if !into.contains(&spelling) {
+            into.push(spelling);
+        }
+    }
+    into.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+}
+
+fn is_word(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Where a URL quoted in a message ends.
+fn ends_url(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>')
+}
+
+fn blanks(text: &str) -> usize {
+    text.len() - text.trim_start_matches([' ', '\t']).len()
+}
+
+/// The length of a quoted value up to its closing `quote` (a `\` escapes the next character),
+/// or all of `text` when it is never closed.
+fn closing_quote(text: &str, quote: char) -> usize {
+    let mut escaped = false;
+    for (i, c) in text.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            c if c == quote => return i,
+            _ => {}
+        }
+    }
+    text.len()
+}
+
+/// `text` with each range replaced by [`MASK`]; overlapping and touching ranges become one.
+fn replace(text: &str, mut ranges: Vec<Range<usize>>) -> String {
+    ranges.retain(|r| !r.is_empty());
+    ranges.sort_by_key(|r| (r.start, r.end));
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    let mut current: Option<Range<usize>> = None;
+    for range in ranges {
+        match &mut current {
+            Some(open) if range.start <= open.end => open.end = open.end.max(range.end),
+            _ => {
+                if let Some(done) = current.take() {
+                    out.push_str(&text[copied..done.start]);
+                    out.push_str(MASK);
+                    copied = done.end;
+                }
+                current = Some(range);
+            }
+        }
+    }
+    if let Some(done) = current {
+        out.push_str(&text[copied..done.start]);
+        out.push_str(MASK);
+        copied = done.end;
+    }
+    out.push_str(&text[copied..]);
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    fn knowing(passwords: &[&str]) -> Secrets {
+        let mut secrets = Secrets::new();
+        for password in passwords {
+            secrets.add_password(password);
+        }
+        secrets
+    }
+
+    /// Messages the tool prints, word for word as the drivers and the tool write them.
+    const MESSAGES: &[&str] = &[
+        "cannot connect to PostgreSQL database no_such_db on 127.0.0.1:5432: FATAL: database \"no_such_db\" \
+         does not exist",
+        "cannot connect to PostgreSQL database x on 127.0.0.1:1: error connecting to server: Connection \
+         refused (os error 111)",
+        "cannot connect to PostgreSQL database airflow_x on 127.0.0.1:5432: FATAL: role \"airflow\" does not \
+         exist",
+        "cannot connect to MySQL database airflow_x on 127.0.0.1:3306: ERROR 1045 (28000): Access denied for \
+         user 'airflow'@'127.0.0.1' (using password: YES)",
+        "PostgreSQL database airflow_x on db:5432 has no task_state_store or asset_state_store table: is it \
+         an Airflow 3.3 metastore? (`airflow db migrate` creates them)",
+        "a SQLite URL takes no user, password, host or port (sqlite URL in [database] sql_alchemy_conn): use \
+         sqlite:////absolute/path/to/airflow.db",
+        "clean: deleted 12 expired task row(s) in 3 batch(es) from postgresql://airflow:***@db/airflow",
+    ];
+
+    /// The defect this module fixes: a password that is a letter or a word of the message
+    /// must change nothing in it, neither as a known password nor as an unknown one.
     #[test]
-    fn redacts_raw_and_percent_encoded_forms() {
-        register("p@ss:w/rd");
-        let text = "failed for postgresql://u:p%40ss%3Aw%2Frd@h/db (password p@ss:w/rd)";
-        let out = redact(text);
-        assert!(!out.contains("p@ss"), "{out}");
-        assert!(!out.contains("p%40ss"), "{out}");
-        assert_eq!(out.matches("***").count(), 2);
+    fn messages_without_a_password_position_are_unchanged_whatever_the_password() {
+        for message in MESSAGES {
+            let mut candidates: Vec<String> = ('a'..='z').chain('A'..='Z').map(String::from).collect();
+            candidates
+                .extend(message.split(|c: char| !is_word(c)).filter(|w| !w.is_empty()).map(String::from));
+            candidates.extend(
+                ["'", ":", "@", "***", "YES", "for", "denied", "database", "airflow"].map(String::from),
+            );
+            for password in &candidates {
+                assert_eq!(knowing(&[password]).mask(message), *message, "password {password:?}");
+            }
+            assert_eq!(Secrets::new().mask(message), *message);
+        }
+    }
+
+    #[test]
+    fn short_and_common_passwords_are_masked_only_in_the_url() {
+        let cases = [
+            (
+                "e",
+                "cannot connect to postgresql://postgres:e@127.0.0.1:5432/no_such_db: database does not exist",
+            ),
+            (
+                "airflow",
+                "cannot connect to postgresql://airflow:airflow@db:5432/airflow_x (`airflow db migrate`)",
+            ),
+            ("database", "unknown database in mysql://root:database@127.0.0.1:3306/database"),
+            ("denied", "Access denied for user 'u'@'h' (using password: YES): mysql://u:denied@h/denied"),
+            ("for", "Access denied for user 'for'@'h' (using password: YES): mysql://for:for@h/for"),
+        ];
+        for (password, text) in cases {
+            let masked = knowing(&[password]).mask(text);
+            let url_password = format!(":{password}@");
+            assert_eq!(masked, text.replacen(&url_password, ":***@", 1), "{password:?}");
+            // The same without knowing the password: the URL's grammar finds it.
+            assert_eq!(Secrets::new().mask(text), masked, "{password:?}");
+        }
+    }
+
+    #[test]
+    fn url_passwords_in_foreign_text_are_masked() {
+        let cases = [
+            (
+                "vault: cannot fetch postgresql://airflow:s3cr%40t@db:5432/airflow (403)",
+                "vault: cannot fetch postgresql://airflow:***@db:5432/airflow (403)",
+            ),
+            ("'mysql+pymysql://u:p@ss:w@h/db'", "'mysql+pymysql://u:***@h/db'"),
+            ("a://u:pw@h and b://v:qq@k", "a://u:***@h and b://v:***@k"),
+            (
+                "no userinfo postgresql://db/airflow, user only mysql://root@h/x",
+                "no userinfo postgresql://db/airflow, user only mysql://root@h/x",
+            ),
+            ("empty password a://u:@h", "empty password a://u:@h"),
+            ("plain text, no url: a:b@c", "plain text, no url: a:b@c"),
+            ("trailing ://", "trailing ://"),
+            ("ü://ü:ü@ü", "ü://ü:***@ü"),
+            (
+                "port, no password: a://h:5432/db and a://u@h:1/x",
+                "port, no password: a://h:5432/db and a://u@h:1/x",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Secrets::new().mask(text), expected, "{text}");
+        }
+    }
+
+    /// A learnt password is masked whole in every spelling, even where the grammar of foreign
+    /// text would cut it (a blank, an `@`), and its bare mentions elsewhere are left alone.
+    #[test]
+    fn learnt_passwords_are_masked_whole_in_every_spelling_at_their_positions() {
+        let known = knowing(&["p@ss w/%rd"]);
+        let cases = [
+            ("raw a://u:p@ss w/%rd@h/db", "raw a://u:***@h/db"),
+            ("quoted a://u:p%40ss%20w%2F%25rd@h/db", "quoted a://u:***@h/db"),
+            ("lower a://u:p%40ss%20w%2f%25rd@h/db", "lower a://u:***@h/db"),
+            ("sa a://u:p%40ss w%2F%25rd@h/db?x=a@b", "sa a://u:***@h/db?x=a@b"),
+            ("query a://h/db?password=p%40ss+w%2F%25rd&x=1", "query a://h/db?password=***&x=1"),
+            ("libpq host=h password=p@ss w/%rd dbname=d", "libpq host=h password=*** dbname=d"),
+            ("(password=p@ss w/%rd)", "(password=***)"),
+            (
+                "bare p@ss w/%rd is not at a password position",
+                "bare p@ss w/%rd is not at a password position",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(known.mask(text), expected, "{text}");
+        }
+        // `%` alone: its encoding `%25` is masked whole, never cut in two.
+        assert_eq!(knowing(&["%"]).mask("a://u:%25@h a%25b %"), "a://u:***@h a%25b %");
+        assert_eq!(knowing(&[""]).mask("a://u:@h"), "a://u:@h");
+    }
+
+    #[test]
+    fn password_options_are_masked_by_their_grammar() {
+        let cases = [
+            ("host=h password=secret dbname=d", "host=h password=*** dbname=d"),
+            ("password = secret", "password = ***"),
+            (r"host=h password='it\'s a secret' dbname=d", r"host=h password='***' dbname=d"),
+            ("'host=h password=secret'", "'host=h password=***'"),
+            ("a://h/db?password=s3cr%26t&sslmode=require#x", "a://h/db?password=***&sslmode=require#x"),
+            ("a://h/db?sslmode=require&sslpassword=k", "a://h/db?sslmode=require&sslpassword=***"),
+            ("{\"user\": \"u\", \"password\": \"p, w\"}", "{\"user\": \"u\", \"password\": \"***\"}"),
+            ("{'passwd': 'pw', 'db': 'x'}", "{'passwd': '***', 'db': 'x'}"),
+            ("{\"password\": 12345, \"db\": 1}", "{\"password\": ***, \"db\": 1}"),
+            ("PGPASSWORD=secret psql", "PGPASSWORD=*** psql"),
+            ("Password=Secret", "Password=***"),
+            ("never closed password='abc def", "never closed password='***"),
+            // Not a password position: MySQL saying whether one was used, other options.
+            (
+                "Access denied for user 'u'@'h' (using password: YES)",
+                "Access denied for user 'u'@'h' (using password: YES)",
+            ),
+            (
+                "password_file=/run/secret passwords=3 password=",
+                "password_file=/run/secret passwords=3 password=",
+            ),
+            ("no password here, password: none", "no password here, password: none"),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(Secrets::new().mask(text), expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn what_a_failing_command_printed_is_masked_where_it_stands_alone() {
+        let mut printed = Secrets::new();
+        printed.add_command_output("e\n");
+        assert_eq!(printed.mask("error: e is not a URL (e)"), "error: *** is not a URL (***)");
+        assert_eq!(printed.mask("every line here stays"), "every line here stays");
+
+        let mut printed = Secrets::new();
+        printed.add_command_output("airflow");
+        assert_eq!(printed.mask("airflow_x: airflow rejected"), "airflow_x: *** rejected");
+
+        // A printed URL is masked where its password stands, and that password, now known,
+        // whole there (the blank in it included); the URL's other parts, and the words of the
+        // message, are not secret.
+        let mut printed = Secrets::new();
+        printed.add_command_output("postgresql://airflow:s%40e@db/airflow_x\nmysql://for:f r@h/db");
+        assert_eq!(
+            printed.mask("vault: lease for airflow on db expired: postgresql://airflow:s%40e@db/airflow_x"),
+            "vault: lease for airflow on db expired: postgresql://airflow:***@db/airflow_x"
+        );
+        assert_eq!(printed.mask("for mysql://for:f r@h/db"), "for mysql://for:***@h/db");
+
+        // A URL without a password holds no secret.
+        let mut printed = Secrets::new();
+        printed.add_command_output("postgresql://db/airflow");
+        assert_eq!(
+            printed.mask("cannot reach postgresql://db/airflow"),
+            "cannot reach postgresql://db/airflow"
+        );
+    }
+
+    #[test]
+    fn masking_twice_changes_nothing_more() {
+        let known = knowing(&["e", "p@ss w/%rd"]);
+        for text in [
+            "a://u:e@h/db password=e x",
+            "a://u:p@ss w/%rd@h/db and ?password=p%40ss+w%2F%25rd",
+            "\"password\": \"x\" a://u:***@h",
+        ] {
+            let once = known.mask(text);
+            assert_eq!(known.mask(&once), once, "{text}");
+        }
+    }
+
+    #[test]
+    fn the_run_wide_registry_masks_what_was_registered() {
+        let password = "Reg1stered pw";
+        register(password);
+        register("");
+        assert_eq!(mask("a://u:Reg1stered pw@h/db; Reg1stered"), "a://u:***@h/db; Reg1stered");
+        assert!(is_password_key("sslPassword") && is_password_key("passwd") && !is_password_key("passwords"));
     }
 }

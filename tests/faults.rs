@@ -915,3 +915,289 @@ fn postgres_password_never_appears_in_any_output() {
 fn mysql_password_never_appears_in_any_output() {
     the_password_never_appears_in_any_output(Dialect::Mysql);
 }
+
+// ---------------------------------------------------------------- passwords that are words
+
+/// Passwords that are a letter or a word of the messages around them, and a long random one.
+const WORD_PASSWORDS: &[&str] = &["e", "airflow", "database", "denied", "for", LONG_PASSWORD];
+const LONG_PASSWORD: &str = "Xk4vR9tQ2mWz7LpB5nHc8JdF3sGy6Ue1";
+/// The password every run is compared with: one that occurs in no message.
+const REFERENCE_PASSWORD: &str = "Rq8ZjW3xT5";
+
+/// One run of the binary with the database given only by `args` and `env`.
+fn run_with(bench: &Bench, args: &[String], env: &[(String, String)]) -> Run {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut c = bench.cmd(&args);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+    for (key, value) in env {
+        c.env(key, value);
+    }
+    let out = c.output().unwrap();
+    Run {
+        args: args.iter().map(|s| s.to_string()).chain(env.iter().map(|(k, v)| format!("{k}={v}"))).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// What a user runs, for a given password: a label, the arguments, the environment.
+type Case = (String, Vec<String>, Vec<(String, String)>);
+
+/// The same failures, reports and `_cmd` errors, with the password `password` in every URL:
+/// nothing listens; a user or role that does not exist; a database that does not exist; a
+/// database without Airflow's tables (exit 5, with its `airflow db migrate` hint); `doctor` on
+/// that database and on a real metastore, and `config show` / `config get`, in every format;
+/// a failing `_cmd` whose stderr quotes the URL, and one that printed the bare password and
+/// whose stderr repeats it. On MySQL also a wrong password.
+fn word_password_cases(d: Dialect, password: &str, user: &str, metastore: &str) -> Vec<Case> {
+    let pid = std::process::id();
+    let at = |user: &str, database: &str| Bench::server_url(d, &format!("{user}:{password}"), database);
+    let down = at("airflow", "airflow_x").replace(":5432/", ":1/").replace(":3306/", ":1/");
+    let empty = at(user, &format!("airflow_x_{pid}"));
+    let conn = |url: &str| vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN".to_string(), url.to_string())];
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let mut cases: Vec<Case> = vec![
+        ("server down".into(), args(&["list", "--conn", &down]), vec![]),
+        ("no such user".into(), args(&["list", "--conn", &at("airflow", "airflow_x")]), vec![]),
+        (
+            "no such database".into(),
+            args(&["list", "--conn", &at(user, &format!("airflow_y_{pid}"))]),
+            vec![],
+        ),
+        ("no tables".into(), args(&["list"]), conn(&empty)),
+    ];
+    if d == Dialect::Mysql {
+        let url = at(&format!("airflow_{pid}_w"), &format!("airflow_x_{pid}"));
+        cases.push(("wrong password".into(), args(&["list", "--conn", &url]), vec![]));
+    }
+    for format in ["table", "json", "yaml", "plain"] {
+        cases.push((format!("doctor, no tables, {format}"), args(&["doctor", "-o", format]), conn(&empty)));
+        cases.push((
+            format!("doctor, {format}"),
+            args(&["doctor", "-o", format]),
+            conn(&at(user, metastore)),
+        ));
+        cases.push((format!("config show, {format}"), args(&["config", "show", "-o", format]), conn(&empty)));
+        cases.push((
+            format!("config get, {format}"),
+            args(&["config", "get", "database", "sql_alchemy_conn", "-o", format]),
+            conn(&empty),
+        ));
+    }
+    let cmd = |command: String| vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD".to_string(), command)];
+    cases.push((
+        "failing _cmd quoting the URL".into(),
+        args(&["list"]),
+        cmd(format!("sh -c 'echo {empty}; echo vault: cannot renew the lease for {empty} >&2; exit 1'")),
+    ));
+    cases.push((
+        "failing _cmd that printed the bare password".into(),
+        args(&["list"]),
+        cmd(format!("sh -c 'echo {password}; echo vault: {password} is not a URL >&2; exit 1'")),
+    ));
+    cases
+}
+
+/// A password that is a letter (`e`) or a word the messages hold (`airflow`, with user
+/// `airflow` and database `airflow_x…`; `database`; `denied`; `for`) changes nothing in any
+/// output but the password's own position: every run gives exactly what the same run gives
+/// with a password that occurs nowhere. The URL still shows `user:***@`, and the long random
+/// password appears in no output at all. On PostgreSQL (which trusts local connections here)
+/// each run also equals the run without any password, once `user@` reads `user:***@`.
+fn word_passwords_change_nothing_but_their_position(d: Dialect) {
+    let bench = with_run(d);
+    let pid = std::process::id();
+    let metastore = database_name(&bench);
+    let (empty, missing) = (format!("airflow_x_{pid}"), format!("airflow_y_{pid}"));
+    bench.admin_sql(&format!("DROP DATABASE IF EXISTS {empty}"));
+    bench.admin_sql(&format!("CREATE DATABASE {empty}"));
+    // MySQL: a user of the test's own whose password is set to each one in turn, and one
+    // whose password is none of them.
+    let user = if d == Dialect::Mysql {
+        format!("airflow_{pid}")
+    } else {
+        Bench::admin_auth(d).split(':').next().unwrap().to_string()
+    };
+    let wrong_user = format!("airflow_{pid}_w");
+    let set_password = |password: &str| {
+        if d == Dialect::Mysql {
+            bench.admin_sql(&format!("ALTER USER '{user}'@'%' IDENTIFIED BY '{password}'"));
+        }
+    };
+    if d == Dialect::Mysql {
+        for u in [&user, &wrong_user] {
+            bench.admin_sql(&format!("DROP USER IF EXISTS '{u}'@'%'"));
+            bench.admin_sql(&format!("CREATE USER '{u}'@'%' IDENTIFIED BY 'right-{pid}'"));
+        }
+        for database in [&empty, &missing, &metastore] {
+            bench.admin_sql(&format!("GRANT ALL ON {database}.* TO '{user}'@'%'"));
+        }
+    }
+
+    let run_all = |password: &str| -> Vec<(String, Run)> {
+        set_password(password);
+        word_password_cases(d, password, &user, &metastore)
+            .into_iter()
+            .map(|(label, args, env)| (label, run_with(&bench, &args, &env)))
+            .collect()
+    };
+    let reference = run_all(REFERENCE_PASSWORD);
+    for (label, run) in &reference {
+        let expected = match label.as_str() {
+            l if l.starts_with("config") => 0,
+            l if l.starts_with("doctor,") && !l.contains("no tables") => 0,
+            l if l.contains("no tables") => 5,
+            l if l.contains("_cmd") => 3,
+            _ => 4,
+        };
+        assert_eq!(run.code, expected, "{label}: {run:?}");
+        if run.code != 0 {
+            let errors: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+            assert_eq!((errors.len(), run.stderr.lines().count()), (1, 1), "{label}: {run:?}");
+        }
+        let names_the_url =
+            label.starts_with("config") || label.starts_with("doctor") || label.contains("quoting");
+        // doctor's plain format lists check names and statuses only.
+        if names_the_url && !(label.starts_with("doctor") && label.ends_with("plain")) {
+            assert!(format!("{}{}", run.stdout, run.stderr).contains(":***@"), "{label}: {run:?}");
+        }
+        assert!(!run.stderr.contains(REFERENCE_PASSWORD) && !run.stdout.contains(REFERENCE_PASSWORD));
+    }
+    let hint = reference.iter().find(|(l, _)| l == "no tables").map(|(_, r)| &r.stderr).unwrap();
+    assert!(
+        hint.contains(&format!("{empty} on")) && hint.contains("(`airflow db migrate` creates them)"),
+        "{hint}"
+    );
+    if d == Dialect::Mysql {
+        let denied = reference.iter().find(|(l, _)| l == "wrong password").map(|(_, r)| &r.stderr).unwrap();
+        assert!(denied.contains(&format!("Access denied for user '{wrong_user}'@")), "{denied}");
+        assert!(denied.contains("(using password: YES)"), "{denied}");
+    }
+    let bare = reference.iter().find(|(l, _)| l.contains("bare password")).map(|(_, r)| &r.stderr).unwrap();
+    assert!(bare.ends_with("`sh` exited with status 1: vault: *** is not a URL\n"), "{bare}");
+
+    for password in WORD_PASSWORDS {
+        for ((label, expected), (_, run)) in reference.iter().zip(run_all(password)) {
+            assert_eq!(
+                (run.code, &run.stdout, &run.stderr),
+                (expected.code, &expected.stdout, &expected.stderr),
+                "password {password:?}, {label}"
+            );
+            if *password == LONG_PASSWORD {
+                for text in [&run.stdout, &run.stderr] {
+                    assert!(!text.to_lowercase().contains(&LONG_PASSWORD.to_lowercase()), "{label}: {text}");
+                }
+            }
+        }
+    }
+
+    // Without any password (PostgreSQL trusts local connections): the same text, the URL
+    // apart. The bare-password `_cmd` case has no password-free form.
+    if d == Dialect::Postgres {
+        let free = word_password_cases(d, "", &user, &metastore);
+        for ((label, expected), (_, args, env)) in reference.iter().zip(free) {
+            if label.contains("bare password") {
+                continue;
+            }
+            let strip = |s: &String| s.replace(":@", "@");
+            let args: Vec<String> = args.iter().map(strip).collect();
+            let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.clone(), strip(v))).collect();
+            let run = run_with(&bench, &args, &env);
+            // A table pads its columns to the longest cell, which the mask lengthens.
+            let unpadded = |text: &str| {
+                let mut out = String::new();
+                for c in text.chars() {
+                    if !(matches!(c, ' ' | '=') && out.ends_with(c)) {
+                        out.push(c);
+                    }
+                }
+                out
+            };
+            let with_mask = |text: &str| {
+                unpadded(
+                    &text
+                        .replace(&format!("://{user}@"), &format!("://{user}:***@"))
+                        .replace("://airflow@", "://airflow:***@"),
+                )
+            };
+            assert_eq!(
+                (run.code, with_mask(&run.stdout), with_mask(&run.stderr)),
+                (expected.code, unpadded(&expected.stdout), unpadded(&expected.stderr)),
+                "no password, {label}"
+            );
+        }
+    }
+
+    if d == Dialect::Mysql {
+        for u in [&user, &wrong_user] {
+            bench.admin_sql(&format!("DROP USER IF EXISTS '{u}'@'%'"));
+        }
+    }
+    bench.admin_sql(&format!("DROP DATABASE IF EXISTS {empty}"));
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_word_passwords_change_nothing_but_their_position() {
+    word_passwords_change_nothing_but_their_position(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_word_passwords_change_nothing_but_their_position() {
+    word_passwords_change_nothing_but_their_position(Dialect::Mysql);
+}
+
+/// SQLite takes no password: a SQLite URL with one is refused, and the message is the same
+/// whatever the password.
+#[test]
+fn sqlite_word_passwords_change_nothing_in_the_refusal() {
+    let bench = Bench::new();
+    let refuse = |password: &str| {
+        let url = format!("sqlite://airflow:{password}@/airflow_x.db");
+        run_with(&bench, &["list".to_string(), "--conn".to_string(), url], &[])
+    };
+    let expected = refuse(REFERENCE_PASSWORD);
+    assert_eq!(expected.code, 3, "{expected:?}");
+    assert!(expected.stderr.contains("a SQLite URL takes no user, password, host or port"), "{expected:?}");
+    for password in WORD_PASSWORDS {
+        let run = refuse(password);
+        assert_eq!((run.code, &run.stderr), (3, &expected.stderr), "password {password:?}");
+    }
+}
+
+/// Passwords outside a URL's userinfo, each once shown: a `?password=` option (in
+/// `config show` and in the error that refuses the option), a URL given where clap expects no
+/// argument, and a URL on a failing `_cmd`'s stderr that the excerpt's length limit cuts
+/// inside the password.
+#[test]
+fn passwords_outside_the_userinfo_are_masked_too() {
+    let bench = Bench::bare();
+    let conn = |url: &str| vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN".to_string(), url.to_string())];
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let query = format!("postgresql://airflow@127.0.0.1:1/airflow?password={LONG_PASSWORD}&sslmode=disable");
+    let shown = "postgresql://airflow@127.0.0.1:1/airflow?password=***&sslmode=disable";
+    let run = run_with(&bench, &args(&["config", "get", "database", "sql_alchemy_conn"]), &conn(&query));
+    assert_eq!((run.code, run.stdout.as_str()), (0, format!("{shown}\n").as_str()), "{run:?}");
+    let run = run_with(&bench, &args(&["list"]), &conn(&query));
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.starts_with(&format!("error: [database] sql_alchemy_conn {shown}: ")), "{run:?}");
+
+    let url = format!("postgresql://airflow:{LONG_PASSWORD}@db/airflow");
+    let run = run_with(&bench, &args(&["list", &url]), &[]);
+    assert_eq!(
+        (run.code, run.stderr.as_str()),
+        (2, "error: unexpected argument 'postgresql://airflow:***@db/airflow' found (see --help)\n"),
+        "{run:?}"
+    );
+
+    // 160 characters, then the URL: its password starts inside the 200 characters quoted,
+    // and its `@` lies past them.
+    let command = format!("sh -c 'echo {} {url} >&2; exit 1'", "x".repeat(160));
+    let env = vec![("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD".to_string(), command)];
+    let run = run_with(&bench, &args(&["list"]), &env);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(run.stderr.ends_with(" postgresql://airflow:***@db/airflow\n"), "{run:?}");
+    assert!(!run.stderr.contains(&LONG_PASSWORD[..4]), "{run:?}");
+}

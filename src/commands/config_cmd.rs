@@ -88,7 +88,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 .map(|o| format!("{}.{}={}", o.section, o.key, o.value.clone().unwrap_or_default()))
                 .collect::<Vec<_>>();
             let table = Table { title: None, headers: vec!["section", "key", "value", "source"], rows };
-            output::emit(ctx.format, &Rendered { doc, tables: vec![table], plain: Some(plain.join("\n")) })?;
+            output::emit_report(
+                ctx.format,
+                &Rendered { doc, tables: vec![table], plain: Some(plain.join("\n")) },
+            )?;
         }
         ConfigCommand::Get { section, key } => {
             let Some(option) = all.iter().find(|o| o.section == section && o.key == key.to_ascii_lowercase())
@@ -107,7 +110,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 obj(vec![("value", Json::Str(value.clone())), ("source", Json::Str(option.source.clone()))]);
             let format =
                 if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
-            output::emit(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
+            output::emit_report(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
         }
     }
     Ok(())

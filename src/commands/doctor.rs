@@ -116,7 +116,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
 
     let problems: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Problem).collect();
     let healthy = problems.is_empty();
-    output::emit(ctx.format, &render(&checks, healthy))?;
+    output::emit_report(ctx.format, &render(&checks, healthy))?;
     let tally = |status: Status| checks.iter().filter(|c| c.status == status).count();
     let warnings = tally(Status::Warning);
     if let Some(problem) = unrecognised {

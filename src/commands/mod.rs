@@ -65,7 +65,7 @@ impl Context {
         let conn = &settings.sql_alchemy_conn;
         let url =
             DbUrl::parse(&conn.value).map_err(|e| Error::Config(format!("{e} (from {})", conn.source)))?;
-        if let Some(password) = &url.password {
+        for password in url.passwords() {
             crate::redact::register(password);
         }
         Ok(Context { settings, url, format: global.output })

@@ -430,7 +430,9 @@ const MAX_STDERR_EXCERPT: usize = 200;
 /// default `[database] sql_alchemy_conn` for a file `_cmd`, and uses the empty string for an
 /// environment `_CMD`; both silently open some other database). The command gets no standard
 /// input, so it can never consume input meant for state-store. The error never contains the
-/// command's output, which is a secret by design; it may quote the first line of its stderr.
+/// command's output, which is a secret by design; it may quote the first line of its stderr,
+/// with what the command printed on stdout masked there (a vault client that fails may echo
+/// the URL or the password it printed), and any URL's password too.
 fn run_command(command: &str) -> Result<String, String> {
     let words = shlex_split(command).map_err(|e| format!("cannot split the command: {e}"))?;
     let Some((program, args)) = words.split_first() else {
@@ -441,20 +443,24 @@ fn run_command(command: &str) -> Result<String, String> {
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let mut text = String::with_capacity(output.stdout.len());
+    for chunk in output.stdout.utf8_chunks() {
+        text.push_str(chunk.valid());
+    }
     if !output.status.success() {
+        let mut printed = crate::redact::Secrets::new();
+        printed.add_command_output(&text);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let first = stderr.lines().map(|l| l.trim_matches(py_space)).find(|l| !l.is_empty()).unwrap_or("");
-        let excerpt: String = first.chars().filter(|c| !c.is_control()).take(MAX_STDERR_EXCERPT).collect();
+        let visible: String = first.chars().filter(|c| !c.is_control()).collect();
+        // Masked before it is cut: a URL cut short of its `@` no longer shows where its password ends.
+        let excerpt: String = printed.mask(&visible).chars().take(MAX_STDERR_EXCERPT).collect();
         let how = describe_status(output.status);
         return Err(if excerpt.is_empty() {
             format!("`{program}` {how}")
         } else {
             format!("`{program}` {how}: {excerpt}")
         });
-    }
-    let mut text = String::with_capacity(output.stdout.len());
-    for chunk in output.stdout.utf8_chunks() {
-        text.push_str(chunk.valid());
     }
     let kept = text.trim_end_matches(['\n', '\r']).len();
     text.truncate(kept);
@@ -1395,6 +1401,29 @@ mod tests {
         assert!(e.starts_with("cannot run `/nonexistent/state-store-test-program`: "), "{e}");
         let e = run_command("sh -c 'kill -9 $$'").expect_err("fails");
         assert_eq!(e, "`sh` was killed by signal 9");
+    }
+
+    /// What a failing command printed on stdout is masked where its stderr echoes it, and only
+    /// there: a URL (here with the one-letter password `e`) where its password stands, a bare
+    /// password where it stands as a word. A URL cut at the excerpt's length is masked before
+    /// it is cut.
+    #[test]
+    fn command_failures_mask_what_the_command_printed() {
+        let e = run_command(
+            "sh -c 'echo postgresql://u:e@h/db; echo \"error: e rejected for postgresql://u:e@h/db\" >&2; exit 1'",
+        )
+        .expect_err("fails");
+        assert_eq!(e, "`sh` exited with status 1: error: e rejected for postgresql://u:***@h/db");
+        let e = run_command("sh -c 'echo airflow; echo airflow_x: airflow expired >&2; exit 1'")
+            .expect_err("fails");
+        assert_eq!(e, "`sh` exited with status 1: airflow_x: *** expired");
+        let e = run_command(&format!(
+            "sh -c 'echo {} postgresql://u:Zq7LongHiddenWord@h/db >&2; exit 1'",
+            "x".repeat(MAX_STDERR_EXCERPT - 25)
+        ))
+        .expect_err("fails");
+        assert!(!e.contains("Zq7"), "{e}");
+        assert!(e.ends_with("postgresql://u:***@h/db"), "{e}");
     }
 
     #[test]

@@ -36,7 +36,7 @@ use crate::model::{
 };
 use crate::text::quote;
 use crate::time::Timestamp;
-use crate::url::{DbUrl, redact_in_text};
+use crate::url::DbUrl;
 
 /// How long connecting may take, from the TCP connect to the end of the session setup: a
 /// host or server that does not answer fails in bounded time. `?connect_timeout=N` (seconds, as mysqlclient and PyMySQL read it) overrides it.
@@ -312,12 +312,6 @@ fn db_err(context: impl Into<String>, e: &mysql::Error) -> Error {
     Error::db(context, describe(e))
 }
 
-/// A driver error as one line, with the password removed should the driver ever quote it.
-fn db_error(context: impl Into<String>, e: &mysql::Error, password: Option<&str>) -> Error {
-    let text = describe(e);
-    Error::db(context, password.map_or_else(|| text.clone(), |p| redact_in_text(&text, p)))
-}
-
 /// A write of a large value that the server cuts off is, in practice, a value over its
 /// `max_allowed_packet`; the server only says so in its own log.
 fn write_error(context: String, e: &mysql::Error, value: &str) -> Error {
@@ -356,7 +350,7 @@ fn connect(url: &DbUrl) -> Result<(Conn, String)> {
         .map_err(|e| Error::db(&context, e))?;
     match receiver.recv_timeout(plan.connect_timeout) {
         Ok(Ok(conn)) => Ok((conn, location)),
-        Ok(Err(e)) => Err(db_error(context, &e, plan.password.as_deref())),
+        Ok(Err(e)) => Err(db_err(context, &e)),
         Err(_) => Err(Error::Database {
             context,
             cause: format!("no answer within {} s", plan.connect_timeout.as_secs()),
