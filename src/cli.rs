@@ -37,10 +37,12 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
                        more than 199 levels deep (every row, a page at a time)
   key_length           keys over Airflow's 512 characters
   value_size           values over [state_store] max_value_storage_bytes, measured as `set`
-                       measures them (skipped when the limit is 0)
+                       measures them: a warning, as Airflow's workers may write them (skipped
+                       when the limit is 0)
   sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
                        Airflow's clean compares wrongly
-  inactive_asset_rows  keys of inactive assets: a warning, the next clean deletes them
+  inactive_asset_rows  keys of inactive assets: a warning; `state-store clean` deletes them, and so
+                       does Airflow's scheduler
   backend              information: the database (password masked), the backend, and what a
                        clean would do now with the configured settings
 
