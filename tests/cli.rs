@@ -128,6 +128,33 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
 }
 
+/// The output of a clean run in the background, once it ended.
+fn finished(child: std::process::Child, args: &[&str]) -> support::Run {
+    let out = child.wait_with_output().unwrap();
+    support::Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn sigterm(child: &std::process::Child) {
+    let killed =
+        std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+}
+
+/// The names in a SQLite bench's directory (the database's, and AIRFLOW_HOME), sorted.
+fn dir_entries(bench: &Bench) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(bench.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Runs `sql` with the database's foreign-key checks off, which is how a metastore comes to
 /// hold rows whose parent is gone (SQLite opened without Airflow's PRAGMA, a MySQL restore with
 /// foreign_key_checks=0, a PostgreSQL load in replica mode).
@@ -980,6 +1007,24 @@ contract! {
         assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
     }
 
+    fn two_cleans_started_together_refuse_one(d: Dialect) {
+        for _ in 0..3 {
+            let bench = with_run(d);
+            seed_expiring(&bench, 20, 1);
+            let args = ["clean", "--batch-size", "1", "--sleep", "100ms", "-o", "json"];
+            let spawn = || bench.cmd(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+            let (a, b) = (spawn(), spawn());
+            let (a, b) = (finished(a, &args), finished(b, &args));
+            let mut codes = [a.code, b.code];
+            codes.sort_unstable();
+            assert_eq!(codes, [0, 7], "{a:?}\n{b:?}");
+            assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+            if d == Dialect::Sqlite {
+                assert_eq!(dir_entries(&bench), ["airflow.db"], "nothing is left beside the database");
+            }
+        }
+    }
+
     // ------------------------------------------------------------ schemas and hostile text
 
     fn a_newer_airflow_schema_is_refused(d: Dialect) {
@@ -1786,6 +1831,59 @@ fn clean_reports_progress_on_stderr() {
     let (code, screen) = on_terminal(&bench, &["clean", "--batch-size", "1", "--sleep", "50ms"], "");
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+}
+
+/// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file
+/// exists only while it runs. A file a killed run left is no lock: the next run takes it over
+/// and removes it.
+#[test]
+fn sqlite_clean_leaves_nothing_beside_the_database() {
+    let bench = with_run(Dialect::Sqlite);
+    let lock = bench.dir.path().join("airflow.db.state-store-clean.lock");
+    let before = dir_entries(&bench);
+    assert_eq!(before, ["airflow.db"]);
+    let background = |bench: &Bench| {
+        bench.exec("DELETE FROM task_state_store");
+        seed_expiring(bench, 20, 1);
+        let child = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "200ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        until_some_rows_are_gone(bench, 20);
+        child
+    };
+
+    seed_expiring(&bench, 10, 1);
+    bench.run(&["clean", "--dry-run"]).success();
+    bench.run(&["clean"]).success();
+    assert_eq!(dir_entries(&bench), before, "after a clean");
+
+    let first = background(&bench);
+    assert!(lock.exists(), "the lock file exists while a clean runs");
+    bench.run(&["clean"]).fails(7, "another state-store clean is running");
+    sigterm(&first);
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(143));
+    assert_eq!(dir_entries(&bench), before, "after a clean refused, and one stopped by SIGTERM");
+
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    bench.run(&["clean", "--lock-timeout", "200ms"]).code(4);
+    drop(holder);
+    assert_eq!(dir_entries(&bench), before, "after a failed clean");
+
+    let mut killed = background(&bench);
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &killed.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(killed.wait().unwrap().code(), None);
+    assert!(lock.exists(), "a killed clean leaves its lock file");
+    bench.run(&["clean"]).success().stderr_has("clean: deleted");
+    assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+    assert_eq!(dir_entries(&bench), before, "the next clean removed it");
 }
 
 // ---------------------------------------------------------------- servers that say no

@@ -230,9 +230,11 @@ contract! {
         assert!(Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap().success());
         let status = child.wait().unwrap();
         assert_eq!(status.code(), None, "killed by the signal, not finished: {status:?}");
+        let lock_file = bench.dir.path().join("airflow.db.state-store-clean.lock");
         if d == Dialect::Sqlite {
             assert_eq!(bench.rows("PRAGMA integrity_check"), vec!["ok".to_string()]);
             assert_eq!(bench.rows("PRAGMA foreign_key_check"), Vec::<String>::new());
+            assert!(lock_file.exists(), "a killed clean leaves its lock file, which locks nothing");
         }
         let left = count(&bench, EXPIRED);
         assert!(left > 0, "killed before the end");
@@ -258,6 +260,7 @@ contract! {
         let run = bench.run(&["clean", "-o", "json"]).success();
         assert_eq!(run.json().py("v['task_rows_deleted']"), left.to_string());
         assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 20_000));
+        assert!(!lock_file.exists(), "the rerun took the lock file over and removed it");
     }
 
     // ------------------------------------------------------------ hostile input
