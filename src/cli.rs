@@ -348,7 +348,8 @@ pub(crate) struct CleanArgs {
     /// Longest wait for a lock held by another session before a batch fails
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub lock_timeout: String,
-    /// Interval between plain progress lines on stderr when it is not a terminal
+    /// Interval between plain progress lines on stderr when it is not a terminal; 0 prints
+    /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export

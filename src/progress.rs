@@ -11,7 +11,8 @@ const BAR_WIDTH: usize = 30;
 pub(crate) struct Progress {
     terminal: bool,
     total: Option<u64>,
-    every: Duration,
+    /// Between plain lines; `None` (`--progress-every 0`) prints none.
+    every: Option<Duration>,
     started: Instant,
     last: Instant,
     drawn: bool,
@@ -19,16 +20,25 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// `total` is the number of rows expected (known at a terminal only: counting costs a
-    /// query). `every` is the interval between plain lines.
+    /// query). `every` is the interval between plain lines, zero for none; it does not apply
+    /// at a terminal, where the bar is drawn instead.
     pub(crate) fn new(total: Option<u64>, every: Duration) -> Progress {
         let now = Instant::now();
+        let every = (!every.is_zero()).then_some(every);
         Progress { terminal: stderr_is_terminal(), total, every, started: now, last: now, drawn: false }
     }
 
     /// Reports `done` rows deleted in `batches` batches so far.
     pub(crate) fn update(&mut self, done: u64, batches: u64) {
         let now = Instant::now();
-        let due = if self.terminal { REDRAW } else { self.every };
+        let due = if self.terminal {
+            REDRAW
+        } else {
+            match self.every {
+                Some(every) => every,
+                None => return,
+            }
+        };
         if now.duration_since(self.last) < due {
             return;
         }

@@ -1007,6 +1007,18 @@ contract! {
         assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
     }
 
+    fn clean_progress_every_0_prints_no_progress_line(d: Dialect) {
+        for (every, printed) in [("0", false), ("10ms", true)] {
+            let bench = with_run(d);
+            seed_expiring(&bench, 12, 1);
+            let run =
+                bench.run(&["clean", "--batch-size", "1", "--sleep", "30ms", "--progress-every", every]).success();
+            let lines = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).count();
+            assert_eq!(lines > 0, printed, "--progress-every {every}: {}", run.stderr);
+            assert_eq!(run.stderr.lines().count(), lines + 1, "progress lines and the summary: {}", run.stderr);
+        }
+    }
+
     fn two_cleans_started_together_refuse_one(d: Dialect) {
         for _ in 0..3 {
             let bench = with_run(d);
@@ -1831,6 +1843,19 @@ fn clean_reports_progress_on_stderr() {
     let (code, screen) = on_terminal(&bench, &["clean", "--batch-size", "1", "--sleep", "50ms"], "");
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+}
+
+/// `--progress-every 0` turns the periodic lines off; at a terminal, where the bar stands in
+/// for them, the bar is still drawn.
+#[test]
+fn clean_progress_every_0_keeps_the_bar_at_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let args = ["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "0"];
+    let (code, screen) = on_terminal(&bench, &args, "");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+    assert!(!screen.contains("clean: progress:"), "{screen}");
 }
 
 /// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file
