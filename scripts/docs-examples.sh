@@ -146,6 +146,10 @@ pages_clean() {
     printf '$ echo $?\n%s\n' "$?"
     set -e
     page clean
+    ex 'state-store clean -v --batch-size 2'
+    page clean
+    ex 'state-store clean --dry-run -v -o plain'
+    page clean
     ex 'AIRFLOW__STATE_STORE__BACKEND=mypackage.state.S3StateBackend state-store clean -o json'
     ex 'state-store clean --before 2099-01-01T00:00:00Z'
     ex 'state-store clean --max-duration 10'

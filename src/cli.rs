@@ -352,6 +352,10 @@ pub(crate) struct CleanArgs {
     /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
+    /// Detail on stderr: a line per batch (its number, rows deleted, id range, milliseconds),
+    /// for the orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
     /// format (fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]

@@ -1,5 +1,6 @@
 //! Progress of a long `clean`, on stderr: a bar redrawn in place at a terminal (rows, rate,
 //! ETA), and a plain line every few seconds otherwise, so a cron log shows a run is alive.
+//! `--verbose` detail lines go through here too, so that they never land inside the bar.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -66,7 +67,17 @@ impl Progress {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
+            self.drawn = false;
         }
+    }
+
+    /// A line of detail (`--verbose`), on a line of its own: the bar, if drawn, is cleared
+    /// first and redrawn by the next update.
+    pub(crate) fn detail(&mut self, line: &str) {
+        self.finish();
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+        let _ = err.flush();
     }
 }
 

@@ -1007,6 +1007,58 @@ contract! {
         assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
     }
 
+    fn clean_verbose_details_every_batch(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 40, 3);
+        let inactive = bench.add_asset("legacy", "s3://legacy/", false);
+        for key in ["a", "b", "c"] {
+            bench.exec(&format!(
+                "INSERT INTO asset_state_store (asset_id, {}, value, updated_at, last_updated_by_kind) VALUES ({inactive}, '{key}', '1', {}, 'task')",
+                bench.key_col(),
+                bench.ts_lit(Some("2020-01-01 00:00:00.000000"))
+            ));
+        }
+        let run = bench.run(&["clean", "-v", "--batch-size", "4", "-o", "json"]).success();
+        let v = run.json();
+        assert_eq!(v.py("(v['task_rows_deleted'], v['asset_rows_deleted'], v['orphan_batches'])"), "(14, 3, 1)");
+        // One line per batch counted in the summary, numbered from 1, each with its rows, its
+        // id range and its time; the rows add up to the summary's.
+        let batches: usize = v.py("v['batches']").parse().unwrap();
+        let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).collect();
+        assert_eq!(lines.len(), batches, "{}", run.stderr);
+        let mut total = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let rest = line.strip_prefix(&format!("clean: batch {}: deleted ", i + 1)).unwrap_or_else(|| panic!("{line}"));
+            total += rest.split(' ').next().unwrap().parse::<usize>().unwrap();
+            assert!(rest.contains(" expired task row(s), id") && line.ends_with(" ms"), "{line}");
+        }
+        assert_eq!(total, 14);
+        assert!(run.stderr.contains("clean: orphan batch 1: deleted 3 orphaned asset row(s), "), "{}", run.stderr);
+        assert!(bench.run(&["clean", "--help"]).success().stdout.contains("-v, --verbose"));
+        // First what the run is about to do; last, as always, the summary.
+        let first = run.stderr.lines().next().unwrap();
+        assert!(first.contains("batch size 4") && first.contains("clean lock"), "{first}");
+        assert!(run.stderr.lines().last().unwrap().starts_with("clean: deleted 14 expired task row(s)"));
+
+        // The long form, and a dry run: its queries are detailed, stdout is as without it.
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let quiet = bench.run(&["clean", "--dry-run", "--batch-size", "2", "-o", "plain"]).success();
+        let run = bench.unchanged(|| {
+            bench.run(&["clean", "--dry-run", "--verbose", "--batch-size", "2", "-o", "plain"]).success()
+        });
+        assert_eq!((quiet.stdout.as_str(), run.stdout.as_str()), ("5 0\n", "5 0\n"));
+        for needle in [
+            "clean --dry-run: counted 5 expired task row(s) of 1 dag(s), ",
+            "clean --dry-run: counted 0 orphaned asset row(s) of 0 asset(s), ",
+            "clean --dry-run: read a sample of 5 expired task row(s), ",
+            "clean --dry-run: a run now would take at least 3 batch(es) of at most 2 expired task row(s)",
+        ] {
+            assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+        }
+        assert!(!quiet.stderr.contains("counted"), "{}", quiet.stderr);
+    }
+
     fn clean_progress_every_0_prints_no_progress_line(d: Dialect) {
         for (every, printed) in [("0", false), ("10ms", true)] {
             let bench = with_run(d);
@@ -1846,16 +1898,24 @@ fn clean_reports_progress_on_stderr() {
 }
 
 /// `--progress-every 0` turns the periodic lines off; at a terminal, where the bar stands in
-/// for them, the bar is still drawn.
+/// for them, the bar is still drawn. `--verbose` lines there clear the bar first, so that each
+/// starts a line of its own.
 #[test]
 fn clean_progress_every_0_keeps_the_bar_at_a_terminal() {
     let bench = with_run(Dialect::Sqlite);
     seed_expiring(&bench, 12, 1);
-    let args = ["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "0"];
+    let args = ["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "0", "-v"];
     let (code, screen) = on_terminal(&bench, &args, "");
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
     assert!(!screen.contains("clean: progress:"), "{screen}");
+    assert_eq!(screen.matches("clean: batch ").count(), 12, "{screen}");
+    for line in screen.split(['\r', '\n']) {
+        assert!(
+            !(line.contains("rows/s") && line.contains("clean: batch")),
+            "a detail line inside the bar: {line:?}"
+        );
+    }
 }
 
 /// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file

@@ -76,7 +76,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
     if args.dry_run {
         let mut store = ctx.open(Access::ReadOnly)?;
-        return dry_run(&ctx, store.as_mut(), cutoff, args.sample, &limits);
+        return dry_run(&ctx, store.as_mut(), cutoff, args, &limits);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
     if !store.begin_clean(lock_timeout)? {
@@ -90,6 +90,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     // Counting costs a query, worth it only for someone watching a bar.
     let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
     let mut progress = Progress::new(total, progress_every);
+    if args.verbose {
+        progress.detail(&format!(
+            "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {batch_size}",
+            ctx.url.redacted(),
+            describe(args),
+            cutoff.to_rfc3339()
+        ));
+    }
     let started = Instant::now();
     let mut summary = Summary {
         task_rows_deleted: 0,
@@ -110,6 +118,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         started,
         progress: &mut progress,
         archive: archive.as_mut(),
+        verbose: args.verbose,
     };
     let result = run.delete_all();
     store.finish_clean();
@@ -135,6 +144,28 @@ struct Limits {
     max_rows: Option<u64>,
     max_duration: Option<Duration>,
     sleep: Option<Duration>,
+}
+
+/// What a run deletes and what bounds it, as given on the command line, for `--verbose`.
+fn describe(args: &CleanArgs) -> String {
+    let mut text = if args.orphans_only {
+        "orphaned asset rows only".to_string()
+    } else if args.no_orphans {
+        "expired task rows only".to_string()
+    } else {
+        "expired task rows, then orphaned asset rows".to_string()
+    };
+    for (flag, value) in [
+        ("--max-rows", args.max_rows.map(|n| n.to_string())),
+        ("--max-duration", args.max_duration.clone()),
+        ("--sleep", args.sleep.clone()),
+        ("--archive", args.archive.as_ref().map(|p| p.display().to_string())),
+    ] {
+        if let Some(value) = value {
+            text.push_str(&format!(", {flag} {value}"));
+        }
+    }
+    text
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +264,8 @@ struct Run<'a> {
     started: Instant,
     progress: &'a mut Progress,
     archive: Option<&'a mut Sink>,
+    /// `--verbose`: a line on stderr for every batch.
+    verbose: bool,
 }
 
 impl Run<'_> {
@@ -264,6 +297,7 @@ impl Run<'_> {
                 self.summary.stopped_by = Some(stop);
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let remaining = self.limits.max_rows.map(|max| max - self.summary.task_rows_deleted);
             // `--max-rows` caps the batch so that no run deletes more than it was allowed.
             let batch = match (self.summary.batch_size, remaining) {
@@ -308,6 +342,19 @@ impl Run<'_> {
                 self.summary.batches += 1;
                 self.summary.task_rows_deleted += deleted;
             }
+            if self.verbose {
+                let (ids, ms) = (id_range(after_id, up_to_id), millis(batch_started));
+                self.progress.detail(&if deleted > 0 {
+                    format!(
+                        "clean: batch {}: deleted {deleted} expired task row(s), {ids}, {ms} ms",
+                        self.summary.batches
+                    )
+                } else {
+                    // Not counted in `batches` (PostgreSQL's windows without an expired row, or
+                    // a last batch that found nothing left).
+                    format!("clean: no expired task row in {ids}, {ms} ms")
+                });
+            }
             self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
@@ -334,6 +381,7 @@ impl Run<'_> {
             if self.stop_sweep() {
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let rows = self.store.orphan_sample(page)?;
             if rows.is_empty() {
                 return Ok(());
@@ -357,7 +405,7 @@ impl Run<'_> {
                 }
             }
             self.store.commit()?;
-            self.orphans_deleted(deleted);
+            self.orphans_deleted(deleted, batch_started);
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
             }
@@ -372,8 +420,9 @@ impl Run<'_> {
             if self.stop_sweep() {
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let deleted = self.store.delete_orphans(batch)?;
-            self.orphans_deleted(deleted);
+            self.orphans_deleted(deleted, batch_started);
             if batch.is_none_or(|b| deleted < b) {
                 return Ok(());
             }
@@ -381,10 +430,21 @@ impl Run<'_> {
         }
     }
 
-    fn orphans_deleted(&mut self, deleted: u64) {
+    fn orphans_deleted(&mut self, deleted: u64, batch_started: Instant) {
         if deleted > 0 {
             self.summary.orphan_batches += 1;
             self.summary.asset_rows_deleted += deleted;
+        }
+        if self.verbose {
+            let ms = millis(batch_started);
+            self.progress.detail(&if deleted > 0 {
+                format!(
+                    "clean: orphan batch {}: deleted {deleted} orphaned asset row(s), {ms} ms",
+                    self.summary.orphan_batches
+                )
+            } else {
+                format!("clean: orphan sweep: no orphaned asset row deleted, {ms} ms")
+            });
         }
         self.progress.update(
             self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
@@ -423,6 +483,22 @@ impl Run<'_> {
     }
 }
 
+/// The primary-key range a batch covered, `after_id < id <= up_to_id`, for `--verbose`.
+fn id_range(after_id: i64, up_to_id: Option<i64>) -> String {
+    match (after_id, up_to_id) {
+        (i64::MIN, None) => "every id".to_string(),
+        (i64::MIN, Some(last)) => format!("ids up to {last}"),
+        (after, None) => format!("ids from {}", after.saturating_add(1)),
+        (after, Some(last)) if last == after.saturating_add(1) => format!("id {last}"),
+        (after, Some(last)) => format!("ids {} to {last}", after.saturating_add(1)),
+    }
+}
+
+/// Milliseconds since `started`, to a tenth: most batches of a small run take less than one.
+fn millis(started: Instant) -> String {
+    format!("{:.1}", started.elapsed().as_secs_f64() * 1000.0)
+}
+
 /// Rows read per query while archiving: a batch size of 0 (one DELETE) is archived in pages
 /// of this many rows, so memory stays bounded.
 const ARCHIVE_PAGE: u64 = 1000;
@@ -459,13 +535,38 @@ fn dry_run(
     ctx: &Context,
     store: &mut dyn Metastore,
     cutoff: Timestamp,
-    sample: u64,
+    args: &CleanArgs,
     limits: &Limits,
 ) -> Result<()> {
+    let sample = args.sample;
+    let batch_size = ctx.settings.state_cleanup_batch_size.value;
+    // `--verbose`: each query of the dry run, with what it found and how long it took.
+    let timed = |what: &str, started: Instant| {
+        if args.verbose {
+            output::note(&format!("clean --dry-run: {what}, {} ms", millis(started)));
+        }
+    };
+    if args.verbose {
+        output::note(&format!(
+            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {batch_size}",
+            ctx.url.redacted(),
+            describe(args),
+            cutoff.to_rfc3339()
+        ));
+    }
+    let started = Instant::now();
     let by_dag = if limits.tasks { store.expired_by_dag(cutoff)? } else { Vec::new() };
-    let by_asset = if limits.orphans { store.orphans_by_asset()? } else { Vec::new() };
     let task_rows: u64 = by_dag.iter().map(|d| d.rows).sum();
+    if limits.tasks {
+        timed(&format!("counted {task_rows} expired task row(s) of {} dag(s)", by_dag.len()), started);
+    }
+    let started = Instant::now();
+    let by_asset = if limits.orphans { store.orphans_by_asset()? } else { Vec::new() };
     let asset_rows: u64 = by_asset.iter().map(|a| a.rows).sum();
+    if limits.orphans {
+        timed(&format!("counted {asset_rows} orphaned asset row(s) of {} asset(s)", by_asset.len()), started);
+    }
+    let started = Instant::now();
     let task_sample = if limits.tasks {
         store.list_task(
             &TaskFilter { expired_before: Some(cutoff), ..TaskFilter::default() },
@@ -474,7 +575,20 @@ fn dry_run(
     } else {
         Vec::new()
     };
+    if limits.tasks {
+        timed(&format!("read a sample of {} expired task row(s)", task_sample.len()), started);
+    }
+    let started = Instant::now();
     let asset_sample = if limits.orphans { store.orphan_sample(sample)? } else { Vec::new() };
+    if limits.orphans {
+        timed(&format!("read a sample of {} orphaned asset row(s)", asset_sample.len()), started);
+    }
+    if args.verbose {
+        output::note(&format!(
+            "clean --dry-run: a run now would take {}",
+            batches_needed(task_rows, asset_rows, batch_size, limits.max_rows)
+        ));
+    }
 
     let mut counts = Table {
         title: Some("Would delete:".to_string()),
@@ -550,4 +664,25 @@ fn dry_run(
     ));
     output::emit(ctx.format, &Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
     Ok(())
+}
+
+/// How many batches a run would take now, for `clean --dry-run --verbose`: the fewest it can
+/// take, which is the count on SQLite and MySQL; on PostgreSQL a batch is the expired rows among
+/// the next `batch_size` rows, so sparse expired rows take more (docs/commands/clean.md). A run
+/// that stops at `--max-rows` skips the orphan sweep.
+fn batches_needed(task_rows: u64, asset_rows: u64, batch_size: u64, max_rows: Option<u64>) -> String {
+    let stops = max_rows.is_some_and(|max| max < task_rows);
+    let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
+    let text = if batch_size == 0 {
+        format!(
+            "one transaction for {task_rows} expired task row(s) and one for {asset_rows} orphaned asset row(s) (batch size 0)"
+        )
+    } else {
+        format!(
+            "at least {} batch(es) of at most {batch_size} expired task row(s) and {} of orphaned asset rows",
+            task_rows.div_ceil(batch_size),
+            asset_rows.div_ceil(batch_size)
+        )
+    };
+    if stops { format!("{text}, then stop at --max-rows") } else { text }
 }
