@@ -128,6 +128,27 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
 }
 
+/// stdout of a `-o json` run that is not a terminal: exactly one line, one JSON object.
+#[track_caller]
+fn one_document(run: &support::Run) -> support::serde_like::Value {
+    assert_eq!(run.stdout.lines().count(), 1, "one JSON document on stdout: {run:?}");
+    let v = run.json();
+    assert_eq!(v.py("type(v).__name__"), "'dict'", "{run:?}");
+    v
+}
+
+/// The document of a failed `clean -o json`: its `error` member holds the run's exit code and
+/// the message of its one `error:` line on stderr, exactly.
+#[track_caller]
+fn error_document(run: &support::Run) -> support::serde_like::Value {
+    let v = one_document(run);
+    let line = run.stderr.lines().find(|l| l.starts_with("error: ")).expect("an error line");
+    let message: String = line["error: ".len()..].bytes().map(|b| format!("{b:02x}")).collect();
+    let expected = format!("{{'message': bytes.fromhex('{message}').decode(), 'exit_code': {}}}", run.code);
+    assert_eq!(v.py(&format!("v['error'] == {expected}")), "True", "{run:?}");
+    v
+}
+
 /// The output of a clean run in the background, once it ended.
 fn finished(child: std::process::Child, args: &[&str]) -> support::Run {
     let out = child.wait_with_output().unwrap();
@@ -897,7 +918,8 @@ contract! {
         // Once a batch is gone, the first clean holds the lock.
         until_some_rows_are_gone(&bench, 20);
         let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
-        assert_eq!(second.stdout, "");
+        // It deleted nothing, so its one JSON document is the error alone.
+        assert_eq!(error_document(&second).py("list(v)"), "['error']");
         assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
         assert_eq!(first.wait().unwrap().code(), Some(143));
         // The lock goes with the process that held it.
@@ -1019,7 +1041,7 @@ contract! {
             ));
         }
         let run = bench.run(&["clean", "-v", "--batch-size", "4", "-o", "json"]).success();
-        let v = run.json();
+        let v = one_document(&run);
         assert_eq!(v.py("(v['task_rows_deleted'], v['asset_rows_deleted'], v['orphan_batches'])"), "(14, 3, 1)");
         // One line per batch counted in the summary, numbered from 1, each with its rows, its
         // id range and its time; the rows add up to the summary's.
@@ -1069,6 +1091,68 @@ contract! {
             assert_eq!(lines > 0, printed, "--progress-every {every}: {}", run.stderr);
             assert_eq!(run.stderr.lines().count(), lines + 1, "progress lines and the summary: {}", run.stderr);
         }
+    }
+
+    fn clean_json_prints_one_document_on_every_run(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 6, 2);
+        let v = one_document(&bench.run(&["clean", "-o", "json"]).success());
+        assert_eq!(v.py("('error' in v, v['task_rows_deleted'])"), "(False, 3)");
+
+        // Refused before the database is opened: a flag's value (2), the configuration (3).
+        // The document is the error alone.
+        let v = error_document(&bench.run(&["clean", "-o", "json", "--before", "2999-01-01T00:00:00Z"]).fails(2, "future"));
+        assert_eq!(v.py("list(v)"), "['error']");
+        let run = bench.run(&["clean", "-o", "yaml", "--sleep", "soon"]).fails(2, "--sleep");
+        assert!(run.stdout.starts_with("error:\n  message: \"invalid --sleep: "), "{}", run.stdout);
+        assert!(run.stdout.ends_with("\"\n  exit_code: 2\n"), "{}", run.stdout);
+        let cfg = bench.write_config("bad.cfg", "[state_store]\nstate_cleanup_batch_size = many\n");
+        error_document(&bench.run(&["clean", "-o", "json", "--config", cfg.to_str().unwrap()]).fails(3, "many"));
+
+        // The database cannot be reached (4).
+        let down = match d {
+            Dialect::Sqlite => format!("sqlite:///{}/missing.db", bench.dir.path().display()),
+            _ => Bench::server_url(d, &Bench::admin_auth(d), "x").replace(":5432/", ":1/").replace(":3306/", ":1/"),
+        };
+        error_document(&bench.run(&["clean", "-o", "json", "--conn", &down]).fails(4, ""));
+        error_document(&bench.run(&["clean", "--dry-run", "-o", "json", "--conn", &down]).fails(4, ""));
+
+        // Another clean is running (7); that one, stopped by SIGTERM, prints its summary once,
+        // with the error its exit code stands for.
+        bench.exec("DELETE FROM task_state_store");
+        seed_expiring(&bench, 30, 1);
+        let args = ["clean", "--batch-size", "1", "--sleep", "200ms", "-o", "json"];
+        let first = bench.cmd(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        until_some_rows_are_gone(&bench, 30);
+        let v = error_document(&bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running"));
+        assert_eq!(v.py("list(v)"), "['error']");
+        sigterm(&first);
+        let first = finished(first, &args).code(143);
+        let v = one_document(&first);
+        assert_eq!(
+            v.py("(v['interrupted'], v['stopped_by'], v['error'])"),
+            "(True, 'SIGTERM', {'message': 'stopped by SIGTERM', 'exit_code': 143})"
+        );
+        assert_eq!(v.py("v['task_rows_deleted']"), (30 - remaining_keys(&bench).len()).to_string());
+
+        // A batch that fails mid-run (4): the summary so far, and the error. (PostgreSQL skips a
+        // locked row instead: tests/faults.rs drops its connection mid-run.)
+        if d != Dialect::Postgres {
+            bench.exec("DELETE FROM task_state_store");
+            seed_expiring(&bench, 30, 1);
+            let k = bench.key_col();
+            let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00020'"));
+            let run = bench.run(&["clean", "--batch-size", "2", "--lock-timeout", "1s", "-o", "json"]).code(4);
+            drop(holder);
+            let v = error_document(&run);
+            let line = run.stderr.lines().find(|l| l.starts_with("clean: deleted ")).unwrap();
+            let deleted = line["clean: deleted ".len()..].split(' ').next().unwrap();
+            assert_eq!(v.py("(v['task_rows_deleted'], v['interrupted'])"), format!("({deleted}, False)"));
+        }
+
+        // The schema is not Airflow 3.3's (5).
+        bench.exec("ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)");
+        error_document(&bench.run(&["clean", "-o", "json"]).fails(5, "3.4"));
     }
 
     fn two_cleans_started_together_refuse_one(d: Dialect) {

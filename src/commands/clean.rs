@@ -6,23 +6,85 @@
 //! transaction with no id list, so it works on any table size (Airflow's own selects every id
 //! and binds them all, which SQLite refuses past its variable limit). Then the rows of inactive
 //! assets are swept. One summary line always ends the run; SIGINT/SIGTERM stop it between
-//! batches with the summary marked `interrupted`.
+//! batches with the summary marked `interrupted`. With `-o json` or `-o yaml` every run prints
+//! exactly one document on stdout, a failed one included: see [`Report`].
 
 use std::time::{Duration, Instant};
 
 use super::Context;
 use crate::archive::{Sink, archive_error};
-use crate::cli::{CleanArgs, GlobalArgs};
+use crate::cli::{CleanArgs, Format, GlobalArgs};
 use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
 use crate::progress::{self, Progress};
+use crate::redact;
 use crate::signals;
 use crate::time::{self, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
+    let mut report = Report::new(global.output);
+    let result = clean(global, args, &mut report);
+    if let Err(e) = &result {
+        report.failed(&redact::redact(&e.to_string()), e.exit_code());
+    }
+    result
+}
+
+/// The one document a `clean -o json` or `-o yaml` prints on stdout, so that a job appending
+/// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
+/// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
+/// batches run so far, or alone when none ran. Nothing is printed after a document: a stdout
+/// that failed gets no second one.
+struct Report {
+    format: Format,
+    printed: bool,
+    /// The summary of a run that failed part-way, for its error document.
+    so_far: Option<Json>,
+}
+
+impl Report {
+    fn new(format: Format) -> Report {
+        Report { format, printed: false, so_far: None }
+    }
+
+    fn structured(&self) -> bool {
+        matches!(self.format, Format::Json | Format::Yaml)
+    }
+
+    fn emit(&mut self, rendered: &Rendered) -> Result<()> {
+        self.printed = true;
+        output::emit(self.format, rendered)?;
+        Ok(())
+    }
+
+    /// `message` is the error as printed on stderr (masked the same way), without `error: `.
+    fn failed(&mut self, message: &str, exit_code: i32) {
+        if self.printed || !self.structured() {
+            return;
+        }
+        let doc = with_error(self.so_far.take(), message, exit_code);
+        // The run already failed: a stdout that fails too changes neither its message nor its
+        // exit code.
+        let _ = self.emit(&Rendered { doc, tables: Vec::new(), plain: None });
+    }
+}
+
+/// `doc` (an object, or nothing) with the `error` member of a run that failed.
+fn with_error(doc: Option<Json>, message: &str, exit_code: i32) -> Json {
+    let error = obj(vec![("message", Json::Str(message.to_string())), ("exit_code", int(exit_code))]);
+    match doc {
+        Some(Json::Object(mut fields)) => {
+            fields.push(("error".to_string(), error));
+            Json::Object(fields)
+        }
+        _ => obj(vec![("error", error)]),
+    }
+}
+
+fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {
@@ -70,13 +132,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             ("interrupted", Json::Bool(false)),
             ("skipped", Json::Str(reason)),
         ]);
-        output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain: None })?;
+        report.emit(&Rendered { doc, tables: Vec::new(), plain: None })?;
         return Ok(());
     }
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
     if args.dry_run {
         let mut store = ctx.open(Access::ReadOnly)?;
-        return dry_run(&ctx, store.as_mut(), cutoff, args, &limits);
+        return dry_run(&ctx, store.as_mut(), cutoff, args, &limits, report);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
     if !store.begin_clean(lock_timeout)? {
@@ -128,12 +190,16 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
     });
     output::note(&summary.line());
-    result?;
-    output::emit(ctx.format, &Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })?;
-    match summary.stopped_by {
+    // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
+    let result = result.and(match summary.stopped_by {
         Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }),
         _ => Ok(()),
+    });
+    if let Err(e) = result {
+        report.so_far = Some(summary.to_json());
+        return Err(e);
     }
+    report.emit(&Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })
 }
 
 /// What ends a run before every expired row is gone.
@@ -537,6 +603,7 @@ fn dry_run(
     cutoff: Timestamp,
     args: &CleanArgs,
     limits: &Limits,
+    report: &mut Report,
 ) -> Result<()> {
     let sample = args.sample;
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
@@ -662,7 +729,7 @@ fn dry_run(
         by_asset.len(),
         cutoff.to_rfc3339()
     ));
-    output::emit(ctx.format, &Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
+    report.emit(&Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
     Ok(())
 }
 
