@@ -156,6 +156,7 @@ pages_clean() {
     ex 'state-store clean -o json'
     kill -TERM "$busy"
     wait "$busy" || true
+    ex 'state-store clean -o json --max-row 100'
     ex 'state-store clean -o json --conn postgresql://airflow:pw@127.0.0.1:1/airflow'
     page clean
     ex 'AIRFLOW__STATE_STORE__BACKEND=mypackage.state.S3StateBackend state-store clean -o json'

@@ -1099,10 +1099,17 @@ contract! {
         let v = one_document(&bench.run(&["clean", "-o", "json"]).success());
         assert_eq!(v.py("('error' in v, v['task_rows_deleted'])"), "(False, 3)");
 
-        // Refused before the database is opened: a flag's value (2), the configuration (3).
-        // The document is the error alone.
+        // Refused before the database is opened: a flag's value (2), the command line itself
+        // (2, when the words before the one clap rejects say `clean` and `-o json`), the
+        // configuration (3). The document is the error alone.
         let v = error_document(&bench.run(&["clean", "-o", "json", "--before", "2999-01-01T00:00:00Z"]).fails(2, "future"));
         assert_eq!(v.py("list(v)"), "['error']");
+        error_document(&bench.run(&["clean", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate"));
+        error_document(&bench.run(&["-o", "json", "clean", "--max-rows", "0"]).fails(2, "--max-rows"));
+        error_document(&bench.run(&["clean", "--no-orphans", "--orphans-only", "-o", "json"]).fails(2, "--orphans-only"));
+        bench.run(&["clean", "--frobnicate", "-o", "json"]).fails(2, "--frobnicate").stdout_is("");
+        bench.run(&["clean", "-o", "table", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
+        bench.run(&["list", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
         let run = bench.run(&["clean", "-o", "yaml", "--sleep", "soon"]).fails(2, "--sleep");
         assert!(run.stdout.starts_with("error:\n  message: \"invalid --sleep: "), "{}", run.stdout);
         assert!(run.stdout.ends_with("\"\n  exit_code: 2\n"), "{}", run.stdout);

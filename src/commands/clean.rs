@@ -33,6 +33,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     result
 }
 
+/// A `clean -o json` (or `-o yaml`) whose command line clap rejected: its one document is the
+/// error alone. `message` is the stderr line without its `error: ` prefix, already masked.
+pub(crate) fn command_line_rejected(format: Format, message: &str) {
+    Report::new(format).failed(message, crate::error::exit::USAGE);
+}
+
 /// The one document a `clean -o json` or `-o yaml` prints on stdout, so that a job appending
 /// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
 /// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the

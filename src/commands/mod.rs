@@ -22,6 +22,7 @@ use crate::db::{self, Access, Metastore};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
 use crate::url::DbUrl;
+pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
     let Cli { global, command } = cli;
