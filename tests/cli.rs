@@ -2062,6 +2062,64 @@ fn sqlite_clean_leaves_nothing_beside_the_database() {
     assert_eq!(dir_entries(&bench), before, "the next clean removed it");
 }
 
+/// A signal that ends a `clean -o json` at once still leaves its one document: before the
+/// run starts (here while `_cmd` runs), the error alone; a second signal during a batch, the
+/// summary of the batches committed so far, and the error.
+#[test]
+fn clean_json_document_when_a_signal_ends_the_run_at_once() {
+    use std::io::BufRead;
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 10, 1);
+    let mut c = bench.cmd(&["clean", "-o", "json"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("sh -c 'sleep 2; echo {}'", bench.url()));
+    let child = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // Once its `_cmd` runs, its signal handling is in place.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::process::Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(std::time::Instant::now() < deadline, "the _cmd never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sigterm(&child);
+    let run = finished(child, &["clean", "-o", "json"]).code(143);
+    assert_eq!(one_document(&run).py("v"), "{'error': {'message': 'stopped by SIGTERM', 'exit_code': 143}}");
+    assert_eq!(remaining_keys(&bench).len(), 10);
+
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    let args = ["clean", "-v", "--batch-size", "1", "--lock-timeout", "30s", "-o", "json"];
+    let mut child = bench
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line of `-v` comes once the run has begun: a first signal only stops it
+    // between batches, and the first batch waits for the write lock the holder keeps.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("clean lock"), "{line}");
+    sigterm(&child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "a first signal waits for the batch");
+    sigterm(&child);
+    let run = finished(child, &args).code(143);
+    drop(holder);
+    assert_eq!(
+        one_document(&run).py("(v['task_rows_deleted'], v['interrupted'], v['stopped_by'], v['error'])"),
+        "(0, True, 'SIGTERM', {'message': 'stopped at once by a second signal (SIGTERM); the batch in progress, if any, is rolled back', 'exit_code': 143})"
+    );
+    assert_eq!(remaining_keys(&bench).len(), 10, "the batch was rolled back");
+    bench.run(&["clean"]).success();
+    assert_eq!(dir_entries(&bench), ["airflow.db"]);
+}
+
 // ---------------------------------------------------------------- servers that say no
 
 /// Every failure to reach or use a server is one line, exit 4 (or 5 for missing tables), and

@@ -43,7 +43,8 @@ pub(crate) fn command_line_rejected(format: Format, message: &str) {
 /// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
 /// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
 /// batches run so far, or alone when none ran. Nothing is printed after a document: a stdout
-/// that failed gets no second one.
+/// that failed gets no second one. A signal that ends the process at once (any signal before
+/// the run starts, a second one during it) prints the document instead (see `signals`).
 struct Report {
     format: Format,
     printed: bool,
@@ -53,7 +54,17 @@ struct Report {
 
 impl Report {
     fn new(format: Format) -> Report {
-        Report { format, printed: false, so_far: None }
+        let report = Report { format, printed: false, so_far: None };
+        if report.structured() {
+            signals::on_exit_print(move |signal| {
+                let stop = Error::Interrupted { signal };
+                output::document(
+                    format,
+                    &with_error(None, &redact::redact(&stop.to_string()), stop.exit_code()),
+                )
+            });
+        }
+        report
     }
 
     fn structured(&self) -> bool {
@@ -62,7 +73,7 @@ impl Report {
 
     fn emit(&mut self, rendered: &Rendered) -> Result<()> {
         self.printed = true;
-        output::emit(self.format, rendered)?;
+        signals::print_instead(|| output::emit(self.format, rendered))?;
         Ok(())
     }
 
@@ -187,14 +198,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         progress: &mut progress,
         archive: archive.as_mut(),
         verbose: args.verbose,
+        last_words: report.structured().then_some(report.format),
     };
+    run.update_last_words();
     let result = run.delete_all();
     store.finish_clean();
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.archive = archive.as_ref().map(|sink| {
-        (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
-    });
+    summary.archive = archive.as_ref().map(archived);
     output::note(&summary.line());
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
     let result = result.and(match summary.stopped_by {
@@ -258,7 +269,7 @@ impl Stop {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Summary {
     task_rows_deleted: u64,
     asset_rows_deleted: u64,
@@ -338,9 +349,30 @@ struct Run<'a> {
     archive: Option<&'a mut Sink>,
     /// `--verbose`: a line on stderr for every batch.
     verbose: bool,
+    /// With `-o json` or `-o yaml`, the format of the document a second signal prints.
+    last_words: Option<Format>,
 }
 
 impl Run<'_> {
+    /// A second signal ends the process at once, in the middle of a batch, which the database
+    /// then rolls back: the document it prints holds the batches committed until now.
+    fn update_last_words(&self) {
+        let Some(format) = self.last_words else { return };
+        let mut summary = self.summary.clone();
+        summary.archive = self.archive.as_deref().map(archived);
+        let started = self.started;
+        signals::on_exit_print(move |signal| {
+            let mut summary = summary.clone();
+            summary.seconds = started.elapsed().as_secs_f64();
+            summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(signal)));
+            let message = format!(
+                "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
+                Stop::Signal(signal).name()
+            );
+            output::document(format, &with_error(Some(summary.to_json()), &message, 128 + signal))
+        });
+    }
+
     /// The two phases of a run. The orphan sweep starts only after every expired task row is
     /// gone, so a stopped run leaves the database as a later run expects to find it.
     fn delete_all(&mut self) -> Result<()> {
@@ -428,6 +460,9 @@ impl Run<'_> {
                 });
             }
             self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
+            if deleted > 0 {
+                self.update_last_words();
+            }
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
             if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
@@ -522,6 +557,9 @@ impl Run<'_> {
             self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
             self.summary.batches + self.summary.orphan_batches,
         );
+        if deleted > 0 {
+            self.update_last_words();
+        }
     }
 
     /// The sweep stops for a signal or the time limit; `--max-rows` counts task rows only.
@@ -553,6 +591,11 @@ impl Run<'_> {
         }
         None
     }
+}
+
+/// The `--archive` file and the rows this run appended to it, for the summary.
+fn archived(sink: &Sink) -> (String, u64) {
+    (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
 }
 
 /// The primary-key range a batch covered, `after_id < id <= up_to_id`, for `--verbose`.
