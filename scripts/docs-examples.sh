@@ -146,6 +146,19 @@ pages_clean() {
     printf '$ echo $?\n%s\n' "$?"
     set -e
     page clean
+    ex 'state-store clean -v --batch-size 2'
+    page clean
+    ex 'state-store clean --dry-run -v -o plain'
+    page clean
+    "$bin" clean --batch-size 1 --sleep 1s > /dev/null 2>&1 &
+    local busy=$!
+    sleep 0.5
+    ex 'state-store clean -o json'
+    kill -TERM "$busy"
+    wait "$busy" || true
+    ex 'state-store clean -o json --max-row 100'
+    ex 'state-store clean -o json --conn postgresql://airflow:pw@127.0.0.1:1/airflow'
+    page clean
     ex 'AIRFLOW__STATE_STORE__BACKEND=mypackage.state.S3StateBackend state-store clean -o json'
     ex 'state-store clean --before 2099-01-01T00:00:00Z'
     ex 'state-store clean --max-duration 10'

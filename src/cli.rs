@@ -1,9 +1,11 @@
 //! The command line, as clap definitions. Nothing here touches a database: these types are
 //! turned into validated options by the command modules before any connection is opened.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -395,9 +397,14 @@ pub(crate) struct CleanArgs {
     /// Longest wait for a lock held by another session before a batch fails
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub lock_timeout: String,
-    /// Interval between plain progress lines on stderr when it is not a terminal
+    /// Interval between plain progress lines on stderr when it is not a terminal; 0 prints
+    /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
+    /// Detail on stderr: a line per batch (its number, rows deleted, id range, milliseconds),
+    /// for the orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
+    #[arg(short = 'v', long)]
+    pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
     /// format (fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
@@ -453,4 +460,58 @@ pub(crate) enum SandboxCommand {
         #[arg(long)]
         inactive: bool,
     },
+}
+
+/// The format of a `clean -o json` (or `-o yaml`) whose command line clap rejected: such a run
+/// still prints its one document on stdout, holding the error (docs/output.md). Clap stops at
+/// the first word it rejects, so this is what the words before it say: `clean`, and `-o json`
+/// or `-o yaml` before the subcommand or after it. `None` for any other command line.
+pub(crate) fn rejected_clean_format(args: &[OsString]) -> Option<Format> {
+    let partial = Cli::command().ignore_errors(true).try_get_matches_from(args).ok()?;
+    let (name, clean) = partial.subcommand()?;
+    if name != "clean" {
+        return None;
+    }
+    let given = |m: &ArgMatches| {
+        (m.value_source("output") == Some(ValueSource::CommandLine))
+            .then(|| m.get_one::<Format>("output").copied())
+            .flatten()
+    };
+    given(clean).or_else(|| given(&partial)).filter(|f| matches!(f, Format::Json | Format::Yaml))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn format_of(line: &str) -> Option<Format> {
+        let args: Vec<OsString> = line.split_whitespace().map(OsString::from).collect();
+        assert!(Cli::try_parse_from(&args).is_err(), "{line} is rejected by clap");
+        rejected_clean_format(&args)
+    }
+
+    #[test]
+    fn a_rejected_clean_keeps_the_format_given_before_the_error() {
+        assert_eq!(format_of("state-store clean -o json --bogus"), Some(Format::Json));
+        assert_eq!(format_of("state-store -o yaml clean --bogus"), Some(Format::Yaml));
+        assert_eq!(format_of("state-store --output=json clean --max-rows 0"), Some(Format::Json));
+        assert_eq!(format_of("state-store clean -ojson --batch-size abc"), Some(Format::Json));
+        assert_eq!(format_of("state-store clean -v -o json --no-orphans --orphans-only"), Some(Format::Json));
+        assert_eq!(format_of("state-store clean --no-orphans --orphans-only -o json"), Some(Format::Json));
+        assert_eq!(format_of("state-store clean --dry-run --archive a.jsonl -o json"), Some(Format::Json));
+        assert_eq!(format_of("state-store clean -o json --sample"), Some(Format::Json));
+    }
+
+    #[test]
+    fn other_rejected_command_lines_have_no_document() {
+        // Clap stopped before it read `-o json`: the words before the error decide.
+        assert_eq!(format_of("state-store clean --bogus -o json"), None);
+        assert_eq!(format_of("state-store --bogus clean -o json"), None);
+        assert_eq!(format_of("state-store clean -o table --bogus"), None);
+        assert_eq!(format_of("state-store clean -o plain --bogus"), None);
+        assert_eq!(format_of("state-store clean -o jsn"), None);
+        assert_eq!(format_of("state-store list -o json --bogus"), None);
+        assert_eq!(format_of("state-store cleann -o json"), None);
+        assert_eq!(format_of("state-store -o json"), None);
+    }
 }

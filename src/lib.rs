@@ -35,9 +35,19 @@ use crate::error::exit;
 #[must_use]
 pub fn main_exit_code() -> i32 {
     signals::install();
-    let cli = match cli::Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
-        Err(e) => return clap_exit(&e),
+        Err(e) => {
+            let code = clap_exit(&e);
+            // `clean -o json` prints one document on every run, a rejected command line's too.
+            if code == exit::USAGE
+                && let Some(format) = cli::rejected_clean_format(&args)
+            {
+                commands::clean_command_line_rejected(format, &clap_message(&e));
+            }
+            return code;
+        }
     };
     match commands::run(cli) {
         Ok(()) => exit::SUCCESS,
@@ -69,29 +79,16 @@ fn clap_exit(e: &clap::Error) -> i32 {
             }
         }
         _ => {
-            // clap spreads one error over several lines (the message, the missing arguments,
-            // a usage line, a tip); the contract is one line, so keep what comes before the
-            // usage line and join it.
-            let rendered = e.render().to_string();
-            let message: Vec<&str> = rendered
-                .lines()
-                .map(str::trim)
-                .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
-                .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
-                .collect();
-            let message = message.join(" ");
-            let message = message.strip_prefix("error: ").unwrap_or(&message);
-            let tips: String = clap_tips(e).iter().map(|tip| format!(" ({tip})")).collect();
-            output::note(&format!("error: {message}{tips} (see --help)"));
+            output::note(&format!("error: {}", clap_message(e)));
             exit::USAGE
         }
     }
 }
 
-/// clap's suggestions, which it renders as `tip:` lines of their own (dropped above), taken from
-/// the error's context and worded to fit in the one-line error: "did you mean 'list'?" for a
-/// misspelt subcommand, flag or value, and clap's other hints as they are (`to pass '-x' as a
-/// value, use '-- -x'`).
+/// clap's suggestions, which it renders as `tip:` lines of their own (dropped by
+/// [`clap_message`]), taken from the error's context and worded to fit in the one-line error:
+/// "did you mean 'list'?" for a misspelt subcommand, flag or value, and clap's other hints as
+/// they are (`to pass '-x' as a value, use '-- -x'`).
 fn clap_tips(e: &clap::Error) -> Vec<String> {
     use clap::error::{ContextKind, ContextValue};
     let mut tips = Vec::new();
@@ -114,6 +111,26 @@ fn clap_tips(e: &clap::Error) -> Vec<String> {
         tips.extend(hints.iter().map(ToString::to_string));
     }
     tips
+}
+
+/// A clap error as the one line of every other failure, without its `error: ` prefix, with
+/// clap's suggestions kept, masked as every error message is (a value clap quotes may be a URL
+/// with its password).
+fn clap_message(e: &clap::Error) -> String {
+    // clap spreads one error over several lines (the message, the missing arguments, a usage
+    // line, a tip); the contract is one line, so keep what comes before the usage line and
+    // join it.
+    let rendered = e.render().to_string();
+    let message: Vec<&str> = rendered
+        .lines()
+        .map(str::trim)
+        .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more information"))
+        .filter(|l| !l.is_empty() && !l.starts_with("tip:"))
+        .collect();
+    let message = message.join(" ");
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let tips: String = clap_tips(e).iter().map(|tip| format!(" ({tip})")).collect();
+    redact::mask(&format!("{message}{tips} (see --help)"))
 }
 
 fn is_broken_pipe(e: &error::Error) -> bool {

@@ -33,10 +33,7 @@ pub(crate) struct Table {
 pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
     let mut out = io::stdout().lock();
     match format {
-        // Indented for a person at a terminal, one line for a pipe or a file (`jq`, logs).
-        Format::Json if out.is_terminal() => writeln!(out, "{}", json::dumps_pretty(&rendered.doc, 2))?,
-        Format::Json => writeln!(out, "{}", json::dumps_unicode(&rendered.doc))?,
-        Format::Yaml => out.write_all(to_yaml(&rendered.doc).as_bytes())?,
+        Format::Json | Format::Yaml => out.write_all(document(format, &rendered.doc).as_bytes())?,
         Format::Table => {
             for (i, table) in rendered.tables.iter().enumerate() {
                 if i > 0 {
@@ -87,6 +84,16 @@ fn mask_json(value: &Json) -> Json {
         Json::Array(items) => Json::Array(items.iter().map(mask_json).collect()),
         Json::Object(fields) => Json::Object(fields.iter().map(|(k, v)| (k.clone(), mask_json(v))).collect()),
         other => other.clone(),
+    }
+}
+
+/// The text of a JSON or YAML document as [`emit`] writes it, final newline included.
+pub(crate) fn document(format: Format, doc: &Json) -> String {
+    match format {
+        // Indented for a person at a terminal, one line for a pipe or a file (`jq`, logs).
+        Format::Json if io::stdout().is_terminal() => format!("{}\n", json::dumps_pretty(doc, 2)),
+        Format::Json => format!("{}\n", json::dumps_unicode(doc)),
+        _ => to_yaml(doc),
     }
 }
 

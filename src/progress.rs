@@ -1,5 +1,6 @@
 //! Progress of a long `clean`, on stderr: a bar redrawn in place at a terminal (rows, rate,
 //! ETA), and a plain line every few seconds otherwise, so a cron log shows a run is alive.
+//! `--verbose` detail lines go through here too, so that they never land inside the bar.
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -11,7 +12,8 @@ const BAR_WIDTH: usize = 30;
 pub(crate) struct Progress {
     terminal: bool,
     total: Option<u64>,
-    every: Duration,
+    /// Between plain lines; `None` (`--progress-every 0`) prints none.
+    every: Option<Duration>,
     started: Instant,
     last: Instant,
     drawn: bool,
@@ -19,16 +21,25 @@ pub(crate) struct Progress {
 
 impl Progress {
     /// `total` is the number of rows expected (known at a terminal only: counting costs a
-    /// query). `every` is the interval between plain lines.
+    /// query). `every` is the interval between plain lines, zero for none; it does not apply
+    /// at a terminal, where the bar is drawn instead.
     pub(crate) fn new(total: Option<u64>, every: Duration) -> Progress {
         let now = Instant::now();
+        let every = (!every.is_zero()).then_some(every);
         Progress { terminal: stderr_is_terminal(), total, every, started: now, last: now, drawn: false }
     }
 
     /// Reports `done` rows deleted in `batches` batches so far.
     pub(crate) fn update(&mut self, done: u64, batches: u64) {
         let now = Instant::now();
-        let due = if self.terminal { REDRAW } else { self.every };
+        let due = if self.terminal {
+            REDRAW
+        } else {
+            match self.every {
+                Some(every) => every,
+                None => return,
+            }
+        };
         if now.duration_since(self.last) < due {
             return;
         }
@@ -56,7 +67,17 @@ impl Progress {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
+            self.drawn = false;
         }
+    }
+
+    /// A line of detail (`--verbose`), on a line of its own: the bar, if drawn, is cleared
+    /// first and redrawn by the next update.
+    pub(crate) fn detail(&mut self, line: &str) {
+        self.finish();
+        let mut err = std::io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+        let _ = err.flush();
     }
 }
 

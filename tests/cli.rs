@@ -129,6 +129,54 @@ fn remaining_keys(bench: &Bench) -> Vec<String> {
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))
 }
 
+/// stdout of a `-o json` run that is not a terminal: exactly one line, one JSON object.
+#[track_caller]
+fn one_document(run: &support::Run) -> support::serde_like::Value {
+    assert_eq!(run.stdout.lines().count(), 1, "one JSON document on stdout: {run:?}");
+    let v = run.json();
+    assert_eq!(v.py("type(v).__name__"), "'dict'", "{run:?}");
+    v
+}
+
+/// The document of a failed `clean -o json`: its `error` member holds the run's exit code and
+/// the message of its one `error:` line on stderr, exactly.
+#[track_caller]
+fn error_document(run: &support::Run) -> support::serde_like::Value {
+    let v = one_document(run);
+    let line = run.stderr.lines().find(|l| l.starts_with("error: ")).expect("an error line");
+    let message: String = line["error: ".len()..].bytes().map(|b| format!("{b:02x}")).collect();
+    let expected = format!("{{'message': bytes.fromhex('{message}').decode(), 'exit_code': {}}}", run.code);
+    assert_eq!(v.py(&format!("v['error'] == {expected}")), "True", "{run:?}");
+    v
+}
+
+/// The output of a clean run in the background, once it ended.
+fn finished(child: std::process::Child, args: &[&str]) -> support::Run {
+    let out = child.wait_with_output().unwrap();
+    support::Run {
+        args: args.iter().map(|s| s.to_string()).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn sigterm(child: &std::process::Child) {
+    let killed =
+        std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+}
+
+/// The names in a SQLite bench's directory (the database's, and AIRFLOW_HOME), sorted.
+fn dir_entries(bench: &Bench) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(bench.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
 /// Runs `sql` with the database's foreign-key checks off, which is how a metastore comes to
 /// hold rows whose parent is gone (SQLite opened without Airflow's PRAGMA, a MySQL restore with
 /// foreign_key_checks=0, a PostgreSQL load in replica mode).
@@ -970,7 +1018,8 @@ contract! {
         // Once a batch is gone, the first clean holds the lock.
         until_some_rows_are_gone(&bench, 20);
         let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
-        assert_eq!(second.stdout, "");
+        // It deleted nothing, so its one JSON document is the error alone.
+        assert_eq!(error_document(&second).py("list(v)"), "['error']");
         assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
         assert_eq!(first.wait().unwrap().code(), Some(143));
         // The lock goes with the process that held it.
@@ -1078,6 +1127,157 @@ contract! {
         bench.env("AIRFLOW__STATE_STORE__BACKEND", "mypackage.state.CustomStateBackend");
         let run = bench.unchanged(|| bench.run(&["clean", "-o", "json"]).success().stderr_has("skipping cleanup"));
         assert_eq!(run.json().py("(v['task_rows_deleted'], 'CustomStateBackend' in v['skipped'])"), "(0, True)");
+    }
+
+    fn clean_verbose_details_every_batch(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 40, 3);
+        let inactive = bench.add_asset("legacy", "s3://legacy/", false);
+        for key in ["a", "b", "c"] {
+            bench.exec(&format!(
+                "INSERT INTO asset_state_store (asset_id, {}, value, updated_at, last_updated_by_kind) VALUES ({inactive}, '{key}', '1', {}, 'task')",
+                bench.key_col(),
+                bench.ts_lit(Some("2020-01-01 00:00:00.000000"))
+            ));
+        }
+        let run = bench.run(&["clean", "-v", "--batch-size", "4", "-o", "json"]).success();
+        let v = one_document(&run);
+        assert_eq!(v.py("(v['task_rows_deleted'], v['asset_rows_deleted'], v['orphan_batches'])"), "(14, 3, 1)");
+        // One line per batch counted in the summary, numbered from 1, each with its rows, its
+        // id range and its time; the rows add up to the summary's.
+        let batches: usize = v.py("v['batches']").parse().unwrap();
+        let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).collect();
+        assert_eq!(lines.len(), batches, "{}", run.stderr);
+        let mut total = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let rest = line.strip_prefix(&format!("clean: batch {}: deleted ", i + 1)).unwrap_or_else(|| panic!("{line}"));
+            total += rest.split(' ').next().unwrap().parse::<usize>().unwrap();
+            assert!(rest.contains(" expired task row(s), id") && line.ends_with(" ms"), "{line}");
+        }
+        assert_eq!(total, 14);
+        assert!(run.stderr.contains("clean: orphan batch 1: deleted 3 orphaned asset row(s), "), "{}", run.stderr);
+        assert!(bench.run(&["clean", "--help"]).success().stdout.contains("-v, --verbose"));
+        // First what the run is about to do; last, as always, the summary.
+        let first = run.stderr.lines().next().unwrap();
+        assert!(first.contains("batch size 4") && first.contains("clean lock"), "{first}");
+        assert!(run.stderr.lines().last().unwrap().starts_with("clean: deleted 14 expired task row(s)"));
+
+        // The long form, and a dry run: its queries are detailed, stdout is as without it.
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let quiet = bench.run(&["clean", "--dry-run", "--batch-size", "2", "-o", "plain"]).success();
+        let run = bench.unchanged(|| {
+            bench.run(&["clean", "--dry-run", "--verbose", "--batch-size", "2", "-o", "plain"]).success()
+        });
+        assert_eq!((quiet.stdout.as_str(), run.stdout.as_str()), ("5 0\n", "5 0\n"));
+        for needle in [
+            "clean --dry-run: counted 5 expired task row(s) of 1 dag(s), ",
+            "clean --dry-run: counted 0 orphaned asset row(s) of 0 asset(s), ",
+            "clean --dry-run: read a sample of 5 expired task row(s), ",
+            "clean --dry-run: a run now would take at least 3 batch(es) of at most 2 expired task row(s)",
+        ] {
+            assert!(run.stderr.contains(needle), "{needle}: {}", run.stderr);
+        }
+        assert!(!quiet.stderr.contains("counted"), "{}", quiet.stderr);
+    }
+
+    fn clean_progress_every_0_prints_no_progress_line(d: Dialect) {
+        for (every, printed) in [("0", false), ("10ms", true)] {
+            let bench = with_run(d);
+            seed_expiring(&bench, 12, 1);
+            let run =
+                bench.run(&["clean", "--batch-size", "1", "--sleep", "30ms", "--progress-every", every]).success();
+            let lines = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).count();
+            assert_eq!(lines > 0, printed, "--progress-every {every}: {}", run.stderr);
+            assert_eq!(run.stderr.lines().count(), lines + 1, "progress lines and the summary: {}", run.stderr);
+        }
+    }
+
+    fn clean_json_prints_one_document_on_every_run(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 6, 2);
+        let v = one_document(&bench.run(&["clean", "-o", "json"]).success());
+        assert_eq!(v.py("('error' in v, v['task_rows_deleted'])"), "(False, 3)");
+
+        // Refused before the database is opened: a flag's value (2), the command line itself
+        // (2, when the words before the one clap rejects say `clean` and `-o json`), the
+        // configuration (3). The document is the error alone.
+        let v = error_document(&bench.run(&["clean", "-o", "json", "--before", "2999-01-01T00:00:00Z"]).fails(2, "future"));
+        assert_eq!(v.py("list(v)"), "['error']");
+        error_document(&bench.run(&["clean", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate"));
+        error_document(&bench.run(&["-o", "json", "clean", "--max-rows", "0"]).fails(2, "--max-rows"));
+        error_document(&bench.run(&["clean", "--no-orphans", "--orphans-only", "-o", "json"]).fails(2, "--orphans-only"));
+        bench.run(&["clean", "--frobnicate", "-o", "json"]).fails(2, "--frobnicate").stdout_is("");
+        bench.run(&["clean", "-o", "table", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
+        bench.run(&["list", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
+        let run = bench.run(&["clean", "-o", "yaml", "--sleep", "soon"]).fails(2, "--sleep");
+        assert!(run.stdout.starts_with("error:\n  message: \"invalid --sleep: "), "{}", run.stdout);
+        assert!(run.stdout.ends_with("\"\n  exit_code: 2\n"), "{}", run.stdout);
+        let cfg = bench.write_config("bad.cfg", "[state_store]\nstate_cleanup_batch_size = many\n");
+        error_document(&bench.run(&["clean", "-o", "json", "--config", cfg.to_str().unwrap()]).fails(3, "many"));
+
+        // The database cannot be reached (4).
+        let down = match d {
+            Dialect::Sqlite => format!("sqlite:///{}/missing.db", bench.dir.path().display()),
+            _ => Bench::server_url(d, &Bench::admin_auth(d), "x").replace(":5432/", ":1/").replace(":3306/", ":1/"),
+        };
+        error_document(&bench.run(&["clean", "-o", "json", "--conn", &down]).fails(4, ""));
+        error_document(&bench.run(&["clean", "--dry-run", "-o", "json", "--conn", &down]).fails(4, ""));
+
+        // Another clean is running (7); that one, stopped by SIGTERM, prints its summary once,
+        // with the error its exit code stands for.
+        bench.exec("DELETE FROM task_state_store");
+        seed_expiring(&bench, 30, 1);
+        let args = ["clean", "--batch-size", "1", "--sleep", "200ms", "-o", "json"];
+        let first = bench.cmd(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+        until_some_rows_are_gone(&bench, 30);
+        let v = error_document(&bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running"));
+        assert_eq!(v.py("list(v)"), "['error']");
+        sigterm(&first);
+        let first = finished(first, &args).code(143);
+        let v = one_document(&first);
+        assert_eq!(
+            v.py("(v['interrupted'], v['stopped_by'], v['error'])"),
+            "(True, 'SIGTERM', {'message': 'stopped by SIGTERM', 'exit_code': 143})"
+        );
+        assert_eq!(v.py("v['task_rows_deleted']"), (30 - remaining_keys(&bench).len()).to_string());
+
+        // A batch that fails mid-run (4): the summary so far, and the error. (PostgreSQL skips a
+        // locked row instead: tests/faults.rs drops its connection mid-run.)
+        if d != Dialect::Postgres {
+            bench.exec("DELETE FROM task_state_store");
+            seed_expiring(&bench, 30, 1);
+            let k = bench.key_col();
+            let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00020'"));
+            let run = bench.run(&["clean", "--batch-size", "2", "--lock-timeout", "1s", "-o", "json"]).code(4);
+            drop(holder);
+            let v = error_document(&run);
+            let line = run.stderr.lines().find(|l| l.starts_with("clean: deleted ")).unwrap();
+            let deleted = line["clean: deleted ".len()..].split(' ').next().unwrap();
+            assert_eq!(v.py("(v['task_rows_deleted'], v['interrupted'])"), format!("({deleted}, False)"));
+        }
+
+        // The schema is not Airflow 3.3's (5).
+        bench.exec("ALTER TABLE task_state_store ADD COLUMN region_id VARCHAR(250)");
+        error_document(&bench.run(&["clean", "-o", "json"]).fails(5, "3.4"));
+    }
+
+    fn two_cleans_started_together_refuse_one(d: Dialect) {
+        for _ in 0..3 {
+            let bench = with_run(d);
+            seed_expiring(&bench, 20, 1);
+            let args = ["clean", "--batch-size", "1", "--sleep", "100ms", "-o", "json"];
+            let spawn = || bench.cmd(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+            let (a, b) = (spawn(), spawn());
+            let (a, b) = (finished(a, &args), finished(b, &args));
+            let mut codes = [a.code, b.code];
+            codes.sort_unstable();
+            assert_eq!(codes, [0, 7], "{a:?}\n{b:?}");
+            assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+            if d == Dialect::Sqlite {
+                assert_eq!(dir_entries(&bench), ["airflow.db"], "nothing is left beside the database");
+            }
+        }
     }
 
     // ------------------------------------------------------------ schemas and hostile text
@@ -1904,6 +2104,138 @@ fn clean_reports_progress_on_stderr() {
     let (code, screen) = on_terminal(&bench, &["clean", "--batch-size", "1", "--sleep", "50ms"], "");
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+}
+
+/// `--progress-every 0` turns the periodic lines off; at a terminal, where the bar stands in
+/// for them, the bar is still drawn. `--verbose` lines there clear the bar first, so that each
+/// starts a line of its own.
+#[test]
+fn clean_progress_every_0_keeps_the_bar_at_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let args = ["clean", "--batch-size", "1", "--sleep", "50ms", "--progress-every", "0", "-v"];
+    let (code, screen) = on_terminal(&bench, &args, "");
+    assert_eq!(code, 0, "{screen}");
+    assert!(screen.contains("/12 rows") && screen.contains("ETA"), "a bar at a terminal: {screen}");
+    assert!(!screen.contains("clean: progress:"), "{screen}");
+    assert_eq!(screen.matches("clean: batch ").count(), 12, "{screen}");
+    for line in screen.split(['\r', '\n']) {
+        assert!(
+            !(line.contains("rows/s") && line.contains("clean: batch")),
+            "a detail line inside the bar: {line:?}"
+        );
+    }
+}
+
+/// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file
+/// exists only while it runs. A file a killed run left is no lock: the next run takes it over
+/// and removes it.
+#[test]
+fn sqlite_clean_leaves_nothing_beside_the_database() {
+    let bench = with_run(Dialect::Sqlite);
+    let lock = bench.dir.path().join("airflow.db.state-store-clean.lock");
+    let before = dir_entries(&bench);
+    assert_eq!(before, ["airflow.db"]);
+    let background = |bench: &Bench| {
+        bench.exec("DELETE FROM task_state_store");
+        seed_expiring(bench, 20, 1);
+        let child = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "200ms"])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        until_some_rows_are_gone(bench, 20);
+        child
+    };
+
+    seed_expiring(&bench, 10, 1);
+    bench.run(&["clean", "--dry-run"]).success();
+    bench.run(&["clean"]).success();
+    assert_eq!(dir_entries(&bench), before, "after a clean");
+
+    let first = background(&bench);
+    assert!(lock.exists(), "the lock file exists while a clean runs");
+    bench.run(&["clean"]).fails(7, "another state-store clean is running");
+    sigterm(&first);
+    assert_eq!(first.wait_with_output().unwrap().status.code(), Some(143));
+    assert_eq!(dir_entries(&bench), before, "after a clean refused, and one stopped by SIGTERM");
+
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    bench.run(&["clean", "--lock-timeout", "200ms"]).code(4);
+    drop(holder);
+    assert_eq!(dir_entries(&bench), before, "after a failed clean");
+
+    let mut killed = background(&bench);
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-KILL", &killed.id().to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    assert_eq!(killed.wait().unwrap().code(), None);
+    assert!(lock.exists(), "a killed clean leaves its lock file");
+    bench.run(&["clean"]).success().stderr_has("clean: deleted");
+    assert_eq!(remaining_keys(&bench), Vec::<String>::new());
+    assert_eq!(dir_entries(&bench), before, "the next clean removed it");
+}
+
+/// A signal that ends a `clean -o json` at once still leaves its one document: before the
+/// run starts (here while `_cmd` runs), the error alone; a second signal during a batch, the
+/// summary of the batches committed so far, and the error.
+#[test]
+fn clean_json_document_when_a_signal_ends_the_run_at_once() {
+    use std::io::BufRead;
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 10, 1);
+    let mut c = bench.cmd(&["clean", "-o", "json"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", format!("sh -c 'sleep 2; echo {}'", bench.url()));
+    let child = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // Once its `_cmd` runs, its signal handling is in place.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !std::process::Command::new("pgrep")
+        .args(["-P", &child.id().to_string()])
+        .output()
+        .unwrap()
+        .status
+        .success()
+    {
+        assert!(std::time::Instant::now() < deadline, "the _cmd never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    sigterm(&child);
+    let run = finished(child, &["clean", "-o", "json"]).code(143);
+    assert_eq!(one_document(&run).py("v"), "{'error': {'message': 'stopped by SIGTERM', 'exit_code': 143}}");
+    assert_eq!(remaining_keys(&bench).len(), 10);
+
+    let holder = bench.hold("UPDATE task_state_store SET value = '2'");
+    let args = ["clean", "-v", "--batch-size", "1", "--lock-timeout", "30s", "-o", "json"];
+    let mut child = bench
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first line of `-v` comes once the run has begun: a first signal only stops it
+    // between batches, and the first batch waits for the write lock the holder keeps.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    assert!(line.contains("clean lock"), "{line}");
+    sigterm(&child);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(child.try_wait().unwrap().is_none(), "a first signal waits for the batch");
+    sigterm(&child);
+    let run = finished(child, &args).code(143);
+    drop(holder);
+    assert_eq!(
+        one_document(&run).py("(v['task_rows_deleted'], v['interrupted'], v['stopped_by'], v['error'])"),
+        "(0, True, 'SIGTERM', {'message': 'stopped at once by a second signal (SIGTERM); the batch in progress, if any, is rolled back', 'exit_code': 143})"
+    );
+    assert_eq!(remaining_keys(&bench).len(), 10, "the batch was rolled back");
+    bench.run(&["clean"]).success();
+    assert_eq!(dir_entries(&bench), ["airflow.db"]);
 }
 
 // ---------------------------------------------------------------- servers that say no

@@ -231,9 +231,11 @@ contract! {
         assert!(Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap().success());
         let status = child.wait().unwrap();
         assert_eq!(status.code(), None, "killed by the signal, not finished: {status:?}");
+        let lock_file = bench.dir.path().join("airflow.db.state-store-clean.lock");
         if d == Dialect::Sqlite {
             assert_eq!(bench.rows("PRAGMA integrity_check"), vec!["ok".to_string()]);
             assert_eq!(bench.rows("PRAGMA foreign_key_check"), Vec::<String>::new());
+            assert!(lock_file.exists(), "a killed clean leaves its lock file, which locks nothing");
         }
         let left = count(&bench, EXPIRED);
         assert!(left > 0, "killed before the end");
@@ -259,6 +261,7 @@ contract! {
         let run = bench.run(&["clean", "-o", "json"]).success();
         assert_eq!(run.json().py("v['task_rows_deleted']"), left.to_string());
         assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 20_000));
+        assert!(!lock_file.exists(), "the rerun took the lock file over and removed it");
     }
 
     // ------------------------------------------------------------ hostile input
@@ -738,9 +741,19 @@ fn connection_dropped_mid_clean(d: Dialect) {
     let out = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(4), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "no JSON report for a failed run");
     let error = clean_error_line(&stderr);
     assert!(error.contains("cannot") && error.contains(&db), "names what failed and where: {error}");
+    // One JSON document: the summary so far, as on stderr, and the error line's message.
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(stdout.lines().count(), 1, "one JSON document for a failed run: {stdout}");
+    let v = support::serde_like::parse(&stdout);
+    assert_eq!(
+        v.py(&format!(
+            "(v['task_rows_deleted'], v['error'] == {{'message': bytes.fromhex('{}').decode(), 'exit_code': 4}})",
+            hex(&error["error: ".len()..])
+        )),
+        format!("({}, True)", summary_deleted(&stderr))
+    );
     let gone = 2000 - count(&bench, EXPIRED);
     assert!(gone > 0 && gone < 2000, "stopped mid-run: {gone}");
     // The summary counts what is gone; when the session died inside a DELETE, that batch
@@ -887,6 +900,9 @@ fn the_password_never_appears_in_any_output(d: Dialect) {
         let busy = bench.run(&["clean", "-o", format]).fails(7, "another state-store clean is running");
         leaks(&busy);
         assert!(busy.stderr.contains(":***@"), "the URL is shown masked: {}", busy.stderr);
+        if matches!(format, "json" | "yaml") {
+            assert!(busy.stdout.contains(":***@"), "and masked in the error document: {}", busy.stdout);
+        }
     }
     let out = child.wait_with_output().unwrap();
     let run = Run {

@@ -6,24 +6,103 @@
 //! transaction with no id list, so it works on any table size (Airflow's own selects every id
 //! and binds them all, which SQLite refuses past its variable limit). Then the rows of inactive
 //! assets are swept. One summary line always ends the run; SIGINT/SIGTERM stop it between
-//! batches with the summary marked `interrupted`.
+//! batches with the summary marked `interrupted`. With `-o json` or `-o yaml` every run prints
+//! exactly one document on stdout, a failed one included: see [`Report`].
 
 use std::time::{Duration, Instant};
 
 use super::Context;
 use crate::archive::{Sink, archive_error};
-use crate::cli::{CleanArgs, GlobalArgs};
+use crate::cli::{CleanArgs, Format, GlobalArgs};
 use crate::db::{Access, Metastore};
 use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
 use crate::output::{self, Rendered, Table, int, obj};
 use crate::progress::{self, Progress};
+use crate::redact;
 use crate::signals;
 use crate::text::quote;
 use crate::time::{self, Timestamp};
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
+    let mut report = Report::new(global.output);
+    let result = clean(global, args, &mut report);
+    if let Err(e) = &result {
+        report.failed(&redact::mask(&e.to_string()), e.exit_code());
+    }
+    result
+}
+
+/// A `clean -o json` (or `-o yaml`) whose command line clap rejected: its one document is the
+/// error alone. `message` is the stderr line without its `error: ` prefix, already masked.
+pub(crate) fn command_line_rejected(format: Format, message: &str) {
+    Report::new(format).failed(message, crate::error::exit::USAGE);
+}
+
+/// The one document a `clean -o json` or `-o yaml` prints on stdout, so that a job appending
+/// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
+/// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
+/// batches run so far, or alone when none ran. Nothing is printed after a document: a stdout
+/// that failed gets no second one. A signal that ends the process at once (any signal before
+/// the run starts, a second one during it) prints the document instead (see `signals`).
+struct Report {
+    format: Format,
+    printed: bool,
+    /// The summary of a run that failed part-way, for its error document.
+    so_far: Option<Json>,
+}
+
+impl Report {
+    fn new(format: Format) -> Report {
+        let report = Report { format, printed: false, so_far: None };
+        if report.structured() {
+            signals::on_exit_print(move |signal| {
+                let stop = Error::Interrupted { signal };
+                output::document(
+                    format,
+                    &with_error(None, &redact::mask(&stop.to_string()), stop.exit_code()),
+                )
+            });
+        }
+        report
+    }
+
+    fn structured(&self) -> bool {
+        matches!(self.format, Format::Json | Format::Yaml)
+    }
+
+    fn emit(&mut self, rendered: &Rendered) -> Result<()> {
+        self.printed = true;
+        signals::print_instead(|| output::emit(self.format, rendered))?;
+        Ok(())
+    }
+
+    /// `message` is the error as printed on stderr (masked the same way), without `error: `.
+    fn failed(&mut self, message: &str, exit_code: i32) {
+        if self.printed || !self.structured() {
+            return;
+        }
+        let doc = with_error(self.so_far.take(), message, exit_code);
+        // The run already failed: a stdout that fails too changes neither its message nor its
+        // exit code.
+        let _ = self.emit(&Rendered { doc, tables: Vec::new(), plain: None });
+    }
+}
+
+/// `doc` (an object, or nothing) with the `error` member of a run that failed.
+fn with_error(doc: Option<Json>, message: &str, exit_code: i32) -> Json {
+    let error = obj(vec![("message", Json::Str(message.to_string())), ("exit_code", int(exit_code))]);
+    match doc {
+        Some(Json::Object(mut fields)) => {
+            fields.push(("error".to_string(), error));
+            Json::Object(fields)
+        }
+        _ => obj(vec![("error", error)]),
+    }
+}
+
+fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {
@@ -71,13 +150,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
             ("interrupted", Json::Bool(false)),
             ("skipped", Json::Str(reason)),
         ]);
-        output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain: None })?;
+        report.emit(&Rendered { doc, tables: Vec::new(), plain: None })?;
         return Ok(());
     }
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
     if args.dry_run {
         let mut store = ctx.open(Access::ReadOnly)?;
-        return dry_run(&ctx, store.as_mut(), cutoff, args.sample, &limits);
+        return dry_run(&ctx, store.as_mut(), cutoff, args, &limits, report);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
     if !store.begin_clean(lock_timeout)? {
@@ -91,6 +170,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     // Counting costs a query, worth it only for someone watching a bar.
     let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
     let mut progress = Progress::new(total, progress_every);
+    if args.verbose {
+        progress.detail(&format!(
+            "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {batch_size}",
+            ctx.url.redacted(),
+            describe(args),
+            cutoff.to_rfc3339()
+        ));
+    }
     let started = Instant::now();
     let mut summary = Summary {
         task_rows_deleted: 0,
@@ -111,21 +198,26 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
         started,
         progress: &mut progress,
         archive: archive.as_mut(),
+        verbose: args.verbose,
+        last_words: report.structured().then_some(report.format),
     };
+    run.update_last_words();
     let result = run.delete_all();
     store.finish_clean();
     progress.finish();
     summary.seconds = started.elapsed().as_secs_f64();
-    summary.archive = archive.as_ref().map(|sink| {
-        (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
-    });
+    summary.archive = archive.as_ref().map(archived);
     output::note(&summary.line());
-    result?;
-    output::emit(ctx.format, &Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })?;
-    match summary.stopped_by {
+    // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
+    let result = result.and(match summary.stopped_by {
         Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }),
         _ => Ok(()),
+    });
+    if let Err(e) = result {
+        report.so_far = Some(summary.to_json());
+        return Err(e);
     }
+    report.emit(&Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })
 }
 
 /// What ends a run before every expired row is gone.
@@ -136,6 +228,28 @@ struct Limits {
     max_rows: Option<u64>,
     max_duration: Option<Duration>,
     sleep: Option<Duration>,
+}
+
+/// What a run deletes and what bounds it, as given on the command line, for `--verbose`.
+fn describe(args: &CleanArgs) -> String {
+    let mut text = if args.orphans_only {
+        "orphaned asset rows only".to_string()
+    } else if args.no_orphans {
+        "expired task rows only".to_string()
+    } else {
+        "expired task rows, then orphaned asset rows".to_string()
+    };
+    for (flag, value) in [
+        ("--max-rows", args.max_rows.map(|n| n.to_string())),
+        ("--max-duration", args.max_duration.clone()),
+        ("--sleep", args.sleep.clone()),
+        ("--archive", args.archive.as_ref().map(|p| p.display().to_string())),
+    ] {
+        if let Some(value) = value {
+            text.push_str(&format!(", {flag} {value}"));
+        }
+    }
+    text
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,7 +270,7 @@ impl Stop {
     }
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Summary {
     task_rows_deleted: u64,
     asset_rows_deleted: u64,
@@ -234,9 +348,32 @@ struct Run<'a> {
     started: Instant,
     progress: &'a mut Progress,
     archive: Option<&'a mut Sink>,
+    /// `--verbose`: a line on stderr for every batch.
+    verbose: bool,
+    /// With `-o json` or `-o yaml`, the format of the document a second signal prints.
+    last_words: Option<Format>,
 }
 
 impl Run<'_> {
+    /// A second signal ends the process at once, in the middle of a batch, which the database
+    /// then rolls back: the document it prints holds the batches committed until now.
+    fn update_last_words(&self) {
+        let Some(format) = self.last_words else { return };
+        let mut summary = self.summary.clone();
+        summary.archive = self.archive.as_deref().map(archived);
+        let started = self.started;
+        signals::on_exit_print(move |signal| {
+            let mut summary = summary.clone();
+            summary.seconds = started.elapsed().as_secs_f64();
+            summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(signal)));
+            let message = format!(
+                "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
+                Stop::Signal(signal).name()
+            );
+            output::document(format, &with_error(Some(summary.to_json()), &message, 128 + signal))
+        });
+    }
+
     /// The two phases of a run. The orphan sweep starts only after every expired task row is
     /// gone, so a stopped run leaves the database as a later run expects to find it.
     fn delete_all(&mut self) -> Result<()> {
@@ -265,6 +402,7 @@ impl Run<'_> {
                 self.summary.stopped_by = Some(stop);
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let remaining = self.limits.max_rows.map(|max| max - self.summary.task_rows_deleted);
             // `--max-rows` caps the batch so that no run deletes more than it was allowed.
             let batch = match (self.summary.batch_size, remaining) {
@@ -309,7 +447,23 @@ impl Run<'_> {
                 self.summary.batches += 1;
                 self.summary.task_rows_deleted += deleted;
             }
+            if self.verbose {
+                let (ids, ms) = (id_range(after_id, up_to_id), millis(batch_started));
+                self.progress.detail(&if deleted > 0 {
+                    format!(
+                        "clean: batch {}: deleted {deleted} expired task row(s), {ids}, {ms} ms",
+                        self.summary.batches
+                    )
+                } else {
+                    // Not counted in `batches` (PostgreSQL's windows without an expired row, or
+                    // a last batch that found nothing left).
+                    format!("clean: no expired task row in {ids}, {ms} ms")
+                });
+            }
             self.progress.update(self.summary.task_rows_deleted, self.summary.batches);
+            if deleted > 0 {
+                self.update_last_words();
+            }
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
             if self.limits.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
@@ -335,6 +489,7 @@ impl Run<'_> {
             if self.stop_sweep() {
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let rows = self.store.orphan_sample(page)?;
             if rows.is_empty() {
                 return Ok(());
@@ -358,7 +513,7 @@ impl Run<'_> {
                 }
             }
             self.store.commit()?;
-            self.orphans_deleted(deleted);
+            self.orphans_deleted(deleted, batch_started);
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
             }
@@ -373,8 +528,9 @@ impl Run<'_> {
             if self.stop_sweep() {
                 return Ok(());
             }
+            let batch_started = Instant::now();
             let deleted = self.store.delete_orphans(batch)?;
-            self.orphans_deleted(deleted);
+            self.orphans_deleted(deleted, batch_started);
             if batch.is_none_or(|b| deleted < b) {
                 return Ok(());
             }
@@ -382,15 +538,29 @@ impl Run<'_> {
         }
     }
 
-    fn orphans_deleted(&mut self, deleted: u64) {
+    fn orphans_deleted(&mut self, deleted: u64, batch_started: Instant) {
         if deleted > 0 {
             self.summary.orphan_batches += 1;
             self.summary.asset_rows_deleted += deleted;
+        }
+        if self.verbose {
+            let ms = millis(batch_started);
+            self.progress.detail(&if deleted > 0 {
+                format!(
+                    "clean: orphan batch {}: deleted {deleted} orphaned asset row(s), {ms} ms",
+                    self.summary.orphan_batches
+                )
+            } else {
+                format!("clean: orphan sweep: no orphaned asset row deleted, {ms} ms")
+            });
         }
         self.progress.update(
             self.summary.task_rows_deleted + self.summary.asset_rows_deleted,
             self.summary.batches + self.summary.orphan_batches,
         );
+        if deleted > 0 {
+            self.update_last_words();
+        }
     }
 
     /// The sweep stops for a signal or the time limit; `--max-rows` counts task rows only.
@@ -422,6 +592,27 @@ impl Run<'_> {
         }
         None
     }
+}
+
+/// The `--archive` file and the rows this run appended to it, for the summary.
+fn archived(sink: &Sink) -> (String, u64) {
+    (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
+}
+
+/// The primary-key range a batch covered, `after_id < id <= up_to_id`, for `--verbose`.
+fn id_range(after_id: i64, up_to_id: Option<i64>) -> String {
+    match (after_id, up_to_id) {
+        (i64::MIN, None) => "every id".to_string(),
+        (i64::MIN, Some(last)) => format!("ids up to {last}"),
+        (after, None) => format!("ids from {}", after.saturating_add(1)),
+        (after, Some(last)) if last == after.saturating_add(1) => format!("id {last}"),
+        (after, Some(last)) => format!("ids {} to {last}", after.saturating_add(1)),
+    }
+}
+
+/// Milliseconds since `started`, to a tenth: most batches of a small run take less than one.
+fn millis(started: Instant) -> String {
+    format!("{:.1}", started.elapsed().as_secs_f64() * 1000.0)
 }
 
 /// Rows read per query while archiving: a batch size of 0 (one DELETE) is archived in pages
@@ -460,13 +651,39 @@ fn dry_run(
     ctx: &Context,
     store: &mut dyn Metastore,
     cutoff: Timestamp,
-    sample: u64,
+    args: &CleanArgs,
     limits: &Limits,
+    report: &mut Report,
 ) -> Result<()> {
+    let sample = args.sample;
+    let batch_size = ctx.settings.state_cleanup_batch_size.value;
+    // `--verbose`: each query of the dry run, with what it found and how long it took.
+    let timed = |what: &str, started: Instant| {
+        if args.verbose {
+            output::note(&format!("clean --dry-run: {what}, {} ms", millis(started)));
+        }
+    };
+    if args.verbose {
+        output::note(&format!(
+            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {batch_size}",
+            ctx.url.redacted(),
+            describe(args),
+            cutoff.to_rfc3339()
+        ));
+    }
+    let started = Instant::now();
     let by_dag = if limits.tasks { store.expired_by_dag(cutoff)? } else { Vec::new() };
-    let by_asset = if limits.orphans { store.orphans_by_asset()? } else { Vec::new() };
     let task_rows: u64 = by_dag.iter().map(|d| d.rows).sum();
+    if limits.tasks {
+        timed(&format!("counted {task_rows} expired task row(s) of {} dag(s)", by_dag.len()), started);
+    }
+    let started = Instant::now();
+    let by_asset = if limits.orphans { store.orphans_by_asset()? } else { Vec::new() };
     let asset_rows: u64 = by_asset.iter().map(|a| a.rows).sum();
+    if limits.orphans {
+        timed(&format!("counted {asset_rows} orphaned asset row(s) of {} asset(s)", by_asset.len()), started);
+    }
+    let started = Instant::now();
     let task_sample = if limits.tasks {
         store.list_task(
             &TaskFilter { expired_before: Some(cutoff), ..TaskFilter::default() },
@@ -475,7 +692,20 @@ fn dry_run(
     } else {
         Vec::new()
     };
+    if limits.tasks {
+        timed(&format!("read a sample of {} expired task row(s)", task_sample.len()), started);
+    }
+    let started = Instant::now();
     let asset_sample = if limits.orphans { store.orphan_sample(sample)? } else { Vec::new() };
+    if limits.orphans {
+        timed(&format!("read a sample of {} orphaned asset row(s)", asset_sample.len()), started);
+    }
+    if args.verbose {
+        output::note(&format!(
+            "clean --dry-run: a run now would take {}",
+            batches_needed(task_rows, asset_rows, batch_size, limits.max_rows)
+        ));
+    }
 
     let mut counts = Table {
         title: Some("Would delete:".to_string()),
@@ -548,6 +778,27 @@ fn dry_run(
         by_asset.len(),
         cutoff.to_rfc3339()
     ));
-    output::emit(ctx.format, &Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
+    report.emit(&Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
     Ok(())
+}
+
+/// How many batches a run would take now, for `clean --dry-run --verbose`: the fewest it can
+/// take, which is the count on SQLite and MySQL; on PostgreSQL a batch is the expired rows among
+/// the next `batch_size` rows, so sparse expired rows take more (docs/commands/clean.md). A run
+/// that stops at `--max-rows` skips the orphan sweep.
+fn batches_needed(task_rows: u64, asset_rows: u64, batch_size: u64, max_rows: Option<u64>) -> String {
+    let stops = max_rows.is_some_and(|max| max < task_rows);
+    let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
+    let text = if batch_size == 0 {
+        format!(
+            "one transaction for {task_rows} expired task row(s) and one for {asset_rows} orphaned asset row(s) (batch size 0)"
+        )
+    } else {
+        format!(
+            "at least {} batch(es) of at most {batch_size} expired task row(s) and {} of orphaned asset rows",
+            task_rows.div_ceil(batch_size),
+            asset_rows.div_ceil(batch_size)
+        )
+    };
+    if stops { format!("{text}, then stop at --max-rows") } else { text }
 }

@@ -24,6 +24,7 @@ use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope}
 use crate::output;
 use crate::text::quote;
 use crate::url::DbUrl;
+pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
     let Cli { global, command } = cli;

@@ -34,13 +34,75 @@ const CLEAN_CACHE_KIB: i64 = 32 * 1024;
 const CLEAN_WAL_AUTOCHECKPOINT_PAGES: i64 = 16_384;
 /// Width, in ids, of one window of an unbounded delete (see `delete_expired_unbounded`).
 const DELETE_WINDOW_IDS: i64 = 100_000;
+/// Appended to the database's path to name the clean lock file beside it.
+const CLEAN_LOCK_SUFFIX: &str = ".state-store-clean.lock";
+
+/// The one-clean-at-a-time guard of a SQLite database: an exclusive `flock` on
+/// `<database>.state-store-clean.lock`, a file that exists only while a clean holds it.
+///
+/// Removing a lock file races with the next run taking it: a run may open the file, and the
+/// holder unlink it and let go, before that run's `flock`, which then succeeds on a file no
+/// path names any more, while a third run creates a new file and locks that too. So a lock
+/// counts only once the path is seen to name the very file locked (the path's inode, by
+/// `stat`, is the descriptor's, by `fstat`); otherwise the run lets go and starts over. Only a
+/// holder ever unlinks the path, and it does so before it lets go: as long as a run holds a
+/// lock it checked, the path names that file, so no other run's check can pass. A file a
+/// crashed run left behind (SIGKILL, a second signal) is not locked: the next run locks it,
+/// finds it named by the path, uses it and removes it at its end.
+struct CleanLock {
+    file: std::fs::File,
+    path: std::path::PathBuf,
+}
+
+impl CleanLock {
+    /// The lock, or `None` when another clean holds it.
+    fn acquire(path: std::path::PathBuf) -> Result<Option<CleanLock>> {
+        use std::os::unix::fs::MetadataExt;
+        let shown = path.display().to_string();
+        let fail = |what: &str, e: std::io::Error| {
+            Error::db(format!("cannot {what} the clean lock file {shown}"), e)
+        };
+        loop {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&path)
+                .map_err(|e| fail("open", e))?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::fs::TryLockError::Error(e)) => return Err(fail("lock", e)),
+            }
+            let locked = file.metadata().map_err(|e| fail("read", e))?;
+            match std::fs::metadata(&path) {
+                Ok(named) if (named.dev(), named.ino()) == (locked.dev(), locked.ino()) => {
+                    return Ok(Some(CleanLock { file, path }));
+                }
+                // Unlinked, or replaced, by the holder that ended meanwhile: start over.
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(fail("read", e)),
+            }
+        }
+    }
+}
+
+impl Drop for CleanLock {
+    fn drop(&mut self) {
+        // Unlinked while still locked: see `CleanLock`. Closing the file then lets go.
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
+}
 
 pub(crate) struct SqliteStore {
     conn: Connection,
     location: String,
     path: Option<std::path::PathBuf>,
-    /// Held open while a clean runs: its exclusive lock is the one-clean-at-a-time guard.
-    clean_lock: Option<std::fs::File>,
+    /// Held while a clean runs: the one-clean-at-a-time guard. Declared after `conn`, so the
+    /// connection is closed (and its WAL checkpointed) before the lock is let go.
+    clean_lock: Option<CleanLock>,
 }
 
 fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
@@ -743,24 +805,13 @@ impl Cleanup for SqliteStore {
         self.conn.busy_timeout(lock_timeout).map_err(|e| Error::db(&ctx, Cause(e)))?;
         self.tune_for_clean().map_err(|e| Error::db(&ctx, Cause(e)))?;
         // SQLite's own locks cannot say "a clean is running" without blocking Airflow's
-        // writers too, so the guard is an advisory lock on a file beside the database.
+        // writers too (a lock on the database, or on a table of it, is a write lock), so the
+        // guard is a lock file beside the database (see `CleanLock`).
         let Some(path) = &self.path else { return Ok(true) };
         let mut lock_path = path.clone().into_os_string();
-        lock_path.push(".state-store-clean.lock");
-        let file =
-            std::fs::OpenOptions::new().create(true).truncate(false).write(true).open(&lock_path).map_err(
-                |e| Error::db(format!("cannot open the clean lock file {}", lock_path.to_string_lossy()), e),
-            )?;
-        match file.try_lock() {
-            Ok(()) => {
-                self.clean_lock = Some(file);
-                Ok(true)
-            }
-            Err(std::fs::TryLockError::WouldBlock) => Ok(false),
-            Err(std::fs::TryLockError::Error(e)) => {
-                Err(Error::db(format!("cannot lock {}", lock_path.to_string_lossy()), e))
-            }
-        }
+        lock_path.push(CLEAN_LOCK_SUFFIX);
+        self.clean_lock = CleanLock::acquire(lock_path.into())?;
+        Ok(self.clean_lock.is_some())
     }
 
     fn finish_clean(&mut self) {
@@ -1433,5 +1484,52 @@ impl super::Sandbox for SqliteSandbox {
         }
         tx.commit().map_err(|e| Error::db(&ctx, Cause(e)))?;
         Ok(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Many runs taking and ending the clean lock as fast as they can, from threads (`flock`
+    /// locks are per open file, so threads contend as processes do): never two holders at once,
+    /// and no file left. Without the check that the path still names the locked file, two
+    /// holders show up within a few thousand rounds.
+    #[test]
+    fn the_clean_lock_has_one_holder_at_a_time_and_leaves_no_file() {
+        let dir = std::env::temp_dir().join(format!("state-store-lock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("airflow.db{CLEAN_LOCK_SUFFIX}"));
+        let holders = AtomicUsize::new(0);
+        let (taken, most) = (AtomicUsize::new(0), AtomicUsize::new(0));
+        std::thread::scope(|scope| {
+            for _ in 0..6 {
+                scope.spawn(|| {
+                    for _ in 0..3000 {
+                        if let Some(lock) = CleanLock::acquire(path.clone()).unwrap() {
+                            let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                            most.fetch_max(now, Ordering::SeqCst);
+                            taken.fetch_add(1, Ordering::SeqCst);
+                            std::thread::yield_now();
+                            holders.fetch_sub(1, Ordering::SeqCst);
+                            drop(lock);
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(most.load(Ordering::SeqCst), 1, "two runs held the clean lock at once");
+        assert!(taken.load(Ordering::SeqCst) > 100, "the lock was taken");
+        assert!(!path.exists(), "the lock file is removed by its last holder");
+
+        // A file left by a killed run is taken over, and removed at the end.
+        std::fs::write(&path, b"").unwrap();
+        let lock = CleanLock::acquire(path.clone()).unwrap().expect("a stale file is no lock");
+        assert!(CleanLock::acquire(path.clone()).unwrap().is_none(), "held");
+        drop(lock);
+        assert!(!path.exists());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
