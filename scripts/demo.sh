@@ -25,12 +25,25 @@ default_retention_days = 30
 state_cleanup_batch_size = 2
 CFG
 
+# An argument as a shell reads it back: bare when it is safe, else in single quotes.
+shell_quote() {
+    if [[ $1 =~ ^[A-Za-z0-9_./:=@%+,-]+$ ]]; then
+        printf '%s' "$1"
+    else
+        printf "'%s'" "${1//\'/\'\\\'\'}"
+    fi
+}
+
+# Prints a command as it can be pasted into a shell, then runs it.
 step() {
-    printf '\n\033[1m$ state-store %s\033[0m\n' "$*"
+    local shown="state-store" arg
+    for arg in "$@"; do shown+=" $(shell_quote "$arg")"; done
+    printf '\n\033[1m$ %s\033[0m\n' "$shown"
     "$bin" "$@"
 }
 
-step sandbox create --sample-data
+# A sandbox is only ever created at a database named on the command line.
+step --conn "sqlite:///$demo/airflow.db" sandbox create --sample-data
 step list
 step doctor
 step set watermark '"2026-11-29T00:00:00Z"' --dag-id incremental_orders \
@@ -44,4 +57,5 @@ step clean
 step list --expired
 step list
 step doctor
-printf '\nThe demo metastore is %s/airflow.db; try more commands with AIRFLOW_HOME=%s %s --help\n' "$demo" "$demo" "$bin"
+printf '\nThe demo metastore is %s/airflow.db. To try more commands on it, paste:\n\n' "$demo"
+printf '    export PATH=%s:"$PATH" AIRFLOW_HOME=%s\n    state-store --help\n' "$(shell_quote "$(dirname "$bin")")" "$(shell_quote "$demo")"

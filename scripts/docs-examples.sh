@@ -30,7 +30,7 @@ page() {
     printf '\n######## docs/commands/%s.md\n' "$1"
     find "$work" -mindepth 1 -delete
     printf '[database]\nsql_alchemy_conn = sqlite:///%s/airflow.db\n' "$work" > airflow.cfg
-    "$bin" sandbox create --sample-data > /dev/null 2>&1
+    "$bin" --conn "sqlite:///$work/airflow.db" sandbox create --sample-data > /dev/null 2>&1
 }
 
 # Runs one example, given as the shell text shown on the page, and prints it with its output.

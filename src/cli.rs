@@ -182,14 +182,14 @@ pub(crate) struct StatsArgs {
     #[arg(long, value_enum, default_value_t = StatsBy::Dag)]
     pub by: StatsBy,
     /// How many of the largest values to show
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = count)]
     pub largest: u64,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct DoctorArgs {
     /// How many offending rows each check shows
-    #[arg(long, value_name = "N", default_value_t = 5)]
+    #[arg(long, value_name = "N", default_value_t = 5, allow_negative_numbers = true, value_parser = count)]
     pub sample: u64,
 }
 
@@ -227,7 +227,13 @@ pub(crate) struct ScopeArgs {
     #[arg(long, value_name = "TASK_ID", help_heading = "Task scope")]
     pub task_id: Option<String>,
     /// Map index of a mapped task; -1 (the default) for an unmapped task
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Task scope")]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        value_parser = map_index,
+        help_heading = "Task scope"
+    )]
     pub map_index: Option<i64>,
     /// Asset by name (active assets only)
     #[arg(long, value_name = "NAME", help_heading = "Asset scope")]
@@ -321,10 +327,10 @@ pub(crate) struct ListArgs {
     #[arg(long)]
     pub external: bool,
     /// At most this many rows; 0 means no limit
-    #[arg(long, value_name = "N", default_value_t = 100)]
+    #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true, value_parser = count)]
     pub limit: u64,
     /// Skip this many rows first
-    #[arg(long, value_name = "N", default_value_t = 0)]
+    #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = count)]
     pub offset: u64,
 }
 
@@ -358,7 +364,7 @@ pub(crate) struct ImportArgs {
     #[arg(long)]
     pub skip_missing: bool,
     /// Rows per transaction (at least 1)
-    #[arg(long, value_name = "N", default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
 }
 
@@ -373,13 +379,13 @@ pub(crate) struct CleanArgs {
     /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
     /// transaction.
     /// Default: [state_store] state_cleanup_batch_size
-    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count)]
     pub batch_size: Option<u64>,
     /// Rows shown in the sample of a dry run
-    #[arg(long, value_name = "N", default_value_t = 10)]
+    #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = count)]
     pub sample: u64,
     /// Stop after deleting this many task rows, at least 1 (the rest is left for the next run)
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = positive)]
     pub max_rows: Option<u64>,
     /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
     #[arg(long, value_name = "DURATION")]
@@ -413,7 +419,8 @@ pub(crate) struct CleanArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum SandboxCommand {
-    /// Create the Airflow 3.3.2 state-store tables in a new, empty database
+    /// Create the Airflow 3.3.2 state-store tables in a new, empty database, named by --conn
+    /// (required: never the configured Airflow database)
     Create {
         /// Also add example dag runs, assets and keys (some of them expired)
         #[arg(long)]
@@ -445,7 +452,7 @@ pub(crate) enum SandboxCommand {
         #[arg(long)]
         task_id: String,
         /// Map index of a mapped task instance (repeat for several, as a mapped task expands)
-        #[arg(long, value_name = "N", allow_negative_numbers = true)]
+        #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = map_index)]
         map_index: Vec<i64>,
     },
     /// Add an asset to a sandbox (refused on a real metastore); prints its id
@@ -514,4 +521,30 @@ mod tests {
         assert_eq!(format_of("state-store cleann -o json"), None);
         assert_eq!(format_of("state-store -o json"), None);
     }
+}
+
+/// A count of rows, 0 included. clap's own message for `-1` or `x` ("invalid digit found in
+/// string") does not say what is expected.
+fn count(text: &str) -> Result<u64, String> {
+    whole(text, 0)
+}
+
+/// A count of rows, at least 1.
+fn positive(text: &str) -> Result<u64, String> {
+    whole(text, 1)
+}
+
+fn whole(text: &str, at_least: u64) -> Result<u64, String> {
+    match text.parse::<i128>() {
+        Ok(n) if n < i128::from(at_least) => Err(format!("give a whole number of {at_least} or more")),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("too large: at most {}", u64::MAX)),
+        Err(_) => Err(format!("not a whole number: give {at_least} or more")),
+    }
+}
+
+/// A map index: -1 for an unmapped task, 0 and up for the instances of a mapped one.
+fn map_index(text: &str) -> Result<i64, String> {
+    text.parse::<i64>().map_err(|_| {
+        "not a whole number: give -1 for an unmapped task, or 0 and up for a mapped one".to_string()
+    })
 }

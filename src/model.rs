@@ -49,6 +49,31 @@ impl std::fmt::Display for AssetSelector {
     }
 }
 
+/// What two asset URIs have in common when they differ only in ways Airflow's normalisation of
+/// asset URIs may change (a trailing `/`, the case of the scheme and host, user info, the order
+/// of query parameters, a fragment). The exact normalisation depends on the providers
+/// installed with Airflow, so the tool does not rewrite a URI it is given; it uses this to name
+/// the stored URI the user probably meant.
+pub(crate) fn uri_likeness(uri: &str) -> String {
+    let uri = uri.trim();
+    let Some((scheme, rest)) = uri.split_once("://") else {
+        return uri.trim_end_matches('/').to_string();
+    };
+    let rest = rest.split_once('#').map_or(rest, |(before, _)| before);
+    let (rest, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+    let mut params: Vec<&str> = query.split('&').filter(|p| !p.is_empty()).collect();
+    params.sort_unstable();
+    format!(
+        "{}://{}{}?{}",
+        scheme.to_ascii_lowercase(),
+        host.to_ascii_lowercase(),
+        path.trim_end_matches('/'),
+        params.join("&")
+    )
+}
+
 /// An asset row, resolved from a selector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Asset {
@@ -83,6 +108,14 @@ pub(crate) struct TaskEntry {
     pub value: String,
     pub updated_at: StoredTime,
     pub expires_at: Option<StoredTime>,
+}
+
+impl TaskEntry {
+    /// Whether the row has expired by `now` (`expires_at < now`, as a clean decides) and so is
+    /// still here only until the next clean. An unreadable expiry counts as not expired.
+    pub(crate) fn is_expired(&self, now: Timestamp) -> bool {
+        matches!(self.expires_at, Some(StoredTime::At(at)) if at < now)
+    }
 }
 
 /// One row of `asset_state_store`, with the asset it belongs to.
@@ -151,6 +184,20 @@ pub(crate) fn external_ref(stored: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn uri_likeness_ignores_what_normalisation_changes() {
+        let like = |a: &str, b: &str| uri_likeness(a) == uri_likeness(b);
+        assert!(like("s3://b/orders/", "s3://b/orders"));
+        assert!(like("S3://B/orders", "s3://b/orders"));
+        assert!(like("s3://user:pw@b/orders", "s3://b/orders"));
+        assert!(like("postgres://h/db/s/t?b=2&a=1", "postgres://h/db/s/t?a=1&b=2"));
+        assert!(like("file:///tmp/x#frag", "file:///tmp/x"));
+        assert!(like(" orders/ ", "orders"));
+        assert!(!like("s3://b/Orders", "s3://b/orders"), "paths keep their case");
+        assert!(!like("s3://b/orders/2026", "s3://b/orders"));
+        assert!(!like("gs://b/orders", "s3://b/orders"));
+    }
 
     #[test]
     fn external_ref_is_exactly_one_key_with_a_string() {

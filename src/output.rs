@@ -14,6 +14,7 @@ use crate::model::{AssetEntry, StoredTime, TaskEntry, external_ref};
 use crate::redact;
 use crate::text;
 use crate::text::quote;
+use crate::time::Timestamp;
 
 /// A rendered document: what JSON/YAML show, what a table shows, what plain shows.
 pub(crate) struct Rendered {
@@ -146,11 +147,12 @@ pub(crate) trait Entry {
     const HEADERS: &'static [&'static str];
     fn key(&self) -> &str;
     fn value_text(&self) -> &str;
-    fn row(&self, value: &str, truncate: bool) -> Vec<String>;
+    /// Its table row; an expiry before `now` is marked `(expired)`.
+    fn row(&self, value: &str, truncate: bool, now: Timestamp) -> Vec<String>;
     /// The scope columns and the key, as the first fields of a line of `list -o plain`.
     fn plain_fields(&self) -> Vec<String>;
     /// `external_ref` is the reference of an offloaded value, or null.
-    fn to_json(&self, value: Json, external_ref: Json) -> Json;
+    fn to_json(&self, value: Json, external_ref: Json, now: Timestamp) -> Json;
 }
 
 impl Entry for TaskEntry {
@@ -165,7 +167,8 @@ impl Entry for TaskEntry {
         &self.value
     }
 
-    fn row(&self, value: &str, truncate: bool) -> Vec<String> {
+    fn row(&self, value: &str, truncate: bool, now: Timestamp) -> Vec<String> {
+        let expires_at = self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display);
         vec![
             self.scope.dag_id.clone(),
             self.scope.run_id.clone(),
@@ -174,7 +177,7 @@ impl Entry for TaskEntry {
             self.key.clone(),
             cut_cell(value, truncate),
             self.updated_at.display(),
-            self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display),
+            if self.is_expired(now) { format!("{expires_at} (expired)") } else { expires_at },
         ]
     }
 
@@ -188,7 +191,7 @@ impl Entry for TaskEntry {
         ]
     }
 
-    fn to_json(&self, value: Json, external_ref: Json) -> Json {
+    fn to_json(&self, value: Json, external_ref: Json, now: Timestamp) -> Json {
         obj(vec![
             ("dag_id", Json::Str(self.scope.dag_id.clone())),
             ("run_id", Json::Str(self.scope.run_id.clone())),
@@ -199,6 +202,7 @@ impl Entry for TaskEntry {
             ("external_ref", external_ref),
             ("updated_at", time_json(&self.updated_at)),
             ("expires_at", opt_time_json(self.expires_at.as_ref())),
+            ("expired", Json::Bool(self.is_expired(now))),
         ])
     }
 }
@@ -215,7 +219,7 @@ impl Entry for AssetEntry {
         &self.value
     }
 
-    fn row(&self, value: &str, truncate: bool) -> Vec<String> {
+    fn row(&self, value: &str, truncate: bool, _now: Timestamp) -> Vec<String> {
         vec![
             self.asset_id.to_string(),
             self.asset_name.clone().unwrap_or_else(|| "(deleted)".to_string()),
@@ -230,7 +234,7 @@ impl Entry for AssetEntry {
         vec![self.asset_id.to_string(), self.asset_name.clone().unwrap_or_default(), self.key.clone()]
     }
 
-    fn to_json(&self, value: Json, external_ref: Json) -> Json {
+    fn to_json(&self, value: Json, external_ref: Json, _now: Timestamp) -> Json {
         obj(vec![
             ("asset_id", int(self.asset_id)),
             ("asset_name", opt_str_json(self.asset_name.as_deref())),
@@ -264,6 +268,7 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
         plain_values: Vec::with_capacity(list.len()),
         plain_rows: Vec::with_capacity(list.len()),
     };
+    let now = Timestamp::now();
     for entry in list {
         let value = stored_value(entry.key(), entry.value_text());
         // An offloaded value is shown as its reference and never fetched or decoded: the
@@ -273,12 +278,12 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
             Some(reference) => format!("→ ref: {reference}"),
             None => json::dumps_unicode(&value),
         };
-        view.table.rows.push(entry.row(&cell, truncate));
+        view.table.rows.push(entry.row(&cell, truncate, now));
         let mut fields = entry.plain_fields();
         fields.push(json::dumps_unicode(&value));
         view.plain_rows.push(fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"));
         view.plain_values.push(plain_value(&value));
-        view.docs.push(entry.to_json(value, reference.map_or(Json::Null, Json::Str)));
+        view.docs.push(entry.to_json(value, reference.map_or(Json::Null, Json::Str), now));
     }
     view
 }

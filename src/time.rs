@@ -542,6 +542,10 @@ pub(crate) fn parse_retention(s: &str) -> Result<Retention, TimeError> {
     if s.eq_ignore_ascii_case("never") {
         return Ok(Retention::Never);
     }
+    // A bare `0` is "no retention" by intent, not a number that lacks its unit.
+    if !s.is_empty() && s.bytes().all(|b| b == b'0') {
+        return Err(TimeError::ZeroRetention { text: shown(s) });
+    }
     match parse_amounts(s, RETENTION_UNITS) {
         Ok(0) => Err(TimeError::ZeroRetention { text: shown(s) }),
         Ok(us) => Ok(Retention::After(us)),
@@ -916,7 +920,7 @@ mod tests {
 
     #[test]
     fn retention_refusals() {
-        for zero in ["0s", "0d", "0h0m"] {
+        for zero in ["0s", "0d", "0h0m", "0", "00"] {
             let e = parse_retention(zero);
             assert!(matches!(e, Err(TimeError::ZeroRetention { .. })), "{zero}: {e:?}");
             let msg = e.map_or_else(|e| e.to_string(), |_| String::new());

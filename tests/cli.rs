@@ -754,6 +754,66 @@ contract! {
         assert!(!run.stderr.contains("mapped"), "{}", run.stderr);
     }
 
+    // ------------------------------------------------------------ hints for people at a shell
+
+    /// Airflow stores asset URIs normalised: a URI that matches none, but differs from a stored
+    /// one only in what normalisation changes, is answered with the stored one.
+    fn a_close_asset_uri_is_named(d: Dialect) {
+        let bench = Bench::on(d);
+        let id = bench.add_asset("orders", "s3://b/orders", true);
+        bench.run(&["set", "wm", "1", "--asset-uri", "s3://b/orders"]).success();
+        let run = bench
+            .run(&["get", "wm", "--asset-uri", "s3://b/orders/"])
+            .fails(1, "no asset found with asset uri \"s3://b/orders/\"");
+        run.stderr_has(&format!("did you mean \"s3://b/orders\" (\"orders\", id {id})?"));
+        let run = bench.run(&["get", "wm", "--asset-uri", "s3://b/other"]).fails(1, "no asset found");
+        assert!(!run.stderr.contains("did you mean"), "{}", run.stderr);
+    }
+
+    /// An expired key that no clean has removed yet is still returned, as Airflow 3.3 returns
+    /// it, and marked as such in every format; an expiry set in the past is warned about.
+    fn expired_keys_are_marked_in_every_format(d: Dialect) {
+        let bench = with_run(d);
+        bench
+            .run(&cmd(&["set", "old", "1", "--expires-at", "2020-01-01T00:00:00Z"], &task(&[])))
+            .success()
+            .stderr_has("warning: --expires-at 2020-01-01T00:00:00.000000Z is in the past");
+        bench.run(&cmd(&["set", "new", "2"], &task(&[]))).success();
+        let warning = "warning: key \"old\" expired at 2020-01-01T00:00:00.000000Z";
+        let run = bench.run(&cmd(&["get", "old", "-o", "json"], &task(&[]))).success().stderr_has(warning);
+        assert_eq!(run.json().py("v['expired']"), "True");
+        bench.run(&cmd(&["get", "old", "-o", "yaml"], &task(&[]))).success().stderr_has(warning);
+        bench.run(&cmd(&["get", "old", "-o", "plain"], &task(&[]))).success().stdout_is("1\n").stderr_has(warning);
+        let table = bench.run(&cmd(&["get", "old"], &task(&[]))).success().stderr_has(warning).stdout;
+        assert!(table.contains("2020-01-01T00:00:00.000000Z (expired)"), "{table}");
+        let run = bench.run(&cmd(&["get", "new", "-o", "json"], &task(&[]))).success();
+        assert_eq!(run.json().py("v['expired']"), "False");
+        assert_eq!(run.stderr, "");
+        let run = bench.run(&["list", "-o", "json"]).success();
+        assert_eq!(run.json().py("[(e['key'], e['expired']) for e in v]"), "[('new', False), ('old', True)]");
+    }
+
+    /// A custom `[state_store] backend` keeps Airflow's state elsewhere: every command that
+    /// reads or writes the tables says so, and clean skips, as Airflow's does.
+    fn a_custom_backend_is_named_by_every_command(d: Dialect) {
+        let mut bench = with_run(d);
+        bench.env("AIRFLOW__STATE_STORE__BACKEND", "my_company.state.S3Backend");
+        let warning = "warning: [state_store] backend is my_company.state.S3Backend (from environment variable AIRFLOW__STATE_STORE__BACKEND), not the metastore backend";
+        for args in [
+            cmd(&["set", "k", "1"], &task(&[])),
+            cmd(&["get", "k"], &task(&[])),
+            vec!["list"],
+            vec!["stats"],
+            vec!["export"],
+            cmd(&["delete", "k"], &task(&[])),
+            cmd(&["clear", "--yes"], &task(&[])),
+        ] {
+            let run = bench.run(&args).success().stderr_has(warning);
+            assert_eq!(run.stderr.matches("warning: [state_store]").count(), 1, "{}", run.stderr);
+        }
+        bench.run(&["clean"]).success().stderr_has("skipping cleanup");
+    }
+
     // ------------------------------------------------------------ list
 
     fn list_filters_orders_and_pages(d: Dialect) {
@@ -777,7 +837,7 @@ contract! {
         assert_eq!(run.json().py("[e['key'] for e in v]"), "['B', 'a', 'b', 'c', 'é', 'z']");
         assert_eq!(
             run.json().py("sorted(v[0])"),
-            "['dag_id', 'expires_at', 'external_ref', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
+            "['dag_id', 'expired', 'expires_at', 'external_ref', 'key', 'map_index', 'run_id', 'task_id', 'updated_at', 'value']"
         );
         bench.run(&["list", "--dag-id", "nothing", "-o", "json"]).success().stdout_is("[]\n");
     }
@@ -1907,6 +1967,98 @@ fn conn_from_cmd_and_secret() {
     );
 }
 
+/// A sandbox is created only where `--conn` says: never at the configured database, which is
+/// Airflow's own, nor at the default `~/airflow/airflow.db`.
+#[test]
+fn sandbox_create_needs_an_explicit_target() {
+    let bench = Bench::bare();
+    let run = bench.run(&["sandbox", "create"]).fails(2, "sandbox create needs --conn URL");
+    run.stderr_has("from environment variable AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+    assert!(!bench.db.exists());
+    // Nothing configured: the default under ~/airflow, which exists, stays untouched too.
+    std::fs::create_dir_all(bench.dir.path().join("airflow")).unwrap();
+    let mut c = bench.cmd(&["sandbox", "create", "--sample-data"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env_remove("AIRFLOW_HOME");
+    let out = c.output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("airflow/airflow.db from default"));
+    assert_eq!(std::fs::read_dir(bench.dir.path().join("airflow")).unwrap().count(), 0);
+    let url = bench.url();
+    bench.run(&["--conn", &url, "sandbox", "create"]).success();
+    assert!(bench.db.exists());
+}
+
+/// `$AIRFLOW_CONFIG` naming a file that does not exist is said, and a failure to open the
+/// default database then names the file that was looked for.
+#[test]
+fn a_missing_airflow_config_is_named() {
+    let bench = Bench::bare();
+    let missing = bench.dir.path().join("etc/airflow.cfg");
+    let mut c = bench.cmd(&["list"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW_CONFIG", &missing);
+    let out = c.output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "{stderr}");
+    assert_eq!(
+        lines[0],
+        format!(
+            "warning: $AIRFLOW_CONFIG names {}, which does not exist: Airflow's defaults and the environment apply",
+            missing.display()
+        )
+    );
+    assert!(lines[1].starts_with("error: cannot open SQLite database"), "{stderr}");
+    assert!(
+        lines[1].contains(&format!(
+            "(the default [database] sql_alchemy_conn: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist)",
+            missing.display()
+        )),
+        "{stderr}"
+    );
+    // A URL from elsewhere names where it came from when it fails.
+    let run = bench.run(&["list"]).fails(4, "cannot open SQLite database");
+    run.stderr_has(
+        "([database] sql_alchemy_conn from environment variable AIRFLOW__DATABASE__SQL_ALCHEMY_CONN)",
+    );
+}
+
+/// Small refusals and hints of the command line, each with a message that says what to do.
+#[test]
+fn small_mistakes_get_messages_that_say_what_to_do() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.unchanged(|| {
+        bench.run(&cmd(&["set", "k", "1", "--retention", "0"], &task(&[]))).fails(2, "use never")
+    });
+    for (args, message) in [
+        (
+            vec!["clean", "--batch-size", "-1"],
+            "invalid value '-1' for '--batch-size <N>': give a whole number of 0 or more",
+        ),
+        (
+            vec!["clean", "--max-rows", "0"],
+            "invalid value '0' for '--max-rows <N>': give a whole number of 1 or more",
+        ),
+        (
+            vec!["list", "--limit", "ten"],
+            "invalid value 'ten' for '--limit <N>': not a whole number: give 0 or more",
+        ),
+        (
+            vec!["list", "--offset", "-3"],
+            "invalid value '-3' for '--offset <N>': give a whole number of 0 or more",
+        ),
+        (vec!["import", "f", "--batch-size", "0"], "give a whole number of 1 or more"),
+    ] {
+        let run = bench.unchanged(|| bench.run(&args).fails(2, message));
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
+    bench.run(&cmd(&["get", "k", "--map-index", "x"], &task(&[]))).fails(2, "give -1 for an unmapped task");
+    // An '@' in a password must be percent-encoded: the message says how.
+    bench
+        .run(&["list", "--conn", "postgresql://airflow:p@ss@db.example/airflow"])
+        .fails(3, "an '@' inside the user name or password must be written %40");
+}
+
 #[test]
 fn toml_configuration() {
     let bench = with_run(Dialect::Sqlite);
@@ -2073,7 +2225,8 @@ fn sigint_stops_clean_with_exit_130() {
 fn postgres_sql_alchemy_schema_is_honoured() {
     let mut bench = Bench::on(Dialect::Postgres);
     bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_SCHEMA", "Air \"Flow\"");
-    bench.run(&["sandbox", "create"]).success();
+    let url = bench.url();
+    bench.run(&["--conn", &url, "sandbox", "create"]).success();
     bench.add_dag_run_with(DAG, RUN, &["load"]);
     bench.run(&cmd(&["set", "k", "\"in schema\""], &task(&[]))).success();
     bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("in schema\n");
@@ -2223,6 +2376,9 @@ fn clean_json_document_when_a_signal_ends_the_run_at_once() {
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
     assert!(line.contains("clean lock"), "{line}");
+    // Give the run time to reach its first batch, which then waits behind the holder (a
+    // signal before that would stop it between batches, with no batch begun).
+    std::thread::sleep(std::time::Duration::from_millis(1000));
     sigterm(&child);
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(child.try_wait().unwrap().is_none(), "a first signal waits for the batch");
@@ -2304,6 +2460,37 @@ fn server_problems(d: Dialect) {
         _ => format!("DROP USER '{user}'{host}"),
     };
     bench.admin_sql(&drop);
+}
+
+/// `?user=` (and `?password=`) in the URL's query, which SQLAlchemy hands to the driver over
+/// the URL's own user, as Airflow's drivers take them.
+fn user_from_the_query(d: Dialect) {
+    let bench = with_run(d);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let admin = Bench::admin_auth(d);
+    let (user, password) = admin.split_once(':').unwrap_or((admin.as_str(), ""));
+    let url = bench.url();
+    let base = url.replacen(&format!("{admin}@"), "nobody@", 1);
+    let mut query = format!("?user={user}");
+    if !password.is_empty() {
+        query.push_str(&format!("&password={password}"));
+    }
+    bench
+        .run(&cmd(&["get", "k", "-o", "plain", "--conn", &format!("{base}{query}")], &task(&[])))
+        .success()
+        .stdout_is("1\n");
+}
+
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_user_from_the_query() {
+    user_from_the_query(Dialect::Postgres);
+}
+
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_user_from_the_query() {
+    user_from_the_query(Dialect::Mysql);
 }
 
 #[cfg(feature = "postgres")]

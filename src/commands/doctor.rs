@@ -92,8 +92,11 @@ const TABLE_CHECKS: &[&str] = &[
 pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
     let now = Timestamp::now();
-    let diagnosis =
-        db::diagnose(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref(), Access::ReadOnly)?;
+    let diagnosis = ctx.located(db::diagnose(
+        &ctx.url,
+        ctx.settings.sql_alchemy_schema.value.as_deref(),
+        Access::ReadOnly,
+    ))?;
     let mut checks = Vec::new();
     let unrecognised = match diagnosis {
         Diagnosis::Recognised(version, mut store) => {

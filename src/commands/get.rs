@@ -31,6 +31,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                     quote(&args.key)
                 )));
             };
+            if entry.is_expired(crate::time::Timestamp::now()) {
+                // Airflow 3.3 still returns it; a script should know it is on borrowed time.
+                output::warn(&format!(
+                    "key {} expired at {} and is still here only until the next clean",
+                    quote(&args.key),
+                    entry.expires_at.as_ref().map(crate::model::StoredTime::display).unwrap_or_default()
+                ));
+            }
             output::entries(&[entry], false, None)
         }
         Scope::Asset(selector) => {

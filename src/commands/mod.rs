@@ -17,10 +17,10 @@ mod set;
 mod stats;
 
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
-use crate::config::{self, Overrides, Settings};
+use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Metastore};
 use crate::error::{Error, Result};
-use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
+use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
 use crate::text::quote;
 use crate::url::DbUrl;
@@ -69,11 +69,54 @@ impl Context {
         for password in url.passwords() {
             crate::redact::register(password);
         }
+        if let Some(missing) = settings.missing_config.as_ref().filter(|m| m.named_by == "$AIRFLOW_CONFIG") {
+            output::warn(&format!(
+                "$AIRFLOW_CONFIG names {}, which does not exist: Airflow's defaults and the environment apply",
+                missing.path.display()
+            ));
+        }
         Ok(Context { settings, url, format: global.output })
     }
 
+    /// Opens the metastore's state-store tables; a failure names where its URL came from. With a
+    /// custom `[state_store] backend` the tables are not where Airflow keeps its state, and every
+    /// command that reads or writes them says so (`clean` skips before it gets here, as
+    /// Airflow's does).
     pub(crate) fn open(&self, access: Access) -> Result<Box<dyn Metastore>> {
-        db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access)
+        self.warn_custom_backend();
+        self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access))
+    }
+
+    /// A database or schema error of opening the metastore, with where its URL came from: the
+    /// flag, the environment, the config file and line, or the default when no config file
+    /// was found (and which one was looked for).
+    pub(crate) fn located<T>(&self, result: Result<T>) -> Result<T> {
+        let conn = &self.settings.sql_alchemy_conn;
+        let origin = match (&conn.source, &self.settings.missing_config) {
+            (Source::Default, Some(missing)) => {
+                format!("the default [database] sql_alchemy_conn: the configuration file {missing}")
+            }
+            (source, _) => format!("[database] sql_alchemy_conn from {source}"),
+        };
+        result.map_err(|e| match e {
+            Error::Database { context, cause } => {
+                Error::Database { context: format!("{context} ({origin})"), cause }
+            }
+            Error::Schema(message) => Error::Schema(format!("{message} ({origin})")),
+            other => other,
+        })
+    }
+
+    /// Says on stderr when `[state_store] backend` is not Airflow's metastore backend: Airflow
+    /// then keeps task state in that backend, not in the tables this tool reads and writes.
+    fn warn_custom_backend(&self) {
+        if !self.settings.is_builtin_backend() {
+            output::warn(&format!(
+                "[state_store] backend is {} (from {}), not the metastore backend: Airflow keeps its state \
+                 there, not in the tables state-store reads and writes",
+                self.settings.backend.value, self.settings.backend.source
+            ));
+        }
     }
 }
 
@@ -303,7 +346,31 @@ pub(crate) fn require_asset(store: &mut dyn Metastore, selector: &AssetSelector)
             "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
         )));
     }
-    Err(Error::NotFound(format!("no asset found with {selector}")))
+    Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)))
+}
+
+/// Active assets read when a uri matches none, to name a close one: enough for any real
+/// deployment, and a bound on what a message may cost.
+const CLOSE_URI_SCAN: u64 = 100_000;
+
+/// For a uri that matches no asset, the stored uris of the active assets it probably meant
+/// (see [`uri_likeness`]): Airflow stores asset URIs normalised, so `s3://b/orders/` can be
+/// stored as `s3://b/orders`.
+fn close_uris(store: &mut dyn Metastore, selector: &AssetSelector) -> Result<String> {
+    let AssetSelector::Uri(uri) = selector else { return Ok(String::new()) };
+    let wanted = uri_likeness(uri);
+    let close: Vec<String> = store
+        .active_assets(CLOSE_URI_SCAN)?
+        .into_iter()
+        .filter(|a| uri_likeness(&a.uri) == wanted)
+        .take(3)
+        .map(|a| format!("{} ({}, id {})", quote(&a.uri), quote(&a.name), a.id))
+        .collect();
+    Ok(if close.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}? Airflow stores asset URIs normalised", close.join(" or "))
+    })
 }
 
 pub(crate) fn describe_asset(asset: &Asset) -> String {

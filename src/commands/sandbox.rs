@@ -4,7 +4,7 @@
 use super::Context;
 use crate::cli::{GlobalArgs, SandboxCommand};
 use crate::db::{self, Access, AssetWrite, TaskWrite};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::TaskScope;
 use crate::output::{self, Rendered, int, obj};
@@ -12,7 +12,18 @@ use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     let ctx = Context::load(global, None)?;
-    let mut sandbox = db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref())?;
+    if matches!(command, SandboxCommand::Create { .. }) && global.conn.is_none() {
+        // The configured database is Airflow's own (or the default ~/airflow/airflow.db it
+        // would create): a sandbox there would pass for a real metastore.
+        return Err(Error::Usage(format!(
+            "sandbox create needs --conn URL naming the new database: a sandbox is never created at \
+             the configured Airflow database ({} from {})",
+            ctx.url.redacted(),
+            ctx.settings.sql_alchemy_conn.source
+        )));
+    }
+    let mut sandbox =
+        ctx.located(db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref()))?;
     let doc = match command {
         SandboxCommand::Create { sample_data } => {
             sandbox.create()?;

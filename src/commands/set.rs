@@ -43,6 +43,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 updated_at: now,
                 expires_at,
             })?;
+            if let Some(at) = expires_at.filter(|at| *at < now) {
+                // Allowed, as Airflow's REST API allows it, but rarely meant.
+                output::warn(&format!(
+                    "--expires-at {} is in the past: the key is expired from the start, and the next clean deletes it",
+                    at.to_rfc3339()
+                ));
+            }
             let entry = TaskEntry {
                 scope,
                 key: args.key.clone(),

@@ -100,11 +100,27 @@ impl fmt::Debug for Overrides {
     }
 }
 
+/// The config file Airflow would read when it does not exist, and what named it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MissingConfig {
+    pub path: PathBuf,
+    /// `$AIRFLOW_CONFIG`, or `$AIRFLOW_HOME/airflow.cfg` (`AIRFLOW_HOME` set or not).
+    pub named_by: &'static str,
+}
+
+impl fmt::Display for MissingConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (named by {}) does not exist", self.path.display(), self.named_by)
+    }
+}
+
 /// The checked settings.
 #[derive(Clone)]
 pub(crate) struct Settings {
     /// The config file actually read, if any.
     pub config_file: Option<PathBuf>,
+    /// The config file looked for and not found, when none was read.
+    pub missing_config: Option<MissingConfig>,
     pub backend: Sourced<String>,
     pub default_retention_days: Sourced<u32>,
     pub state_cleanup_batch_size: Sourced<u64>,
@@ -120,6 +136,7 @@ impl fmt::Debug for Settings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Settings")
             .field("config_file", &self.config_file)
+            .field("missing_config", &self.missing_config)
             .field("backend", &self.backend)
             .field("default_retention_days", &self.default_retention_days)
             .field("state_cleanup_batch_size", &self.state_cleanup_batch_size)
@@ -558,14 +575,21 @@ fn find_config_file(
     overrides: &Overrides,
     vars: &Vars<'_>,
     airflow_home: &str,
-) -> Result<Option<PathBuf>, ConfigError> {
+) -> Result<Result<PathBuf, MissingConfig>, ConfigError> {
     if let Some(path) = &overrides.config_path {
         return if config_file_exists(path)? {
-            Ok(Some(path.clone()))
+            Ok(Ok(path.clone()))
         } else {
             Err(ConfigError::Io { path: path.clone(), reason: "no such file".to_owned() })
         };
     }
+    let named_by = if vars.get("AIRFLOW_CONFIG").is_some() {
+        "$AIRFLOW_CONFIG"
+    } else if vars.get("AIRFLOW_HOME").is_some() {
+        "$AIRFLOW_HOME/airflow.cfg"
+    } else {
+        "$AIRFLOW_HOME/airflow.cfg, AIRFLOW_HOME unset"
+    };
     let candidate = match vars.get("AIRFLOW_CONFIG") {
         // Airflow takes "" as the current directory and fails on it.
         Some(value) if value.is_empty() => {
@@ -582,7 +606,11 @@ fn find_config_file(
         }
         None => Path::new(airflow_home).join("airflow.cfg"),
     };
-    Ok(config_file_exists(&candidate)?.then_some(candidate))
+    Ok(if config_file_exists(&candidate)? {
+        Ok(candidate)
+    } else {
+        Err(MissingConfig { path: candidate, named_by })
+    })
 }
 
 /// Looks options up in Airflow's order.
@@ -798,7 +826,10 @@ pub(crate) fn load(
 ) -> Result<Settings, ConfigError> {
     let vars = Vars { env };
     let home = airflow_home(&vars)?;
-    let config_file = find_config_file(overrides, &vars, &home)?;
+    let (config_file, missing_config) = match find_config_file(overrides, &vars, &home)? {
+        Ok(path) => (Some(path), None),
+        Err(missing) => (None, Some(missing)),
+    };
     let file = config_file.as_deref().map(read_config_file).transpose()?;
     let resolver = Resolver { vars: &vars, file: file.as_ref() };
 
@@ -851,6 +882,7 @@ pub(crate) fn load(
 
     Ok(Settings {
         config_file,
+        missing_config,
         backend,
         default_retention_days,
         state_cleanup_batch_size,
@@ -1011,6 +1043,10 @@ mod tests {
             &[("HOME", &home), ("AIRFLOW_HOME", &ah), ("AIRFLOW_CONFIG", "/nonexistent/a.cfg")],
         ));
         assert_eq!(s.config_file, None);
+        assert_eq!(
+            s.missing_config,
+            Some(MissingConfig { path: PathBuf::from("/nonexistent/a.cfg"), named_by: "$AIRFLOW_CONFIG" })
+        );
         assert_eq!(s.default_retention_days.value, 30);
         assert_eq!(s.default_retention_days.source, Source::Default);
         assert!(!Path::new("/nonexistent/a.cfg").exists());

@@ -155,6 +155,9 @@ pub(crate) trait Reads {
     fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>>;
     /// Whether an asset with this name or uri exists at all, active or not (for messages).
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool>;
+    /// Up to `limit` active assets in id order, for the message when a name or uri matches
+    /// none: the close ones are named.
+    fn active_assets(&mut self, limit: u64) -> Result<Vec<Asset>>;
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>>;
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
     fn list_task(&mut self, filter: &TaskFilter, page: Page) -> Result<Vec<TaskEntry>>;

@@ -160,10 +160,13 @@ impl ConnectPlan {
                 }
             },
         };
+        // As SQLAlchemy passes them to the driver: the query's user and password (mysqlclient
+        // also says `passwd`) win over the URL's own.
+        let query = |key: &str| url.query_value(key).map(str::to_string);
         Ok(ConnectPlan {
             endpoint,
-            user: url.username.clone(),
-            password: url.password.clone(),
+            user: query("user").or_else(|| url.username.clone()),
+            password: query("password").or_else(|| query("passwd")).or_else(|| url.password.clone()),
             database,
             tls: tls_from_url(url)?,
             connect_timeout,
@@ -920,6 +923,15 @@ impl Reads for MysqlStore {
             "SELECT id FROM asset WHERE name = ? AND uri = ? ORDER BY id DESC LIMIT 1",
             vec![name.into(), uri.into()],
             single_int,
+        )
+    }
+
+    fn active_assets(&mut self, limit: u64) -> Result<Vec<Asset>> {
+        self.rows(
+            "cannot read the assets",
+            &format!("SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} ORDER BY a.id LIMIT ?"),
+            vec![limit.into()],
+            asset,
         )
     }
 

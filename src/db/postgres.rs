@@ -124,6 +124,9 @@ struct ConnectOptions {
 
 /// The query keys understood here, for the message that refuses any other.
 const KNOWN_KEYS: &[&str] = &[
+    "user",
+    "password",
+    "dbname",
     "host",
     "port",
     "sslmode",
@@ -241,12 +244,15 @@ impl ConnectOptions {
                 })
             })
             .transpose()?;
-        let non_empty = |v: &Option<String>| v.clone().filter(|s| !s.is_empty());
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        // As SQLAlchemy passes them to psycopg2: the query's user, password and dbname win
+        // over the URL's own.
+        let query = |key: &str| url.query_value(key).map(str::to_string);
         Ok(ConnectOptions {
             endpoints,
-            user: non_empty(&url.username),
-            password: url.password.clone(),
-            dbname: non_empty(&url.database),
+            user: non_empty(query("user").or_else(|| url.username.clone())),
+            password: query("password").or_else(|| url.password.clone()),
+            dbname: non_empty(query("dbname").or_else(|| url.database.clone())),
             tls,
             root_cert: url.query_value("sslrootcert").map(str::to_string),
             client_cert: url.query_value("sslcert").map(PathBuf::from),
@@ -1015,6 +1021,22 @@ impl Reads for PostgresStore {
             &[&name, &uri],
             |r| int_column(r, 0),
         )
+    }
+
+    fn active_assets(&mut self, limit: u64) -> Result<Vec<Asset>> {
+        let what = "cannot read the assets";
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self.rows(
+            what,
+            &format!("SELECT a.id, a.name, a.uri FROM asset a {ACTIVE_JOIN} ORDER BY a.id LIMIT $1"),
+            &[&limit],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(Asset { id: int_column(r, 0)?, name: r.try_get(1)?, uri: r.try_get(2)?, active: true })
+            })
+            .collect::<std::result::Result<Vec<_>, postgres::Error>>()
+            .map_err(pg_err(self.ctx(what)))
     }
 
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {

@@ -501,6 +501,21 @@ impl Reads for SqliteStore {
             .map_err(|e| Error::db(ctx, Cause(e)))
     }
 
+    fn active_assets(&mut self, limit: u64) -> Result<Vec<Asset>> {
+        let ctx = self.ctx("cannot read the assets");
+        self.conn
+            .prepare(&format!(
+                "SELECT a.id, a.name, a.uri, 1 FROM asset a {ACTIVE_JOIN} ORDER BY a.id LIMIT ?1"
+            ))
+            .and_then(|mut stmt| {
+                stmt.query_map([sql_limit(limit)], |r| {
+                    Ok(Asset { id: r.get(0)?, name: r.get(1)?, uri: r.get(2)?, active: true })
+                })?
+                .collect()
+            })
+            .map_err(|e| Error::db(ctx, Cause(e)))
+    }
+
     fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
         let ctx = self.ctx("cannot look up the asset");
         let (sql, arg) = match selector {

@@ -47,6 +47,8 @@ def task_entry(airflow: support.Airflow, task: Task, key: str) -> dict:
         "external_ref": external_ref(row["value"]),
         "updated_at": iso(row["updated_at"]),
         "expires_at": iso(row["expires_at"]),
+        # Expired by now, not cleaned yet: Airflow still returns such a row.
+        "expired": row["expires_at"] is not None and row["expires_at"] < support.utcnow(),
     }
 
 

@@ -132,7 +132,8 @@ impl Bench {
             bench.admin(&format!("CREATE DATABASE {name}"));
             bench.database = Some(name);
         }
-        bench.run(&["sandbox", "create"]).success();
+        let url = bench.url();
+        bench.run(&["--conn", &url, "sandbox", "create"]).success();
         bench
     }
 
