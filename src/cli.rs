@@ -487,6 +487,32 @@ pub(crate) fn rejected_clean_format(args: &[OsString]) -> Option<Format> {
     given(clean).or_else(|| given(&partial)).filter(|f| matches!(f, Format::Json | Format::Yaml))
 }
 
+/// A count of rows, 0 included. clap's own message for `-1` or `x` ("invalid digit found in
+/// string") does not say what is expected.
+fn count(text: &str) -> Result<u64, String> {
+    whole(text, 0)
+}
+
+/// A count of rows, at least 1.
+fn positive(text: &str) -> Result<u64, String> {
+    whole(text, 1)
+}
+
+fn whole(text: &str, at_least: u64) -> Result<u64, String> {
+    match text.parse::<i128>() {
+        Ok(n) if n < i128::from(at_least) => Err(format!("give a whole number of {at_least} or more")),
+        Ok(n) => u64::try_from(n).map_err(|_| format!("too large: at most {}", u64::MAX)),
+        Err(_) => Err(format!("not a whole number: give {at_least} or more")),
+    }
+}
+
+/// A map index: -1 for an unmapped task, 0 and up for the instances of a mapped one.
+fn map_index(text: &str) -> Result<i64, String> {
+    text.parse::<i64>().map_err(|_| {
+        "not a whole number: give -1 for an unmapped task, or 0 and up for a mapped one".to_string()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -521,30 +547,4 @@ mod tests {
         assert_eq!(format_of("state-store cleann -o json"), None);
         assert_eq!(format_of("state-store -o json"), None);
     }
-}
-
-/// A count of rows, 0 included. clap's own message for `-1` or `x` ("invalid digit found in
-/// string") does not say what is expected.
-fn count(text: &str) -> Result<u64, String> {
-    whole(text, 0)
-}
-
-/// A count of rows, at least 1.
-fn positive(text: &str) -> Result<u64, String> {
-    whole(text, 1)
-}
-
-fn whole(text: &str, at_least: u64) -> Result<u64, String> {
-    match text.parse::<i128>() {
-        Ok(n) if n < i128::from(at_least) => Err(format!("give a whole number of {at_least} or more")),
-        Ok(n) => u64::try_from(n).map_err(|_| format!("too large: at most {}", u64::MAX)),
-        Err(_) => Err(format!("not a whole number: give {at_least} or more")),
-    }
-}
-
-/// A map index: -1 for an unmapped task, 0 and up for the instances of a mapped one.
-fn map_index(text: &str) -> Result<i64, String> {
-    text.parse::<i64>().map_err(|_| {
-        "not a whole number: give -1 for an unmapped task, or 0 and up for a mapped one".to_string()
-    })
 }
