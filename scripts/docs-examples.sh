@@ -67,6 +67,9 @@ pages_get() {
     ex 'state-store get nosuch $T'
     ex 'state-store get cursor --asset legacy_orders'
     ex 'state-store get watermark --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00'
+    ex 'state-store get checkpoint/path --dag-id spark_daily_etl --run-id manual__2026-11-28T06:00:00+00:00 --task-id submit_job -o plain'
+    ex 'state-store get offset --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform'
+    ex 'state-store get watermark --asset-uri s3://warehouse/orders'
 }
 
 pages_set() {
@@ -80,9 +83,14 @@ pages_set() {
     ex 'state-store set x null $T'
     ex 'state-store set x 1 $T --retention 30m1h'
     ex 'state-store set x 1 $T --retention 0s'
+    ex 'state-store set x 1 $T --retention 0'
+    ex 'state-store set x 1 $T --expires-at 2026-01-01T00:00:00Z -o plain'
     ex 'state-store set x 1 $T --expires-at 2026-12-31T00:00:00'
     ex 'state-store set x 1 --asset orders --retention 7d'
     ex 'state-store set x 1 --dag-id incremental_orders --run-id nope --task-id t'
+    ex 'state-store set x 1 --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id load_orders'
+    ex 'state-store set x 1 --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform --map-index 2'
+    ex 'state-store set x 1 --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform --map-index 2 --allow-missing-task-instance -o plain'
     ex 'state-store set cursor 1 --asset-id 2'
 }
 
@@ -93,6 +101,7 @@ pages_delete() {
     ex 'state-store delete watermark $T -o plain'
     ex 'state-store delete cursor --asset-id 2 -o json'
     ex 'state-store delete watermark --asset nosuch'
+    ex 'state-store delete watermark --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id load'
 }
 
 pages_clear() {
@@ -106,12 +115,14 @@ pages_clear() {
     printf '\n$ state-store clear --asset-id 2\n'
     { sleep 1; printf 'n\n'; } | script -qec "$bin clear --asset-id 2" /dev/null | tr -d '\r'
     ex 'state-store clear --dag-id spark_daily_etl --run-id manual__2026-11-28T06:00:00+00:00 --task-id submit_job --map-index 3 --all-map-indices --yes'
+    ex 'state-store clear --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id report --all-map-indices --yes'
 }
 
 pages_list() {
     page list
     ex 'state-store list'
     ex 'state-store list --dag-id incremental_orders --limit 2 --offset 2 -o plain'
+    ex 'state-store list --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform -o plain | cut -f 3-6'
     ex 'state-store list --expired'
     ex 'state-store list --dag-id incremental_orders --task-id transform -o json'
     ex 'state-store list --assets'
@@ -223,7 +234,9 @@ pages_sandbox() {
     page sandbox
     find "$work" -mindepth 1 -delete
     ex 'state-store --conn sqlite:///sandbox.db sandbox create --sample-data -o json'
-    ex 'state-store --conn sqlite:///sandbox.db sandbox add-dag-run --dag-id etl --run-id manual__1 -o json'
+    ex 'state-store sandbox create'
+    ex 'state-store --conn sqlite:///sandbox.db sandbox add-dag-run --dag-id etl --run-id manual__1 --task-id extract --task-id load -o json'
+    ex 'state-store --conn sqlite:///sandbox.db sandbox add-task-instance --dag-id etl --run-id manual__1 --task-id transform --map-index 0 --map-index 1 -o json'
     ex 'state-store --conn sqlite:///sandbox.db sandbox add-asset --name old --uri s3://old/ --inactive -o plain'
     ex 'state-store --conn sqlite:///sandbox.db sandbox add-asset --name reports --uri s3://reports/'
     ex 'state-store --conn sqlite:///sandbox.db sandbox create'
