@@ -1184,7 +1184,7 @@ fn sqlite_word_passwords_change_nothing_in_the_refusal() {
 }
 
 /// Passwords outside a URL's userinfo, each once shown: a `?password=` option (in
-/// `config show` and in the error that refuses the option), a URL given where clap expects no
+/// `config show`, and when the connection it is for fails), a URL given where clap expects no
 /// argument, and a URL on a failing `_cmd`'s stderr that the excerpt's length limit cuts
 /// inside the password.
 #[test]
@@ -1196,9 +1196,25 @@ fn passwords_outside_the_userinfo_are_masked_too() {
     let shown = "postgresql://airflow@127.0.0.1:1/airflow?password=***&sslmode=disable";
     let run = run_with(&bench, &args(&["config", "get", "database", "sql_alchemy_conn"]), &conn(&query));
     assert_eq!((run.code, run.stdout.as_str()), (0, format!("{shown}\n").as_str()), "{run:?}");
+    // The query's password is PostgreSQL's password, as SQLAlchemy hands it to psycopg2;
+    // nothing listens on port 1.
     let run = run_with(&bench, &args(&["list"]), &conn(&query));
+    assert_eq!(run.code, 4, "{run:?}");
+    assert!(
+        run.stderr.starts_with("error: cannot connect to PostgreSQL database airflow on 127.0.0.1:1"),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains(LONG_PASSWORD) && !run.stdout.contains(LONG_PASSWORD), "{run:?}");
+    let bad = query.replace("sslmode=disable", "sslmode=nonsense");
+    let run = run_with(&bench, &args(&["list"]), &conn(&bad));
     assert_eq!(run.code, 3, "{run:?}");
-    assert!(run.stderr.starts_with(&format!("error: [database] sql_alchemy_conn {shown}: ")), "{run:?}");
+    assert!(
+        run.stderr.starts_with(&format!(
+            "error: [database] sql_alchemy_conn {}: ",
+            shown.replace("sslmode=disable", "sslmode=nonsense")
+        )),
+        "{run:?}"
+    );
 
     let url = format!("postgresql://airflow:{LONG_PASSWORD}@db/airflow");
     let run = run_with(&bench, &args(&["list", &url]), &[]);

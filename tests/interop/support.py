@@ -240,6 +240,22 @@ def airflow_cli(*args: str, env: dict[str, str] | None = None, timeout: int = 60
 # ── our binary ────────────────────────────────────────────────────────────────────────────────
 
 
+_ESCAPES = re.compile(r"\\(?:([tnr\\])|x([0-9a-f]{2})|u([0-9a-f]{4})|U([0-9a-f]{8}))")
+
+
+def plain_fields(line: str) -> list[str]:
+    """The fields of a line of `list -o plain` (docs/output.md): tab-separated, each escaped
+    as Python's repr writes hidden characters, with backslashes doubled."""
+
+    def unescape(m: re.Match) -> str:
+        short, *codes = m.groups()
+        if short:
+            return {"t": "\t", "n": "\n", "r": "\r", "\\": "\\"}[short]
+        return chr(int(next(c for c in codes if c), 16))
+
+    return [_ESCAPES.sub(unescape, field) for field in line.split("\t")]
+
+
 @dataclasses.dataclass(frozen=True)
 class Task:
     """A task scope: the task instance `(dag_id, run_id, task_id, map_index)`."""

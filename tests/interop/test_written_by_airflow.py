@@ -118,7 +118,11 @@ def test_key(case, key, task, airflow, state_store) -> None:
     airflow.worker_set(task, key, [case])
     assert state_store.json("get", key, *task.args())["value"] == [case]
     assert [e["key"] for e in state_store.json("list", *task.args())] == [key]
-    assert state_store.run("list", *task.args(), "-o", "plain").stdout == key + "\n"
+    plain = state_store.run("list", *task.args(), "-o", "plain").stdout
+    assert plain.count("\n") == 1 and plain.endswith("\n"), plain
+    assert support.plain_fields(plain[:-1]) == [
+        task.dag_id, task.run_id, task.task_id, str(task.map_index), key, json.dumps([case], ensure_ascii=False)
+    ], plain
 
     asset = airflow.add_asset()
     airflow.asset_set(asset, key, case, kind="api")
