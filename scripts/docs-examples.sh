@@ -4,13 +4,20 @@
 # --sample-data`) in a temporary directory that serves as $AIRFLOW_HOME, so the commands need
 # no --conn. Timestamps differ from run to run; everything else should match the pages.
 #
-#   ./scripts/docs-examples.sh            # every page
-#   ./scripts/docs-examples.sh clean set  # some pages
+#   ./scripts/docs-examples.sh                    # every page
+#   ./scripts/docs-examples.sh clean set          # some pages
+#   ./scripts/docs-examples.sh --write [PAGE…]    # and write the output into the pages
 #
 # Output: for each page, each command as `$ state-store …` followed by what it printed (stderr
 # and stdout interleaved, as at a terminal), and `$ echo $?` with the exit code when it is not 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+top="$PWD"
+write=false
+if [ "${1:-}" = --write ]; then
+    write=true
+    shift
+fi
 
 cargo build --locked --quiet
 bin="$PWD/target/debug/state-store"
@@ -254,13 +261,22 @@ pages_doctor() {
         UPDATE task_state_store SET value = '{\"cluster\": \"spark-prod\", attempt: 2}' WHERE \"key\" = 'job';
         UPDATE task_state_store SET expires_at = '2026-12-01T00:00:00Z' WHERE \"key\" = 'offset'"
     ex 'state-store doctor'
-    ex 'state-store doctor -o json --sample 1'
+    ex 'state-store doctor -o json --sample 1 | python3 -m json.tool --no-ensure-ascii'
     # A pre-release 3.3 metastore: the state-store tables under their old names.
     sqlite3 airflow.db 'ALTER TABLE task_state_store RENAME TO task_state; ALTER TABLE asset_state_store RENAME TO asset_state'
     ex 'state-store doctor -o plain'
 }
 
 all=(get set delete clear list clean stats doctor export import config completions sandbox)
-for name in "${@:-${all[@]}}"; do
-    "pages_$name"
-done
+run_pages() {
+    for name in "$@"; do
+        "pages_$name"
+    done
+}
+if $write; then
+    # scripts/apply-doc-examples.py puts each command's output under it on its page, and lists
+    # the examples a page lacks or no longer has (exit 1).
+    run_pages "${@:-${all[@]}}" | (cd "$top" && python3 scripts/apply-doc-examples.py)
+else
+    run_pages "${@:-${all[@]}}"
+fi
