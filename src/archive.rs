@@ -259,7 +259,7 @@ impl Sink {
 
     /// Opens an `--archive` file for appending, or says which file cannot be written.
     pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
-        Sink::file(path, true).map_err(|e| archive_error(path, &e))
+        Sink::file(path, true).map_err(|e| archive_error(path, e))
     }
 
     pub(crate) fn path(&self) -> Option<&Path> {
@@ -291,8 +291,8 @@ impl Sink {
 
 /// A write to an archive file failed: the output error (exit 6), naming the file. Nothing is
 /// deleted after it, since the rows could not be kept first.
-pub(crate) fn archive_error(path: &Path, e: &io::Error) -> crate::error::Error {
-    crate::error::Error::Output(io::Error::new(e.kind(), format!("archive {}: {e}", path.display())))
+pub(crate) fn archive_error(path: &Path, e: io::Error) -> crate::error::Error {
+    crate::error::Error::output_file(format!("archive {}", path.display()), e)
 }
 
 #[cfg(test)]

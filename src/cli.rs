@@ -18,6 +18,7 @@ Exit codes:
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   8    doctor found problems in the state store
+  70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else

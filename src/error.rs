@@ -1,9 +1,12 @@
-//! The one error type of the tool, and the single place where an error becomes an exit code.
+//! Errors: typed kinds where a caller decides by kind, anyhow for the chain of causes, and one
+//! [`CliError`] at the command-line edge that carries the exit code.
 //!
 //! Every failure ends as one line on stderr (`error: …`) and a documented exit code, so cron
-//! jobs and CI scripts can tell "not found" from "bad input" from "database down".
+//! jobs and CI scripts can tell "not found" from "bad input" from "database down". The line is
+//! the error's chain of causes joined by ": ", outermost first; causes from drivers and the
+//! operating system are folded onto one line.
 
-use std::fmt;
+use std::io;
 
 /// Exit codes, documented in `--help` and `docs/exit-codes.md`.
 pub(crate) mod exit {
@@ -19,86 +22,151 @@ pub(crate) mod exit {
     pub(crate) const BUSY: i32 = 7;
     /// `doctor` found at least one problem in a database whose schema it recognised.
     pub(crate) const UNHEALTHY: i32 = 8;
+    /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
+    pub(crate) const INTERNAL: i32 = 70;
     pub(crate) const SIGINT: i32 = 130;
     pub(crate) const SIGTERM: i32 = 143;
 }
 
-#[derive(Debug)]
+/// A cause from outside the tool (a driver, the operating system), kept as an error value.
+pub(crate) type Cause = Box<dyn std::error::Error + Send + Sync>;
+
+/// The kinds of failure, each with its exit code.
+#[derive(Debug, thiserror::Error)]
 pub(crate) enum Error {
     /// A flag, argument or value given on the command line (or stdin) is invalid: exit 2.
+    #[error("{0}")]
     Usage(String),
     /// The configuration (file, environment, `_cmd`, URL) is invalid: exit 3.
+    #[error("{0}")]
     Config(String),
+    /// The settings could not be loaded from Airflow's configuration: exit 3.
+    #[error(transparent)]
+    Settings(#[from] crate::config::ConfigError),
+    /// `[database] sql_alchemy_conn` is not a URL this tool can use: exit 3.
+    #[error("{error} (from {origin})")]
+    Url { error: crate::url::UrlError, origin: String },
     /// The key, scope, dag run or asset asked for does not exist: exit 1.
+    #[error("{0}")]
     NotFound(String),
     /// The database could not be opened, read or written: exit 4.
-    Database { context: String, cause: String },
+    #[error("{context}")]
+    Database {
+        context: String,
+        #[source]
+        cause: Cause,
+    },
     /// The database is reachable but its tables are not an Airflow 3.3 state store: exit 5.
+    #[error("{0}")]
     Schema(String),
     /// Another clean holds the database's clean lock: exit 7, so cron can tell "still running"
     /// from a failure.
+    #[error("{0}")]
     Busy(String),
     /// `doctor` found problems (its report was already printed): exit 8, so a script can tell
     /// a damaged state store from a database it could not check.
+    #[error("{0}")]
     Unhealthy(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
+    #[error("stopped by {}", if *signal == 15 { "SIGTERM" } else { "SIGINT" })]
     Interrupted { signal: i32 },
-    /// Writing the report to stdout failed. A closed pipe ends the process quietly (exit 0);
-    /// anything else (a full disk) is exit 6, since neither the input nor the database is wrong.
-    Output(std::io::Error),
+    /// Writing the report (to stdout, or to the file `target` names) failed. A closed stdout
+    /// pipe ends the process quietly (exit 0); anything else (a full disk) is exit 6, since
+    /// neither the input nor the database is wrong. Only the output's own writes build this
+    /// kind: no `io::Error` turns into it by `?`.
+    #[error("cannot write the output{}", target.as_ref().map(|t| format!(": {t}")).unwrap_or_default())]
+    Output {
+        target: Option<String>,
+        #[source]
+        cause: io::Error,
+    },
 }
 
 impl Error {
-    pub(crate) fn db(context: impl Into<String>, cause: impl fmt::Display) -> Self {
-        Error::Database { context: context.into(), cause: one_line(&cause.to_string()) }
+    pub(crate) fn db(context: impl Into<String>, cause: impl Into<Cause>) -> Self {
+        Error::Database { context: context.into(), cause: cause.into() }
+    }
+
+    /// A write to stdout failed.
+    pub(crate) fn stdout(cause: io::Error) -> Self {
+        Error::Output { target: None, cause }
+    }
+
+    /// A write to a file the command writes (an export, an archive, a page) failed.
+    pub(crate) fn output_file(target: impl Into<String>, cause: io::Error) -> Self {
+        Error::Output { target: Some(target.into()), cause }
     }
 
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) => exit::USAGE,
-            Error::Config(_) => exit::CONFIG,
+            Error::Config(_) | Error::Settings(_) | Error::Url { .. } => exit::CONFIG,
             Error::NotFound(_) => exit::NOT_FOUND,
             Error::Database { .. } => exit::DATABASE,
             Error::Schema(_) => exit::SCHEMA,
-            Error::Interrupted { signal } => {
-                if *signal == 15 {
-                    exit::SIGTERM
-                } else {
-                    exit::SIGINT
-                }
-            }
-            Error::Output(_) => exit::OUTPUT,
+            Error::Interrupted { signal: 15 } => exit::SIGTERM,
+            Error::Interrupted { .. } => exit::SIGINT,
+            Error::Output { .. } => exit::OUTPUT,
             Error::Busy(_) => exit::BUSY,
             Error::Unhealthy(_) => exit::UNHEALTHY,
         }
     }
 }
 
-impl fmt::Display for Error {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Error::Usage(msg)
-            | Error::Config(msg)
-            | Error::NotFound(msg)
-            | Error::Schema(msg)
-            | Error::Busy(msg)
-            | Error::Unhealthy(msg) => f.write_str(msg),
-            Error::Database { context, cause } => write!(f, "{context}: {cause}"),
-            Error::Interrupted { signal } => {
-                let name = if *signal == 15 { "SIGTERM" } else { "SIGINT" };
-                write!(f, "stopped by {name}")
-            }
-            Error::Output(e) => write!(f, "cannot write the output: {e}"),
-        }
+/// The one error of the command-line edge: what went wrong, with its chain of causes, and the
+/// exit code it ends the process with.
+#[derive(Debug)]
+pub(crate) struct CliError {
+    pub error: anyhow::Error,
+    pub exit_code: i32,
+}
+
+impl CliError {
+    /// The kind nearest the top of the chain, if the error has one.
+    pub(crate) fn kind(&self) -> Option<&Error> {
+        self.error.chain().find_map(|cause| cause.downcast_ref::<Error>())
+    }
+
+    /// The error as its one line (see [`message`]).
+    pub(crate) fn message(&self) -> String {
+        message(self.error.as_ref())
+    }
+
+    /// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
+    pub(crate) fn is_broken_pipe(&self) -> bool {
+        matches!(self.kind(), Some(Error::Output { target: None, cause }) if cause.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 
-impl std::error::Error for Error {}
-
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Error::Output(e)
+impl From<anyhow::Error> for CliError {
+    fn from(error: anyhow::Error) -> Self {
+        let exit_code = error
+            .chain()
+            .find_map(|cause| cause.downcast_ref::<Error>())
+            .map_or(exit::INTERNAL, Error::exit_code);
+        CliError { error, exit_code }
     }
+}
+
+impl From<Error> for CliError {
+    fn from(error: Error) -> Self {
+        anyhow::Error::new(error).into()
+    }
+}
+
+/// An error as its one line: its chain of causes outermost first, joined by ": ". Causes from
+/// outside the tool are folded onto one line; the tool's own messages are kept as written
+/// (they quote user text with its whitespace escaped).
+pub(crate) fn message(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut parts = Vec::new();
+    let mut next = Some(error);
+    while let Some(cause) = next {
+        let text = cause.to_string();
+        parts.push(if cause.is::<Error>() { text } else { one_line(&text) });
+        next = cause.source();
+    }
+    parts.retain(|text| !text.is_empty());
+    parts.join(": ")
 }
 
 /// Database drivers put newlines in some messages; the contract is one line per error.
@@ -107,3 +175,36 @@ pub(crate) fn one_line(text: &str) -> String {
 }
 
 pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chain_is_one_line_and_the_kind_sets_the_exit_code() {
+        let driver = io::Error::other("connection refused\n  is the server running?");
+        let error =
+            anyhow::Error::new(Error::db("cannot open the metastore", driver)).context("listing keys");
+        let cli = CliError::from(error);
+        assert_eq!(cli.exit_code, exit::DATABASE);
+        assert_eq!(
+            cli.message(),
+            "listing keys: cannot open the metastore: connection refused is the server running?"
+        );
+    }
+
+    #[test]
+    fn only_a_closed_stdout_is_a_quiet_end() {
+        let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
+        assert!(CliError::from(Error::stdout(pipe())).is_broken_pipe());
+        let file = CliError::from(Error::output_file("archive a.jsonl", pipe()));
+        assert!(!file.is_broken_pipe());
+        assert_eq!(file.exit_code, exit::OUTPUT);
+        assert_eq!(file.message(), "cannot write the output: archive a.jsonl: broken pipe");
+    }
+
+    #[test]
+    fn an_error_without_a_kind_is_internal() {
+        assert_eq!(CliError::from(anyhow::anyhow!("unexpected")).exit_code, exit::INTERNAL);
+    }
+}

@@ -29,7 +29,7 @@ use std::io::Write;
 use clap::Parser;
 use clap::error::ErrorKind;
 
-use crate::error::exit;
+use crate::error::{CliError, exit};
 
 /// Runs the command line of this process and returns its exit code.
 #[must_use]
@@ -49,14 +49,15 @@ pub fn main_exit_code() -> i32 {
             return code;
         }
     };
-    match commands::run(cli) {
+    match commands::run(cli).map_err(CliError::from) {
         Ok(()) => exit::SUCCESS,
-        Err(e) if is_broken_pipe(&e) => exit::SUCCESS,
+        Err(e) if e.is_broken_pipe() => exit::SUCCESS,
         Err(e) => {
-            if !matches!(e, error::Error::Interrupted { .. }) {
-                output::note(&format!("error: {e}"));
+            // A signal's report was already printed; the exit code says the rest.
+            if !matches!(e.kind(), Some(error::Error::Interrupted { .. })) {
+                output::note(&format!("error: {}", e.message()));
             }
-            e.exit_code()
+            e.exit_code
         }
     }
 }
@@ -131,8 +132,4 @@ fn clap_message(e: &clap::Error) -> String {
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     let tips: String = clap_tips(e).iter().map(|tip| format!(" ({tip})")).collect();
     redact::mask(&format!("{message}{tips} (see --help)"))
-}
-
-fn is_broken_pipe(e: &error::Error) -> bool {
-    matches!(e, error::Error::Output(io) if io.kind() == std::io::ErrorKind::BrokenPipe)
 }

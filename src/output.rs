@@ -31,7 +31,11 @@ pub(crate) struct Table {
 }
 
 /// Writes a report to stdout in the chosen format.
-pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
+pub(crate) fn emit(format: Format, rendered: &Rendered) -> crate::error::Result<()> {
+    write(format, rendered).map_err(crate::error::Error::stdout)
+}
+
+fn write(format: Format, rendered: &Rendered) -> io::Result<()> {
     let mut out = io::stdout().lock();
     match format {
         Format::Json | Format::Yaml => out.write_all(document(format, &rendered.doc).as_bytes())?,
@@ -58,7 +62,7 @@ pub(crate) fn emit(format: Format, rendered: &Rendered) -> io::Result<()> {
 /// Writes a report about the configuration or the database itself (`config`, `doctor`), with
 /// every text in it masked. Stored keys and values (`get`, `list`, `export`) go through
 /// [`emit`] as they are: they are the user's data, and an export must import unchanged.
-pub(crate) fn emit_report(format: Format, rendered: &Rendered) -> io::Result<()> {
+pub(crate) fn emit_report(format: Format, rendered: &Rendered) -> crate::error::Result<()> {
     let masked = Rendered {
         doc: mask_json(&rendered.doc),
         tables: rendered

@@ -62,89 +62,54 @@ pub(crate) enum SqliteTarget {
 
 /// Why a `sql_alchemy_conn` value was refused. No variant carries user, password, host, port
 /// or database text: a malformed URL can put a password in any of those places.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum UrlError {
+    #[error("[database] sql_alchemy_conn is empty")]
     Empty,
     /// No `scheme://` at the start.
+    #[error(
+        "[database] sql_alchemy_conn is not a database URL: expected \
+         dialect[+driver]://[user[:password]@]host[:port]/database, \
+         e.g. postgresql://airflow:secret@db:5432/airflow or sqlite:////path/to/airflow.db"
+    )]
     NotAUrl,
-    UnsupportedScheme {
-        scheme: String,
-    },
+    #[error(
+        "unsupported database scheme \"{scheme}\" in [database] sql_alchemy_conn \
+         (supported: sqlite, postgresql, mysql)"
+    )]
+    UnsupportedScheme { scheme: String },
     /// A known dialect with an empty driver (`mysql+`) or more than one `+`.
-    BadDriver {
-        scheme: String,
-    },
+    #[error(
+        "malformed database scheme \"{scheme}\" in [database] sql_alchemy_conn: \
+         expected dialect or dialect+driver, e.g. postgresql+psycopg2"
+    )]
+    BadDriver { scheme: String },
     /// Encrypted SQLite needs SQLCipher, which this tool does not link.
-    SqlCipher {
-        scheme: String,
-    },
-    BadPort {
-        scheme: String,
-    },
-    BadHost {
-        scheme: String,
-        problem: &'static str,
-    },
+    #[error(
+        "encrypted SQLite (\"{scheme}\" in [database] sql_alchemy_conn) is not supported: \
+         state-store can only open plain SQLite files"
+    )]
+    SqlCipher { scheme: String },
+    #[error(
+        "invalid port in [database] sql_alchemy_conn ({scheme} URL): expected a number from 1 to \
+         65535 after the host; an '@' inside the password must be written %40"
+    )]
+    BadPort { scheme: String },
+    #[error("invalid host in [database] sql_alchemy_conn ({scheme} URL): {problem}")]
+    BadHost { scheme: String, problem: &'static str },
     /// SQLite URLs name a file only; SQLAlchemy refuses user, password, host and port too.
-    SqliteNetloc {
-        scheme: String,
-    },
+    #[error(
+        "a SQLite URL takes no user, password, host or port ({scheme} URL in \
+         [database] sql_alchemy_conn): use sqlite:////absolute/path/to/airflow.db"
+    )]
+    SqliteNetloc { scheme: String },
     /// `?uri=true` turns the database part into a SQLite `file:` URI, which is not a path.
-    SqliteUriFilename {
-        scheme: String,
-    },
+    #[error(
+        "SQLite URI filenames (uri=true, {scheme} URL in [database] sql_alchemy_conn) are not \
+         supported: use sqlite:////absolute/path/to/airflow.db"
+    )]
+    SqliteUriFilename { scheme: String },
 }
-
-const WHERE: &str = "[database] sql_alchemy_conn";
-
-impl fmt::Display for UrlError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            UrlError::Empty => write!(f, "{WHERE} is empty"),
-            UrlError::NotAUrl => write!(
-                f,
-                "{WHERE} is not a database URL: expected \
-                 dialect[+driver]://[user[:password]@]host[:port]/database, \
-                 e.g. postgresql://airflow:secret@db:5432/airflow or sqlite:////path/to/airflow.db"
-            ),
-            UrlError::UnsupportedScheme { scheme } => write!(
-                f,
-                "unsupported database scheme \"{scheme}\" in {WHERE} \
-                 (supported: sqlite, postgresql, mysql)"
-            ),
-            UrlError::BadDriver { scheme } => write!(
-                f,
-                "malformed database scheme \"{scheme}\" in {WHERE}: \
-                 expected dialect or dialect+driver, e.g. postgresql+psycopg2"
-            ),
-            UrlError::SqlCipher { scheme } => write!(
-                f,
-                "encrypted SQLite (\"{scheme}\" in {WHERE}) is not supported: \
-                 state-store can only open plain SQLite files"
-            ),
-            UrlError::BadPort { scheme } => write!(
-                f,
-                "invalid port in {WHERE} ({scheme} URL): expected a number from 1 to 65535 after \
-                 the host; an '@' inside the password must be written %40"
-            ),
-            UrlError::BadHost { scheme, problem } => {
-                write!(f, "invalid host in {WHERE} ({scheme} URL): {problem}")
-            }
-            UrlError::SqliteNetloc { scheme } => write!(
-                f,
-                "a SQLite URL takes no user, password, host or port ({scheme} URL in {WHERE}): \
-                 use sqlite:////absolute/path/to/airflow.db"
-            ),
-            UrlError::SqliteUriFilename { scheme } => write!(
-                f,
-                "SQLite URI filenames (uri=true, {scheme} URL in {WHERE}) are not supported: \
-                 use sqlite:////absolute/path/to/airflow.db"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for UrlError {}
 
 impl DbUrl {
     /// Parses a URL the way SQLAlchemy's `make_url` splits it, then checks what a driver

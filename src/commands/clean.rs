@@ -29,7 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
     let result = clean(global, args, &mut report);
     if let Err(e) = &result {
-        report.failed(&redact::mask(&e.to_string()), e.exit_code());
+        report.failed(&redact::mask(&crate::error::message(e)), e.exit_code());
     }
     result
 }
@@ -497,9 +497,9 @@ impl Run<'_> {
             if let Some(sink) = self.archive.as_deref_mut() {
                 let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
                 for row in &rows {
-                    sink.asset(row).map_err(|e| archive_error(&path, &e))?;
+                    sink.asset(row).map_err(|e| archive_error(&path, e))?;
                 }
-                sink.sync().map_err(|e| archive_error(&path, &e))?;
+                sink.sync().map_err(|e| archive_error(&path, e))?;
             }
             self.store.begin()?;
             let mut deleted = 0;
@@ -634,7 +634,7 @@ fn archive_expired(
     loop {
         let rows = store.expired_rows(cutoff, from, up_to_id, ARCHIVE_PAGE)?;
         for (id, entry) in &rows {
-            sink.task(entry).map_err(|e| archive_error(&path, &e))?;
+            sink.task(entry).map_err(|e| archive_error(&path, e))?;
             last = Some(*id);
         }
         match last {
@@ -642,7 +642,7 @@ fn archive_expired(
             _ => break,
         }
     }
-    sink.sync().map_err(|e| archive_error(&path, &e))?;
+    sink.sync().map_err(|e| archive_error(&path, e))?;
     Ok(last)
 }
 

@@ -109,7 +109,7 @@ fn archive_then_clear(
     path: &std::path::Path,
 ) -> Result<u64> {
     let mut sink = Sink::archive(path)?;
-    let write_error = |e: std::io::Error| archive_error(path, &e);
+    let write_error = |e: std::io::Error| archive_error(path, e);
     let mut offset = 0;
     let mut keys: Vec<(i64, String)> = Vec::new();
     loop {

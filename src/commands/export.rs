@@ -41,8 +41,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     };
     // A file that cannot be written is an output error (exit 6), naming the file.
     let file_error = |e: std::io::Error| match &args.file {
-        Some(path) => Error::Output(std::io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
-        None => Error::Output(e),
+        Some(path) => Error::output_file(path.display().to_string(), e),
+        None => Error::stdout(e),
     };
     let mut sink = match &args.file {
         Some(path) => Sink::file(path, false).map_err(file_error)?,

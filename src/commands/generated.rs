@@ -30,8 +30,7 @@ pub(crate) fn completions(shell: Shell) -> Result<()> {
         Shell::Fish => script = fix_fish_unparsed_line(&script),
         Shell::Zsh => {}
     }
-    std::io::stdout().lock().write_all(script.as_bytes())?;
-    Ok(())
+    std::io::stdout().lock().write_all(script.as_bytes()).map_err(Error::stdout)
 }
 
 /// clap_complete's bash script spells the state of a subcommand two ways when the binary's
@@ -68,16 +67,16 @@ pub(crate) fn man(args: &ManArgs) -> Result<()> {
         let names: Vec<String> = pages.iter().skip(1).map(|page| page.path.join(" ")).collect();
         Error::Usage(format!("no manual page for '{wanted}'; pages: {}", names.join(", ")))
     })?;
-    std::io::stdout().lock().write_all(&render(page)?)?;
-    Ok(())
+    let page = render(page).map_err(Error::stdout)?;
+    std::io::stdout().lock().write_all(&page).map_err(Error::stdout)
 }
 
 fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
-    let failed =
-        |e: std::io::Error| Error::Output(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
+    let failed = |e: std::io::Error| Error::output_file(dir.display().to_string(), e);
     std::fs::create_dir_all(dir).map_err(failed)?;
     for page in pages {
-        std::fs::write(dir.join(format!("{}.1", page.name)), render(page)?).map_err(failed)?;
+        std::fs::write(dir.join(format!("{}.1", page.name)), render(page).map_err(failed)?)
+            .map_err(failed)?;
     }
     crate::output::note(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
     Ok(())
@@ -119,7 +118,7 @@ fn pages() -> Vec<Page> {
     pages
 }
 
-fn render(page: &Page) -> Result<Vec<u8>> {
+fn render(page: &Page) -> std::io::Result<Vec<u8>> {
     let version = env!("CARGO_PKG_VERSION");
     let mut roff = Vec::new();
     clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}")).render(&mut roff)?;

@@ -61,11 +61,10 @@ impl Context {
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
-        let settings = config::load(&overrides, &|name| std::env::var(name).ok())
-            .map_err(|e| Error::Config(e.to_string()))?;
+        let settings = config::load(&overrides, &|name| std::env::var(name).ok())?;
         let conn = &settings.sql_alchemy_conn;
-        let url =
-            DbUrl::parse(&conn.value).map_err(|e| Error::Config(format!("{e} (from {})", conn.source)))?;
+        let url = DbUrl::parse(&conn.value)
+            .map_err(|error| Error::Url { error, origin: conn.source.to_string() })?;
         for password in url.passwords() {
             crate::redact::register(password);
         }

@@ -356,7 +356,7 @@ fn connect(url: &DbUrl) -> Result<(Conn, String)> {
         Ok(Err(e)) => Err(db_err(context, &e)),
         Err(_) => Err(Error::Database {
             context,
-            cause: format!("no answer within {} s", plan.connect_timeout.as_secs()),
+            cause: format!("no answer within {} s", plan.connect_timeout.as_secs()).into(),
         }),
     }
 }

@@ -112,7 +112,10 @@ fn sql_err(context: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
 /// SQLite's own words, plus what to check when they are about permissions: "attempt to write
 /// a readonly database" also comes from a read, when the directory of a WAL database is not
 /// writable and SQLite cannot create the `-wal` and `-shm` files it needs beside the file.
+#[derive(Debug)]
 struct Cause(rusqlite::Error);
+
+impl std::error::Error for Cause {}
 
 impl std::fmt::Display for Cause {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -163,7 +166,7 @@ impl SqliteStore {
                 context: format!("cannot write to {}", store.location),
                 cause: "the file is read-only for this user; commands that only read \
                         (get, list, stats, export, clean --dry-run) still work"
-                    .to_string(),
+                    .into(),
             });
         }
         Ok((store, finding))
@@ -288,14 +291,14 @@ fn open_existing_file(path: &Path, location: &str) -> Result<Connection> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Database {
                 context: format!("cannot open {location}"),
-                cause: "the file does not exist".to_string(),
+                cause: "the file does not exist".into(),
             });
         }
         Err(e) => return Err(Error::db(format!("cannot open {location}"), e)),
         Ok(meta) if meta.is_dir() => {
             return Err(Error::Database {
                 context: format!("cannot open {location}"),
-                cause: "it is a directory".to_string(),
+                cause: "it is a directory".into(),
             });
         }
         Ok(_) => {}

@@ -1,0 +1,309 @@
+//! The Python built-ins Airflow's configuration goes through, emulated: `os.path.expandvars`
+//! and `expanduser`, `shlex.split` and `subprocess` for `_cmd` options, and `int()`/`float()`.
+
+use super::*;
+
+/// The injected environment, guarded against names no environment can hold.
+pub(super) struct Vars<'a> {
+    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+}
+
+impl Vars<'_> {
+    pub(super) fn get(&self, name: &str) -> Option<String> {
+        if name.is_empty() || name.contains(['=', '\0']) {
+            return None;
+        }
+        (self.env)(name)
+    }
+}
+
+/// Expansion stops with an error past these: Python would loop forever or run out of memory on
+/// a variable that contains itself.
+pub(super) const MAX_EXPANSION_ROUNDS: usize = 64;
+
+pub(super) const MAX_EXPANDED_LEN: usize = 1 << 20;
+
+/// Airflow's `expand_env_var`: Python's `os.path.expandvars` then `os.path.expanduser`, again
+/// and again until the text stops changing. `None` when it never settles.
+pub(super) fn expand_env_var(value: &str, vars: &Vars<'_>) -> Option<String> {
+    let mut current = value.to_owned();
+    for _ in 0..MAX_EXPANSION_ROUNDS {
+        let next = expand_user(&expand_vars(&current, vars), vars);
+        if next == current {
+            return Some(next);
+        }
+        if next.len() > MAX_EXPANDED_LEN {
+            return None;
+        }
+        current = next;
+    }
+    None
+}
+
+/// `os.path.expandvars` (POSIX): `$name` (ASCII letters, digits, `_`) and `${anything}` are
+/// replaced when the variable exists and left alone otherwise; replaced text is not rescanned.
+pub(super) fn expand_vars(text: &str, vars: &Vars<'_>) -> String {
+    if !text.contains('$') {
+        return text.to_owned();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(dollar) = rest.find('$') {
+        out.push_str(&rest[..dollar]);
+        let after = &rest[dollar + 1..];
+        let reference = if let Some(braced) = after.strip_prefix('{') {
+            braced.find('}').map(|end| (&braced[..end], end + 2))
+        } else {
+            let len = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+            (len > 0).then(|| (&after[..len], len))
+        };
+        if let Some((name, len)) = reference {
+            match vars.get(name) {
+                Some(value) => out.push_str(&value),
+                None => out.push_str(&rest[dollar..=dollar + len]),
+            }
+            rest = &after[len..];
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `os.path.expanduser` (POSIX): a leading `~` is `$HOME` (or the account's home directory
+/// when HOME is unset), `~name` that user's home directory; unknown users are left alone.
+pub(super) fn expand_user(text: &str, vars: &Vars<'_>) -> String {
+    let Some(after) = text.strip_prefix('~') else {
+        return text.to_owned();
+    };
+    let end = after.find('/').unwrap_or(after.len());
+    let (user, tail) = after.split_at(end);
+    let home = if user.is_empty() {
+        vars.get("HOME").or_else(|| passwd_home(None))
+    } else {
+        passwd_home(Some(user))
+    };
+    let Some(home) = home else {
+        return text.to_owned();
+    };
+    let joined = format!("{}{tail}", home.trim_end_matches('/'));
+    if joined.is_empty() { "/".to_owned() } else { joined }
+}
+
+/// The home directory of `user`, or of the current user, from `/etc/passwd` (Python asks the
+/// `pwd` module, which reads the same database on ordinary systems).
+pub(super) fn passwd_home(user: Option<&str>) -> Option<String> {
+    let uid = match user {
+        Some(_) => None,
+        None => Some(current_uid()?),
+    };
+    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
+    passwd.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split(':').collect();
+        if fields.len() < 7 {
+            return None;
+        }
+        let matches = match (user, uid) {
+            (Some(user), _) => fields[0] == user,
+            (None, Some(uid)) => fields[2].parse::<u32>().ok() == Some(uid),
+            (None, None) => false,
+        };
+        matches.then(|| fields[5].to_owned())
+    })
+}
+
+#[cfg(unix)]
+pub(super) fn current_uid() -> Option<u32> {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self").ok().map(|meta| meta.uid())
+}
+
+#[cfg(not(unix))]
+pub(super) fn current_uid() -> Option<u32> {
+    None
+}
+
+/// Python's `shlex.split` (POSIX mode, no comments), which Airflow uses to turn a `_cmd` value
+/// into an argument list: no shell runs, so pipes, `$VAR` and globs are plain text.
+pub(super) fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    // True once the current word has begun, even if only with `''`.
+    let mut in_word = false;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' | '\r' | '\n' => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            '\\' => {
+                word.push(chars.next().ok_or("it ends with a lone backslash")?);
+                in_word = true;
+            }
+            '\'' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        None => return Err("a quotation is not closed"),
+                        Some('\'') => break,
+                        Some(ch) => word.push(ch),
+                    }
+                }
+            }
+            '"' => {
+                in_word = true;
+                loop {
+                    match chars.next() {
+                        None => return Err("a quotation is not closed"),
+                        Some('"') => break,
+                        Some('\\') => {
+                            let escaped = chars.next().ok_or("a quotation is not closed")?;
+                            // Inside double quotes a backslash only escapes `"` and `\`.
+                            if escaped != '"' && escaped != '\\' {
+                                word.push('\\');
+                            }
+                            word.push(escaped);
+                        }
+                        Some(ch) => word.push(ch),
+                    }
+                }
+            }
+            other => {
+                word.push(other);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    Ok(words)
+}
+
+/// Longest stderr excerpt quoted in an error.
+pub(super) const MAX_STDERR_EXCERPT: usize = 200;
+
+/// Runs a `_cmd` command as Airflow does (split by `shlex`, no shell) and returns its standard
+/// output, decoded as UTF-8 with undecodable bytes dropped (Airflow's `decode(..., "ignore")`).
+///
+/// Two deliberate differences from Airflow: trailing line ends are removed (Airflow keeps
+/// them, so `echo` output would put a newline into the URL, e.g. into an SQLite file name; no
+/// working setup depends on that), and empty output is an error (Airflow falls back to the
+/// default `[database] sql_alchemy_conn` for a file `_cmd`, and uses the empty string for an
+/// environment `_CMD`; both silently open some other database). The command gets no standard
+/// input, so it can never consume input meant for state-store. The error never contains the
+/// command's output, which is a secret by design; it may quote the first line of its stderr,
+/// with what the command printed on stdout masked there (a vault client that fails may echo
+/// the URL or the password it printed), and any URL's password too.
+pub(super) fn run_command(command: &str) -> Result<String, String> {
+    let words = shlex_split(command).map_err(|e| format!("cannot split the command: {e}"))?;
+    let Some((program, args)) = words.split_first() else {
+        return Err("the command is empty".to_owned());
+    };
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let mut text = String::with_capacity(output.stdout.len());
+    for chunk in output.stdout.utf8_chunks() {
+        text.push_str(chunk.valid());
+    }
+    if !output.status.success() {
+        let mut printed = crate::redact::Secrets::new();
+        printed.add_command_output(&text);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let first = stderr.lines().map(|l| l.trim_matches(py_space)).find(|l| !l.is_empty()).unwrap_or("");
+        let visible: String = first.chars().filter(|c| !c.is_control()).collect();
+        // Masked before it is cut: a URL cut short of its `@` no longer shows where its password ends.
+        let excerpt: String = printed.mask(&visible).chars().take(MAX_STDERR_EXCERPT).collect();
+        let how = describe_status(output.status);
+        return Err(if excerpt.is_empty() {
+            format!("`{program}` {how}")
+        } else {
+            format!("`{program}` {how}: {excerpt}")
+        });
+    }
+    let kept = text.trim_end_matches(['\n', '\r']).len();
+    text.truncate(kept);
+    if text.is_empty() {
+        return Err(format!("`{program}` printed nothing"));
+    }
+    Ok(text)
+}
+
+pub(super) fn describe_status(status: std::process::ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt as _;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    "failed".to_owned()
+}
+
+/// `int()`'s syntax for a base-10 string: surrounding whitespace, an optional sign, ASCII
+/// digits with single underscores between them. Magnitudes beyond `i128` saturate, which
+/// every caller's range check then rejects.
+///
+/// `int()` and `float()` strip less than `str.strip()`: the ASCII separators U+001C..U+001F
+/// stay, which is exactly Rust's `trim`. Python would also take non-ASCII decimal digits
+/// (`"٣"` is 3); those are refused here, as nobody writes them on purpose.
+pub(super) fn python_int(text: &str) -> Option<i128> {
+    let text = text.trim();
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if !is_digit_part(digits) {
+        return None;
+    }
+    let magnitude = digits
+        .bytes()
+        .filter(u8::is_ascii_digit)
+        .fold(0_i128, |n, d| n.saturating_mul(10).saturating_add(i128::from(d - b'0')));
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// Python's `digitpart`: digits, with single underscores only between two digits.
+pub(super) fn is_digit_part(s: &str) -> bool {
+    !s.is_empty()
+        && !s.starts_with('_')
+        && !s.ends_with('_')
+        && !s.contains("__")
+        && s.bytes().all(|b| b.is_ascii_digit() || b == b'_')
+}
+
+/// `float()`'s syntax, for Airflow's fallback in `getint`; `None` for anything else, and for
+/// infinities and NaN, which `int()` refuses.
+pub(super) fn python_float(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
+        None => (unsigned, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (mantissa, None),
+    };
+    let whole_ok = whole.is_empty() || is_digit_part(whole);
+    let fraction_ok = fraction.is_none_or(|f| f.is_empty() || is_digit_part(f));
+    let has_digits = !whole.is_empty() || fraction.is_some_and(|f| !f.is_empty());
+    let exponent_ok = exponent.is_none_or(|e| is_digit_part(e.strip_prefix(['+', '-']).unwrap_or(e)));
+    if !(whole_ok && fraction_ok && has_digits && exponent_ok) {
+        return None;
+    }
+    let cleaned: String = text.chars().filter(|c| *c != '_').collect();
+    cleaned.parse::<f64>().ok().filter(|f| f.is_finite())
+}

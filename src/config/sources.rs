@@ -1,0 +1,223 @@
+//! Where values come from and which wins: Airflow's config file lookup, the file's values, and
+//! the precedence of flag, environment, file, command, secret and default.
+
+use super::*;
+
+/// A value from a config file and the line it is on.
+pub(super) struct FileValue {
+    pub(super) value: String,
+    pub(super) line: Option<usize>,
+}
+
+/// A parsed config file of either format.
+pub(super) enum ConfigFile {
+    Ini(ini::IniFile),
+    Toml(toml_file::TomlFile),
+}
+
+impl ConfigFile {
+    pub(super) fn path(&self) -> &Path {
+        match self {
+            ConfigFile::Ini(file) => file.path(),
+            ConfigFile::Toml(file) => file.path(),
+        }
+    }
+
+    pub(super) fn get(&self, section: &str, key: &str) -> Result<Option<FileValue>, ConfigError> {
+        Ok(match self {
+            ConfigFile::Ini(file) => {
+                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
+            }
+            ConfigFile::Toml(file) => {
+                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
+            }
+        })
+    }
+}
+
+pub(super) fn read_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        let line = e.as_bytes()[..valid].split(|b| *b == b'\n').count();
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            line: Some(line),
+            message: "the file is not valid UTF-8".to_owned(),
+        }
+    })?;
+    let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
+    if is_toml {
+        parse_toml(&text, path).map(ConfigFile::Toml)
+    } else {
+        parse_ini(&text, path).map(ConfigFile::Ini)
+    }
+}
+
+/// Whether a config file is there to read: `Ok(false)` when nothing exists at `path`.
+pub(super) fn config_file_exists(path: &Path) -> Result<bool, ConfigError> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => {
+            Err(ConfigError::Io { path: path.to_path_buf(), reason: "it is a directory".to_owned() })
+        }
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() }),
+    }
+}
+
+/// The file to read: the `--config` path (which must exist), else `$AIRFLOW_CONFIG`, else
+/// `$AIRFLOW_HOME/airflow.cfg`, as Airflow's `get_airflow_config` picks it.
+///
+/// When the chosen file does not exist, Airflow reads nothing, goes on with its defaults and
+/// the environment, and afterwards (in its CLI) writes a file holding just those defaults. So
+/// "no file, defaults" gives exactly the values Airflow uses, without creating anything.
+pub(super) fn find_config_file(
+    overrides: &Overrides,
+    vars: &Vars<'_>,
+    airflow_home: &str,
+) -> Result<Result<PathBuf, MissingConfig>, ConfigError> {
+    if let Some(path) = &overrides.config_path {
+        return if config_file_exists(path)? {
+            Ok(Ok(path.clone()))
+        } else {
+            Err(ConfigError::Io { path: path.clone(), reason: "no such file".to_owned() })
+        };
+    }
+    let named_by = if vars.get("AIRFLOW_CONFIG").is_some() {
+        "$AIRFLOW_CONFIG"
+    } else if vars.get("AIRFLOW_HOME").is_some() {
+        "$AIRFLOW_HOME/airflow.cfg"
+    } else {
+        "$AIRFLOW_HOME/airflow.cfg, AIRFLOW_HOME unset"
+    };
+    let candidate = match vars.get("AIRFLOW_CONFIG") {
+        // Airflow takes "" as the current directory and fails on it.
+        Some(value) if value.is_empty() => {
+            return Err(ConfigError::Environment {
+                var: "AIRFLOW_CONFIG".to_owned(),
+                reason: "is set but empty".to_owned(),
+            });
+        }
+        Some(value) => {
+            PathBuf::from(expand_env_var(&value, vars).ok_or_else(|| ConfigError::Environment {
+                var: "AIRFLOW_CONFIG".to_owned(),
+                reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
+            })?)
+        }
+        None => Path::new(airflow_home).join("airflow.cfg"),
+    };
+    Ok(if config_file_exists(&candidate)? {
+        Ok(candidate)
+    } else {
+        Err(MissingConfig { path: candidate, named_by })
+    })
+}
+
+/// Looks options up in Airflow's order.
+pub(super) struct Resolver<'a> {
+    pub(super) vars: &'a Vars<'a>,
+    pub(super) file: Option<&'a ConfigFile>,
+}
+
+impl Resolver<'_> {
+    pub(super) fn expanded(
+        &self,
+        spec: &Spec,
+        value: &str,
+        source: Source,
+    ) -> Result<Sourced<String>, ConfigError> {
+        match expand_env_var(value, self.vars) {
+            Some(value) => Ok(Sourced { value, source }),
+            None => Err(ConfigError::Invalid {
+                option: spec.name(),
+                value: None,
+                origin: source,
+                reason: "expanding its $VARIABLES never settles (a variable that contains \
+                         itself?)"
+                    .to_owned(),
+            }),
+        }
+    }
+
+    pub(super) fn command(
+        spec: &Spec,
+        command: &str,
+        source: Source,
+    ) -> Result<Sourced<String>, ConfigError> {
+        match run_command(command) {
+            Ok(value) => Ok(Sourced { value, source }),
+            Err(reason) => Err(ConfigError::Command { option: spec.name(), origin: source, reason }),
+        }
+    }
+
+    pub(super) fn file_source(file: &ConfigFile, line: Option<usize>) -> Source {
+        Source::File { path: file.path().to_path_buf(), line }
+    }
+
+    /// The raw text of an option, and where it came from.
+    pub(super) fn resolve(
+        &self,
+        spec: &Spec,
+        flag: Option<(&'static str, &str)>,
+        default: &str,
+    ) -> Result<Sourced<String>, ConfigError> {
+        if let Some((flag, value)) = flag {
+            return Ok(Sourced { value: value.to_owned(), source: Source::Flag(flag) });
+        }
+        for (section, key) in spec.locations() {
+            let var = env_var_name(section, key);
+            if let Some(value) = self.vars.get(&var) {
+                return self.expanded(spec, &value, Source::Env(var));
+            }
+            if !spec.sensitive {
+                continue;
+            }
+            let cmd_var = format!("{var}_CMD");
+            if let Some(command) = self.vars.get(&cmd_var) {
+                return Self::command(spec, &command, Source::EnvCmd(cmd_var));
+            }
+            let secret_var = format!("{var}_SECRET");
+            if self.vars.get(&secret_var).is_some() {
+                return Err(ConfigError::Secret {
+                    option: format!("[{section}] {key}_secret"),
+                    origin: Source::Env(secret_var),
+                });
+            }
+        }
+        if let Some(file) = self.file {
+            for (section, key) in spec.locations() {
+                if let Some(found) = file.get(section, key)? {
+                    return self.expanded(spec, &found.value, Self::file_source(file, found.line));
+                }
+            }
+            if spec.sensitive {
+                for (section, key) in spec.locations() {
+                    if let Some(found) = file.get(section, &format!("{key}_cmd"))? {
+                        let source = Source::FileCmd { path: file.path().to_path_buf(), line: found.line };
+                        return Self::command(spec, &found.value, source);
+                    }
+                }
+                for (section, key) in spec.locations() {
+                    if let Some(found) = file.get(section, &format!("{key}_secret"))? {
+                        return Err(ConfigError::Secret {
+                            option: format!("[{section}] {key}_secret"),
+                            origin: Self::file_source(file, found.line),
+                        });
+                    }
+                }
+            }
+        }
+        self.expanded(spec, default, Source::Default)
+    }
+}
+
+/// Airflow's `AIRFLOW_HOME`: the variable, else `~/airflow`, expanded.
+pub(super) fn airflow_home(vars: &Vars<'_>) -> Result<String, ConfigError> {
+    let raw = vars.get("AIRFLOW_HOME");
+    expand_env_var(raw.as_deref().unwrap_or("~/airflow"), vars).ok_or_else(|| ConfigError::Environment {
+        var: "AIRFLOW_HOME".to_owned(),
+        reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
+    })
+}
