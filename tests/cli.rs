@@ -1071,11 +1071,12 @@ contract! {
         let bench = with_run(d);
         seed_expiring(&bench, 20, 1);
         let mut first = bench
-            .cmd(&["clean", "--batch-size", "1", "--sleep", "200ms"])
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "1s"])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
-        // Once a batch is gone, the first clean holds the lock.
+        // Once a batch is gone, the first clean holds the lock; it sleeps long enough between
+        // batches for the second one to start on a loaded machine, and is stopped after it.
         until_some_rows_are_gone(&bench, 20);
         let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
         // It deleted nothing, so its one JSON document is the error alone.

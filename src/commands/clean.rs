@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::Context;
 use crate::archive::{Sink, archive_error};
 use crate::cli::{CleanArgs, Format, GlobalArgs};
-use crate::db::{Access, Metastore};
+use crate::db::{Access, Store};
 use crate::error::{Error, Result};
 use crate::json::Json;
 use crate::model::{Page, TaskFilter};
@@ -156,7 +156,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
     if args.dry_run {
         let mut store = ctx.open(Access::ReadOnly)?;
-        return dry_run(&ctx, store.as_mut(), cutoff, args, &limits, report);
+        return dry_run(&ctx, &mut store, cutoff, args, &limits, report);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
     if !store.begin_clean(lock_timeout)? {
@@ -192,7 +192,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         in_doubt: None,
     };
     let mut run = Run {
-        store: store.as_mut(),
+        store: &mut store,
         summary: &mut summary,
         limits: &limits,
         started,
@@ -342,7 +342,7 @@ impl Summary {
 /// One clean in progress: the connection, what has been done so far, what may stop it, and
 /// where deleted rows are archived first.
 struct Run<'a> {
-    store: &'a mut dyn Metastore,
+    store: &'a mut Store,
     summary: &'a mut Summary,
     limits: &'a Limits,
     started: Instant,
@@ -622,7 +622,7 @@ const ARCHIVE_PAGE: u64 = 1000;
 /// Appends the rows the batch `after_id < id <= up_to_id` will delete to the archive, page by
 /// page with the same bounds as its DELETE, and syncs the file. Returns the last id archived.
 fn archive_expired(
-    store: &mut dyn Metastore,
+    store: &mut Store,
     sink: &mut Sink,
     cutoff: Timestamp,
     after_id: i64,
@@ -649,7 +649,7 @@ fn archive_expired(
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
 fn dry_run(
     ctx: &Context,
-    store: &mut dyn Metastore,
+    store: &mut Store,
     cutoff: Timestamp,
     args: &CleanArgs,
     limits: &Limits,

@@ -11,7 +11,7 @@ use super::{
 };
 use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
-use crate::db::{Access, Metastore};
+use crate::db::{Access, Store};
 use crate::error::{Error, Result};
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered, int, obj};
@@ -27,7 +27,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let (target, place) = match &scope {
         Scope::Task(task) => {
             require_task_instance(
-                store.as_mut(),
+                &mut store,
                 task,
                 args.all_map_indices,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
@@ -46,18 +46,18 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
             (Target::Task(task), place)
         }
         Scope::Asset(selector) => {
-            let asset = require_asset(store.as_mut(), selector)?;
+            let asset = require_asset(&mut store, selector)?;
             let place = describe_asset(&asset);
             (Target::Asset(asset.id), place)
         }
     };
-    let present = target.count(store.as_mut(), args.all_map_indices)?;
+    let present = target.count(&mut store, args.all_map_indices)?;
     let deleted = if present == 0 {
         0
     } else if confirmed(args.yes, present, &place)? {
         match &args.archive {
-            Some(path) => archive_then_clear(store.as_mut(), &target, args.all_map_indices, path)?,
-            None => target.clear(store.as_mut(), args.all_map_indices)?,
+            Some(path) => archive_then_clear(&mut store, &target, args.all_map_indices, path)?,
+            None => target.clear(&mut store, args.all_map_indices)?,
         }
     } else {
         output::note("cancelled; nothing deleted");
@@ -81,14 +81,14 @@ enum Target<'a> {
 }
 
 impl Target<'_> {
-    fn count(&self, store: &mut dyn Metastore, all: bool) -> Result<u64> {
+    fn count(&self, store: &mut Store, all: bool) -> Result<u64> {
         match self {
             Target::Task(scope) => store.count_task_scope(scope, all),
             Target::Asset(id) => store.count_asset_scope(*id),
         }
     }
 
-    fn clear(&self, store: &mut dyn Metastore, all: bool) -> Result<u64> {
+    fn clear(&self, store: &mut Store, all: bool) -> Result<u64> {
         match self {
             Target::Task(scope) => store.clear_task(scope, all),
             Target::Asset(id) => store.clear_asset(*id),
@@ -103,7 +103,7 @@ const ARCHIVE_PAGE: u64 = 1000;
 /// key by key in one transaction: a key written into the scope after the archive was read is
 /// left alone rather than deleted unarchived.
 fn archive_then_clear(
-    store: &mut dyn Metastore,
+    store: &mut Store,
     target: &Target<'_>,
     all_map_indices: bool,
     path: &std::path::Path,

@@ -20,7 +20,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
     let (deleted, place) = match scope {
         Scope::Task(scope) => {
             require_task_instance(
-                store.as_mut(),
+                &mut store,
                 &scope,
                 false,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
@@ -29,7 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
             (store.delete_task(&scope, &args.key)?, format!("task {scope}"))
         }
         Scope::Asset(selector) => {
-            let asset = require_asset(store.as_mut(), &selector)?;
+            let asset = require_asset(&mut store, &selector)?;
             (store.delete_asset(asset.id, &args.key)?, describe_asset(&asset))
         }
     };

@@ -10,7 +10,7 @@
 
 use super::Context;
 use crate::cli::{DoctorArgs, GlobalArgs};
-use crate::db::{self, Access, Diagnose, Diagnosis, Finding, FoundRow, Place, SchemaVersion};
+use crate::db::{self, Access, Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
 use crate::error::{Error, Result};
 use crate::json::{self, Json, ParseErrorKind};
 use crate::model::{MAX_KEY_CHARS, TaskFilter};
@@ -101,8 +101,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
     let unrecognised = match diagnosis {
         Diagnosis::Recognised(version, mut store) => {
             checks.push(schema_ok(&version));
-            checks.extend(table_checks(&ctx, store.as_mut(), args.sample)?);
-            checks.push(backend_check(&ctx, Some((store.as_mut(), now)))?);
+            checks.extend(table_checks(&ctx, &mut store, args.sample)?);
+            checks.push(backend_check(&ctx, Some((&mut store, now)))?);
             None
         }
         Diagnosis::Unrecognised(problem) => {
@@ -155,7 +155,7 @@ fn schema_ok(version: &SchemaVersion) -> Check {
     check
 }
 
-fn table_checks(ctx: &Context, store: &mut dyn Diagnose, sample: u64) -> Result<Vec<Check>> {
+fn table_checks(ctx: &Context, store: &mut Store, sample: u64) -> Result<Vec<Check>> {
     let mut checks = vec![
         Check::counted(
             "dag_run_match",
@@ -260,7 +260,7 @@ fn table_checks(ctx: &Context, store: &mut dyn Diagnose, sample: u64) -> Result<
 
 /// Reads every value, a page at a time in primary-key order, with the parser that mirrors
 /// Python's `json.loads`: memory stays bounded on a table of any size.
-fn json_check(store: &mut dyn Diagnose, sample: u64) -> Result<Check> {
+fn json_check(store: &mut Store, sample: u64) -> Result<Check> {
     let limit = usize::try_from(sample).unwrap_or(usize::MAX);
     let mut finding = Finding::default();
     let note = |finding: &mut Finding, place: Place, key: &str, value: &str| {
@@ -333,7 +333,7 @@ fn unreadable(value: &str) -> Option<String> {
     }
 }
 
-fn value_size_check(ctx: &Context, store: &mut dyn Diagnose, sample: u64) -> Result<Check> {
+fn value_size_check(ctx: &Context, store: &mut Store, sample: u64) -> Result<Check> {
     let limit = &ctx.settings.max_value_storage_bytes;
     if limit.value == 0 {
         return Ok(Check::new(
@@ -375,7 +375,7 @@ fn dialect_name(ctx: &Context) -> &'static str {
 
 /// Information, never a failure: the database and backend in use, the settings a clean uses,
 /// and (when the schema is known) what a clean would delete now.
-fn backend_check(ctx: &Context, store: Option<(&mut dyn Diagnose, Timestamp)>) -> Result<Check> {
+fn backend_check(ctx: &Context, store: Option<(&mut Store, Timestamp)>) -> Result<Check> {
     let s = &ctx.settings;
     let database = ctx.url.redacted();
     let batch = &s.state_cleanup_batch_size;

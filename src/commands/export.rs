@@ -36,7 +36,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
     let asset_id = match &selector {
-        Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
+        Some(selector) => Some(require_asset(&mut store, selector)?.id),
         None => None,
     };
     // A file that cannot be written is an output error (exit 6), naming the file.

@@ -19,10 +19,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     let view = match scope {
         Scope::Task(scope) => {
             let Some(entry) = store.task_entry(&scope, &args.key)? else {
-                require_dag_run(store.as_mut(), &scope)?;
+                require_dag_run(&mut store, &scope)?;
                 // Without --map-index the scope is the unmapped instance; a mapped task has none.
                 let hint = if args.scope.map_index.is_none() {
-                    mapped_task_hint(store.as_mut(), &scope)?
+                    mapped_task_hint(&mut store, &scope)?
                 } else {
                     String::new()
                 };
@@ -42,7 +42,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             output::entries(&[entry], false, None)
         }
         Scope::Asset(selector) => {
-            let asset = require_asset(store.as_mut(), &selector)?;
+            let asset = require_asset(&mut store, &selector)?;
             let Some(entry) = store.asset_entry(&asset, &args.key)? else {
                 return Err(Error::NotFound(format!(
                     "key {} not found for {}",

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use super::Context;
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
 use crate::cli::{GlobalArgs, ImportArgs};
-use crate::db::{Access, AssetRestore, Metastore, TaskWrite};
+use crate::db::{Access, AssetRestore, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::model::{Asset, StoredTime};
 use crate::output::{self, Rendered, int, obj};
@@ -31,11 +31,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
 
     // Pass 1: every line parsed, every parent found; nothing written.
     source.each(|line_no, record| {
-        match parents.resolve(store.as_mut(), &record)? {
+        match parents.resolve(&mut store, &record)? {
             Some(parent) => {
-                check(store.as_ref(), &record, parent)
+                check(&store, &record, parent)
                     .map_err(|e| Error::Usage(format!("{} line {line_no}: {e}", source.name)))?;
-                if args.dry_run && stored_is_newer(store.as_mut(), &record, parent)? {
+                if args.dry_run && stored_is_newer(&mut store, &record, parent)? {
                     counts.kept_newer += 1;
                 } else {
                     counts.add(&record);
@@ -57,14 +57,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         counts = Counts { skipped_missing: counts.skipped_missing, ..Counts::default() };
         let mut in_batch = 0;
         let written = source.each(|_, record| {
-            let Some(parent) = parents.resolve(store.as_mut(), &record)? else { return Ok(()) };
+            let Some(parent) = parents.resolve(&mut store, &record)? else { return Ok(()) };
             if in_batch == 0 {
                 store.begin()?;
             }
-            if stored_is_newer(store.as_mut(), &record, parent)? {
+            if stored_is_newer(&mut store, &record, parent)? {
                 counts.kept_newer += 1;
             } else {
-                restore(store.as_mut(), &record, parent)?;
+                restore(&mut store, &record, parent)?;
                 counts.add(&record);
             }
             in_batch += 1;
@@ -152,7 +152,7 @@ impl Parents {
     /// The dag_run.id of a task row or the asset.id of an asset row; `None` when it is gone.
     /// An asset is found by name and uri when the export knew them (ids are not stable from
     /// one database to another), by id only when its asset row was already gone at export.
-    fn resolve(&mut self, store: &mut dyn Metastore, record: &Record) -> Result<Option<i64>> {
+    fn resolve(&mut self, store: &mut Store, record: &Record) -> Result<Option<i64>> {
         match record {
             Record::Task(t) => {
                 let key = (t.scope.dag_id.clone(), t.scope.run_id.clone());
@@ -186,7 +186,7 @@ fn asset_ref(id: i64) -> Asset {
 }
 
 /// Whether the row stored now was written after the exported one.
-fn stored_is_newer(store: &mut dyn Metastore, record: &Record, parent: i64) -> Result<bool> {
+fn stored_is_newer(store: &mut Store, record: &Record, parent: i64) -> Result<bool> {
     let (stored, exported) = match record {
         Record::Task(t) => (store.task_entry(&t.scope, &t.key)?.map(|e| e.updated_at), t.updated_at),
         Record::Asset(a) => {
@@ -224,14 +224,14 @@ fn restore_of(record: &Record, parent: i64) -> Restore<'_> {
 
 /// What the dialect's columns cannot hold (MySQL's 2038 limit, characters outside the BMP…)
 /// is found in the first pass, before anything is written.
-fn check(store: &dyn Metastore, record: &Record, parent: i64) -> Result<()> {
+fn check(store: &Store, record: &Record, parent: i64) -> Result<()> {
     match restore_of(record, parent) {
         Restore::Task(w) => store.check_restore_task(&w),
         Restore::Asset(w) => store.check_restore_asset(&w),
     }
 }
 
-fn restore(store: &mut dyn Metastore, record: &Record, parent: i64) -> Result<()> {
+fn restore(store: &mut Store, record: &Record, parent: i64) -> Result<()> {
     match restore_of(record, parent) {
         Restore::Task(w) => store.restore_task(&w),
         Restore::Asset(w) => store.restore_asset(&w),

@@ -31,7 +31,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
 
     let (view, more) = if assets {
         let asset_id = match &selector {
-            Some(selector) => Some(require_asset(store.as_mut(), selector)?.id),
+            Some(selector) => Some(require_asset(&mut store, selector)?.id),
             None => None,
         };
         shown(

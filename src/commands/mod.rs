@@ -18,7 +18,7 @@ mod stats;
 
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
-use crate::db::{self, Access, Metastore};
+use crate::db::{self, Access, Store};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
@@ -81,7 +81,7 @@ impl Context {
     /// custom `[state_store] backend` the tables are not where Airflow keeps its state, and every
     /// command that reads or writes them says so (`clean` skips before it gets here, as
     /// Airflow's does).
-    pub(crate) fn open(&self, access: Access) -> Result<Box<dyn Metastore>> {
+    pub(crate) fn open(&self, access: Access) -> Result<Store> {
         self.warn_custom_backend();
         self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access))
     }
@@ -232,7 +232,7 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
 
 /// The dag run of a task scope must exist: the tool never creates one, and a write without it
 /// would violate Airflow's foreign key.
-pub(crate) fn require_dag_run(store: &mut dyn Metastore, scope: &TaskScope) -> Result<i64> {
+pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i64> {
     store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
         Error::NotFound(format!(
             "no dag run found for dag_id={} run_id={}",
@@ -265,7 +265,7 @@ impl MissingTaskInstance {
 /// delete or clear of a task instance the scheduler never created, since a key written there
 /// is one no task will ever read. `doing` names what the flag lets through ("write the key").
 pub(crate) fn require_task_instance(
-    store: &mut dyn Metastore,
+    store: &mut Store,
     scope: &TaskScope,
     all_map_indices: bool,
     missing: MissingTaskInstance,
@@ -299,7 +299,7 @@ pub(crate) fn require_task_instance(
 
 /// What the dag run does hold, when a task instance is not found: the map indexes of the task
 /// when it exists under others, else the run's task ids when there are few.
-fn task_instance_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<String> {
+fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<String> {
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
     if let Some((count, low, high)) = found.map_indexes {
         return Ok(match (count, low, high) {
@@ -322,7 +322,7 @@ fn task_instance_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<St
 
 /// When the task of `scope` is mapped (its instances have map indexes 0 and up), a hint to give
 /// `--map-index`; empty otherwise.
-pub(crate) fn mapped_task_hint(store: &mut dyn Metastore, scope: &TaskScope) -> Result<String> {
+pub(crate) fn mapped_task_hint(store: &mut Store, scope: &TaskScope) -> Result<String> {
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, 0)?;
     Ok(match found.map_indexes {
         Some((_, low, high)) if low >= 0 => {
@@ -336,7 +336,7 @@ pub(crate) fn mapped_task_hint(store: &mut dyn Metastore, scope: &TaskScope) -> 
 }
 
 /// Resolves an asset selector. Names and URIs address active assets only, as tasks do.
-pub(crate) fn require_asset(store: &mut dyn Metastore, selector: &AssetSelector) -> Result<Asset> {
+pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Result<Asset> {
     if let Some(asset) = store.find_asset(selector)? {
         return Ok(asset);
     }
@@ -355,7 +355,7 @@ const CLOSE_URI_SCAN: u64 = 100_000;
 /// For a uri that matches no asset, the stored uris of the active assets it probably meant
 /// (see [`uri_likeness`]): Airflow stores asset URIs normalised, so `s3://b/orders/` can be
 /// stored as `s3://b/orders`.
-fn close_uris(store: &mut dyn Metastore, selector: &AssetSelector) -> Result<String> {
+fn close_uris(store: &mut Store, selector: &AssetSelector) -> Result<String> {
     let AssetSelector::Uri(uri) = selector else { return Ok(String::new()) };
     let wanted = uri_likeness(uri);
     let close: Vec<String> = store

@@ -29,7 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
             let expires_at = expiry(&ctx, args, now)?;
             let mut store = ctx.open(Access::ReadWrite)?;
             let dag_run_id = require_task_instance(
-                store.as_mut(),
+                &mut store,
                 &scope,
                 false,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
@@ -66,7 +66,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 ));
             }
             let mut store = ctx.open(Access::ReadWrite)?;
-            let asset = require_asset(store.as_mut(), &selector)?;
+            let asset = require_asset(&mut store, &selector)?;
             if !asset.active {
                 return Err(Error::NotFound(format!(
                     "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",

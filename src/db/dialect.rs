@@ -1,0 +1,437 @@
+//! What differs between SQLite, PostgreSQL and MySQL, and nothing else.
+//!
+//! Statements are written once, in a neutral form that [`Dialect::render`] spells for each
+//! database:
+//! - `?` is the next parameter: PostgreSQL's `$n`, with a cast to the parameter's type, so the
+//!   server never has to guess it (`$1 IS NULL`, an `integer` column compared with a 64-bit id);
+//! - `"name"` is a quoted identifier: MySQL's backquotes;
+//! - `BYTES(x)` is `x` compared and sorted by its bytes, the order SQLite gives text: PostgreSQL's
+//!   `COLLATE "C"`, MySQL's `CAST(… AS BINARY)` (Airflow's `_bin` collations pad with spaces, and
+//!   a metastore upgraded from 3.2 has case-insensitive keys);
+//! - `OCTETS(x)` and `CHARS(x)` are the length of `x` in bytes and in characters.
+//!
+//! A `'…'` literal is copied as it is. An upsert is the one statement whose shape differs, so
+//! [`Upsert`] builds it. What a connection does differently beyond SQL text (what its columns
+//! can hold, its clean statements, its catalogue) is the [`Connection`] trait.
+
+use std::time::Duration;
+
+use super::doctor::Finding;
+use super::query::{Decoded, Fields, Param, Query, Row};
+use super::{Batch, TaskWrite};
+use crate::error::{Cause, Error, Result};
+use crate::time::Timestamp;
+pub(crate) use crate::url::Dialect;
+
+impl Dialect {
+    /// The statement text this database runs for a neutral `text` bound to `params`.
+    pub(crate) fn render(self, text: &str, params: &[Param<'_>]) -> String {
+        let mut out = String::with_capacity(text.len() + 32);
+        let mut bound = 0;
+        self.spell(text, params, &mut bound, &mut out);
+        out
+    }
+
+    fn spell(self, text: &str, params: &[Param<'_>], bound: &mut usize, out: &mut String) {
+        let mut rest = text;
+        while let Some(c) = rest.chars().next() {
+            if c == '\'' || c == '"' {
+                let end = rest[1..].find(c).map_or(rest.len(), |i| i + 2);
+                match (c, self) {
+                    ('"', Dialect::Mysql) => {
+                        out.push('`');
+                        out.push_str(&rest[1..end - 1]);
+                        out.push('`');
+                    }
+                    _ => out.push_str(&rest[..end]),
+                }
+                rest = &rest[end..];
+            } else if c == '?' {
+                *bound += 1;
+                self.placeholder(*bound, params.get(*bound - 1), out);
+                rest = &rest[1..];
+            } else if let Some((function, inner, after)) = function_call(rest) {
+                let mut spelt = String::new();
+                self.spell(inner, params, bound, &mut spelt);
+                out.push_str(&match (function, self) {
+                    ("BYTES", Dialect::Sqlite) => spelt,
+                    ("BYTES", Dialect::Postgres) => format!("{spelt} COLLATE \"C\""),
+                    ("BYTES", Dialect::Mysql) => format!("CAST({spelt} AS BINARY)"),
+                    ("OCTETS", Dialect::Sqlite) => format!("length(CAST({spelt} AS BLOB))"),
+                    ("OCTETS", Dialect::Postgres) => format!("octet_length({spelt})"),
+                    ("OCTETS", Dialect::Mysql) => format!("LENGTH({spelt})"),
+                    ("CHARS", Dialect::Sqlite) => format!("length({spelt})"),
+                    (_, Dialect::Postgres) => format!("char_length({spelt})"),
+                    _ => format!("CHAR_LENGTH({spelt})"),
+                });
+                rest = after;
+            } else {
+                // Whole words, so that a name such as `TASK_CHARS(` is never taken for a token.
+                let word =
+                    rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+                let end = if word == 0 { c.len_utf8() } else { word };
+                out.push_str(&rest[..end]);
+                rest = &rest[end..];
+            }
+        }
+    }
+
+    fn placeholder(self, n: usize, param: Option<&Param<'_>>, out: &mut String) {
+        if self != Dialect::Postgres {
+            out.push('?');
+            return;
+        }
+        out.push_str(&format!("${n}"));
+        out.push_str(match param {
+            Some(Param::Int(_) | Param::Limit(_)) => "::bigint",
+            Some(Param::Text(_)) => "::text",
+            Some(Param::Time(_)) => "::timestamptz",
+            None => "",
+        });
+    }
+
+    /// The statement that starts a transaction. SQLite's IMMEDIATE takes the write lock at
+    /// once, so a batch never fails half-way on a busy database.
+    pub(crate) fn begin(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "BEGIN IMMEDIATE",
+            Dialect::Postgres => "BEGIN",
+            Dialect::Mysql => "START TRANSACTION",
+        }
+    }
+
+    /// The names of a table's columns, in order: its catalogue, read as the statements that
+    /// follow will resolve the name.
+    fn columns_query(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "SELECT name FROM pragma_table_info(?)",
+            // `to_regclass` resolves the name through `search_path`.
+            Dialect::Postgres => {
+                "SELECT attname::text FROM pg_catalog.pg_attribute \
+                 WHERE attrelid = to_regclass(quote_ident(?)) AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
+            }
+            // information_schema compares names without regard to case; table names are not so
+            // compared on most servers, so only an exact match counts.
+            Dialect::Mysql => {
+                "SELECT column_name FROM information_schema.columns \
+                 WHERE table_schema = DATABASE() AND BYTES(table_name) = BYTES(?) ORDER BY ordinal_position"
+            }
+        }
+    }
+
+    /// Bytes on disk of a table with its indexes, as the database reports them.
+    fn table_size_query(self) -> &'static str {
+        match self {
+            // dbstat counts the pages of each b-tree; an index's pages belong to its table.
+            Dialect::Sqlite => {
+                "SELECT coalesce(sum(d.pgsize), 0) FROM dbstat d JOIN sqlite_master m ON m.name = d.name \
+                 WHERE m.tbl_name = ?"
+            }
+            Dialect::Postgres => "SELECT pg_total_relation_size(to_regclass(?))",
+            // InnoDB's own estimate, as SHOW TABLE STATUS reports it.
+            Dialect::Mysql => {
+                "SELECT coalesce(sum(data_length + index_length), 0) FROM information_schema.tables \
+                 WHERE table_schema = DATABASE() AND table_name = ?"
+            }
+        }
+    }
+
+    /// A new random uuid, for a sandbox's `task_instance` key.
+    pub(crate) fn random_uuid(self) -> &'static str {
+        match self {
+            // The 32 hex digits of SQLAlchemy's CHAR(32) uuid type.
+            Dialect::Sqlite => "lower(hex(randomblob(16)))",
+            // md5(…)::uuid works on every server version (gen_random_uuid needs PostgreSQL 13).
+            Dialect::Postgres => "md5(random()::text || clock_timestamp()::text)::uuid",
+            // Without dashes, which both MariaDB's UUID type and CHAR(32) take.
+            Dialect::Mysql => "REPLACE(UUID(), '-', '')",
+        }
+    }
+}
+
+/// `BYTES(…)`, `OCTETS(…)` or `CHARS(…)` at the start of `text`: the token, its argument and
+/// what follows the closing parenthesis.
+fn function_call(text: &str) -> Option<(&'static str, &str, &str)> {
+    let function = ["BYTES", "OCTETS", "CHARS"]
+        .into_iter()
+        .find(|f| text.strip_prefix(f).is_some_and(|rest| rest.starts_with('(')))?;
+    let body = &text[function.len() + 1..];
+    let mut depth = 1;
+    for (i, c) in body.char_indices() {
+        depth += match c {
+            '(' => 1,
+            ')' => -1,
+            _ => 0,
+        };
+        if depth == 0 {
+            return Some((function, &body[..i], &body[i + 1..]));
+        }
+    }
+    None
+}
+
+/// An insert that updates the row already holding the same unique key: `ON CONFLICT … DO
+/// UPDATE` on SQLite and PostgreSQL, `ON DUPLICATE KEY UPDATE` on MySQL. The conflict target is
+/// Airflow's own unique key, so a concurrent Airflow worker writing the same key updates the
+/// same row instead of failing or duplicating it.
+pub(crate) struct Upsert {
+    pub(crate) table: &'static str,
+    /// Every column written, the unique key's first, separated by spaces.
+    pub(crate) columns: &'static str,
+    pub(crate) key_columns: usize,
+    /// The columns an existing row takes from the new one, `updated_at` last: MySQL assigns
+    /// left to right, and the keep-the-newer-row test reads the old `updated_at`.
+    pub(crate) update: &'static str,
+}
+
+impl Upsert {
+    /// The statement for `values` (one per column). With `keep_newer`, an existing row whose
+    /// `updated_at` is newer than the given one is left as it is.
+    pub(crate) fn query<'a>(&self, dialect: Dialect, values: &[Param<'a>], keep_newer: bool) -> Query<'a> {
+        let mut query = Query::new("INSERT INTO ").push(self.table).push(" (");
+        let columns: Vec<&'static str> = self.columns.split_whitespace().collect();
+        for (i, column) in columns.iter().enumerate() {
+            query = query.push(if i == 0 { "" } else { ", " }).push(column);
+        }
+        query = query.push(") VALUES (");
+        for (i, value) in values.iter().enumerate() {
+            query = query.push(if i == 0 { "?" } else { ", ?" }).bind(*value);
+        }
+        query = query.push(")");
+        let value_of = |column: &str| {
+            let at = columns.iter().position(|c| *c == column);
+            at.and_then(|i| values.get(i).copied()).unwrap_or(Param::Text(None))
+        };
+        if dialect == Dialect::Mysql {
+            // The new values are bound again rather than read with VALUES(), which MySQL 8.0.20
+            // deprecated; MariaDB lacks MySQL's replacement syntax.
+            query = query.push(" ON DUPLICATE KEY UPDATE ");
+            for (i, column) in self.update.split_whitespace().enumerate() {
+                query = query.push(if i == 0 { "" } else { ", " }).push(column);
+                query = if keep_newer {
+                    query
+                        .and(" = IF(updated_at <= ?", value_of("updated_at"))
+                        .and(", ?, ", value_of(column))
+                        .push(column)
+                        .push(")")
+                } else {
+                    query.and(" = ?", value_of(column))
+                };
+            }
+            return query;
+        }
+        query = query.push(" ON CONFLICT (");
+        for (i, column) in columns[..self.key_columns].iter().enumerate() {
+            query = query.push(if i == 0 { "" } else { ", " }).push(column);
+        }
+        query = query.push(") DO UPDATE SET ");
+        for (i, column) in self.update.split_whitespace().enumerate() {
+            query = query.push(if i == 0 { "" } else { ", " }).push(column).push(" = excluded.").push(column);
+        }
+        if keep_newer {
+            query = query.push(" WHERE ").push(self.table).push(".updated_at <= excluded.updated_at");
+        }
+        query
+    }
+}
+
+/// A connection to one metastore: the driver's way of running a [`Query`], and what the
+/// database does its own way. Every default is the portable behaviour.
+pub(crate) trait Connection {
+    fn dialect(&self) -> Dialect;
+    /// The database in words, for messages: never a password.
+    fn location(&self) -> &str;
+    /// Runs a statement and returns its rows.
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause>;
+    /// Runs a statement and returns how many rows it changed.
+    fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause>;
+    /// Runs an insert of one row and returns the id the database gave it.
+    fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause>;
+
+    /// Whether a `table.column` value can equal `text`: text a column cannot hold matches no
+    /// row, and is answered without asking (MySQL refuses such a comparison outright).
+    fn can_match(&self, _table: &str, _column: &str, _text: &str) -> bool {
+        true
+    }
+    /// Refuses text `table.column` cannot hold, before anything is written.
+    fn check_text(&self, _table: &str, _column: &str, _text: &str) -> Result<()> {
+        Ok(())
+    }
+    /// Refuses a task row the columns cannot hold, before anything is written.
+    fn check_task_row(&self, _row: &TaskWrite<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Refuses an asset row the columns cannot hold (`writer_map_index` is the map index of
+    /// the task that last wrote it, restored by `import`).
+    fn check_asset_row(
+        &self,
+        _key: &str,
+        _value: &str,
+        _at: Timestamp,
+        _writer_map_index: Option<i64>,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// A database that opened read-only although writes were asked for says so up front.
+    fn check_writable(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// A problem found before the tables are looked at (PostgreSQL's missing schema).
+    fn schema_problem(&mut self) -> Result<Option<super::schema::SchemaProblem>> {
+        Ok(None)
+    }
+
+    /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
+    /// database from running at once (`false` when another clean holds it; the lock lasts as
+    /// long as the connection) and bounds every lock wait of later statements by
+    /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool>;
+    /// Ends a clean's work on this connection, whatever its outcome: work the session let the
+    /// database defer (SQLite's WAL checkpoints) is done here. Best effort, never fails.
+    fn finish_clean(&mut self) {}
+    /// Deletes one batch of expired task rows after `after_id`; see
+    /// [`super::clean::batch_by_nth_expired`], the portable way.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
+        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+    }
+    /// Deletes the expired rows with `after_id < id <= up_to_id` (every one after `after_id`
+    /// when `None`) in one transaction.
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        super::clean::delete_range(self, cutoff, after_id, up_to_id)
+    }
+    /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
+    /// statement; selecting and deleting from one table is spelt differently by each.
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+    /// Timestamps stored as text that is not Airflow's form; `None` where the columns hold
+    /// real timestamps and the question does not arise.
+    fn malformed_timestamps(&mut self, _sample: u64) -> Result<Option<Finding>> {
+        Ok(None)
+    }
+    /// Creates the sandbox's tables (Airflow 3.3.2's, and the marker table) in an empty database.
+    fn create_tables(&mut self) -> Result<()>;
+
+    /// A statement's rows, a failure put in words with what was being done and where.
+    fn rows(&mut self, what: &str, query: &Query<'_>) -> Result<Vec<Row>> {
+        self.query(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))
+    }
+    /// A statement's count of changed rows, a failure put in words.
+    fn run(&mut self, what: &str, query: &Query<'_>) -> Result<u64> {
+        self.execute(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))
+    }
+}
+
+/// A statement's rows, each decoded by `map`.
+pub(crate) fn all<C: Connection + ?Sized, T>(
+    conn: &mut C,
+    what: &str,
+    query: &Query<'_>,
+    map: impl Fn(&mut Fields) -> Decoded<T>,
+) -> Result<Vec<T>> {
+    let rows = conn.rows(what, query)?;
+    rows.into_iter()
+        .map(|row| {
+            map(&mut Fields::new(row)).map_err(|e| Error::db(format!("{what} in {}", conn.location()), e))
+        })
+        .collect()
+}
+
+/// A statement's first row, decoded by `map`.
+pub(crate) fn first<C: Connection + ?Sized, T>(
+    conn: &mut C,
+    what: &str,
+    query: &Query<'_>,
+    map: impl Fn(&mut Fields) -> Decoded<T>,
+) -> Result<Option<T>> {
+    Ok(all(conn, what, query, map)?.into_iter().next())
+}
+
+/// The columns of `table`; `None` when there is no such table.
+pub(crate) fn columns<C: Connection + ?Sized>(conn: &mut C, table: &str) -> Result<Option<Vec<String>>> {
+    let query = Query::new(conn.dialect().columns_query()).bind(table);
+    let names = all(conn, "cannot read the tables", &query, |f| Ok(f.text()))?;
+    Ok(if names.is_empty() { None } else { Some(names) })
+}
+
+/// Bytes on disk of each state-store table with its indexes.
+pub(crate) fn table_sizes<C: Connection + ?Sized>(conn: &mut C) -> Result<Vec<(String, u64)>> {
+    let mut sizes = Vec::new();
+    for table in super::STATE_TABLES {
+        let query = Query::new(conn.dialect().table_size_query()).bind(*table);
+        sizes.push(((*table).to_string(), count(conn, "cannot read the table sizes", &query)?));
+    }
+    Ok(sizes)
+}
+
+/// A `SELECT count(*)`'s count.
+pub(crate) fn count<C: Connection + ?Sized>(conn: &mut C, what: &str, query: &Query<'_>) -> Result<u64> {
+    Ok(first(conn, what, query, Fields::count)?.unwrap_or(0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spelt(dialect: Dialect, text: &'static str, params: &[Param<'_>]) -> String {
+        dialect.render(text, params)
+    }
+
+    #[test]
+    fn placeholders_quotes_and_functions_are_spelt_per_dialect() {
+        let text = r#"SELECT "key" FROM t WHERE id > ? AND "key" = ? AND OCTETS(t.value) > ? ORDER BY BYTES(s."key")"#;
+        let params = [Param::Int(Some(1)), Param::Text(Some("k")), Param::Int(None)];
+        assert_eq!(
+            spelt(Dialect::Sqlite, text, &params),
+            r#"SELECT "key" FROM t WHERE id > ? AND "key" = ? AND length(CAST(t.value AS BLOB)) > ? ORDER BY s."key""#
+        );
+        assert_eq!(
+            spelt(Dialect::Postgres, text, &params),
+            r#"SELECT "key" FROM t WHERE id > $1::bigint AND "key" = $2::text AND octet_length(t.value) > $3::bigint ORDER BY s."key" COLLATE "C""#
+        );
+        assert_eq!(
+            spelt(Dialect::Mysql, text, &params),
+            "SELECT `key` FROM t WHERE id > ? AND `key` = ? AND LENGTH(t.value) > ? ORDER BY CAST(s.`key` AS BINARY)"
+        );
+    }
+
+    #[test]
+    fn literals_and_longer_names_are_left_alone() {
+        let text = "SELECT 'a?\"b', CHAR_LENGTH(x), MY_CHARS(y), CHARS(z) FROM t";
+        assert_eq!(
+            spelt(Dialect::Postgres, text, &[]),
+            "SELECT 'a?\"b', CHAR_LENGTH(x), MY_CHARS(y), char_length(z) FROM t"
+        );
+    }
+
+    const TASK: Upsert = Upsert {
+        table: "task_state_store",
+        columns: r#"dag_run_id "key" value updated_at"#,
+        key_columns: 2,
+        update: "value updated_at",
+    };
+
+    #[test]
+    fn an_upsert_keeps_the_newer_row_in_each_syntax() {
+        let now = Timestamp::from_micros(0);
+        let values =
+            [Param::Int(Some(1)), Param::Text(Some("k")), Param::Text(Some("v")), Param::Time(Some(now))];
+        let sqlite = TASK.query(Dialect::Sqlite, &values, true);
+        assert_eq!(
+            Dialect::Sqlite.render(&sqlite.text(), sqlite.params()),
+            r#"INSERT INTO task_state_store (dag_run_id, "key", value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (dag_run_id, "key") DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at WHERE task_state_store.updated_at <= excluded.updated_at"#
+        );
+        let mysql = TASK.query(Dialect::Mysql, &values, true);
+        assert_eq!(
+            Dialect::Mysql.render(&mysql.text(), mysql.params()),
+            "INSERT INTO task_state_store (dag_run_id, `key`, value, updated_at) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), updated_at = IF(updated_at <= ?, ?, updated_at)"
+        );
+        let rebound = &mysql.params()[4..];
+        assert_eq!(rebound, &[values[3], values[2], values[3], values[3]]);
+        let plain = TASK.query(Dialect::Mysql, &values, false);
+        assert!(plain.text().ends_with("ON DUPLICATE KEY UPDATE value = ?, updated_at = ?"));
+    }
+}

@@ -1,0 +1,202 @@
+//! `doctor`'s searches for rows Airflow's schema should not hold: read-only, each giving a
+//! count and the first rows found in primary-key order.
+
+use super::Store;
+use super::dialect::{Connection, all, count};
+use super::query::{Decoded, Fields, Param, Query};
+use super::store::{ASSET_ROWS, asset_entry, task_scope};
+use crate::error::Result;
+use crate::model::{AssetEntry, TaskScope};
+use crate::text::quote;
+
+/// Where a damaged row lives, for `doctor`'s samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    Task(TaskScope),
+    /// An asset row; the name is `None` when the asset row is gone.
+    Asset {
+        asset_id: i64,
+        asset_name: Option<String>,
+    },
+}
+
+/// One damaged row: where it is, its key, and what is wrong with it in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRow {
+    pub place: Place,
+    pub key: String,
+    pub detail: String,
+}
+
+/// The rows one check found: how many in all, and the first few of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub count: u64,
+    pub sample: Vec<FoundRow>,
+}
+
+impl Finding {
+    /// Two tables' findings as one (task rows first), the sample still at most `limit` rows.
+    pub(crate) fn and(mut self, other: Finding, limit: u64) -> Finding {
+        self.count += other.count;
+        self.sample.extend(other.sample);
+        self.sample.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        self
+    }
+}
+
+/// A task row's place and key from the next five columns (`t.dag_id … t."key"`).
+pub(super) fn task_row(f: &mut Fields) -> Decoded<(Place, String)> {
+    Ok((Place::Task(task_scope(f)?), f.text()))
+}
+
+/// The count and the sample of one check: `[columns, from, order]` are what the sample
+/// selects, the check's `FROM … WHERE …` (with `params`), and its primary-key order.
+pub(super) fn find<C: Connection + ?Sized>(
+    conn: &mut C,
+    what: &str,
+    check: [&'static str; 3],
+    params: &[Param<'_>],
+    sample: u64,
+    map: impl Fn(&mut Fields) -> Decoded<FoundRow>,
+) -> Result<Finding> {
+    let [columns, from, order] = check;
+    let counted = params.iter().fold(Query::new("SELECT count(*) ").push(from), |q, p| q.bind(*p));
+    let sampled =
+        params.iter().fold(Query::new("SELECT ").push(columns).push(" ").push(from), |q, p| q.bind(*p));
+    let sampled = sampled.push(" ORDER BY ").push(order).and(" LIMIT ?", Param::Limit(Some(sample)));
+    Ok(Finding { count: count(conn, what, &counted)?, sample: all(conn, what, &sampled, map)? })
+}
+
+impl Store {
+    /// Task rows whose `dag_id` or `run_id` differ from those of the dag run their
+    /// `dag_run_id` points at.
+    pub(crate) fn mismatched_dag_runs(&mut self, sample: u64) -> Result<Finding> {
+        let check = [
+            r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id, d.dag_id, d.run_id"#,
+            "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id WHERE t.dag_id <> d.dag_id OR t.run_id <> d.run_id",
+            "t.id",
+        ];
+        find(self.connection(), "cannot compare task rows with their dag runs", check, &[], sample, |f| {
+            let (place, key) = task_row(f)?;
+            let detail =
+                format!("dag_run {} is dag_id={} run_id={}", f.int()?, quote(&f.text()), quote(&f.text()));
+            Ok(FoundRow { place, key, detail })
+        })
+    }
+
+    /// Task rows whose dag run no longer exists (only possible with foreign keys off).
+    pub(crate) fn task_rows_without_dag_run(&mut self, sample: u64) -> Result<Finding> {
+        let check = [
+            r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", t.dag_run_id"#,
+            "FROM task_state_store t WHERE NOT EXISTS (SELECT 1 FROM dag_run d WHERE d.id = t.dag_run_id)",
+            "t.id",
+        ];
+        find(self.connection(), "cannot look for task rows without a dag run", check, &[], sample, |f| {
+            let (place, key) = task_row(f)?;
+            Ok(FoundRow { place, key, detail: format!("dag_run_id {} does not exist", f.int()?) })
+        })
+    }
+
+    /// Asset rows whose asset no longer exists (only possible with foreign keys off).
+    pub(crate) fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding> {
+        let check = [
+            r#"s.asset_id, s."key""#,
+            "FROM asset_state_store s WHERE NOT EXISTS (SELECT 1 FROM asset a WHERE a.id = s.asset_id)",
+            r#"s.asset_id, s."key""#,
+        ];
+        find(self.connection(), "cannot look for asset rows without an asset", check, &[], sample, |f| {
+            let asset_id = f.int()?;
+            Ok(FoundRow {
+                place: Place::Asset { asset_id, asset_name: None },
+                key: f.text(),
+                detail: format!("asset id {asset_id} does not exist"),
+            })
+        })
+    }
+
+    /// Keys of either table longer than `max_chars` characters (not bytes).
+    pub(crate) fn long_keys(&mut self, max_chars: u64, sample: u64) -> Result<Finding> {
+        let measures = [TASK_KEY_CHARS, ASSET_KEY_CHARS];
+        self.over_bound("cannot measure the keys", measures, max_chars, sample, "characters")
+    }
+
+    /// Values of either table longer than `max_bytes` bytes as stored, measured as `set`
+    /// measures a value against `max_value_storage_bytes`.
+    pub(crate) fn large_values(&mut self, max_bytes: u64, sample: u64) -> Result<Finding> {
+        let measures = [TASK_VALUE_OCTETS, ASSET_VALUE_OCTETS];
+        self.over_bound("cannot measure the values", measures, max_bytes, sample, "bytes")
+    }
+
+    /// Rows of both tables whose measure exceeds `bound`, task rows first; each measure is the
+    /// selected columns, then the `FROM … WHERE <measure> > ?` of its table.
+    fn over_bound(
+        &mut self,
+        what: &str,
+        [task, asset]: [[&'static str; 2]; 2],
+        bound: u64,
+        sample: u64,
+        unit: &str,
+    ) -> Result<Finding> {
+        let detail = |f: &mut Fields| -> Decoded<String> { Ok(format!("{} {unit}", f.int()?)) };
+        let tasks =
+            find(self.connection(), what, [task[0], task[1], "t.id"], &[bound.into()], sample, |f| {
+                let (place, key) = task_row(f)?;
+                Ok(FoundRow { place, key, detail: detail(f)? })
+            })?;
+        let assets = find(
+            self.connection(),
+            what,
+            [asset[0], asset[1], r#"t.asset_id, t."key""#],
+            &[bound.into()],
+            sample,
+            |f| {
+                let place = Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() };
+                Ok(FoundRow { place, key: f.text(), detail: detail(f)? })
+            },
+        )?;
+        Ok(tasks.and(assets, sample))
+    }
+
+    /// Timestamps stored as text that is not Airflow's `YYYY-MM-DD HH:MM:SS.ffffff`; `None`
+    /// where the dialect stores real timestamps and the question does not arise.
+    pub(crate) fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
+        self.connection().malformed_timestamps(sample)
+    }
+
+    /// Up to `limit` asset rows after `(asset_id, key)` in primary-key order (from the first
+    /// when `None`), so a check can read every value a page at a time. The key comparison and
+    /// the ORDER BY both use the column's own collation, so the pages follow one order.
+    pub(crate) fn asset_rows_after(
+        &mut self,
+        after: Option<(i64, &str)>,
+        limit: u64,
+    ) -> Result<Vec<AssetEntry>> {
+        let mut query = Query::new("SELECT ").push(ASSET_ROWS);
+        if let Some((asset_id, key)) = after {
+            query = query
+                .and(" WHERE s.asset_id > ?", asset_id)
+                .and(" OR (s.asset_id = ?", asset_id)
+                .and(r#" AND s."key" > ?)"#, key);
+        }
+        let query = query.and(r#" ORDER BY s.asset_id, s."key" LIMIT ?"#, Param::Limit(Some(limit)));
+        all(self.connection(), "cannot read asset_state_store", &query, asset_entry)
+    }
+}
+
+const TASK_KEY_CHARS: [&str; 2] = [
+    r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", CHARS(t."key")"#,
+    r#"FROM task_state_store t WHERE CHARS(t."key") > ?"#,
+];
+const ASSET_KEY_CHARS: [&str; 2] = [
+    r#"t.asset_id, a.name, t."key", CHARS(t."key")"#,
+    r#"FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id WHERE CHARS(t."key") > ?"#,
+];
+const TASK_VALUE_OCTETS: [&str; 2] = [
+    r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", OCTETS(t.value)"#,
+    "FROM task_state_store t WHERE OCTETS(t.value) > ?",
+];
+const ASSET_VALUE_OCTETS: [&str; 2] = [
+    r#"t.asset_id, a.name, t."key", OCTETS(t.value)"#,
+    "FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id WHERE OCTETS(t.value) > ?",
+];

@@ -1,0 +1,402 @@
+//! Connecting to MySQL and MariaDB: the options SQLAlchemy users put in the URL for
+//! mysqlclient and PyMySQL (`unix_socket`, `connect_timeout`, the `ssl_*` family), and the
+//! session set-up every connection runs first.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mysql::{Conn, OptsBuilder, SslOpts};
+
+use crate::error::{Error, Result};
+use crate::text::quote;
+use crate::url::DbUrl;
+
+/// How long connecting may take, from the TCP connect to the end of the session setup: a
+/// host or server that does not answer fails in bounded time. `?connect_timeout=N` (seconds, as mysqlclient and PyMySQL read it) overrides it.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_PORT: u16 = 3306;
+
+/// What every connection runs first, as Airflow's own connections are set up: the charset
+/// that can carry any text the tool is given; UTC as the session time zone, so TIMESTAMP
+/// values are naive UTC; and READ COMMITTED, which Airflow's engine uses on MySQL instead of
+/// InnoDB's REPEATABLE READ (it also keeps a DELETE from holding gap locks and the locks of
+/// rows it scanned but did not delete, which a worker writing during `clean` would wait on).
+const SESSION_SETUP: [&str; 3] = [
+    "SET NAMES utf8mb4",
+    "SET time_zone = '+00:00'",
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
+];
+
+/// 1 GiB, the largest `max_allowed_packet` MySQL and MariaDB know.
+const CLIENT_MAX_PACKET: usize = 1 << 30;
+
+/// Where the server is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Endpoint {
+    Tcp { host: String, port: u16 },
+    Socket(PathBuf),
+}
+
+/// TLS as the URL asks for it; `None` in [`ConnectPlan`] is a plain connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Tls {
+    /// A CA bundle (PEM or DER) trusted in addition to the system's.
+    ca: Option<PathBuf>,
+    /// The server certificate must chain to a trusted CA.
+    verify_ca: bool,
+    /// ... and name the host connected to.
+    verify_identity: bool,
+}
+
+/// Everything needed to connect, decided from the URL alone (so it can be tested without a
+/// server). `Debug` hides the password.
+#[derive(Clone, PartialEq, Eq)]
+struct ConnectPlan {
+    endpoint: Endpoint,
+    user: Option<String>,
+    password: Option<String>,
+    database: String,
+    tls: Option<Tls>,
+    connect_timeout: Duration,
+}
+
+impl fmt::Debug for ConnectPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectPlan")
+            .field("endpoint", &self.endpoint)
+            .field("user", &self.user)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .field("database", &self.database)
+            .field("tls", &self.tls)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+/// SQLAlchemy-style booleans in query strings.
+fn query_bool(url: &DbUrl, key: &str) -> Result<Option<bool>> {
+    let Some(value) = url.query_value(key) else {
+        return Ok(None);
+    };
+    match value.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "on" | "y" | "t" | "1" => Ok(Some(true)),
+        "false" | "no" | "off" | "n" | "f" | "0" => Ok(Some(false)),
+        _ => Err(Error::Config(format!(
+            "invalid {key}={} in [database] sql_alchemy_conn {}: expected true or false",
+            quote(value),
+            url.redacted()
+        ))),
+    }
+}
+
+impl ConnectPlan {
+    fn from_url(url: &DbUrl) -> Result<ConnectPlan> {
+        let database = url.database.clone().filter(|d| !d.is_empty()).ok_or_else(|| {
+            Error::Config(format!(
+                "[database] sql_alchemy_conn {} names no database: expected mysql://user:password@host:3306/airflow",
+                url.redacted()
+            ))
+        })?;
+        let endpoint = match url.query_value("unix_socket").filter(|s| !s.is_empty()) {
+            Some(path) => Endpoint::Socket(PathBuf::from(path)),
+            // PyMySQL's default; mysqlclient would take the default socket for "localhost",
+            // which this tool only uses when `unix_socket` names it.
+            None => Endpoint::Tcp {
+                host: url.host.clone().filter(|h| !h.is_empty()).unwrap_or_else(|| "localhost".to_string()),
+                port: url.port.unwrap_or(DEFAULT_PORT),
+            },
+        };
+        let connect_timeout = match url.query_value("connect_timeout") {
+            None => CONNECT_TIMEOUT,
+            Some(text) => match text.trim().parse::<u64>() {
+                Ok(secs) if secs > 0 => Duration::from_secs(secs),
+                _ => {
+                    return Err(Error::Config(format!(
+                        "invalid connect_timeout={} in [database] sql_alchemy_conn {}: expected whole seconds > 0",
+                        quote(text),
+                        url.redacted()
+                    )));
+                }
+            },
+        };
+        // As SQLAlchemy passes them to the driver: the query's user and password (mysqlclient
+        // also says `passwd`) win over the URL's own.
+        let query = |key: &str| url.query_value(key).map(str::to_string);
+        Ok(ConnectPlan {
+            endpoint,
+            user: query("user").or_else(|| url.username.clone()),
+            password: query("password").or_else(|| query("passwd")).or_else(|| url.password.clone()),
+            database,
+            tls: tls_from_url(url)?,
+            connect_timeout,
+        })
+    }
+
+    /// How messages name the database: never with user or password.
+    fn location(&self) -> String {
+        match &self.endpoint {
+            Endpoint::Tcp { host, port } if host.contains(':') => {
+                format!("MySQL database {} on [{host}]:{port}", self.database)
+            }
+            Endpoint::Tcp { host, port } => format!("MySQL database {} on {host}:{port}", self.database),
+            Endpoint::Socket(path) => {
+                format!("MySQL database {} on socket {}", self.database, path.display())
+            }
+        }
+    }
+
+    fn opts(&self) -> OptsBuilder {
+        let builder = OptsBuilder::new()
+            .user(self.user.clone())
+            .pass(self.password.clone())
+            .db_name(Some(self.database.clone()))
+            // The driver would otherwise switch a loopback TCP connection to the server's
+            // socket behind the user's back.
+            .prefer_socket(false)
+            .tcp_connect_timeout(Some(self.connect_timeout))
+            // The largest packet this client accepts (MySQL's own upper bound). Left unset, the
+            // driver takes the server's `max_allowed_packet` (16 MiB on MariaDB) and then
+            // refuses to read back a row whose MEDIUMTEXT value is close to 16 MiB.
+            .max_allowed_packet(Some(CLIENT_MAX_PACKET))
+            .init(SESSION_SETUP.to_vec());
+        let builder = match &self.endpoint {
+            Endpoint::Tcp { host, port } => builder.ip_or_hostname(Some(host.clone())).tcp_port(*port),
+            Endpoint::Socket(path) => builder.socket(Some(path.to_string_lossy().into_owned())),
+        };
+        match &self.tls {
+            None => builder,
+            Some(tls) => builder.ssl_opts(
+                SslOpts::default()
+                    .with_root_cert_path(tls.ca.clone().map(Cow::Owned))
+                    .with_danger_accept_invalid_certs(!tls.verify_ca)
+                    .with_danger_skip_domain_validation(!tls.verify_identity),
+            ),
+        }
+    }
+}
+
+/// TLS from the options SQLAlchemy users write for mysqlclient and PyMySQL:
+/// - `ssl_mode` = `DISABLED`, `PREFERRED` (plain, see below), `REQUIRED` (encrypted, not
+///   verified unless `ssl_ca` is given), `VERIFY_CA`, `VERIFY_IDENTITY`;
+/// - `ssl=true|false`, `ssl_disabled=true` (PyMySQL);
+/// - `ssl_ca=/path` (turns TLS on and verifies the certificate and, unless
+///   `ssl_check_hostname=false`, the host name), `ssl_verify_cert`, `ssl_verify_identity`.
+///
+/// The driver cannot fall back to plain text, so `PREFERRED` connects plainly, as it does
+/// with a server that offers no TLS. Client certificates and cipher lists are refused, not
+/// ignored: a connection weaker than the one configured must not happen silently.
+fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
+    for key in ["ssl_cert", "ssl_key", "ssl_capath", "ssl_cipher"] {
+        if url.query_value(key).is_some() {
+            return Err(Error::Config(format!(
+                "{key} in [database] sql_alchemy_conn {} is not supported by state-store \
+                 (it supports ssl_mode, ssl, ssl_ca, ssl_check_hostname, ssl_verify_cert and ssl_verify_identity)",
+                url.redacted()
+            )));
+        }
+    }
+    let ca = url.query_value("ssl_ca").filter(|s| !s.is_empty()).map(PathBuf::from);
+    let mode = match url.query_value("ssl_mode") {
+        None => None,
+        Some(text) => Some(match text.trim().to_ascii_uppercase().replace('-', "_").as_str() {
+            "DISABLED" => SslMode::Disabled,
+            "PREFERRED" => SslMode::Preferred,
+            "REQUIRED" => SslMode::Required,
+            "VERIFY_CA" => SslMode::VerifyCa,
+            "VERIFY_IDENTITY" => SslMode::VerifyIdentity,
+            _ => {
+                return Err(Error::Config(format!(
+                    "invalid ssl_mode={} in [database] sql_alchemy_conn {}: expected DISABLED, PREFERRED, \
+                     REQUIRED, VERIFY_CA or VERIFY_IDENTITY",
+                    quote(text),
+                    url.redacted()
+                )));
+            }
+        }),
+    };
+    let ssl = query_bool(url, "ssl")?;
+    let disabled = query_bool(url, "ssl_disabled")?;
+    let verify_cert = query_bool(url, "ssl_verify_cert")?;
+    let verify_identity = query_bool(url, "ssl_verify_identity")?;
+    let check_hostname = query_bool(url, "ssl_check_hostname")?;
+
+    if mode == Some(SslMode::Disabled) || disabled == Some(true) || (mode.is_none() && ssl == Some(false)) {
+        return Ok(None);
+    }
+    let mode = match mode {
+        Some(mode) => mode,
+        None if ca.is_some() => {
+            if check_hostname == Some(false) {
+                SslMode::VerifyCa
+            } else {
+                SslMode::VerifyIdentity
+            }
+        }
+        None if verify_identity == Some(true) => SslMode::VerifyIdentity,
+        None if verify_cert == Some(true) => SslMode::VerifyCa,
+        None if ssl == Some(true) => SslMode::Required,
+        None => return Ok(None),
+    };
+    let (verify_ca, verify_identity) = match mode {
+        SslMode::Disabled | SslMode::Preferred => return Ok(None),
+        // As MySQL's own client does: REQUIRED with a CA given verifies against that CA.
+        SslMode::Required => (ca.is_some(), false),
+        SslMode::VerifyCa => (true, false),
+        SslMode::VerifyIdentity => (true, true),
+    };
+    Ok(Some(Tls { ca, verify_ca, verify_identity }))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SslMode {
+    Disabled,
+    Preferred,
+    Required,
+    VerifyCa,
+    VerifyIdentity,
+}
+
+/// A driver error in plain words: the driver's own `Display` wraps each kind in its Rust
+/// name (`MySqlError { ERROR 1045 (28000): … }`), which means nothing to a user.
+pub(super) fn describe(e: &mysql::Error) -> String {
+    match e {
+        mysql::Error::IoError(inner) => inner.to_string(),
+        mysql::Error::CodecError(inner) => inner.to_string(),
+        mysql::Error::MySqlError(inner) => inner.to_string(),
+        mysql::Error::DriverError(inner) => inner.to_string(),
+        mysql::Error::UrlError(inner) => inner.to_string(),
+        mysql::Error::TlsError(inner) => format!("TLS: {inner}"),
+        other => other.to_string(),
+    }
+}
+
+/// Connects within the plan's timeout, handshake, TLS, login and session setup included.
+pub(super) fn connect(url: &DbUrl) -> Result<(Conn, String)> {
+    let plan = ConnectPlan::from_url(url)?;
+    let location = plan.location();
+    let context = format!("cannot connect to {location}");
+    let opts = plan.opts();
+    match crate::db::within(plan.connect_timeout, move || Conn::new(opts)) {
+        Some(Ok(conn)) => Ok((conn, location)),
+        Some(Err(e)) => Err(Error::db(context, describe(&e))),
+        None => Err(Error::db(context, format!("no answer within {} s", plan.connect_timeout.as_secs()))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(url: &str) -> Result<ConnectPlan> {
+        ConnectPlan::from_url(&DbUrl::parse(url).expect("valid URL"))
+    }
+
+    fn tls(url: &str) -> Option<Tls> {
+        plan(url).expect("valid plan").tls
+    }
+
+    #[test]
+    fn url_parts_become_connect_options() {
+        let p =
+            plan("mysql+mysqldb://air%40flow:p%2Fss@db.example:3307/airflow?charset=utf8mb4").expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Tcp { host: "db.example".into(), port: 3307 });
+        assert_eq!(p.user.as_deref(), Some("air@flow"));
+        assert_eq!(p.password.as_deref(), Some("p/ss"));
+        assert_eq!(p.database, "airflow");
+        assert_eq!(p.tls, None);
+        assert_eq!(p.connect_timeout, CONNECT_TIMEOUT);
+        assert_eq!(p.location(), "MySQL database airflow on db.example:3307");
+        assert!(!format!("{p:?}").contains("p/ss"));
+    }
+
+    #[test]
+    fn defaults_are_localhost_3306() {
+        let p = plan("mariadb://root@/airflow").expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Tcp { host: "localhost".into(), port: 3306 });
+        assert_eq!(p.password, None);
+        let p = plan("mysql://u@[::1]/airflow").expect("plan");
+        assert_eq!(p.location(), "MySQL database airflow on [::1]:3306");
+    }
+
+    #[test]
+    fn unix_socket_wins_over_host() {
+        let p =
+            plan("mysql+pymysql://u:p@localhost/airflow?unix_socket=/run/mysqld/mysqld.sock&charset=utf8mb4")
+                .expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Socket(PathBuf::from("/run/mysqld/mysqld.sock")));
+        assert_eq!(p.location(), "MySQL database airflow on socket /run/mysqld/mysqld.sock");
+    }
+
+    #[test]
+    fn a_database_is_required() {
+        for url in ["mysql://u:secret@db", "mysql://u:secret@db/", "mysql://u:secret@db/?charset=utf8mb4"] {
+            let err = plan(url).expect_err(url);
+            assert!(matches!(err, Error::Config(_)), "{url}: {err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+
+    #[test]
+    fn connect_timeout_is_bounded_and_overridable() {
+        assert_eq!(
+            plan("mysql://db/a?connect_timeout=3").expect("plan").connect_timeout,
+            Duration::from_secs(3)
+        );
+        assert!(matches!(plan("mysql://db/a?connect_timeout=0"), Err(Error::Config(_))));
+        assert!(matches!(plan("mysql://db/a?connect_timeout=soon"), Err(Error::Config(_))));
+    }
+
+    #[test]
+    fn ssl_options_as_sqlalchemy_users_write_them() {
+        assert_eq!(tls("mysql://db/a"), None);
+        assert_eq!(tls("mysql://db/a?ssl_mode=DISABLED"), None);
+        assert_eq!(tls("mysql://db/a?ssl_mode=preferred"), None);
+        assert_eq!(tls("mysql://db/a?ssl=false"), None);
+        assert_eq!(tls("mysql://db/a?ssl=true&ssl_disabled=true"), None);
+        let unverified = Some(Tls { ca: None, verify_ca: false, verify_identity: false });
+        assert_eq!(tls("mysql://db/a?ssl_mode=REQUIRED"), unverified);
+        assert_eq!(tls("mysql://db/a?ssl=true"), unverified);
+        assert_eq!(tls("mysql://db/a?ssl=1"), unverified);
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=VERIFY_CA"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=verify_identity"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: true })
+        );
+        let ca = Some(PathBuf::from("/etc/ca.pem"));
+        assert_eq!(
+            tls("mysql://db/a?ssl_ca=/etc/ca.pem"),
+            Some(Tls { ca: ca.clone(), verify_ca: true, verify_identity: true })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_ca=/etc/ca.pem&ssl_check_hostname=false"),
+            Some(Tls { ca: ca.clone(), verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_mode=REQUIRED&ssl_ca=/etc/ca.pem"),
+            Some(Tls { ca, verify_ca: true, verify_identity: false })
+        );
+        assert_eq!(
+            tls("mysql://db/a?ssl_verify_cert=true"),
+            Some(Tls { ca: None, verify_ca: true, verify_identity: false })
+        );
+    }
+
+    #[test]
+    fn unsupported_or_malformed_ssl_options_are_refused() {
+        for url in [
+            "mysql://u:secret@db/a?ssl_cert=/c.pem&ssl_key=/k.pem",
+            "mysql://u:secret@db/a?ssl_capath=/etc/ssl",
+            "mysql://u:secret@db/a?ssl_mode=SOMETIMES",
+            "mysql://u:secret@db/a?ssl=maybe",
+        ] {
+            let err = plan(url).expect_err(url);
+            assert!(matches!(err, Error::Config(_)), "{url}: {err}");
+            assert!(!err.to_string().contains("secret"), "{err}");
+        }
+    }
+}

@@ -1,0 +1,334 @@
+//! MySQL and MariaDB, through the synchronous `mysql` driver.
+//!
+//! Every connection runs `SET time_zone = '+00:00'`, as Airflow does, so the server neither
+//! shifts what is written nor what is read; instants are bound as `YYYY-MM-DD HH:MM:SS.ffffff`
+//! text and read back as the exact calendar fields of the binary protocol. Airflow's MySQL
+//! schema holds less than the other dialects' (see `columns.rs`), and this module refuses what
+//! it cannot hold before the server sees it.
+
+mod clean;
+mod columns;
+mod connect;
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use mysql::prelude::Queryable;
+use mysql::{Conn, Params, Value};
+
+use super::dialect::{Connection, Dialect, all};
+use super::query::{Cell, Param, Query, Row};
+use super::schema::ddl_statements;
+use super::{Access, Batch, TaskWrite, sandbox};
+use crate::error::{Cause, Error, Result};
+use crate::time::Timestamp;
+use crate::url::DbUrl;
+use columns::{
+    fits_latin1, fits_utf8mb3, require_latin1, require_storable_time, require_utf8mb3, require_value_size,
+};
+use connect::describe;
+
+/// The tables of a sandbox, as `airflow db migrate` leaves them.
+const SCHEMA: &str = include_str!("schema.sql");
+
+/// `(native, fallback)`: the uuid column type in `schema.sql` (dag_version's key, the columns
+/// that point at it, task_instance's key) and what replaces it on a server without a UUID type
+/// (MySQL, MariaDB before 10.7), which is what SQLAlchemy creates there.
+const UUID_FALLBACK: (&str, &str) = (" UUID ", " CHAR(32) ");
+
+pub(crate) struct MysqlConnection {
+    conn: Conn,
+    location: String,
+    /// `(table, column)` of the text columns that are 3-byte `utf8mb3`. Airflow's models make
+    /// key and id columns `utf8mb3_bin`, but a metastore upgraded from 3.2 has its `key`
+    /// columns in `utf8mb4`, which holds any character: read, never assumed.
+    narrow: Vec<(String, String)>,
+    /// The server's `VERSION()`, read once, when first needed.
+    version: Option<String>,
+}
+
+/// The driver's error in plain words. A write of a large value that the server cuts off is,
+/// in practice, a value over its `max_allowed_packet`; the server only says so in its own log.
+#[derive(Debug)]
+struct MysqlError {
+    error: mysql::Error,
+    /// The largest text bound to the statement, when it is large.
+    large_value: Option<usize>,
+}
+
+impl std::fmt::Display for MysqlError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(&self.error))?;
+        let lost = matches!(self.error, mysql::Error::IoError(_) | mysql::Error::CodecError(_));
+        match self.large_value {
+            Some(bytes) if lost => write!(
+                f,
+                " (the server closed the connection: a value of {bytes} bytes may exceed its max_allowed_packet)"
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for MysqlError {}
+
+fn cause(error: mysql::Error) -> Cause {
+    Box::new(MysqlError { error, large_value: None })
+}
+
+/// `LIMIT` has no "no limit" value in MySQL; its manual suggests the largest unsigned integer.
+fn value(param: &Param<'_>) -> Value {
+    match *param {
+        Param::Int(n) => n.map_or(Value::NULL, Value::Int),
+        Param::Text(text) => text.map_or(Value::NULL, Value::from),
+        // MySQL reads the text as naive UTC in a `+00:00` session.
+        Param::Time(at) => at.map_or(Value::NULL, |at| Value::from(at.to_sqlite_text())),
+        Param::Limit(n) => Value::UInt(n.unwrap_or(u64::MAX)),
+    }
+}
+
+/// The binary protocol sends timestamps as calendar fields: exact to the microsecond. MySQL's
+/// zero date and other impossible dates come out as text that is not Airflow's, and are shown
+/// as stored.
+fn cell(value: Value) -> Cell {
+    match value {
+        Value::NULL => Cell::Null,
+        Value::Bytes(bytes) => Cell::Text(String::from_utf8_lossy(&bytes).into_owned()),
+        Value::Int(n) => Cell::Int(n),
+        Value::UInt(n) => i64::try_from(n).map_or_else(|_| Cell::Other(n.to_string()), Cell::Int),
+        Value::Date(y, mo, d, h, mi, s, us) => {
+            Cell::Text(format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}"))
+        }
+        other => Cell::Other(other.as_sql(true)),
+    }
+}
+
+impl MysqlConnection {
+    pub(super) fn open(url: &DbUrl, access: Access) -> Result<Self> {
+        let (conn, location) = connect::connect(url)?;
+        let mut my = MysqlConnection { conn, location, narrow: Vec::new(), version: None };
+        let setup = match access {
+            // Every later statement, autocommitted or not, runs in a read-only transaction.
+            Access::ReadOnly => "SET SESSION TRANSACTION READ ONLY",
+            // InnoDB waits 50 s for a row lock by default; a write behind a stuck worker fails
+            // after 10 s with a message instead, as on PostgreSQL (clean sets --lock-timeout).
+            Access::ReadWrite => "SET SESSION innodb_lock_wait_timeout = 10",
+        };
+        my.run("cannot use", &Query::new(setup))?;
+        let narrow = Query::new(
+            "SELECT table_name, column_name FROM information_schema.columns \
+             WHERE table_schema = DATABASE() AND character_set_name IN ('utf8', 'utf8mb3') \
+             AND table_name IN ('task_state_store', 'asset_state_store', 'dag_run', 'task_instance')",
+        );
+        my.narrow =
+            all(&mut my, "cannot read the column character sets", &narrow, |f| Ok((f.text(), f.text())))?;
+        Ok(my)
+    }
+
+    fn is_narrow(&self, table: &str, column: &str) -> bool {
+        self.narrow.iter().any(|(t, c)| t == table && c == column)
+    }
+
+    fn version(&mut self) -> Result<&str> {
+        if self.version.is_none() {
+            let version: Option<String> =
+                self.conn.query_first("SELECT VERSION()").map_err(|e| self.error("cannot read", e))?;
+            self.version = Some(version.unwrap_or_default());
+        }
+        Ok(self.version.as_deref().unwrap_or_default())
+    }
+
+    /// Whether the server is MariaDB rather than MySQL.
+    fn is_mariadb(&mut self) -> Result<bool> {
+        Ok(self.version()?.contains("MariaDB"))
+    }
+
+    fn error(&self, what: &str, e: mysql::Error) -> Error {
+        Error::db(format!("{what} {}", self.location), cause(e))
+    }
+
+    fn create_each(&mut self, created: &mut Vec<&'static str>) -> Result<()> {
+        let what = "cannot create the tables";
+        let uuid = mariadb_with_uuid(self.version()?);
+        // Airflow refuses to migrate a MySQL server where this is off (the first TIMESTAMP
+        // column would silently get DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP).
+        self.run(what, &Query::new("SET SESSION explicit_defaults_for_timestamp = 1"))?;
+        for statement in ddl_statements(SCHEMA) {
+            let (native, fallback) = UUID_FALLBACK;
+            let ddl =
+                if uuid { Cow::Borrowed(statement) } else { Cow::Owned(statement.replace(native, fallback)) };
+            self.conn.query_drop(ddl.as_ref()).map_err(|e| self.error(&format!("{what} in"), e))?;
+            created.extend(created_table(statement));
+        }
+        sandbox::in_transaction(self, what, |my| sandbox::stamp(my, what))
+    }
+}
+
+/// `VERSION()` of MariaDB 10.7 or later (`10.11.6-MariaDB-0+deb12u1`, `11.4.2-MariaDB`), which
+/// has a UUID column type; MySQL has none.
+fn mariadb_with_uuid(version: &str) -> bool {
+    if !version.contains("MariaDB") {
+        return false;
+    }
+    let mut parts = version.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (10, 7)
+}
+
+/// The table a `CREATE TABLE name (…` statement creates.
+fn created_table(statement: &str) -> Option<&str> {
+    statement.strip_prefix("CREATE TABLE ")?.split_whitespace().next()
+}
+
+impl Connection for MysqlConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Mysql
+    }
+
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
+        let sql = Dialect::Mysql.render(&query.text(), query.params());
+        let params = Params::Positional(query.params().iter().map(value).collect());
+        let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
+        Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
+    }
+
+    fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
+        let sql = Dialect::Mysql.render(&query.text(), query.params());
+        let done = if query.params().is_empty() {
+            // Without parameters, the text protocol: START TRANSACTION and ROLLBACK cannot be
+            // prepared.
+            self.conn.query_drop(sql)
+        } else {
+            self.conn.exec_drop(sql, Params::Positional(query.params().iter().map(value).collect()))
+        };
+        done.map_err(|error| {
+            const LARGE: usize = 1 << 20;
+            let largest = query.params().iter().filter_map(|p| match p {
+                Param::Text(Some(text)) => Some(text.len()),
+                _ => None,
+            });
+            Box::new(MysqlError { error, large_value: largest.max().filter(|n| *n > LARGE) }) as Cause
+        })?;
+        Ok(self.conn.affected_rows())
+    }
+
+    fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
+        self.execute(query)?;
+        Ok(i64::try_from(self.conn.last_insert_id())?)
+    }
+
+    fn can_match(&self, table: &str, column: &str, text: &str) -> bool {
+        match (table, column) {
+            ("asset", _) => fits_latin1(text),
+            _ => fits_utf8mb3(text) || !self.is_narrow(table, column),
+        }
+    }
+
+    fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {
+        match table {
+            "asset" => require_latin1(&format!("asset {column}"), text),
+            // A sandbox's own tables are Airflow's, narrow as Airflow makes them.
+            "dag_run" | "task_instance" => require_utf8mb3(column, text),
+            _ if self.can_match(table, column, text) => Ok(()),
+            _ => require_utf8mb3(column, text),
+        }
+    }
+
+    fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {
+        for (column, text) in [
+            ("dag_id", row.scope.dag_id.as_str()),
+            ("run_id", &row.scope.run_id),
+            ("task_id", &row.scope.task_id),
+            ("key", row.key),
+        ] {
+            self.check_text("task_state_store", column, text)?;
+        }
+        if i32::try_from(row.scope.map_index).is_err() {
+            return Err(Error::Usage(format!(
+                "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
+                row.scope.map_index,
+                i32::MAX
+            )));
+        }
+        require_value_size("task_state_store.value", row.value)?;
+        require_storable_time("updated_at", row.updated_at)?;
+        row.expires_at.map_or(Ok(()), |at| require_storable_time("expires_at", at))
+    }
+
+    fn check_asset_row(&self, key: &str, value: &str, updated_at: Timestamp, _: Option<i64>) -> Result<()> {
+        self.check_text("asset_state_store", "key", key)?;
+        require_value_size("asset_state_store.value", value)?;
+        require_storable_time("updated_at", updated_at)
+    }
+
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        clean::begin(self, lock_timeout)
+    }
+
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
+        if self.is_mariadb()? {
+            clean::batch_by_returning(self, cutoff, after_id, n)
+        } else {
+            // MySQL has no DELETE … RETURNING: find the batch's last id, then delete up to it.
+            super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+        }
+    }
+
+    /// MySQL cannot select from the table a DELETE changes, but a single-table DELETE takes a
+    /// LIMIT of its own.
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        let query = Query::new("DELETE FROM asset_state_store WHERE ").push(super::clean::ORPHAN_ROW);
+        let query = match limit {
+            Some(limit) => query.and(" LIMIT ?", Param::Limit(Some(limit))),
+            None => query,
+        };
+        self.run("cannot delete orphaned asset rows", &query)
+    }
+
+    /// MySQL commits every CREATE TABLE at once, so a failure half-way is undone by hand:
+    /// nothing is left that a second `sandbox create` would refuse.
+    fn create_tables(&mut self) -> Result<()> {
+        let mut created = Vec::new();
+        let result = self.create_each(&mut created);
+        if result.is_err() {
+            for table in created.iter().rev() {
+                let _ = self.conn.query_drop(format!("DROP TABLE IF EXISTS {table}"));
+            }
+        }
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uuid_type_only_on_mariadb_10_7_and_later() {
+        assert!(mariadb_with_uuid("10.11.19-MariaDB-0+deb12u1"));
+        assert!(mariadb_with_uuid("11.4.2-MariaDB"));
+        assert!(mariadb_with_uuid("10.7.1-MariaDB-log"));
+        assert!(!mariadb_with_uuid("10.6.16-MariaDB"));
+        assert!(!mariadb_with_uuid("8.0.36"));
+        assert!(!mariadb_with_uuid("8.4.0-0ubuntu0.24.04.1"));
+    }
+
+    #[test]
+    fn the_ddl_falls_back_to_char32_uuids() {
+        let (native, fallback) = UUID_FALLBACK;
+        let ddl: Vec<&str> = ddl_statements(SCHEMA).collect();
+        assert_eq!(ddl.iter().map(|s| s.matches(native).count()).sum::<usize>(), 4);
+        assert!(ddl.iter().all(|s| !s.replace(native, fallback).contains(native)));
+        let mut expected = vec!["log_template", "backfill", "dag_version"];
+        expected.extend(super::super::schema::AIRFLOW_TABLES.iter().filter(|t| **t != "task_instance"));
+        let ti = expected.iter().position(|t| *t == "asset_active").map_or(0, |i| i + 1);
+        expected.splice(ti..ti, ["`trigger`", "task_instance"]);
+        expected.push("state_store_sandbox");
+        assert_eq!(ddl.iter().filter_map(|s| created_table(s)).collect::<Vec<_>>(), expected);
+    }
+}

@@ -1,0 +1,120 @@
+//! What a clean does its own way on PostgreSQL: an advisory lock, session settings for a
+//! session that only deletes, batches bounded by the primary key alone, and deletes that skip
+//! the rows a worker holds instead of waiting for them.
+
+use std::time::Duration;
+
+use super::PostgresConnection;
+use crate::db::clean::Batch;
+use crate::db::dialect::{Connection, first};
+use crate::db::query::{Fields, Query};
+use crate::error::{Error, Result};
+use crate::time::Timestamp;
+
+pub(super) fn begin(pg: &mut PostgresConnection, lock_timeout: Duration) -> Result<bool> {
+    // A session-level advisory lock, keyed by the schema so that two Airflow installations
+    // sharing a server in different schemas do not block each other's cleans.
+    let lock = Query::new("SELECT pg_try_advisory_lock(hashtext('state-store clean ' || current_schema()))");
+    let locked = first(pg, "cannot take the clean lock", &lock, Fields::bool)?.unwrap_or(false);
+    // A batch lost in a crash is simply deleted again by the next run, so its commit need
+    // not wait for the WAL flush: for this session only, commits return at once.
+    pg.run(
+        "cannot set synchronous_commit",
+        &Query::new("SELECT set_config('synchronous_commit', 'off', false)"),
+    )?;
+    // Statements are prepared once per connection. After five runs PostgreSQL may switch a
+    // prepared statement to a generic plan, made without knowing the bounds; a range DELETE
+    // planned blind could scan more than its window. Each run is planned for its own bounds,
+    // as an unprepared statement is (on the benchmark the two measured the same).
+    let custom = Query::new("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)");
+    pg.run("cannot set plan_cache_mode", &custom)?;
+    let millis = i64::try_from(lock_timeout.as_millis()).unwrap_or(i64::MAX).max(1);
+    // SET takes no bind parameters; set_config does the same for this session.
+    let timeout = format!("{millis}ms");
+    pg.run(
+        "cannot set lock_timeout",
+        &Query::new("SELECT set_config('lock_timeout', ?, false)").bind(&timeout),
+    )?;
+    Ok(locked)
+}
+
+/// A batch is the expired rows among the next `n` rows in primary-key order. Finding the
+/// `n`-th expired row (the portable way) reads every row's heap tuple for its `expires_at`, a
+/// second pass over what the DELETE reads anyway; finding the `n`-th row is an index-only scan
+/// of the primary key wherever the visibility map marks pages all-visible, which vacuum does
+/// for a metastore's settled rows.
+///
+/// Measured (1,000,000 rows, 500,012 expired, batch 10,000, server log): the boundary scans
+/// took 130 ms over 100 batches against 470 ms over 51 for the n-th expired row. One statement
+/// for both (a CTE for the boundary, the DELETE's count by `RETURNING`) was slower: `RETURNING`
+/// fetches every deleted row again, twice the buffer reads of the plain DELETE. A batch still
+/// touches at most `n` rows; where expired rows are sparse, more batches delete fewer rows each.
+pub(super) fn batch_by_window(
+    pg: &mut PostgresConnection,
+    cutoff: Timestamp,
+    after_id: i64,
+    n: u64,
+) -> Result<Batch> {
+    // `id` is selected and ordered as the bare column, so the primary key's index serves
+    // both the range and the order.
+    let window = Query::new("SELECT id FROM task_state_store WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?");
+    let last_id = first(
+        pg,
+        "cannot delete expired rows",
+        &window.bind(after_id).bind(n.saturating_sub(1)),
+        Fields::int,
+    )?;
+    let deleted = delete_range(pg, cutoff, after_id, last_id)?;
+    Ok(Batch { deleted, last_id })
+}
+
+/// The expired rows of an id range: a plain DELETE in a transaction that gives up after 1 ms
+/// on any lock, and, when a row is locked by another session (a worker writing that key right
+/// now), a DELETE that skips such rows instead: they are not expired any more, or the next
+/// run takes them. Either DELETE re-checks `expires_at` on the newest version of each row, so
+/// a key refreshed since the statement began survives. With no bounds at all it is the
+/// floor's statement exactly: id predicates on every row cost ~10 % of a whole-table DELETE.
+pub(super) fn delete_range(
+    pg: &mut PostgresConnection,
+    cutoff: Timestamp,
+    after_id: i64,
+    up_to_id: Option<i64>,
+) -> Result<u64> {
+    let context = format!("cannot delete expired rows in {}", pg.location);
+    let plain = match (after_id, up_to_id) {
+        (i64::MIN, None) => Query::new("DELETE FROM task_state_store WHERE expires_at < ?").bind(cutoff),
+        _ => Query::new("DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?")
+            .bind(after_id)
+            .bind(up_to_id.unwrap_or(i64::MAX))
+            .bind(cutoff),
+    };
+    // BEGIN and SET LOCAL in one round trip.
+    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(super::pg_err(&context))?;
+    match pg.execute_raw(&plain) {
+        Ok(deleted) => {
+            pg.client.batch_execute("COMMIT").map_err(super::pg_err(&context))?;
+            return Ok(deleted);
+        }
+        Err(e) => {
+            // The transaction is aborted either way; a connection that is gone has none left
+            // to roll back, and the first error is the one to report.
+            let rolled_back = pg.client.batch_execute("ROLLBACK");
+            if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                return Err(Error::db(context, super::cause(e)));
+            }
+            rolled_back.map_err(super::pg_err(&context))?;
+        }
+    }
+    // The inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
+    // DELETE goes straight to those versions by ctid. Locking first writes every deleted row
+    // twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only the way
+    // round a locked row, not the rule.
+    let skipping = Query::new(
+        "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store \
+         WHERE id > ? AND id <= ? AND expires_at < ? FOR UPDATE SKIP LOCKED))",
+    );
+    pg.run(
+        "cannot delete expired rows",
+        &skipping.bind(after_id).bind(up_to_id.unwrap_or(i64::MAX)).bind(cutoff),
+    )
+}

@@ -1,0 +1,691 @@
+//! Connecting to PostgreSQL: the libpq parameters that Airflow users put in the URL's query
+//! (`sslmode`, `sslrootcert`, `host=/socket/dir`, `connect_timeout`, …) with libpq's meaning,
+//! TLS, and the session set-up. A parameter this tool does not understand is refused rather
+//! than silently dropped, since dropping one such as `sslmode` could weaken the connection.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode};
+use postgres::Client;
+use postgres::config::{SslMode, TargetSessionAttrs};
+use postgres_openssl::MakeTlsConnector;
+
+use crate::db::Access;
+use crate::error::{Error, Result};
+use crate::text::quote;
+use crate::url::DbUrl;
+
+/// Without `connect_timeout` in the URL libpq waits for as long as the kernel does (minutes);
+/// a cron job against a server that is down must fail fast instead.
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// libpq's floor for `connect_timeout`.
+const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+const DEFAULT_PORT: u16 = 5432;
+/// Where libpq looks for the server's socket when the URL names no host: Debian's build (the
+/// one in Airflow's images and psycopg's wheels) uses the first, upstream PostgreSQL the second.
+const DEFAULT_SOCKET_DIRS: &[&str] = &["/var/run/postgresql", "/tmp"];
+/// PostgreSQL truncates longer identifiers (NAMEDATALEN - 1 bytes).
+const MAX_IDENTIFIER_BYTES: usize = 63;
+
+/// libpq's `sslmode`, whose default is `prefer`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TlsMode {
+    Disable,
+    Allow,
+    Prefer,
+    Require,
+    VerifyCa,
+    VerifyFull,
+}
+
+impl TlsMode {
+    fn parse(text: &str) -> Option<TlsMode> {
+        Some(match text {
+            "disable" => TlsMode::Disable,
+            "allow" => TlsMode::Allow,
+            "prefer" => TlsMode::Prefer,
+            "require" => TlsMode::Require,
+            "verify-ca" => TlsMode::VerifyCa,
+            "verify-full" => TlsMode::VerifyFull,
+            _ => return None,
+        })
+    }
+}
+
+/// One place to reach the server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Endpoint {
+    Tcp {
+        host: String,
+        port: u16,
+    },
+    /// A directory holding the socket `.s.PGSQL.<port>`, as libpq takes it.
+    Socket {
+        dir: PathBuf,
+        port: u16,
+    },
+}
+
+impl Endpoint {
+    fn describe(&self) -> String {
+        match self {
+            Endpoint::Tcp { host, port } if host.contains(':') => format!("[{host}]:{port}"),
+            Endpoint::Tcp { host, port } => format!("{host}:{port}"),
+            Endpoint::Socket { dir, port } => format!("{}/.s.PGSQL.{port}", dir.display()),
+        }
+    }
+}
+
+/// Everything the URL says about the connection, checked before any socket is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ConnectOptions {
+    endpoints: Vec<Endpoint>,
+    user: Option<String>,
+    password: Option<String>,
+    dbname: Option<String>,
+    tls: TlsMode,
+    /// `sslrootcert`: a file, or `system` for the system's trusted roots.
+    root_cert: Option<String>,
+    client_cert: Option<PathBuf>,
+    client_key: Option<PathBuf>,
+    connect_timeout: Duration,
+    application_name: String,
+    options: Option<String>,
+    read_write_only: bool,
+    keepalives: Option<bool>,
+    keepalives_idle: Option<Duration>,
+    keepalives_interval: Option<Duration>,
+    keepalives_count: Option<u32>,
+    tcp_user_timeout: Option<Duration>,
+}
+
+/// The query keys understood here, for the message that refuses any other.
+const KNOWN_KEYS: &str = "user, password, dbname, host, port, sslmode, sslrootcert, sslcert, sslkey, \
+     connect_timeout, application_name, options, target_session_attrs, keepalives, keepalives_idle, \
+     keepalives_interval, keepalives_count, tcp_user_timeout, client_encoding, gssencmode";
+
+fn config_error(url: &DbUrl, problem: &str) -> Error {
+    Error::Config(format!("[database] sql_alchemy_conn {}: {problem}", url.redacted()))
+}
+
+/// A non-negative whole number of seconds, as libpq's integer options take it.
+fn seconds(url: &DbUrl, key: &str, text: &str) -> Result<i64> {
+    text.trim()
+        .parse::<i64>()
+        .map_err(|_| config_error(url, &format!("{key}={text} is not a whole number of seconds")))
+}
+
+impl ConnectOptions {
+    fn from_url(url: &DbUrl) -> Result<ConnectOptions> {
+        for (key, _) in &url.query {
+            if !KNOWN_KEYS.split(", ").any(|known| known == key) {
+                return Err(config_error(
+                    url,
+                    &format!(
+                        "unsupported connection parameter \"{key}\" (state-store understands {})",
+                        KNOWN_KEYS
+                    ),
+                ));
+            }
+        }
+        let endpoints = endpoints(url)?;
+        let tls = match url.query_value("sslmode") {
+            None => TlsMode::Prefer,
+            Some(text) => TlsMode::parse(text).ok_or_else(|| {
+                config_error(
+                    url,
+                    &format!(
+                        "sslmode={text} is not one of disable, allow, prefer, require, verify-ca, verify-full"
+                    ),
+                )
+            })?,
+        };
+        let connect_timeout = match url.query_value("connect_timeout") {
+            None => DEFAULT_CONNECT_TIMEOUT,
+            // libpq waits forever for zero or less; a bounded wait is the point here.
+            Some(text) => match seconds(url, "connect_timeout", text)? {
+                n if n <= 0 => DEFAULT_CONNECT_TIMEOUT,
+                n => Duration::from_secs(n.unsigned_abs()).max(MIN_CONNECT_TIMEOUT),
+            },
+        };
+        let read_write_only = match url.query_value("target_session_attrs") {
+            None | Some("any") => false,
+            Some("read-write") => true,
+            Some(other) => {
+                return Err(config_error(
+                    url,
+                    &format!("target_session_attrs={other} is not supported (use any or read-write)"),
+                ));
+            }
+        };
+        if let Some(encoding) = url.query_value("client_encoding") {
+            // The driver always talks UTF-8; any other encoding would change what is stored.
+            if !matches!(encoding.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode") {
+                return Err(config_error(
+                    url,
+                    &format!("client_encoding={encoding} is not supported (only UTF8)"),
+                ));
+            }
+        }
+        if let Some(mode) = url.query_value("gssencmode") {
+            // GSSAPI encryption is not built in; "prefer" falls back to TLS or plain as in libpq.
+            if !matches!(mode, "disable" | "prefer") {
+                return Err(config_error(
+                    url,
+                    &format!("gssencmode={mode} is not supported (GSSAPI encryption)"),
+                ));
+            }
+        }
+        let optional_seconds = |key: &str| -> Result<Option<Duration>> {
+            url.query_value(key)
+                .map(|text| seconds(url, key, text).map(|n| Duration::from_secs(n.max(0).unsigned_abs())))
+                .transpose()
+        };
+        let keepalives = url.query_value("keepalives").map(|v| v.trim() != "0");
+        let keepalives_count = url
+            .query_value("keepalives_count")
+            .map(|text| {
+                text.trim()
+                    .parse::<u32>()
+                    .map_err(|_| config_error(url, &format!("keepalives_count={text} is not a whole number")))
+            })
+            .transpose()?;
+        // libpq's tcp_user_timeout is in milliseconds.
+        let tcp_user_timeout = url
+            .query_value("tcp_user_timeout")
+            .map(|text| {
+                text.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| {
+                    config_error(
+                        url,
+                        &format!("tcp_user_timeout={text} is not a whole number of milliseconds"),
+                    )
+                })
+            })
+            .transpose()?;
+        let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
+        // As SQLAlchemy passes them to psycopg2: the query's user, password and dbname win
+        // over the URL's own.
+        let query = |key: &str| url.query_value(key).map(str::to_string);
+        Ok(ConnectOptions {
+            endpoints,
+            user: non_empty(query("user").or_else(|| url.username.clone())),
+            password: query("password").or_else(|| url.password.clone()),
+            dbname: non_empty(query("dbname").or_else(|| url.database.clone())),
+            tls,
+            root_cert: url.query_value("sslrootcert").map(str::to_string),
+            client_cert: url.query_value("sslcert").map(PathBuf::from),
+            client_key: url.query_value("sslkey").map(PathBuf::from),
+            connect_timeout,
+            application_name: url.query_value("application_name").unwrap_or("state-store").to_string(),
+            options: url.query_value("options").map(str::to_string),
+            read_write_only,
+            keepalives,
+            keepalives_idle: optional_seconds("keepalives_idle")?,
+            keepalives_interval: optional_seconds("keepalives_interval")?,
+            keepalives_count,
+            tcp_user_timeout,
+        })
+    }
+
+    /// Where the connection goes, for messages: never the user's password.
+    fn location(&self, schema: Option<&str>) -> String {
+        let database = match &self.dbname {
+            Some(name) => format!("PostgreSQL database {name}"),
+            None => "the default PostgreSQL database".to_string(),
+        };
+        let at: Vec<String> = self.endpoints.iter().map(Endpoint::describe).collect();
+        let mut text = format!("{database} on {}", at.join(","));
+        if let Some(schema) = schema {
+            text.push_str(&format!(" (schema {})", quote(schema)));
+        }
+        text
+    }
+
+    /// How long the whole connection set-up may take: `connect_timeout` per place to try, as
+    /// libpq applies it per host.
+    fn connect_deadline(&self) -> Duration {
+        self.connect_timeout.saturating_mul(u32::try_from(self.endpoints.len()).unwrap_or(u32::MAX).max(1))
+    }
+
+    fn config(&self) -> postgres::Config {
+        let mut config = postgres::Config::new();
+        for endpoint in &self.endpoints {
+            match endpoint {
+                Endpoint::Tcp { host, port } => config.host(host).port(*port),
+                Endpoint::Socket { dir, port } => config.host_path(dir).port(*port),
+            };
+        }
+        if let Some(user) = &self.user {
+            config.user(user);
+        }
+        if let Some(password) = &self.password {
+            config.password(password);
+        }
+        if let Some(dbname) = &self.dbname {
+            config.dbname(dbname);
+        }
+        if let Some(options) = &self.options {
+            config.options(options);
+        }
+        config.application_name(&self.application_name);
+        config.connect_timeout(self.connect_timeout);
+        // libpq never uses TLS over a Unix socket, whatever sslmode says.
+        let all_sockets = self.endpoints.iter().all(|e| matches!(e, Endpoint::Socket { .. }));
+        config.ssl_mode(match self.tls {
+            _ if all_sockets => SslMode::Disable,
+            TlsMode::Disable => SslMode::Disable,
+            // `allow` tries plain first; the driver only knows TLS-first, which reaches the
+            // same servers.
+            TlsMode::Allow | TlsMode::Prefer => SslMode::Prefer,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+        });
+        if self.read_write_only {
+            config.target_session_attrs(TargetSessionAttrs::ReadWrite);
+        }
+        if let Some(on) = self.keepalives {
+            config.keepalives(on);
+        }
+        if let Some(idle) = self.keepalives_idle {
+            config.keepalives_idle(idle);
+        }
+        if let Some(interval) = self.keepalives_interval {
+            config.keepalives_interval(interval);
+        }
+        if let Some(count) = self.keepalives_count {
+            config.keepalives_retries(count);
+        }
+        if let Some(timeout) = self.tcp_user_timeout {
+            config.tcp_user_timeout(timeout);
+        }
+        config
+    }
+
+    /// The TLS side of the connection, with libpq's rules: `prefer` and `require` encrypt
+    /// without checking the certificate, unless `require` finds a root certificate, which
+    /// makes it `verify-ca`; `verify-ca` checks the chain, `verify-full` the host name too.
+    fn tls_connector(&self, url: &DbUrl) -> Result<MakeTlsConnector> {
+        let tls_err = |e: openssl::error::ErrorStack| config_error(url, &format!("cannot set up TLS: {e}"));
+        let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(tls_err)?;
+        let home_file =
+            |name: &str| std::env::var_os("HOME").map(|h| Path::new(&h).join(".postgresql").join(name));
+        let verify_chain = match self.tls {
+            TlsMode::Disable | TlsMode::Allow | TlsMode::Prefer => false,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => {
+                let explicit = self.root_cert.as_deref();
+                let root = explicit.map(PathBuf::from).or_else(|| home_file("root.crt"));
+                match (explicit, root) {
+                    // SslConnector starts with the system's default trust store.
+                    (Some("system"), _) => true,
+                    (_, Some(path)) if path.is_file() => {
+                        builder.set_ca_file(&path).map_err(|e| {
+                            config_error(
+                                url,
+                                &format!("cannot read root certificate {}: {e}", path.display()),
+                            )
+                        })?;
+                        true
+                    }
+                    (Some(_), Some(path)) => {
+                        return Err(config_error(
+                            url,
+                            &format!("root certificate file {} does not exist", path.display()),
+                        ));
+                    }
+                    _ if self.tls == TlsMode::Require => false,
+                    (_, path) => {
+                        let shown = path.map_or_else(
+                            || "~/.postgresql/root.crt".to_string(),
+                            |p| p.display().to_string(),
+                        );
+                        return Err(config_error(
+                            url,
+                            &format!(
+                                "sslmode={} needs a root certificate: {shown} does not exist; give sslrootcert=<file> \
+                                 (or sslrootcert=system), or use sslmode=require",
+                                if self.tls == TlsMode::VerifyCa { "verify-ca" } else { "verify-full" }
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        if !verify_chain {
+            builder.set_verify(SslVerifyMode::NONE);
+        }
+        let cert = self.client_cert.clone().or_else(|| home_file("postgresql.crt").filter(|p| p.is_file()));
+        if let Some(cert) = cert {
+            let key = self.client_key.clone().or_else(|| home_file("postgresql.key")).unwrap_or_default();
+            builder.set_certificate_chain_file(&cert).map_err(|e| {
+                config_error(url, &format!("cannot read client certificate {}: {e}", cert.display()))
+            })?;
+            builder
+                .set_private_key_file(&key, SslFiletype::PEM)
+                .map_err(|e| config_error(url, &format!("cannot read client key {}: {e}", key.display())))?;
+        }
+        let mut connector = MakeTlsConnector::new(builder.build());
+        if self.tls != TlsMode::VerifyFull {
+            connector.set_callback(|ssl, _| {
+                ssl.set_verify_hostname(false);
+                Ok(())
+            });
+        }
+        Ok(connector)
+    }
+}
+
+/// The places the URL names, in order. The host is in the URL, or in `?host=` (repeated or
+/// comma-separated, each `name`, `name:port` or a socket directory), never both, as in
+/// SQLAlchemy; with neither, libpq's default socket directories.
+fn endpoints(url: &DbUrl) -> Result<Vec<Endpoint>> {
+    let query_hosts: Vec<&str> = url
+        .query
+        .iter()
+        .filter(|(k, _)| k == "host")
+        .flat_map(|(_, v)| v.split(','))
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    let query_ports: Vec<u16> = url
+        .query
+        .iter()
+        .filter(|(k, _)| k == "port")
+        .flat_map(|(_, v)| v.split(','))
+        .map(|p| {
+            p.trim()
+                .parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| config_error(url, &format!("port={p} is not a port number")))
+        })
+        .collect::<Result<_>>()?;
+    if url.host.is_some() && !query_hosts.is_empty() {
+        return Err(config_error(url, "give the host either in the URL or as ?host=, not both"));
+    }
+    if url.port.is_some() && !query_ports.is_empty() {
+        return Err(config_error(url, "give the port either in the URL or as ?port=, not both"));
+    }
+    let default_port = url.port.or_else(|| query_ports.first().copied()).unwrap_or(DEFAULT_PORT);
+    let endpoint = |host: &str, port: u16| {
+        if host.starts_with('/') {
+            Endpoint::Socket { dir: PathBuf::from(host), port }
+        } else {
+            Endpoint::Tcp { host: host.to_string(), port }
+        }
+    };
+    if let Some(host) = &url.host {
+        return Ok(vec![endpoint(host, default_port)]);
+    }
+    if query_hosts.is_empty() {
+        return Ok(DEFAULT_SOCKET_DIRS.iter().map(|dir| endpoint(dir, default_port)).collect());
+    }
+    if query_ports.len() > 1 && query_ports.len() != query_hosts.len() {
+        return Err(config_error(url, "?port= lists a different number of ports than ?host= lists hosts"));
+    }
+    query_hosts
+        .iter()
+        .enumerate()
+        .map(|(i, item)| {
+            let listed_port = query_ports.get(i).copied().unwrap_or(default_port);
+            if item.starts_with('/') {
+                return Ok(endpoint(item, listed_port));
+            }
+            // `name:port`, `[v6]:port`, `[v6]`, or a bare name.
+            let (host, port) = if let Some(rest) = item.strip_prefix('[') {
+                let (inside, after) = rest
+                    .split_once(']')
+                    .ok_or_else(|| config_error(url, &format!("host={item} has an unclosed [")))?;
+                (inside, after.strip_prefix(':'))
+            } else {
+                match item.rsplit_once(':') {
+                    Some((host, port)) if !host.contains(':') => (host, Some(port)),
+                    _ => (*item, None),
+                }
+            };
+            let port = match port {
+                None => listed_port,
+                Some(text) => text
+                    .parse::<u16>()
+                    .ok()
+                    .filter(|p| *p > 0)
+                    .ok_or_else(|| config_error(url, &format!("host={item} has an invalid port")))?,
+            };
+            Ok(endpoint(host, port))
+        })
+        .collect()
+}
+
+/// `[database] sql_alchemy_schema` as the identifier `search_path` holds: Airflow
+/// uses the text as is (SQLAlchemy quotes it where needed), so it is always quoted here, which
+/// keeps its exact spelling and case.
+fn quote_schema(name: &str) -> Result<String> {
+    let problem = if name.contains('\0') {
+        Some("contains a NUL character".to_string())
+    } else if name.chars().any(char::is_control) {
+        // PostgreSQL would take it quoted, but a newline or tab in a schema name is a mistake
+        // (an indented line after the option continues its value in airflow.cfg), not a schema.
+        Some("contains a control character (a newline, tab, …)".to_string())
+    } else if name.len() > MAX_IDENTIFIER_BYTES {
+        Some(format!("is {} bytes long; PostgreSQL names hold at most {MAX_IDENTIFIER_BYTES}", name.len()))
+    } else if name.is_empty() {
+        Some("is empty".to_string())
+    } else {
+        None
+    };
+    match problem {
+        Some(problem) => {
+            Err(Error::Config(format!("[database] sql_alchemy_schema {} {problem}", quote(name))))
+        }
+        None => Ok(format!("\"{}\"", name.replace('"', "\"\""))),
+    }
+}
+
+/// The driver's error as one readable line: the server's own message (severity, text, detail,
+/// hint) when there is one, otherwise the driver's words followed by their causes.
+pub(super) fn describe(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        return db.to_string();
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(cause) = source {
+        // OpenSSL's errors repeat their own sources in their text.
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+pub(super) fn pg_err(context: impl Into<String>) -> impl FnOnce(postgres::Error) -> Error {
+    let context = context.into();
+    move |e| Error::db(context, super::cause(e))
+}
+
+/// Opens a connection and prepares the session; the schema, when given, is already quoted.
+pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<(Client, String)> {
+    let quoted = schema.map(quote_schema).transpose()?;
+    let options = ConnectOptions::from_url(url)?;
+    let location = options.location(schema);
+    let tls = options.tls_connector(url)?;
+    let (config, deadline) = (options.config(), options.connect_deadline());
+    let mut client = match crate::db::within(deadline, move || config.connect(tls)) {
+        Some(Ok(client)) => client,
+        Some(Err(e)) => return Err(Error::db(format!("cannot connect to {location}"), super::cause(e))),
+        None => {
+            let waited =
+                format!("no answer from the server within {} s (connect_timeout)", deadline.as_secs());
+            return Err(Error::db(format!("cannot connect to {location}"), waited));
+        }
+    };
+    // Airflow's sessions run in UTC.
+    let setup = match access {
+        Access::ReadOnly => "SET TIME ZONE 'UTC'; SET default_transaction_read_only = on",
+        // PostgreSQL waits for a row lock forever by default; a `set` behind a stuck worker
+        // fails after 10 s with a message instead (clean sets its own --lock-timeout).
+        Access::ReadWrite => "SET TIME ZONE 'UTC'; SET lock_timeout = '10s'",
+    };
+    client.batch_execute(setup).map_err(pg_err(format!("cannot use {location}")))?;
+    if let Some(quoted) = &quoted {
+        // The quoted name is the setting's bound value, never statement text.
+        client
+            .query("SELECT set_config('search_path', $1, false)", &[quoted])
+            .map_err(pg_err(format!("cannot use {location}")))?;
+    }
+    Ok((client, location))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(text: &str) -> DbUrl {
+        DbUrl::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn options(text: &str) -> ConnectOptions {
+        ConnectOptions::from_url(&url(text)).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    fn refused(text: &str) -> String {
+        match ConnectOptions::from_url(&url(text)) {
+            Ok(o) => panic!("{text} accepted: {o:?}"),
+            Err(e) => {
+                assert!(matches!(e, Error::Config(_)), "{text}: {e:?}");
+                e.to_string()
+            }
+        }
+    }
+
+    fn tcp(host: &str, port: u16) -> Endpoint {
+        Endpoint::Tcp { host: host.to_string(), port }
+    }
+
+    fn socket(dir: &str, port: u16) -> Endpoint {
+        Endpoint::Socket { dir: PathBuf::from(dir), port }
+    }
+
+    #[test]
+    fn url_parts_become_connect_options() {
+        let o = options("postgresql+psycopg2://airflow:s%40cret@db.example:6432/airflow_db");
+        assert_eq!(o.endpoints, vec![tcp("db.example", 6432)]);
+        assert_eq!(o.user.as_deref(), Some("airflow"));
+        assert_eq!(o.password.as_deref(), Some("s@cret"));
+        assert_eq!(o.dbname.as_deref(), Some("airflow_db"));
+        // libpq's default: TLS when the server offers it, no certificate check.
+        assert_eq!(o.tls, TlsMode::Prefer);
+        assert_eq!(o.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+        assert_eq!(o.application_name, "state-store");
+        assert_eq!(
+            o.location(Some("airflow")),
+            "PostgreSQL database airflow_db on db.example:6432 (schema \"airflow\")"
+        );
+        assert!(!o.location(None).contains("s@cret"));
+
+        let o = options("postgres://h/db");
+        assert_eq!(o.endpoints, vec![tcp("h", 5432)]);
+        assert_eq!((o.user, o.password), (None, None));
+        let o = options("postgresql+psycopg://u@[::1]:5433/db");
+        assert_eq!(o.endpoints, vec![tcp("::1", 5433)]);
+        assert_eq!(o.location(None), "PostgreSQL database db on [::1]:5433");
+        // An empty user or database is libpq's default, not an empty name.
+        let o = options("postgresql://@h/");
+        assert_eq!((o.user, o.dbname), (None, None));
+    }
+
+    #[test]
+    fn sockets_and_host_lists() {
+        let o = options("postgresql://airflow@/airflow?host=/var/run/postgresql");
+        assert_eq!(o.endpoints, vec![socket("/var/run/postgresql", 5432)]);
+        assert_eq!(o.location(None), "PostgreSQL database airflow on /var/run/postgresql/.s.PGSQL.5432");
+        let o = options("postgresql://u@/db?host=/tmp&port=5433");
+        assert_eq!(o.endpoints, vec![socket("/tmp", 5433)]);
+        // No host at all: libpq's socket directories.
+        let o = options("postgresql:///db");
+        assert_eq!(o.endpoints, vec![socket("/var/run/postgresql", 5432), socket("/tmp", 5432)]);
+        let o = options("postgresql://:6000/db");
+        assert_eq!(o.endpoints, vec![socket("/var/run/postgresql", 6000), socket("/tmp", 6000)]);
+        // SQLAlchemy's multi-host forms.
+        let o = options("postgresql://u:p@/db?host=a:5433&host=b");
+        assert_eq!(o.endpoints, vec![tcp("a", 5433), tcp("b", 5432)]);
+        let o = options("postgresql://u:p@/db?host=a,b&port=1,2");
+        assert_eq!(o.endpoints, vec![tcp("a", 1), tcp("b", 2)]);
+        let o = options("postgresql://u:p@/db?host=[fe80::1]:7,[::2]");
+        assert_eq!(o.endpoints, vec![tcp("fe80::1", 7), tcp("::2", 5432)]);
+
+        assert!(refused("postgresql://u@h/db?host=/tmp").contains("not both"));
+        assert!(refused("postgresql://u@h:1/db?port=2").contains("not both"));
+        assert!(refused("postgresql://u@/db?host=a,b,c&port=1,2").contains("number of ports"));
+        assert!(refused("postgresql://u@/db?host=a:x").contains("invalid port"));
+        assert!(refused("postgresql://u@/db?host=a&port=0").contains("port=0"));
+    }
+
+    #[test]
+    fn tls_and_timeouts() {
+        for (mode, expected) in [
+            ("disable", TlsMode::Disable),
+            ("allow", TlsMode::Allow),
+            ("prefer", TlsMode::Prefer),
+            ("require", TlsMode::Require),
+            ("verify-ca", TlsMode::VerifyCa),
+            ("verify-full", TlsMode::VerifyFull),
+        ] {
+            assert_eq!(options(&format!("postgresql://h/db?sslmode={mode}")).tls, expected);
+        }
+        assert!(refused("postgresql://h/db?sslmode=required").contains("sslmode=required"));
+        let o = options(
+            "postgresql://h/db?sslmode=verify-full&sslrootcert=/etc/ca.pem&sslcert=/c.pem&sslkey=/k.pem",
+        );
+        assert_eq!(o.root_cert.as_deref(), Some("/etc/ca.pem"));
+        assert_eq!(o.client_cert, Some(PathBuf::from("/c.pem")));
+        assert_eq!(o.client_key, Some(PathBuf::from("/k.pem")));
+        // TLS never runs over a Unix socket, as in libpq.
+        let config = options("postgresql://u@/db?host=/tmp&sslmode=require").config();
+        assert_eq!(config.get_ssl_mode(), SslMode::Disable);
+        let config = options("postgresql://u@h/db?sslmode=verify-ca").config();
+        assert_eq!(config.get_ssl_mode(), SslMode::Require);
+
+        assert_eq!(options("postgresql://h/db?connect_timeout=30").connect_timeout, Duration::from_secs(30));
+        assert_eq!(options("postgresql://h/db?connect_timeout=1").connect_timeout, MIN_CONNECT_TIMEOUT);
+        // libpq's "forever" is bounded here.
+        assert_eq!(options("postgresql://h/db?connect_timeout=0").connect_timeout, DEFAULT_CONNECT_TIMEOUT);
+        assert!(refused("postgresql://h/db?connect_timeout=10s").contains("connect_timeout=10s"));
+        let config = options("postgresql://h/db").config();
+        assert_eq!(config.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
+    }
+
+    #[test]
+    fn other_parameters() {
+        let o = options(
+            "postgresql://h/db?application_name=nightly&options=-c%20statement_timeout%3D5000\
+             &target_session_attrs=read-write&keepalives_idle=30&tcp_user_timeout=1500&client_encoding=utf8",
+        );
+        assert_eq!(o.application_name, "nightly");
+        assert_eq!(o.options.as_deref(), Some("-c statement_timeout=5000"));
+        assert!(o.read_write_only);
+        assert_eq!(o.keepalives_idle, Some(Duration::from_secs(30)));
+        assert_eq!(o.tcp_user_timeout, Some(Duration::from_millis(1500)));
+        // Unknown keys are refused, so a misspelt sslmode cannot silently weaken the link.
+        let msg = refused("postgresql://u:pw@h/db?ssl_mode=require");
+        assert!(msg.contains("\"ssl_mode\"") && msg.contains("sslmode"), "{msg}");
+        assert!(!msg.contains("pw@"), "{msg}");
+        assert!(refused("postgresql://h/db?client_encoding=latin1").contains("UTF8"));
+        assert!(refused("postgresql://h/db?target_session_attrs=standby").contains("standby"));
+        assert!(refused("postgresql://h/db?gssencmode=require").contains("GSSAPI"));
+    }
+
+    #[test]
+    fn schema_names_are_quoted_exactly() {
+        assert_eq!(quote_schema("airflow").ok(), Some("\"airflow\"".to_string()));
+        assert_eq!(quote_schema("Airflow Prod").ok(), Some("\"Airflow Prod\"".to_string()));
+        assert_eq!(quote_schema("a\"b; DROP TABLE x").ok(), Some("\"a\"\"b; DROP TABLE x\"".to_string()));
+        assert_eq!(quote_schema(&"é".repeat(31)).map(|q| q.len()).ok(), Some(64));
+        for bad in ["", "a\0b", "air\nflow", "tab\there", "\u{7f}", &"x".repeat(64), &"é".repeat(32)] {
+            let e = quote_schema(bad);
+            assert!(matches!(e, Err(Error::Config(_))), "{bad:?}: {e:?}");
+        }
+    }
+}

@@ -1,0 +1,306 @@
+//! PostgreSQL, Airflow's most common production metastore.
+//!
+//! Every connection is set up the way Airflow's own is used: session time zone UTC, and, when
+//! `[database] sql_alchemy_schema` names a schema, a `search_path` of that schema alone (Airflow
+//! qualifies every table with it, so nothing may resolve anywhere else). Timestamps travel in
+//! PostgreSQL's binary form, an integer count of microseconds, so reads and writes are exact to
+//! the microsecond with no text or floating-point step in between. Every statement is prepared
+//! once per connection: a clean's batch, or an import's row, then costs one round trip.
+
+mod clean;
+mod connect;
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use postgres::types::{FromSql, ToSql, Type};
+use postgres::{Client, Statement};
+
+use super::dialect::{Connection, Dialect, first};
+use super::query::{Cell, Fields, Param, Query, Row};
+use super::schema::{SchemaProblem, ddl_statements};
+use super::{Access, TaskWrite, sandbox};
+use crate::error::{Cause, Error, Result};
+use crate::text::quote;
+use crate::time::Timestamp;
+use crate::url::DbUrl;
+use connect::{describe, pg_err};
+
+/// The tables of a sandbox, as `airflow db migrate` leaves them.
+const SCHEMA: &str = include_str!("schema.sql");
+
+pub(crate) struct PostgresConnection {
+    client: Client,
+    location: String,
+    /// `[database] sql_alchemy_schema`, when it names one.
+    schema: Option<String>,
+    prepared: HashMap<String, Statement>,
+}
+
+/// The driver's error in the server's own words (see [`describe`]), kept whole so that a
+/// caller can still tell its SQLSTATE.
+#[derive(Debug)]
+struct PgError(postgres::Error);
+
+impl std::fmt::Display for PgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&describe(&self.0))
+    }
+}
+
+impl std::error::Error for PgError {}
+
+fn cause(e: postgres::Error) -> Cause {
+    Box::new(PgError(e))
+}
+
+/// A timestamp as the binary protocol carries it: exact microseconds, no text round trip.
+type PgTime = postgres::types::Timestamp<SystemTime>;
+
+fn to_system_time(ts: Timestamp) -> SystemTime {
+    let micros = ts.micros();
+    // SystemTime counts i64 seconds, so any i64 of microseconds fits either way.
+    if micros >= 0 {
+        UNIX_EPOCH + Duration::from_micros(micros.unsigned_abs())
+    } else {
+        UNIX_EPOCH - Duration::from_micros(micros.unsigned_abs())
+    }
+}
+
+fn from_system_time(t: SystemTime) -> Timestamp {
+    let micros = match t.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
+        Err(before) => i64::try_from(before.duration().as_micros()).map_or(i64::MIN, |m| -m),
+    };
+    Timestamp::from_micros(micros)
+}
+
+/// Any column, decoded by its type. Airflow's ids and map indexes are `integer`; a `bigint`
+/// one is read as well. `infinity` is a valid timestamptz that Airflow never writes: it is
+/// shown rather than refused.
+struct PgCell(Cell);
+
+impl<'a> FromSql<'a> for PgCell {
+    fn from_sql(
+        ty: &Type,
+        raw: &'a [u8],
+    ) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(PgCell(match *ty {
+            Type::INT2 => Cell::Int(i16::from_sql(ty, raw)?.into()),
+            Type::INT4 => Cell::Int(i32::from_sql(ty, raw)?.into()),
+            Type::INT8 => Cell::Int(i64::from_sql(ty, raw)?),
+            Type::BOOL => Cell::Bool(bool::from_sql(ty, raw)?),
+            Type::TIMESTAMPTZ | Type::TIMESTAMP => match PgTime::from_sql(ty, raw)? {
+                PgTime::Value(t) => Cell::Time(from_system_time(t)),
+                PgTime::PosInfinity => Cell::Other("infinity".to_string()),
+                PgTime::NegInfinity => Cell::Other("-infinity".to_string()),
+            },
+            _ => Cell::Text(String::from_sql(ty, raw)?),
+        }))
+    }
+
+    fn from_sql_null(_: &Type) -> std::result::Result<Self, Box<dyn std::error::Error + Sync + Send>> {
+        Ok(PgCell(Cell::Null))
+    }
+
+    fn accepts(_: &Type) -> bool {
+        true
+    }
+}
+
+/// The parameters as the driver binds them; each `?` is cast to its type (see `dialect.rs`).
+fn bound<'a>(params: &[Param<'a>]) -> Vec<Box<dyn ToSql + Sync + 'a>> {
+    params
+        .iter()
+        .map(|param| -> Box<dyn ToSql + Sync + 'a> {
+            match *param {
+                Param::Int(n) => Box::new(n),
+                Param::Text(text) => Box::new(text),
+                Param::Time(at) => Box::new(at.map(to_system_time)),
+                // `LIMIT NULL` is PostgreSQL's "no limit".
+                Param::Limit(n) => Box::new(n.map(|n| i64::try_from(n).unwrap_or(i64::MAX))),
+            }
+        })
+        .collect()
+}
+
+/// Airflow's map_index column is a 32-bit `integer`; a larger value can never be stored.
+fn check_storable_map_index(map_index: i64) -> Result<()> {
+    if i32::try_from(map_index).is_err() {
+        return Err(Error::Usage(format!(
+            "--map-index {map_index} is too large: Airflow's map_index column holds at most {}",
+            i32::MAX
+        )));
+    }
+    Ok(())
+}
+
+impl PostgresConnection {
+    pub(super) fn open(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<Self> {
+        let (client, location) = connect::connect(url, schema, access)?;
+        Ok(PostgresConnection {
+            client,
+            location,
+            schema: schema.map(str::to_string),
+            prepared: HashMap::new(),
+        })
+    }
+
+    fn prepare(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
+        if let Some(statement) = self.prepared.get(sql) {
+            return Ok(statement.clone());
+        }
+        let statement = self.client.prepare(sql)?;
+        self.prepared.insert(sql.to_string(), statement.clone());
+        Ok(statement)
+    }
+
+    /// Runs a statement and hands back the driver's rows, or its error as it is.
+    fn rows_of(
+        &mut self,
+        query: &Query<'_>,
+        suffix: &str,
+    ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
+        let sql = Dialect::Postgres.render(&query.text(), query.params()) + suffix;
+        let statement = self.prepare(&sql)?;
+        let params = bound(query.params());
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.client.query(&statement, &refs)
+    }
+
+    fn execute_raw(&mut self, query: &Query<'_>) -> std::result::Result<u64, postgres::Error> {
+        let sql = Dialect::Postgres.render(&query.text(), query.params());
+        let statement = self.prepare(&sql)?;
+        let params = bound(query.params());
+        let refs: Vec<&(dyn ToSql + Sync)> =
+            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
+        self.client.execute(&statement, &refs)
+    }
+}
+
+fn cells(rows: &[postgres::Row]) -> std::result::Result<Vec<Row>, postgres::Error> {
+    rows.iter()
+        .map(|row| (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect())
+        .collect()
+}
+
+impl Connection for PostgresConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Postgres
+    }
+
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
+        let rows = self.rows_of(query, "").map_err(cause)?;
+        cells(&rows).map_err(cause)
+    }
+
+    fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
+        self.execute_raw(query).map_err(cause)
+    }
+
+    fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
+        let rows = cells(&self.rows_of(query, " RETURNING id").map_err(cause)?).map_err(cause)?;
+        let row = rows.into_iter().next().unwrap_or_default();
+        Ok(Fields::new(row).int()?)
+    }
+
+    fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {
+        check_storable_map_index(row.scope.map_index)
+    }
+
+    fn check_asset_row(&self, _: &str, _: &str, _: Timestamp, writer_map_index: Option<i64>) -> Result<()> {
+        writer_map_index.map_or(Ok(()), check_storable_map_index)
+    }
+
+    fn schema_problem(&mut self) -> Result<Option<SchemaProblem>> {
+        let Some(name) = self.schema.clone() else { return Ok(None) };
+        let query =
+            Query::new("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = ?)").bind(&name);
+        if first(self, "cannot read the schemas", &query, Fields::bool)?.unwrap_or(false) {
+            return Ok(None);
+        }
+        Ok(Some(SchemaProblem::new(
+            "no such schema",
+            format!(
+                "{}: schema {} does not exist ([database] sql_alchemy_schema names the schema that holds Airflow's tables)",
+                self.location,
+                quote(&name)
+            ),
+        )))
+    }
+
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        clean::begin(self, lock_timeout)
+    }
+
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
+        clean::batch_by_window(self, cutoff, after_id, n)
+    }
+
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        clean::delete_range(self, cutoff, after_id, up_to_id)
+    }
+
+    /// As for task rows: rows a writer holds are skipped, the next run takes them.
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        let query = Query::new(
+            "DELETE FROM asset_state_store WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM asset_state_store s WHERE ",
+        )
+        .push(super::clean::ORPHAN)
+        .and(" LIMIT ? FOR UPDATE OF s SKIP LOCKED))", Param::Limit(limit));
+        self.run("cannot delete orphaned asset rows", &query)
+    }
+
+    fn create_tables(&mut self) -> Result<()> {
+        let what = "cannot create the tables";
+        sandbox::in_transaction(self, what, |pg| {
+            let context = format!("{what} in {}", pg.location);
+            if let Some(name) = pg.schema.clone() {
+                // CREATE SCHEMA takes no parameter: the name is bound as a setting of this
+                // transaction, and quoted by the server's own `format('%I')`.
+                let setting =
+                    Query::new("SELECT set_config('state_store.sandbox_schema', ?, true)").bind(&name);
+                pg.run(what, &setting)?;
+                pg.client
+                    .batch_execute(
+                        "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
+                         current_setting('state_store.sandbox_schema')); END $$",
+                    )
+                    .map_err(pg_err(&context))?;
+            }
+            for statement in ddl_statements(SCHEMA) {
+                pg.client.batch_execute(statement).map_err(pg_err(&context))?;
+            }
+            sandbox::stamp(pg, what)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_to_the_microsecond() {
+        for micros in [0, 1, -1, 1_764_288_000_123_456, -62_135_596_800_000_000, 253_402_300_799_999_999] {
+            let ts = Timestamp::from_micros(micros);
+            assert_eq!(from_system_time(to_system_time(ts)), ts, "{micros}");
+        }
+    }
+
+    #[test]
+    fn map_index_must_fit_the_integer_column() {
+        assert!(check_storable_map_index(i64::from(i32::MAX)).is_ok());
+        assert!(matches!(check_storable_map_index(i64::from(i32::MAX) + 1), Err(Error::Usage(_))));
+    }
+}

@@ -1,0 +1,266 @@
+//! The one way a statement reaches a database, and the one way a row comes back.
+//!
+//! A [`Query`] is statement text made only of `&'static str` pieces, plus bound parameters: no
+//! key, dag id, asset name or any other value can become SQL text, because the type has no way
+//! to take a runtime string. Statements are written once, in a neutral form that
+//! [`Dialect::render`](crate::url::Dialect) spells for each database (see `dialect.rs`).
+//!
+//! Every driver hands its rows back as [`Cell`]s; [`Fields`] reads them left to right into the
+//! domain's types, so a row of `task_state_store` is decoded once for all three databases. A
+//! value of an unexpected type is an error naming the column, never a panic: a damaged or
+//! foreign row must not stop a viewer.
+
+use std::fmt;
+
+use crate::model::StoredTime;
+use crate::time::Timestamp;
+
+/// A value bound to a `?` of a statement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Param<'a> {
+    Int(Option<i64>),
+    Text(Option<&'a str>),
+    Time(Option<Timestamp>),
+    /// The row count of a `LIMIT`; `None` is no limit, which each database spells its own way.
+    Limit(Option<u64>),
+}
+
+impl From<i64> for Param<'_> {
+    fn from(n: i64) -> Self {
+        Param::Int(Some(n))
+    }
+}
+
+impl From<Option<i64>> for Param<'_> {
+    fn from(n: Option<i64>) -> Self {
+        Param::Int(n)
+    }
+}
+
+/// Counts and bounds given as `u64` (a sample size, a byte bound); past `i64::MAX` they mean
+/// "all", which `i64::MAX` still is.
+impl From<u64> for Param<'_> {
+    fn from(n: u64) -> Self {
+        Param::Int(Some(i64::try_from(n).unwrap_or(i64::MAX)))
+    }
+}
+
+impl<'a> From<&'a str> for Param<'a> {
+    fn from(text: &'a str) -> Self {
+        Param::Text(Some(text))
+    }
+}
+
+impl<'a> From<&'a String> for Param<'a> {
+    fn from(text: &'a String) -> Self {
+        Param::Text(Some(text))
+    }
+}
+
+impl<'a> From<Option<&'a str>> for Param<'a> {
+    fn from(text: Option<&'a str>) -> Self {
+        Param::Text(text)
+    }
+}
+
+impl From<Timestamp> for Param<'_> {
+    fn from(at: Timestamp) -> Self {
+        Param::Time(Some(at))
+    }
+}
+
+impl From<Option<Timestamp>> for Param<'_> {
+    fn from(at: Option<Timestamp>) -> Self {
+        Param::Time(at)
+    }
+}
+
+/// A statement in the neutral form of `dialect.rs`, with its parameters in order.
+#[derive(Debug, Clone)]
+pub(crate) struct Query<'a> {
+    pieces: Vec<&'static str>,
+    params: Vec<Param<'a>>,
+}
+
+impl<'a> Query<'a> {
+    pub(crate) fn new(sql: &'static str) -> Self {
+        Query { pieces: vec![sql], params: Vec::new() }
+    }
+
+    /// Binds the next `?`.
+    #[must_use]
+    pub(crate) fn bind(mut self, param: impl Into<Param<'a>>) -> Self {
+        self.params.push(param.into());
+        self
+    }
+
+    /// Appends text (a clause, a column list).
+    #[must_use]
+    pub(crate) fn push(mut self, sql: &'static str) -> Self {
+        self.pieces.push(sql);
+        self
+    }
+
+    /// Appends a clause with one `?` and binds it.
+    #[must_use]
+    pub(crate) fn and(self, sql: &'static str, param: impl Into<Param<'a>>) -> Self {
+        self.push(sql).bind(param)
+    }
+
+    /// The neutral text, before a dialect spells it.
+    pub(crate) fn text(&self) -> String {
+        self.pieces.concat()
+    }
+
+    pub(crate) fn params(&self) -> &[Param<'a>] {
+        &self.params
+    }
+}
+
+/// One value of a row, as a driver hands it over.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Cell {
+    Null,
+    Int(i64),
+    Bool(bool),
+    Text(String),
+    /// A timestamp the driver decoded (PostgreSQL's binary form); SQLite and MySQL give text.
+    Time(Timestamp),
+    /// Anything else, shown as the driver prints it (a float, `infinity`).
+    Other(String),
+}
+
+pub(crate) type Row = Vec<Cell>;
+
+/// A value that is not what its column should hold.
+#[derive(Debug)]
+pub(crate) struct DecodeError(String);
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+pub(crate) type Decoded<T> = std::result::Result<T, DecodeError>;
+
+/// The values of one row, taken left to right.
+pub(crate) struct Fields {
+    cells: std::vec::IntoIter<Cell>,
+    at: usize,
+}
+
+impl Fields {
+    pub(crate) fn new(row: Row) -> Fields {
+        Fields { cells: row.into_iter(), at: 0 }
+    }
+
+    fn next(&mut self) -> Cell {
+        self.at += 1;
+        self.cells.next().unwrap_or(Cell::Null)
+    }
+
+    pub(crate) fn int(&mut self) -> Decoded<i64> {
+        match self.next() {
+            Cell::Int(n) => Ok(n),
+            Cell::Bool(b) => Ok(i64::from(b)),
+            // MySQL hands sums over as DECIMAL text.
+            Cell::Text(text) => text.trim().parse().map_err(|_| self.wrong("an integer", &text)),
+            Cell::Null => Err(self.wrong("an integer", "NULL")),
+            Cell::Time(at) => Err(self.wrong("an integer", &at.to_rfc3339())),
+            Cell::Other(text) => Err(self.wrong("an integer", &text)),
+        }
+    }
+
+    pub(crate) fn opt_int(&mut self) -> Decoded<Option<i64>> {
+        if self.cells.as_slice().first().is_none_or(|cell| *cell == Cell::Null) {
+            self.next();
+            return Ok(None);
+        }
+        self.int().map(Some)
+    }
+
+    /// A count, sum or size: never negative.
+    pub(crate) fn count(&mut self) -> Decoded<u64> {
+        Ok(u64::try_from(self.int()?).unwrap_or(0))
+    }
+
+    pub(crate) fn bool(&mut self) -> Decoded<bool> {
+        Ok(self.int()? != 0)
+    }
+
+    /// Text columns; a damaged row may hold anything, which is shown rather than refused.
+    pub(crate) fn text(&mut self) -> String {
+        self.opt_text().unwrap_or_default()
+    }
+
+    pub(crate) fn opt_text(&mut self) -> Option<String> {
+        match self.next() {
+            Cell::Null => None,
+            Cell::Int(n) => Some(n.to_string()),
+            Cell::Bool(b) => Some(b.to_string()),
+            Cell::Text(text) | Cell::Other(text) => Some(text),
+            Cell::Time(at) => Some(at.to_sqlite_text()),
+        }
+    }
+
+    /// A timestamp column: text that is not Airflow's form is kept as it is, to be shown.
+    pub(crate) fn time(&mut self) -> Option<StoredTime> {
+        Some(match self.next() {
+            Cell::Null => return None,
+            Cell::Time(at) => StoredTime::At(at),
+            Cell::Text(text) => match Timestamp::parse_db_text(&text) {
+                Ok(at) => StoredTime::At(at),
+                Err(_) => StoredTime::Unreadable(text),
+            },
+            Cell::Int(n) => StoredTime::Unreadable(n.to_string()),
+            Cell::Bool(b) => StoredTime::Unreadable(b.to_string()),
+            Cell::Other(text) => StoredTime::Unreadable(text),
+        })
+    }
+
+    /// A `NOT NULL` timestamp column (a NULL there is shown as empty text).
+    pub(crate) fn required_time(&mut self) -> StoredTime {
+        self.time().unwrap_or_else(|| StoredTime::Unreadable(String::new()))
+    }
+
+    fn wrong(&self, expected: &str, found: &str) -> DecodeError {
+        DecodeError(format!("column {}: expected {expected}, found {found}", self.at))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_literals_become_statement_text() {
+        let key = String::from("k'; DROP TABLE x; --");
+        let query = Query::new("SELECT 1 FROM t WHERE a = ?").bind(&key).and(" AND b = ?", 3_i64);
+        assert_eq!(query.text(), "SELECT 1 FROM t WHERE a = ? AND b = ?");
+        assert_eq!(query.params(), &[Param::Text(Some(key.as_str())), Param::Int(Some(3))]);
+    }
+
+    #[test]
+    fn fields_decode_what_each_driver_hands_over() {
+        let mut f = Fields::new(vec![
+            Cell::Text("12".into()),
+            Cell::Null,
+            Cell::Int(7),
+            Cell::Text("2026-11-28 00:00:00.000001".into()),
+            Cell::Text("yesterday".into()),
+            Cell::Bool(true),
+            Cell::Other("1.5".into()),
+        ]);
+        assert_eq!(f.int().unwrap(), 12);
+        assert_eq!(f.opt_int().unwrap(), None);
+        assert_eq!(f.text(), "7");
+        assert_eq!(f.time().map(|t| t.display()).as_deref(), Some("2026-11-28T00:00:00.000001Z"));
+        assert_eq!(f.time(), Some(StoredTime::Unreadable("yesterday".into())));
+        assert!(f.bool().unwrap());
+        assert_eq!(f.int().unwrap_err().to_string(), "column 7: expected an integer, found 1.5");
+        assert_eq!(f.opt_text(), None, "past the last column");
+    }
+}

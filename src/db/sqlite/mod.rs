@@ -1,0 +1,317 @@
+//! SQLite, Airflow's embedded default metastore.
+//!
+//! Airflow stores SQLite timestamps as text `YYYY-MM-DD HH:MM:SS.ffffff` (UTC, no offset) and
+//! compares `expires_at < ?` as strings, so every bound timestamp uses exactly that form. Each
+//! connection turns foreign keys on (as Airflow does, so a write for a vanished dag run fails
+//! instead of leaving an orphan) and waits for a busy database instead of failing at once.
+
+mod clean;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use rusqlite::types::{ToSqlOutput, Value, ValueRef};
+use rusqlite::{OpenFlags, params_from_iter};
+
+use super::dialect::{Connection, Dialect};
+use super::doctor::{Finding, FoundRow, Place, find, task_row};
+use super::query::{Cell, Param, Query, Row};
+use super::schema::ddl_statements;
+use super::{Access, Purpose, sandbox};
+use crate::error::{Cause, Error, Result};
+use crate::text::quote;
+use crate::time::Timestamp;
+use crate::url::{DbUrl, SqliteTarget};
+
+/// How long a statement waits for another connection's write lock before failing.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The tables of a sandbox, as `airflow db migrate` leaves them.
+const SCHEMA: &str = include_str!("schema.sql");
+
+pub(crate) struct SqliteConnection {
+    conn: rusqlite::Connection,
+    location: String,
+    path: Option<PathBuf>,
+    /// Held while a clean runs: the one-clean-at-a-time guard. Declared after `conn`, so the
+    /// connection is closed (and its WAL checkpointed) before the lock is let go.
+    clean_lock: Option<clean::CleanLock>,
+}
+
+/// SQLite's own words, plus what to check when they are about permissions: "attempt to write
+/// a readonly database" also comes from a read, when the directory of a WAL database is not
+/// writable and SQLite cannot create the `-wal` and `-shm` files it needs beside the file.
+#[derive(Debug)]
+struct SqliteError(rusqlite::Error);
+
+impl std::error::Error for SqliteError {}
+
+impl std::fmt::Display for SqliteError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0)?;
+        match self.0.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen) => f.write_str(
+                " (SQLite needs write access to the database file and to its directory, where it \
+                 creates the -wal, -shm and -journal files; check their permissions)",
+            ),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn cause(e: rusqlite::Error) -> Cause {
+    Box::new(SqliteError(e))
+}
+
+impl rusqlite::ToSql for Param<'_> {
+    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
+        Ok(match *self {
+            Param::Int(Some(n)) => ToSqlOutput::Owned(Value::Integer(n)),
+            Param::Text(Some(text)) => ToSqlOutput::Borrowed(ValueRef::Text(text.as_bytes())),
+            Param::Time(Some(at)) => ToSqlOutput::Owned(Value::Text(at.to_sqlite_text())),
+            // `LIMIT -1` is SQLite's "no limit".
+            Param::Limit(n) => {
+                ToSqlOutput::Owned(Value::Integer(n.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX))))
+            }
+            Param::Int(None) | Param::Text(None) | Param::Time(None) => ToSqlOutput::Owned(Value::Null),
+        })
+    }
+}
+
+/// Values are TEXT, but a damaged or foreign row may hold anything: it is shown, not refused.
+fn cell(value: ValueRef<'_>) -> Cell {
+    match value {
+        ValueRef::Null => Cell::Null,
+        ValueRef::Integer(n) => Cell::Int(n),
+        ValueRef::Real(f) => Cell::Other(f.to_string()),
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            Cell::Text(String::from_utf8_lossy(bytes).into_owned())
+        }
+    }
+}
+
+impl SqliteConnection {
+    pub(super) fn open(url: &DbUrl, access: Access, purpose: Purpose) -> Result<Self> {
+        let target = url.sqlite_target().ok_or_else(|| {
+            Error::Config(format!("[database] sql_alchemy_conn {} is not a SQLite URL", url.redacted()))
+        })?;
+        let (conn, location, path) = match (target, purpose) {
+            (SqliteTarget::Memory, Purpose::Sandbox) => {
+                return Err(Error::Usage(
+                    "a sandbox needs a SQLite file (an in-memory database would vanish at exit)".to_string(),
+                ));
+            }
+            (SqliteTarget::Memory, Purpose::Metastore) => (
+                rusqlite::Connection::open_in_memory()
+                    .map_err(|e| Error::db("cannot open an in-memory SQLite database", cause(e)))?,
+                "the in-memory SQLite database".to_string(),
+                None,
+            ),
+            (SqliteTarget::File(path), purpose) => {
+                let location = format!("SQLite database {}", path.display());
+                (open_file(&path, &location, purpose)?, location, Some(path))
+            }
+        };
+        let connection = SqliteConnection { conn, location, path, clean_lock: None };
+        connection.prepare(access)?;
+        Ok(connection)
+    }
+
+    fn prepare(&self, access: Access) -> Result<()> {
+        let fail = |e| Error::db(format!("cannot use {}", self.location), cause(e));
+        self.conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
+        // Reading sqlite_master is the first real read: a file that is not a database fails here.
+        self.conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |row| row.get::<_, i64>(0))
+            .map_err(fail)?;
+        self.conn.execute_batch("PRAGMA foreign_keys = ON").map_err(fail)?;
+        if access == Access::ReadOnly {
+            self.conn.execute_batch("PRAGMA query_only = ON").map_err(fail)?;
+        }
+        // Every statement of the tool is prepared once per connection, clean's batches and
+        // import's upserts most of all.
+        self.conn.set_prepared_statement_cache_capacity(64);
+        Ok(())
+    }
+
+    fn error(&self, what: &str, e: rusqlite::Error) -> Error {
+        Error::db(format!("{what} in {}", self.location), cause(e))
+    }
+}
+
+/// Opens a database file. A metastore is never created: a mistyped path must be an error, not
+/// a new empty database; a sandbox is.
+fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::Connection> {
+    let context = || format!("cannot open {location}");
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && purpose == Purpose::Metastore => {
+            return Err(Error::db(context(), "the file does not exist"));
+        }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::db(context(), e)),
+        Ok(meta) if meta.is_dir() => return Err(Error::db(context(), "it is a directory")),
+        _ => {}
+    }
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if purpose == Purpose::Sandbox {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    rusqlite::Connection::open_with_flags(path, flags).map_err(|e| Error::db(context(), cause(e)))
+}
+
+impl Connection for SqliteConnection {
+    fn dialect(&self) -> Dialect {
+        Dialect::Sqlite
+    }
+
+    fn location(&self) -> &str {
+        &self.location
+    }
+
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
+        let sql = Dialect::Sqlite.render(&query.text(), query.params());
+        let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
+        let width = statement.column_count();
+        let mut rows = statement.query(params_from_iter(query.params())).map_err(cause)?;
+        let mut found = Vec::new();
+        while let Some(row) = rows.next().map_err(cause)? {
+            found.push(
+                (0..width)
+                    .map(|i| row.get_ref(i).map(cell))
+                    .collect::<rusqlite::Result<Row>>()
+                    .map_err(cause)?,
+            );
+        }
+        Ok(found)
+    }
+
+    fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
+        let sql = Dialect::Sqlite.render(&query.text(), query.params());
+        let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
+        let changed = statement.execute(params_from_iter(query.params())).map_err(cause)?;
+        Ok(u64::try_from(changed).unwrap_or(u64::MAX))
+    }
+
+    fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
+        self.execute(query)?;
+        Ok(self.conn.last_insert_rowid())
+    }
+
+    /// SQLite opens a file it may not write read-only without a word, and the first write
+    /// fails deep inside a command (a clean after printing its summary); say it up front.
+    fn check_writable(&mut self) -> Result<()> {
+        if self.conn.is_readonly(rusqlite::MAIN_DB).map_err(|e| Error::db(self.location.clone(), cause(e)))? {
+            return Err(Error::db(
+                format!("cannot write to {}", self.location),
+                "the file is read-only for this user; commands that only read \
+                 (get, list, stats, export, clean --dry-run) still work",
+            ));
+        }
+        Ok(())
+    }
+
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+        clean::begin(self, lock_timeout)
+    }
+
+    fn finish_clean(&mut self) {
+        clean::finish(self);
+    }
+
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        match up_to_id {
+            Some(_) => super::clean::delete_range(self, cutoff, after_id, up_to_id),
+            None => clean::delete_all_expired(self, cutoff, after_id),
+        }
+    }
+
+    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
+        let query = Query::new(
+            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE ",
+        )
+        .push(super::clean::ORPHAN)
+        .and(" LIMIT ?)", Param::Limit(limit));
+        self.run("cannot delete orphaned asset rows", &query)
+    }
+
+    /// SQLite keeps whatever a writer gives it, so another tool can leave text that is not
+    /// Airflow's form, which compares wrongly with every bound timestamp.
+    fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
+        let what = "cannot read the timestamps";
+        let tasks = find(self, what, MALFORMED_TASK_TIMES, &[AIRFLOW_TIME_GLOB.into(); 2], sample, |f| {
+            let (place, key) = task_row(f)?;
+            let updated = describe_stored_time("updated_at", &f.text(), &f.text());
+            let (kind, text) = (f.text(), f.text());
+            let expires =
+                (kind != "null").then(|| describe_stored_time("expires_at", &kind, &text)).flatten();
+            let detail: Vec<String> = [updated, expires].into_iter().flatten().collect();
+            Ok(FoundRow { place, key, detail: detail.join(", ") })
+        })?;
+        let assets = find(self, what, MALFORMED_ASSET_TIMES, &[AIRFLOW_TIME_GLOB.into()], sample, |f| {
+            let place = Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() };
+            let key = f.text();
+            let detail = describe_stored_time("updated_at", &f.text(), &f.text()).unwrap_or_default();
+            Ok(FoundRow { place, key, detail })
+        })?;
+        Ok(Some(tasks.and(assets, sample)))
+    }
+
+    fn create_tables(&mut self) -> Result<()> {
+        let what = "cannot create the tables";
+        // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
+        self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| self.error(what, e))?;
+        sandbox::in_transaction(self, what, |sqlite| {
+            for statement in ddl_statements(SCHEMA) {
+                sqlite.conn.execute_batch(statement).map_err(|e| sqlite.error(what, e))?;
+            }
+            sandbox::stamp(sqlite, what)
+        })
+    }
+}
+
+/// Airflow's text form of a timestamp, as a `GLOB` pattern.
+const AIRFLOW_TIME_GLOB: &str = "[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9] [0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]";
+
+const MALFORMED_TASK_TIMES: [&str; 3] = [
+    r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", typeof(t.updated_at), t.updated_at,
+       typeof(t.expires_at), t.expires_at"#,
+    "FROM task_state_store t WHERE NOT (typeof(t.updated_at) = 'text' AND t.updated_at GLOB ?) \
+     OR (t.expires_at IS NOT NULL AND NOT (typeof(t.expires_at) = 'text' AND t.expires_at GLOB ?))",
+    "t.id",
+];
+
+const MALFORMED_ASSET_TIMES: [&str; 3] = [
+    r#"s.asset_id, a.name, s."key", typeof(s.updated_at), s.updated_at"#,
+    "FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
+     WHERE NOT (typeof(s.updated_at) = 'text' AND s.updated_at GLOB ?)",
+    r#"s.asset_id, s."key""#,
+];
+
+/// The same test as [`AIRFLOW_TIME_GLOB`], for the sample's words.
+fn is_airflow_time_text(text: &str) -> bool {
+    text.len() == 26
+        && text.bytes().enumerate().all(|(i, c)| match i {
+            4 | 7 => c == b'-',
+            10 => c == b' ',
+            13 | 16 => c == b':',
+            19 => c == b'.',
+            _ => c.is_ascii_digit(),
+        })
+}
+
+/// A timestamp column that is not Airflow's text, in words: its text, or its storage type
+/// (`kind` is SQLite's `typeof`).
+fn describe_stored_time(column: &str, kind: &str, text: &str) -> Option<String> {
+    Some(match kind {
+        "text" if is_airflow_time_text(text) => return None,
+        "text" => format!("{column} {}", quote(text)),
+        "null" => format!("{column} is NULL"),
+        "integer" => format!("{column} {text} (an integer)"),
+        "real" => format!("{column} {text} (a real)"),
+        _ => format!("{column} is a blob"),
+    })
+}

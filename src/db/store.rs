@@ -1,0 +1,504 @@
+//! Finding state rows, reading them and writing them: what `get`, `set`, `delete`, `clear`,
+//! `list`, `export` and `import` do to the tables, written once for every database.
+//!
+//! Text sort keys sort by their bytes (`BYTES(…)`), the order SQLite gives, so `list` pages
+//! and exports come out in the same order on every database. A lookup by text that a column
+//! cannot hold (MySQL's `utf8mb3` columns and emoji) matches nothing and is answered without
+//! a query; a write of such text is refused before anything is written.
+
+use super::Store;
+use super::dialect::{Connection, Upsert, all, count, first};
+use super::query::{Decoded, Fields, Param, Query};
+use crate::error::Result;
+use crate::model::{
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, TaskEntry, TaskFilter, TaskScope,
+};
+use crate::time::Timestamp;
+
+/// What a write to a task scope stores.
+pub(crate) struct TaskWrite<'a> {
+    pub dag_run_id: i64,
+    pub scope: &'a TaskScope,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub updated_at: Timestamp,
+    pub expires_at: Option<Timestamp>,
+}
+
+/// What a write to an asset scope stores. Writes from this tool are Airflow `api` writes.
+pub(crate) struct AssetWrite<'a> {
+    pub asset_id: i64,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub updated_at: Timestamp,
+}
+
+/// Who last wrote an asset row, as Airflow records it: `kind` is `task`, `watcher` or `api`,
+/// and the four task fields are set by `task` writes only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct AssetWriter {
+    pub kind: Option<String>,
+    pub dag_id: Option<String>,
+    pub run_id: Option<String>,
+    pub task_id: Option<String>,
+    pub map_index: Option<i64>,
+}
+
+/// An asset row restored by `import`, exactly as exported: value text, updated_at and writer.
+pub(crate) struct AssetRestore<'a> {
+    pub asset_id: i64,
+    pub key: &'a str,
+    pub value: &'a str,
+    pub updated_at: Timestamp,
+    pub writer: &'a AssetWriter,
+}
+
+/// The task instances of a dag run, as far as a "task instance not found" message needs them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct TaskInstances {
+    /// The first task ids of the run in byte order, at most the `limit` asked for.
+    pub task_ids: Vec<String>,
+    /// How many task ids the run has in all.
+    pub task_count: u64,
+    /// The instances of the task asked about: how many, and their lowest and highest map
+    /// index (`None` when the task has no instance in the run).
+    pub map_indexes: Option<(u64, i64, i64)>,
+}
+
+pub(super) const TASK_COLUMNS: &str =
+    r#"dag_id, run_id, task_id, map_index, "key", value, updated_at, expires_at"#;
+
+/// An asset row with its asset's name and uri (`s` joined with `a`).
+pub(super) const ASSET_ROWS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.value, s.updated_at,
+    s.last_updated_by_kind, s.last_updated_by_dag_id, s.last_updated_by_run_id, s.last_updated_by_task_id,
+    s.last_updated_by_map_index FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id"#;
+
+/// An asset is active when `asset_active` has a row with the same name AND uri.
+const ACTIVE_ASSET: &str =
+    "SELECT a.id, a.name, a.uri, 1 FROM asset a JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
+
+const TASK_UPSERT: Upsert = Upsert {
+    table: "task_state_store",
+    columns: r#"dag_run_id task_id map_index "key" dag_id run_id value updated_at expires_at"#,
+    key_columns: 4,
+    update: "value expires_at updated_at",
+};
+
+const ASSET_UPSERT: Upsert = Upsert {
+    table: "asset_state_store",
+    columns: r#"asset_id "key" value updated_at last_updated_by_kind last_updated_by_dag_id last_updated_by_run_id
+        last_updated_by_task_id last_updated_by_map_index"#,
+    key_columns: 2,
+    update: "value last_updated_by_kind last_updated_by_dag_id last_updated_by_run_id last_updated_by_task_id
+        last_updated_by_map_index updated_at",
+};
+
+/// The dag_id, run_id, task_id and map_index of a task row, from the next four columns.
+pub(super) fn task_scope(f: &mut Fields) -> Decoded<TaskScope> {
+    Ok(TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? })
+}
+
+/// A task row in [`TASK_COLUMNS`] order.
+pub(super) fn task_entry(f: &mut Fields) -> Decoded<TaskEntry> {
+    Ok(TaskEntry {
+        scope: task_scope(f)?,
+        key: f.text(),
+        value: f.text(),
+        updated_at: f.required_time(),
+        expires_at: f.time(),
+    })
+}
+
+/// A task row and then its id.
+pub(super) fn task_entry_and_id(f: &mut Fields) -> Decoded<(i64, TaskEntry)> {
+    let entry = task_entry(f)?;
+    Ok((f.int()?, entry))
+}
+
+/// An asset row in [`ASSET_ROWS`] order.
+pub(super) fn asset_entry(f: &mut Fields) -> Decoded<AssetEntry> {
+    Ok(AssetEntry {
+        asset_id: f.int()?,
+        asset_name: f.opt_text(),
+        asset_uri: f.opt_text(),
+        key: f.text(),
+        value: f.text(),
+        updated_at: f.required_time(),
+        last_updated_by_kind: f.opt_text(),
+        last_updated_by_dag_id: f.opt_text(),
+        last_updated_by_run_id: f.opt_text(),
+        last_updated_by_task_id: f.opt_text(),
+        last_updated_by_map_index: f.opt_int()?,
+    })
+}
+
+fn asset(f: &mut Fields) -> Decoded<Asset> {
+    Ok(Asset { id: f.int()?, name: f.text(), uri: f.text(), active: f.bool()? })
+}
+
+/// A `LIMIT … OFFSET …` of a page.
+fn page<'a>(query: Query<'a>, page: Page) -> Query<'a> {
+    query.and(" LIMIT ?", Param::Limit(page.limit)).and(" OFFSET ?", page.offset)
+}
+
+impl Store {
+    fn can_match(&self, table: &str, columns: &[(&str, &str)]) -> bool {
+        columns.iter().all(|(column, text)| self.conn.can_match(table, column, text))
+    }
+
+    fn scope_can_match(&self, table: &str, scope: &TaskScope) -> bool {
+        self.can_match(
+            table,
+            &[("dag_id", &scope.dag_id), ("run_id", &scope.run_id), ("task_id", &scope.task_id)],
+        )
+    }
+
+    /// `WHERE dag_id = ? AND run_id = ? AND task_id = ?`, and the map index unless all are meant.
+    fn scope_where<'a>(query: Query<'a>, scope: &'a TaskScope, all_map_indices: bool) -> Query<'a> {
+        let query = query
+            .and(" WHERE dag_id = ?", &scope.dag_id)
+            .and(" AND run_id = ?", &scope.run_id)
+            .and(" AND task_id = ?", &scope.task_id);
+        if all_map_indices { query } else { query.and(" AND map_index = ?", scope.map_index) }
+    }
+
+    /// The WHERE clause of `list`'s task filters (and of a primary-key page); `None` when a
+    /// filter holds text the columns cannot, which matches no row.
+    fn task_filter<'a>(
+        &self,
+        mut query: Query<'a>,
+        filter: &'a TaskFilter,
+        after_id: Option<i64>,
+    ) -> Option<Query<'a>> {
+        let mut glue = " WHERE ";
+        let mut clause = |query: Query<'a>, sql: &'static str, param: Param<'a>| {
+            let query = query.push(glue).and(sql, param);
+            glue = " AND ";
+            query
+        };
+        for (sql, column, value) in [
+            ("dag_id = ?", "dag_id", &filter.dag_id),
+            ("run_id = ?", "run_id", &filter.run_id),
+            ("task_id = ?", "task_id", &filter.task_id),
+        ] {
+            if let Some(text) = value {
+                if !self.conn.can_match("task_state_store", column, text) {
+                    return None;
+                }
+                query = clause(query, sql, text.into());
+            }
+        }
+        if let Some(map_index) = filter.map_index {
+            query = clause(query, "map_index = ?", map_index.into());
+        }
+        if let Some(cutoff) = filter.expired_before {
+            query = clause(query, "expires_at < ?", cutoff.into());
+        }
+        if filter.external_only {
+            query = clause(query, "value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE.into());
+        }
+        if let Some(after_id) = after_id {
+            query = clause(query, "id > ?", after_id.into());
+        }
+        Some(query)
+    }
+
+    pub(crate) fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
+        if !self.can_match("dag_run", &[("dag_id", dag_id), ("run_id", run_id)]) {
+            return Ok(None);
+        }
+        let query =
+            Query::new("SELECT id FROM dag_run WHERE dag_id = ? AND run_id = ?").bind(dag_id).bind(run_id);
+        first(&mut *self.conn, "cannot look up the dag run", &query, Fields::int)
+    }
+
+    /// Whether `task_instance` has the task instance of `scope`, or any instance of its task
+    /// with `any_map_index`: Airflow's API refuses state writes to a task instance that does
+    /// not exist, while the database's own keys check only the dag run.
+    pub(crate) fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool> {
+        if !self.scope_can_match("task_instance", scope) {
+            return Ok(false);
+        }
+        let query = Query::new("SELECT 1 FROM task_instance WHERE dag_id = ?")
+            .bind(&scope.dag_id)
+            .and(" AND task_id = ?", &scope.task_id)
+            .and(" AND run_id = ?", &scope.run_id);
+        let query = if any_map_index { query } else { query.and(" AND map_index = ?", scope.map_index) };
+        let found =
+            first(&mut *self.conn, "cannot look up the task instance", &query.push(" LIMIT 1"), Fields::int)?;
+        Ok(found.is_some())
+    }
+
+    /// What a dag run holds, for the message when a task instance is not found.
+    pub(crate) fn task_instances_hint(
+        &mut self,
+        dag_id: &str,
+        run_id: &str,
+        task_id: &str,
+        limit: u64,
+    ) -> Result<TaskInstances> {
+        if !self.can_match("task_instance", &[("dag_id", dag_id), ("run_id", run_id)]) {
+            return Ok(TaskInstances::default());
+        }
+        let what = "cannot look up the task instances";
+        let ids = Query::new(
+            "SELECT DISTINCT BYTES(task_id) FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY 1 LIMIT ?",
+        );
+        let ids = ids.bind(dag_id).bind(run_id).bind(Param::Limit(Some(limit)));
+        let task_ids = all(&mut *self.conn, what, &ids, |f| Ok(f.text()))?;
+        let tasks =
+            Query::new("SELECT count(DISTINCT task_id) FROM task_instance WHERE dag_id = ? AND run_id = ?");
+        let task_count = count(&mut *self.conn, what, &tasks.bind(dag_id).bind(run_id))?;
+        let map_indexes = if self.conn.can_match("task_instance", "task_id", task_id) {
+            let query = Query::new(
+                "SELECT count(*), min(map_index), max(map_index) FROM task_instance \
+                 WHERE dag_id = ? AND task_id = ? AND run_id = ?",
+            );
+            let query = query.bind(dag_id).bind(task_id).bind(run_id);
+            first(&mut *self.conn, what, &query, |f| Ok((f.count()?, f.opt_int()?, f.opt_int()?)))?
+                .and_then(|(n, low, high)| Some((n, low?, high?)).filter(|_| n > 0))
+        } else {
+            None
+        };
+        Ok(TaskInstances { task_ids, task_count, map_indexes })
+    }
+
+    pub(crate) fn find_asset(&mut self, selector: &AssetSelector) -> Result<Option<Asset>> {
+        let query = match selector {
+            AssetSelector::Id(id) => Query::new(
+                "SELECT a.id, a.name, a.uri, EXISTS (SELECT 1 FROM asset_active aa \
+                 WHERE aa.name = a.name AND aa.uri = a.uri) FROM asset a WHERE a.id = ?",
+            )
+            .bind(*id),
+            AssetSelector::Name(name) if self.conn.can_match("asset", "name", name) => {
+                Query::new(ACTIVE_ASSET).and(" WHERE a.name = ?", name)
+            }
+            AssetSelector::Uri(uri) if self.conn.can_match("asset", "uri", uri) => {
+                Query::new(ACTIVE_ASSET).and(" WHERE a.uri = ?", uri)
+            }
+            AssetSelector::Name(_) | AssetSelector::Uri(_) => return Ok(None),
+        };
+        first(&mut *self.conn, "cannot look up the asset", &query, asset)
+    }
+
+    /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
+    /// unique), for `import`: ids differ from one database to another, name and uri do not.
+    pub(crate) fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
+        if !self.can_match("asset", &[("name", name), ("uri", uri)]) {
+            return Ok(None);
+        }
+        let query = Query::new("SELECT id FROM asset WHERE name = ? AND uri = ? ORDER BY id DESC LIMIT 1");
+        first(&mut *self.conn, "cannot look up the asset", &query.bind(name).bind(uri), Fields::int)
+    }
+
+    /// Whether an asset with this name or uri exists at all, active or not (for messages).
+    pub(crate) fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
+        let query = match selector {
+            AssetSelector::Name(name) if self.conn.can_match("asset", "name", name) => {
+                Query::new("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?)").bind(name)
+            }
+            AssetSelector::Uri(uri) if self.conn.can_match("asset", "uri", uri) => {
+                Query::new("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?)").bind(uri)
+            }
+            _ => return Ok(false),
+        };
+        Ok(first(&mut *self.conn, "cannot look up the asset", &query, Fields::bool)?.unwrap_or(false))
+    }
+
+    /// Up to `limit` active assets in id order, for the message when a name or uri matches
+    /// none: the close ones are named.
+    pub(crate) fn active_assets(&mut self, limit: u64) -> Result<Vec<Asset>> {
+        let query = Query::new(ACTIVE_ASSET).and(" ORDER BY a.id LIMIT ?", Param::Limit(Some(limit)));
+        all(&mut *self.conn, "cannot read the assets", &query, asset)
+    }
+
+    pub(crate) fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        if !(self.scope_can_match("task_state_store", scope)
+            && self.can_match("task_state_store", &[("key", key)]))
+        {
+            return Ok(None);
+        }
+        let query = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
+        let query = Self::scope_where(query, scope, false).and(r#" AND "key" = ?"#, key);
+        first(&mut *self.conn, "cannot read task_state_store", &query, task_entry)
+    }
+
+    pub(crate) fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        if !self.conn.can_match("asset_state_store", "key", key) {
+            return Ok(None);
+        }
+        let query = Query::new("SELECT ").push(ASSET_ROWS).and(" WHERE s.asset_id = ?", asset.id);
+        first(
+            &mut *self.conn,
+            "cannot read asset_state_store",
+            &query.and(r#" AND s."key" = ?"#, key),
+            asset_entry,
+        )
+    }
+
+    pub(crate) fn list_task(&mut self, filter: &TaskFilter, window: Page) -> Result<Vec<TaskEntry>> {
+        let select = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
+        let Some(query) = self.task_filter(select, filter, None) else { return Ok(Vec::new()) };
+        let query =
+            query.push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
+        all(&mut *self.conn, "cannot read task_state_store", &page(query, window), task_entry)
+    }
+
+    pub(crate) fn list_asset(&mut self, filter: &AssetFilter, window: Page) -> Result<Vec<AssetEntry>> {
+        let mut query = Query::new("SELECT ").push(ASSET_ROWS).push(" WHERE 1 = 1");
+        if let Some(asset_id) = filter.asset_id {
+            query = query.and(" AND s.asset_id = ?", asset_id);
+        }
+        if filter.external_only {
+            query = query.and(" AND s.value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE);
+        }
+        let query = page(query.push(r#" ORDER BY s.asset_id, BYTES(s."key")"#), window);
+        all(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry)
+    }
+
+    /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,
+    /// with their ids: `export` pages through a large table along the primary key, where an
+    /// `OFFSET` in list order would sort and skip ever more rows per page.
+    pub(crate) fn task_rows_after(
+        &mut self,
+        filter: &TaskFilter,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, TaskEntry)>> {
+        let select = Query::new("SELECT ").push(TASK_COLUMNS).push(", id FROM task_state_store");
+        let Some(query) = self.task_filter(select, filter, Some(after_id)) else { return Ok(Vec::new()) };
+        let query = query.and(" ORDER BY id LIMIT ?", Param::Limit(Some(limit)));
+        all(&mut *self.conn, "cannot read task_state_store", &query, task_entry_and_id)
+    }
+
+    fn task_values<'a>(w: &TaskWrite<'a>) -> [Param<'a>; 9] {
+        [
+            w.dag_run_id.into(),
+            w.scope.task_id.as_str().into(),
+            w.scope.map_index.into(),
+            w.key.into(),
+            w.scope.dag_id.as_str().into(),
+            w.scope.run_id.as_str().into(),
+            w.value.into(),
+            w.updated_at.into(),
+            w.expires_at.into(),
+        ]
+    }
+
+    pub(crate) fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        self.conn.check_task_row(w)?;
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), false);
+        self.conn.run("cannot write task_state_store", &query).map(drop)
+    }
+
+    pub(crate) fn upsert_asset(&mut self, w: &AssetWrite<'_>) -> Result<()> {
+        self.conn.check_asset_row(w.key, w.value, w.updated_at, None)?;
+        // An `api` write records no task, so the four writer columns are reset to NULL.
+        let none = Param::Text(None);
+        let values = [w.asset_id.into(), w.key.into(), w.value.into(), w.updated_at.into(), "api".into()];
+        let values = [&values[..], &[none, none, none, Param::Int(None)]].concat();
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, false);
+        self.conn.run("cannot write asset_state_store", &query).map(drop)
+    }
+
+    /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
+    /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
+    /// old archive never overwrites a value written since.
+    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+        self.conn.check_task_row(w)?;
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), true);
+        self.conn.run("cannot restore into task_state_store", &query).map(drop)
+    }
+
+    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+        self.check_restore_asset(w)?;
+        let writer = w.writer;
+        let values = [
+            w.asset_id.into(),
+            w.key.into(),
+            w.value.into(),
+            w.updated_at.into(),
+            writer.kind.as_deref().into(),
+            writer.dag_id.as_deref().into(),
+            writer.run_id.as_deref().into(),
+            writer.task_id.as_deref().into(),
+            writer.map_index.into(),
+        ];
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, true);
+        self.conn.run("cannot restore into asset_state_store", &query).map(drop)
+    }
+
+    /// Whether the columns can hold the row, checked without writing (`import` checks every
+    /// row before it writes any). The writes check again.
+    pub(crate) fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
+        self.conn.check_task_row(w)
+    }
+
+    pub(crate) fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
+        self.conn.check_asset_row(w.key, w.value, w.updated_at, w.writer.map_index)
+    }
+
+    /// An explicit transaction around several statements (one batch of an import); without
+    /// it every statement commits on its own.
+    pub(crate) fn begin(&mut self) -> Result<()> {
+        let begin = Query::new(self.conn.dialect().begin());
+        self.conn.run("cannot begin a transaction", &begin).map(drop)
+    }
+
+    pub(crate) fn commit(&mut self) -> Result<()> {
+        self.conn.run("cannot commit", &Query::new("COMMIT")).map(drop)
+    }
+
+    pub(crate) fn rollback(&mut self) -> Result<()> {
+        self.conn.run("cannot roll back", &Query::new("ROLLBACK")).map(drop)
+    }
+
+    pub(crate) fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
+        if !(self.scope_can_match("task_state_store", scope)
+            && self.can_match("task_state_store", &[("key", key)]))
+        {
+            return Ok(0);
+        }
+        let query = Self::scope_where(Query::new("DELETE FROM task_state_store"), scope, false);
+        self.conn.run("cannot delete from task_state_store", &query.and(r#" AND "key" = ?"#, key))
+    }
+
+    pub(crate) fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
+        if !self.conn.can_match("asset_state_store", "key", key) {
+            return Ok(0);
+        }
+        let query = Query::new(r#"DELETE FROM asset_state_store WHERE asset_id = ? AND "key" = ?"#);
+        self.conn.run("cannot delete from asset_state_store", &query.bind(asset_id).bind(key))
+    }
+
+    pub(crate) fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        if !self.scope_can_match("task_state_store", scope) {
+            return Ok(0);
+        }
+        let query =
+            Self::scope_where(Query::new("SELECT count(*) FROM task_state_store"), scope, all_map_indices);
+        count(&mut *self.conn, "cannot read task_state_store", &query)
+    }
+
+    pub(crate) fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        if !self.scope_can_match("task_state_store", scope) {
+            return Ok(0);
+        }
+        let query = Self::scope_where(Query::new("DELETE FROM task_state_store"), scope, all_map_indices);
+        self.conn.run("cannot delete from task_state_store", &query)
+    }
+
+    pub(crate) fn count_asset_scope(&mut self, asset_id: i64) -> Result<u64> {
+        let query = Query::new("SELECT count(*) FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+        count(&mut *self.conn, "cannot read asset_state_store", &query)
+    }
+
+    pub(crate) fn clear_asset(&mut self, asset_id: i64) -> Result<u64> {
+        let query = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+        self.conn.run("cannot delete from asset_state_store", &query)
+    }
+
+    pub(super) fn connection(&mut self) -> &mut dyn Connection {
+        &mut *self.conn
+    }
+}
