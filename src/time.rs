@@ -599,6 +599,46 @@ mod tests {
     }
 
     #[test]
+    fn leap_seconds_are_refused_even_where_one_was() {
+        // 2016-12-31T23:59:60Z was a real leap second; chrono could hold it, Python cannot.
+        for text in ["2016-12-31T23:59:60Z", "2016-12-31T23:59:60.5Z", "2016-12-31 23:59:60+00:00"] {
+            let e = Timestamp::parse_rfc3339(text);
+            let msg = e.map_or_else(|e| e.to_string(), |t| format!("parsed as {t}"));
+            assert!(msg.contains("leap seconds are not supported"), "{text}: {msg}");
+        }
+        assert!(Timestamp::parse_db_text("2016-12-31 23:59:60.999999").is_err());
+    }
+
+    #[test]
+    fn negative_offsets_at_the_edges_of_the_calendar() {
+        assert_eq!(ts("0001-01-01T00:00:00-23:59"), civil(1, 1, 1, 23, 59, 0, 0));
+        assert_eq!(ts("0001-01-01T00:00:00-00:00"), Timestamp::MIN);
+        assert_eq!(ts("9999-12-31T00:00:00-23:59"), civil(9999, 12, 31, 23, 59, 0, 0));
+        assert_eq!(ts("9999-12-31T00:00:59.999999-23:59"), Timestamp::MAX);
+        assert!(Timestamp::parse_rfc3339("9999-12-31T00:01:00-23:59").is_err());
+        assert_eq!(ts("2026-01-02T03:04:05-12"), civil(2026, 1, 2, 15, 4, 5, 0));
+        assert_eq!(ts("2026-01-02T03:04:05-1230"), civil(2026, 1, 2, 15, 34, 5, 0));
+        assert_eq!(db("2026-01-02 03:04:05.5-02:00"), civil(2026, 1, 2, 5, 4, 5, 500_000));
+        for text in ["2026-01-02T03:04:05-24:00", "2026-01-02T03:04:05-2400", "2026-01-02T03:04:05-00:60"] {
+            let msg =
+                Timestamp::parse_rfc3339(text).map_or_else(|e| e.to_string(), |t| format!("parsed as {t}"));
+            assert!(msg.contains("less than 24 hours"), "{text}: {msg}");
+        }
+        let e = Timestamp::parse_db_text("9999-12-31 23:00:00-01:00");
+        assert!(matches!(e, Err(TimeError::StoredTimestamp { problem: OUT_OF_RANGE, .. })), "{e:?}");
+    }
+
+    #[test]
+    fn fractions_beyond_microseconds_in_stored_text() {
+        assert_eq!(db("2026-01-02 03:04:05.123456789"), civil(2026, 1, 2, 3, 4, 5, 123_456));
+        assert_eq!(db("2026-01-02 03:04:05,000000999"), civil(2026, 1, 2, 3, 4, 5, 0));
+        assert_eq!(db("9999-12-31 23:59:59.999999999"), Timestamp::MAX);
+        assert_eq!(db("0001-01-01 00:00:00.000000999").to_sqlite_text(), "0001-01-01 00:00:00.000000");
+        assert_eq!(civil(1, 1, 1, 0, 0, 0, 1).to_rfc3339(), "0001-01-01T00:00:00.000001Z");
+        assert_eq!(civil(9999, 12, 31, 0, 0, 0, 0).to_sqlite_text(), "9999-12-31 00:00:00.000000");
+    }
+
+    #[test]
     fn rfc3339_forms() {
         let base = civil(2026, 1, 2, 3, 4, 5, 0);
         assert_eq!(ts("2026-01-02T03:04:05Z"), base);
