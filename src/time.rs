@@ -2,12 +2,15 @@
 //! amounts users type on the command line.
 //!
 //! Airflow's SQLite columns hold `YYYY-MM-DD HH:MM:SS.ffffff` and are compared as strings, so
-//! the text this module writes must sort exactly as the instants do. Dates are converted with
-//! Howard Hinnant's days-from-civil arithmetic over the proleptic Gregorian calendar, limited
-//! to the years 1 to 9999 that Python's `datetime` (and so Airflow) can hold.
+//! the text this module writes must sort exactly as the instants do. The calendar and both
+//! text forms are chrono's; typed and stored text is scanned by hand, to the rules of Python's
+//! `fromisoformat`, and limited to the years 1 to 9999 that Python's `datetime` (and so
+//! Airflow) can hold.
 
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Offset, SecondsFormat, Utc};
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
 const MICROS_PER_MINUTE: i64 = 60 * MICROS_PER_SECOND;
@@ -15,7 +18,8 @@ const MICROS_PER_HOUR: i64 = 60 * MICROS_PER_MINUTE;
 const MICROS_PER_DAY: i64 = 24 * MICROS_PER_HOUR;
 const MICROS_PER_WEEK: i64 = 7 * MICROS_PER_DAY;
 
-/// An instant in UTC, in microseconds since 1970-01-01T00:00:00Z (Python's resolution).
+/// An instant in UTC, in microseconds since 1970-01-01T00:00:00Z (Python's resolution). Not
+/// a chrono `DateTime`: PostgreSQL holds instants up to the year 294276, past chrono's reach.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub(crate) struct Timestamp(i64);
 
@@ -126,7 +130,8 @@ impl Timestamp {
     /// 9999-12-31T23:59:59.999999Z.
     pub(crate) const MAX: Timestamp = Timestamp(253_402_300_800 * MICROS_PER_SECOND - 1);
 
-    /// The system clock, kept within `MIN..=MAX`.
+    /// The system clock, kept within `MIN..=MAX`. Not chrono's `Utc::now`, which panics on a
+    /// clock set before 1970.
     pub(crate) fn now() -> Timestamp {
         let micros = match SystemTime::now().duration_since(UNIX_EPOCH) {
             Ok(after) => i64::try_from(after.as_micros()).unwrap_or(i64::MAX),
@@ -145,59 +150,13 @@ impl Timestamp {
         self.0
     }
 
-    /// A UTC calendar date and time; `None` if any field is out of range (years 1 to 9999,
-    /// no leap seconds).
-    #[cfg(test)]
-    pub(crate) fn from_civil(
-        year: i32,
-        month: u32,
-        day: u32,
-        hour: u32,
-        minute: u32,
-        second: u32,
-        micro: u32,
-    ) -> Option<Timestamp> {
-        let valid = (1..=9999).contains(&year)
-            && (1..=12).contains(&month)
-            && day >= 1
-            && day <= days_in_month(year, month)
-            && hour < 24
-            && minute < 60
-            && second < 60
-            && micro < 1_000_000;
-        if !valid {
-            return None;
-        }
-        let days = days_from_civil(i64::from(year), i64::from(month), i64::from(day));
-        let time = i64::from(hour) * MICROS_PER_HOUR
-            + i64::from(minute) * MICROS_PER_MINUTE
-            + i64::from(second) * MICROS_PER_SECOND
-            + i64::from(micro);
-        Some(Timestamp(days * MICROS_PER_DAY + time))
-    }
-
-    /// (year, month, day, hour, minute, second, microsecond) in UTC.
-    pub(crate) fn to_civil(self) -> (i32, u32, u32, u32, u32, u32, u32) {
-        let days = self.0.div_euclid(MICROS_PER_DAY);
-        let time = self.0.rem_euclid(MICROS_PER_DAY);
-        let (year, month, day) = civil_from_days(days);
-        // Every i64 of microseconds is within ±300,000 years, so the year fits.
-        let year = i32::try_from(year).unwrap_or(if year < 0 { i32::MIN } else { i32::MAX });
-        let field = |v: i64| u32::try_from(v).unwrap_or(0);
-        (
-            year,
-            field(month),
-            field(day),
-            field(time / MICROS_PER_HOUR),
-            field(time / MICROS_PER_MINUTE % 60),
-            field(time / MICROS_PER_SECOND % 60),
-            field(time % MICROS_PER_SECOND),
-        )
-    }
-
     /// `self + us`, or `None` outside `MIN..=MAX`.
     pub(crate) fn checked_add(self, us: i64) -> Option<Timestamp> {
-        self.0.checked_add(us).filter(|t| (Self::MIN.0..=Self::MAX.0).contains(t)).map(Timestamp)
+        self.0.checked_add(us).map(Timestamp).filter(Timestamp::in_range)
+    }
+
+    fn in_range(&self) -> bool {
+        (Self::MIN..=Self::MAX).contains(self)
     }
 
     /// A timestamp typed by a user. Accepts RFC 3339 (`T`, `t` or a space between date and
@@ -205,12 +164,10 @@ impl Timestamp {
     /// `fromisoformat`, a missing `:SS`, a `,` decimal mark and `±HHMM`/`±HH` offsets.
     /// Fractions beyond microseconds are truncated, as Python does.
     pub(crate) fn parse_rfc3339(s: &str) -> Result<Timestamp, TimeError> {
-        let parsed = parse_datetime(s).map_err(|problem| TimeError::Timestamp { text: shown(s), problem })?;
-        match parsed.offset {
-            Offset::Given(_) | Offset::DateOnly => {}
-            Offset::Naive => return Err(TimeError::NoOffset { text: shown(s) }),
-        }
-        parsed.to_utc().ok_or_else(|| TimeError::Timestamp { text: shown(s), problem: OUT_OF_RANGE })
+        let (local, offset) =
+            parse_datetime(s).map_err(|problem| TimeError::Timestamp { text: shown(s), problem })?;
+        let offset = offset.ok_or_else(|| TimeError::NoOffset { text: shown(s) })?;
+        to_utc(local, offset).ok_or_else(|| TimeError::Timestamp { text: shown(s), problem: OUT_OF_RANGE })
     }
 
     /// Text from a SQLite timestamp column: Airflow's own form, and what other writers
@@ -218,20 +175,29 @@ impl Timestamp {
     /// which is how Airflow stores it.
     pub(crate) fn parse_db_text(s: &str) -> Result<Timestamp, TimeError> {
         let stored = |problem| TimeError::StoredTimestamp { text: shown(s), problem };
-        parse_datetime(s).map_err(stored)?.to_utc().ok_or_else(|| stored(OUT_OF_RANGE))
+        let (local, offset) = parse_datetime(s).map_err(stored)?;
+        to_utc(local, offset.unwrap_or(Utc.fix())).ok_or_else(|| stored(OUT_OF_RANGE))
     }
 
     /// Airflow's SQLite storage form, `YYYY-MM-DD HH:MM:SS.ffffff`; for years 1 to 9999 its
     /// string order is the instants' order.
     pub(crate) fn to_sqlite_text(self) -> String {
-        let (y, mo, d, h, mi, s, us) = self.to_civil();
-        format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}.{us:06}")
+        self.to_chrono().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, for display and JSON.
     pub(crate) fn to_rfc3339(self) -> String {
-        let (y, mo, d, h, mi, s, us) = self.to_civil();
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{us:06}Z")
+        self.to_chrono().to_rfc3339_opts(SecondsFormat::Micros, true)
+    }
+
+    /// Years outside 0 to 9999 get a sign (`+10000`, `-0001`), as ISO 8601 wants; instants
+    /// past chrono's ±262,143 years, which only PostgreSQL rows reach, show as its bounds.
+    fn to_chrono(self) -> DateTime<Utc> {
+        DateTime::from_timestamp_micros(self.0).unwrap_or(if self.0 < 0 {
+            DateTime::<Utc>::MIN_UTC
+        } else {
+            DateTime::<Utc>::MAX_UTC
+        })
     }
 }
 
@@ -243,68 +209,10 @@ impl fmt::Display for Timestamp {
 
 const OUT_OF_RANGE: &str = "outside the years 0001 to 9999 once converted to UTC";
 
-fn is_leap(year: i32) -> bool {
-    year % 4 == 0 && (year % 100 != 0 || year % 400 == 0)
-}
-
-fn days_in_month(year: i32, month: u32) -> u32 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant). Counting from March makes
-/// the leap day the last day of the year, so month lengths follow a fixed 153-day pattern.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let year_of_era = y.rem_euclid(400);
-    let march_month = (month + 9) % 12;
-    let day_of_year = (153 * march_month + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    // 719_468 days separate 0000-03-01 from 1970-01-01.
-    era * 146_097 + day_of_era - 719_468
-}
-
-/// The inverse of `days_from_civil`.
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z.rem_euclid(146_097);
-    let year_of_era = (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let march_month = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * march_month + 2) / 5 + 1;
-    let month = if march_month < 10 { march_month + 3 } else { march_month - 9 };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
-    (year, month, day)
-}
-
-enum Offset {
-    /// Seconds east of UTC.
-    Given(i64),
-    Naive,
-    DateOnly,
-}
-
-struct ParsedDateTime {
-    days: i64,
-    time_micros: i64,
-    offset: Offset,
-}
-
-impl ParsedDateTime {
-    fn to_utc(&self) -> Option<Timestamp> {
-        let offset = match self.offset {
-            Offset::Given(seconds) => seconds,
-            Offset::Naive | Offset::DateOnly => 0,
-        };
-        let local = self.days * MICROS_PER_DAY + self.time_micros;
-        Timestamp(local).checked_add(-offset * MICROS_PER_SECOND)
-    }
+/// `local` at `offset` east of UTC, if that instant is within `MIN..=MAX`.
+fn to_utc(local: NaiveDateTime, offset: FixedOffset) -> Option<Timestamp> {
+    let utc = local.checked_sub_offset(offset)?;
+    Some(Timestamp(utc.and_utc().timestamp_micros())).filter(Timestamp::in_range)
 }
 
 /// A cursor over ASCII text; every read checks bounds, so malformed input cannot panic.
@@ -324,15 +232,15 @@ impl Cursor<'_> {
         Some(b)
     }
 
-    /// Exactly `n` ASCII digits as a number.
-    fn digits(&mut self, n: usize) -> Option<i64> {
+    /// Exactly `n` ASCII digits as a number; `n` is at most 4, so the number fits.
+    fn digits(&mut self, n: usize) -> Option<u16> {
         let end = self.pos.checked_add(n)?;
         let run = self.bytes.get(self.pos..end)?;
         if !run.iter().all(u8::is_ascii_digit) {
             return None;
         }
         self.pos = end;
-        Some(run.iter().fold(0, |acc, b| acc * 10 + i64::from(b - b'0')))
+        Some(run.iter().fold(0, |acc, b| acc * 10 + u16::from(b - b'0')))
     }
 
     fn at_end(&self) -> bool {
@@ -340,7 +248,15 @@ impl Cursor<'_> {
     }
 }
 
-fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
+/// The date and time as written, and the offset they carry: `None` if they have none, UTC
+/// for a bare date.
+///
+/// Scanned by hand because no chrono parser takes the same texts as `fromisoformat`: its
+/// RFC 3339 parser takes leap seconds, the year 0000 and any number of fraction digits but
+/// no `,` decimal mark, missing `:SS` or `±HHMM`/`±HH` offset, its format parsers take
+/// one-digit fields, and neither can say which field is wrong. The calendar checks (month
+/// lengths, leap years, offset bounds) are chrono's.
+fn parse_datetime(s: &str) -> Result<(NaiveDateTime, Option<FixedOffset>), &'static str> {
     let mut cur = Cursor { bytes: s.as_bytes(), pos: 0 };
     let date = (|| {
         let year = cur.digits(4)?;
@@ -348,23 +264,19 @@ fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
         let month = cur.digits(2)?;
         cur.eat(b"-")?;
         let day = cur.digits(2)?;
-        Some((year, month, day))
+        Some((i32::from(year), u32::from(month), u32::from(day)))
     })();
     let (year, month, day) = date.ok_or("expected a date YYYY-MM-DD")?;
-    if year == 0 {
-        return Err("year must be 0001 to 9999");
-    }
-    if !(1..=12).contains(&month) {
-        return Err("month must be 01 to 12");
-    }
-    // Both are small: year has four digits, month is 1 to 12.
-    let max_day = days_in_month(i32::try_from(year).unwrap_or(1), u32::try_from(month).unwrap_or(1));
-    if day < 1 || day > i64::from(max_day) {
-        return Err("day out of range for the month");
-    }
-    let days = days_from_civil(year, month, day);
+    // chrono's calendar has a year 0, Python's starts at 1.
+    let date = NaiveDate::from_ymd_opt(year, month, day).filter(|_| year > 0).ok_or(if year == 0 {
+        "year must be 0001 to 9999"
+    } else if !(1..=12).contains(&month) {
+        "month must be 01 to 12"
+    } else {
+        "day out of range for the month"
+    })?;
     if cur.at_end() {
-        return Ok(ParsedDateTime { days, time_micros: 0, offset: Offset::DateOnly });
+        return Ok((date.and_time(NaiveTime::MIN), Some(Utc.fix())));
     }
     cur.eat(b"Tt ").ok_or("expected T or a space between the date and the time")?;
 
@@ -385,44 +297,42 @@ fn parse_datetime(s: &str) -> Result<ParsedDateTime, &'static str> {
                 return Err("expected 1 to 9 digits after the decimal point");
             }
             // Microseconds are Python's resolution; further digits are dropped, not rounded.
-            micro = (0..6).fold(0, |acc, i| acc * 10 + fraction.get(i).map_or(0, |b| i64::from(b - b'0')));
+            micro = (0..6).fold(0, |acc, i| acc * 10 + fraction.get(i).map_or(0, |b| u32::from(b - b'0')));
         }
     }
-    if hour > 23 {
-        return Err("hour must be 00 to 23");
-    }
-    if minute > 59 {
-        return Err("minute must be 00 to 59");
-    }
-    if second > 59 {
-        return Err("second must be 00 to 59 (leap seconds are not supported)");
-    }
-    let time_micros =
-        hour * MICROS_PER_HOUR + minute * MICROS_PER_MINUTE + second * MICROS_PER_SECOND + micro;
+    let (hour, minute, second) = (u32::from(hour), u32::from(minute), u32::from(second));
+    // Below 1,000,000 micro cannot be chrono's leap-second form, so only a field can be wrong.
+    let time = NaiveTime::from_hms_micro_opt(hour, minute, second, micro).ok_or(if hour > 23 {
+        "hour must be 00 to 23"
+    } else if minute > 59 {
+        "minute must be 00 to 59"
+    } else {
+        "second must be 00 to 59 (leap seconds are not supported)"
+    })?;
 
     let offset = match cur.eat(b"Zz+-") {
-        None => Offset::Naive,
-        Some(b'Z' | b'z') => Offset::Given(0),
+        None => None,
+        Some(b'Z' | b'z') => Some(Utc.fix()),
         Some(sign) => {
             let bad = "expected the offset as +HH:MM or -HH:MM";
-            let oh = cur.digits(2).ok_or(bad)?;
-            let om = if cur.at_end() {
+            let hours = cur.digits(2).ok_or(bad)?;
+            let minutes = if cur.at_end() {
                 0
             } else {
                 cur.eat(b":");
                 cur.digits(2).ok_or(bad)?
             };
-            if oh > 23 || om > 59 {
-                return Err("the offset must be less than 24 hours");
-            }
-            let seconds = oh * 3600 + om * 60;
-            Offset::Given(if sign == b'-' { -seconds } else { seconds })
+            let seconds = i32::from(hours) * 3600 + i32::from(minutes) * 60;
+            let offset =
+                if sign == b'-' { FixedOffset::west_opt(seconds) } else { FixedOffset::east_opt(seconds) };
+            // chrono bounds the hours; minutes past 59 it would carry into them.
+            Some(offset.filter(|_| minutes < 60).ok_or("the offset must be less than 24 hours")?)
         }
     };
     if !cur.at_end() {
         return Err("unexpected text after the timestamp");
     }
-    Ok(ParsedDateTime { days, time_micros, offset })
+    Ok((date.and_time(time), offset))
 }
 
 /// How long a task key lives after it is written.
@@ -583,9 +493,11 @@ mod tests {
     }
 
     fn civil(year: i32, month: u32, day: u32, hour: u32, min: u32, sec: u32, us: u32) -> Timestamp {
-        match Timestamp::from_civil(year, month, day, hour, min, sec, us) {
-            Some(t) => t,
-            None => panic!("invalid civil {year}-{month}-{day} {hour}:{min}:{sec}.{us}"),
+        let fields =
+            NaiveDate::from_ymd_opt(year, month, day).and_then(|d| d.and_hms_micro_opt(hour, min, sec, us));
+        match fields.map(|f| Timestamp::from_micros(f.and_utc().timestamp_micros())) {
+            Some(t) if t.in_range() => t,
+            _ => panic!("invalid civil {year}-{month}-{day} {hour}:{min}:{sec}.{us}"),
         }
     }
 
@@ -606,11 +518,21 @@ mod tests {
     fn negative_epochs_render() {
         let t = Timestamp::from_micros(-1);
         assert_eq!(t.to_sqlite_text(), "1969-12-31 23:59:59.999999");
-        assert_eq!(t.to_civil(), (1969, 12, 31, 23, 59, 59, 999_999));
+        assert_eq!(t, civil(1969, 12, 31, 23, 59, 59, 999_999));
         let t = Timestamp::from_micros(-86_400 * MICROS_PER_SECOND);
         assert_eq!(t.to_rfc3339(), "1969-12-31T00:00:00.000000Z");
         assert_eq!(db("1969-07-20 20:17:40.000000"), civil(1969, 7, 20, 20, 17, 40, 0));
         assert!(db("1969-07-20 20:17:40").micros() < 0);
+    }
+
+    /// The Gregorian rule, written out to check chrono's calendar against.
+    fn days_in_month(year: i32, month: u32) -> u32 {
+        match month {
+            2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+            2 => 28,
+            4 | 6 | 9 | 11 => 30,
+            _ => 31,
+        }
     }
 
     #[test]
@@ -618,9 +540,15 @@ mod tests {
         for year in [1, 4, 100, 400, 1582, 1900, 1969, 1970, 2000, 2024, 2100, 9999] {
             let mut previous: Option<Timestamp> = None;
             for month in 1..=12 {
-                for day in 1..=days_in_month(year, month) {
-                    let t = civil(year, month, day, 0, 0, 0, 0);
-                    assert_eq!(t.to_civil(), (year, month, day, 0, 0, 0, 0));
+                let last = days_in_month(year, month);
+                let after_last = format!("{year:04}-{month:02}-{:02}", last + 1);
+                assert!(Timestamp::parse_db_text(&after_last).is_err(), "{after_last}");
+                for day in 1..=last {
+                    let date = format!("{year:04}-{month:02}-{day:02}");
+                    let t = db(&date);
+                    assert_eq!(t, civil(year, month, day, 0, 0, 0, 0));
+                    assert_eq!(t.to_sqlite_text(), format!("{date} 00:00:00.000000"));
+                    assert_eq!(t.to_rfc3339(), format!("{date}T00:00:00.000000Z"));
                     if let Some(p) = previous {
                         assert_eq!(t.micros() - p.micros(), MICROS_PER_DAY);
                     }
@@ -632,10 +560,10 @@ mod tests {
 
     #[test]
     fn leap_years() {
-        assert!(Timestamp::from_civil(2024, 2, 29, 0, 0, 0, 0).is_some());
-        assert!(Timestamp::from_civil(2000, 2, 29, 0, 0, 0, 0).is_some());
-        assert!(Timestamp::from_civil(1900, 2, 29, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2023, 2, 29, 0, 0, 0, 0).is_none());
+        assert!(Timestamp::parse_db_text("2024-02-29 00:00:00").is_ok());
+        assert!(Timestamp::parse_db_text("2000-02-29 00:00:00").is_ok());
+        assert!(Timestamp::parse_db_text("1900-02-29 00:00:00").is_err());
+        assert!(Timestamp::parse_db_text("2023-02-29 00:00:00").is_err());
         assert!(Timestamp::parse_rfc3339("2100-02-29T00:00:00Z").is_err());
         assert_eq!(
             ts("2024-02-28T23:59:59Z").checked_add(MICROS_PER_SECOND),
@@ -648,16 +576,66 @@ mod tests {
     }
 
     #[test]
-    fn from_civil_limits() {
-        assert!(Timestamp::from_civil(0, 1, 1, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(10_000, 1, 1, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 13, 1, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 4, 31, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 1, 0, 0, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 1, 1, 24, 0, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 1, 1, 0, 60, 0, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 1, 1, 0, 0, 60, 0).is_none());
-        assert!(Timestamp::from_civil(2026, 1, 1, 0, 0, 0, 1_000_000).is_none());
+    fn stored_text_limits() {
+        let cases = [
+            ("0000-01-01 00:00:00", "year must be"),
+            ("10000-01-01 00:00:00", "expected a date"),
+            ("2026-13-01 00:00:00", "month must be"),
+            ("2026-04-31 00:00:00", "day out of range"),
+            ("2026-01-00 00:00:00", "day out of range"),
+            ("2026-01-01 24:00:00", "hour must be"),
+            ("2026-01-01 00:60:00", "minute must be"),
+            ("2026-01-01 00:00:60", "leap seconds"),
+            ("2026-01-01 00:00:00.1234567890", "1 to 9 digits"),
+        ];
+        for (text, fragment) in cases {
+            let e = Timestamp::parse_db_text(text);
+            let msg = e.map_or_else(|e| e.to_string(), |t| format!("parsed as {t}"));
+            assert!(
+                msg.starts_with("unreadable stored timestamp") && msg.contains(fragment),
+                "{text}: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn leap_seconds_are_refused_even_where_one_was() {
+        // 2016-12-31T23:59:60Z was a real leap second; chrono could hold it, Python cannot.
+        for text in ["2016-12-31T23:59:60Z", "2016-12-31T23:59:60.5Z", "2016-12-31 23:59:60+00:00"] {
+            let e = Timestamp::parse_rfc3339(text);
+            let msg = e.map_or_else(|e| e.to_string(), |t| format!("parsed as {t}"));
+            assert!(msg.contains("leap seconds are not supported"), "{text}: {msg}");
+        }
+        assert!(Timestamp::parse_db_text("2016-12-31 23:59:60.999999").is_err());
+    }
+
+    #[test]
+    fn negative_offsets_at_the_edges_of_the_calendar() {
+        assert_eq!(ts("0001-01-01T00:00:00-23:59"), civil(1, 1, 1, 23, 59, 0, 0));
+        assert_eq!(ts("0001-01-01T00:00:00-00:00"), Timestamp::MIN);
+        assert_eq!(ts("9999-12-31T00:00:00-23:59"), civil(9999, 12, 31, 23, 59, 0, 0));
+        assert_eq!(ts("9999-12-31T00:00:59.999999-23:59"), Timestamp::MAX);
+        assert!(Timestamp::parse_rfc3339("9999-12-31T00:01:00-23:59").is_err());
+        assert_eq!(ts("2026-01-02T03:04:05-12"), civil(2026, 1, 2, 15, 4, 5, 0));
+        assert_eq!(ts("2026-01-02T03:04:05-1230"), civil(2026, 1, 2, 15, 34, 5, 0));
+        assert_eq!(db("2026-01-02 03:04:05.5-02:00"), civil(2026, 1, 2, 5, 4, 5, 500_000));
+        for text in ["2026-01-02T03:04:05-24:00", "2026-01-02T03:04:05-2400", "2026-01-02T03:04:05-00:60"] {
+            let msg =
+                Timestamp::parse_rfc3339(text).map_or_else(|e| e.to_string(), |t| format!("parsed as {t}"));
+            assert!(msg.contains("less than 24 hours"), "{text}: {msg}");
+        }
+        let e = Timestamp::parse_db_text("9999-12-31 23:00:00-01:00");
+        assert!(matches!(e, Err(TimeError::StoredTimestamp { problem: OUT_OF_RANGE, .. })), "{e:?}");
+    }
+
+    #[test]
+    fn fractions_beyond_microseconds_in_stored_text() {
+        assert_eq!(db("2026-01-02 03:04:05.123456789"), civil(2026, 1, 2, 3, 4, 5, 123_456));
+        assert_eq!(db("2026-01-02 03:04:05,000000999"), civil(2026, 1, 2, 3, 4, 5, 0));
+        assert_eq!(db("9999-12-31 23:59:59.999999999"), Timestamp::MAX);
+        assert_eq!(db("0001-01-01 00:00:00.000000999").to_sqlite_text(), "0001-01-01 00:00:00.000000");
+        assert_eq!(civil(1, 1, 1, 0, 0, 0, 1).to_rfc3339(), "0001-01-01T00:00:00.000001Z");
+        assert_eq!(civil(9999, 12, 31, 0, 0, 0, 0).to_sqlite_text(), "9999-12-31 00:00:00.000000");
     }
 
     #[test]
@@ -828,10 +806,28 @@ mod tests {
     fn extreme_micros_do_not_panic() {
         for us in [i64::MIN, i64::MIN + 1, -1, 0, i64::MAX] {
             let t = Timestamp::from_micros(us);
-            let _ = (t.to_civil(), t.to_sqlite_text(), t.to_rfc3339());
+            let _ = (t.to_sqlite_text(), t.to_rfc3339());
         }
-        let (year, ..) = Timestamp::from_micros(i64::MAX).to_civil();
-        assert_eq!(year, 294_247);
+    }
+
+    #[test]
+    fn instants_outside_the_years_1_to_9999_render_with_a_sign() {
+        let after_max = Timestamp::from_micros(Timestamp::MAX.micros() + 1);
+        assert_eq!(after_max.to_rfc3339(), "+10000-01-01T00:00:00.000000Z");
+        assert_eq!(after_max.to_sqlite_text(), "+10000-01-01 00:00:00.000000");
+        let before_min = Timestamp::from_micros(Timestamp::MIN.micros() - 1);
+        assert_eq!(before_min.to_rfc3339(), "0000-12-31T23:59:59.999999Z");
+        let year_minus_one = Timestamp::from_micros(Timestamp::MIN.micros() - 367 * MICROS_PER_DAY);
+        assert_eq!(year_minus_one.to_sqlite_text(), "-0001-12-31 00:00:00.000000");
+        // Past chrono's range, which only PostgreSQL rows after the year 262142 reach.
+        assert_eq!(Timestamp::from_micros(i64::MAX).to_rfc3339(), "+262142-12-31T23:59:59.999999Z");
+        assert_eq!(Timestamp::from_micros(i64::MIN).to_rfc3339(), "-262143-01-01T00:00:00.000000Z");
+        for text in [after_max.to_rfc3339(), before_min.to_rfc3339(), year_minus_one.to_sqlite_text()] {
+            assert!(
+                Timestamp::parse_rfc3339(&text).is_err() && Timestamp::parse_db_text(&text).is_err(),
+                "{text}"
+            );
+        }
     }
 
     #[test]
