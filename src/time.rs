@@ -182,22 +182,20 @@ impl Timestamp {
     /// Airflow's SQLite storage form, `YYYY-MM-DD HH:MM:SS.ffffff`; for years 1 to 9999 its
     /// string order is the instants' order.
     pub(crate) fn to_sqlite_text(self) -> String {
-        self.to_chrono().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+        self.shown(|at| at.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, for display and JSON.
     pub(crate) fn to_rfc3339(self) -> String {
-        self.to_chrono().to_rfc3339_opts(SecondsFormat::Micros, true)
+        self.shown(|at| at.to_rfc3339_opts(SecondsFormat::Micros, true))
     }
 
-    /// Years outside 0 to 9999 get a sign (`+10000`, `-0001`), as ISO 8601 wants; instants
-    /// past chrono's ±262,143 years, which only PostgreSQL rows reach, show as its bounds.
-    fn to_chrono(self) -> DateTime<Utc> {
-        DateTime::from_timestamp_micros(self.0).unwrap_or(if self.0 < 0 {
-            DateTime::<Utc>::MIN_UTC
-        } else {
-            DateTime::<Utc>::MAX_UTC
-        })
+    /// Years outside 0 to 9999 get a sign (`+10000`, `-0001`), as ISO 8601 wants. An instant
+    /// past chrono's ±262,143 years, which only a PostgreSQL row written by another tool can
+    /// hold, has no calendar text here: it is shown as the count it is.
+    fn shown(self, form: impl Fn(DateTime<Utc>) -> String) -> String {
+        DateTime::from_timestamp_micros(self.0)
+            .map_or_else(|| format!("{} microseconds after 1970-01-01T00:00:00Z", self.0), form)
     }
 }
 
@@ -820,8 +818,14 @@ mod tests {
         let year_minus_one = Timestamp::from_micros(Timestamp::MIN.micros() - 367 * MICROS_PER_DAY);
         assert_eq!(year_minus_one.to_sqlite_text(), "-0001-12-31 00:00:00.000000");
         // Past chrono's range, which only PostgreSQL rows after the year 262142 reach.
-        assert_eq!(Timestamp::from_micros(i64::MAX).to_rfc3339(), "+262142-12-31T23:59:59.999999Z");
-        assert_eq!(Timestamp::from_micros(i64::MIN).to_rfc3339(), "-262143-01-01T00:00:00.000000Z");
+        assert_eq!(
+            Timestamp::from_micros(i64::MAX).to_rfc3339(),
+            "9223372036854775807 microseconds after 1970-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            Timestamp::from_micros(i64::MIN).to_rfc3339(),
+            "-9223372036854775808 microseconds after 1970-01-01T00:00:00Z"
+        );
         for text in [after_max.to_rfc3339(), before_min.to_rfc3339(), year_minus_one.to_sqlite_text()] {
             assert!(
                 Timestamp::parse_rfc3339(&text).is_err() && Timestamp::parse_db_text(&text).is_err(),
