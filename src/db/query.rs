@@ -25,54 +25,27 @@ pub(crate) enum Param<'a> {
     Limit(Option<u64>),
 }
 
-impl From<i64> for Param<'_> {
-    fn from(n: i64) -> Self {
-        Param::Int(Some(n))
-    }
+/// Parameters from the values the statements bind. Counts and bounds given as `u64` (a sample
+/// size, a byte bound) past `i64::MAX` mean "all", which `i64::MAX` still is.
+macro_rules! param_from {
+    ($($value:ty => |$v:ident| $param:expr;)*) => {
+        $(impl<'a> From<$value> for Param<'a> {
+            fn from($v: $value) -> Self {
+                $param
+            }
+        })*
+    };
 }
 
-impl From<Option<i64>> for Param<'_> {
-    fn from(n: Option<i64>) -> Self {
-        Param::Int(n)
-    }
-}
-
-/// Counts and bounds given as `u64` (a sample size, a byte bound); past `i64::MAX` they mean
-/// "all", which `i64::MAX` still is.
-impl From<u64> for Param<'_> {
-    fn from(n: u64) -> Self {
-        Param::Int(Some(i64::try_from(n).unwrap_or(i64::MAX)))
-    }
-}
-
-impl<'a> From<&'a str> for Param<'a> {
-    fn from(text: &'a str) -> Self {
-        Param::Text(Some(text))
-    }
-}
-
-impl<'a> From<&'a String> for Param<'a> {
-    fn from(text: &'a String) -> Self {
-        Param::Text(Some(text))
-    }
-}
-
-impl<'a> From<Option<&'a str>> for Param<'a> {
-    fn from(text: Option<&'a str>) -> Self {
-        Param::Text(text)
-    }
-}
-
-impl From<Timestamp> for Param<'_> {
-    fn from(at: Timestamp) -> Self {
-        Param::Time(Some(at))
-    }
-}
-
-impl From<Option<Timestamp>> for Param<'_> {
-    fn from(at: Option<Timestamp>) -> Self {
-        Param::Time(at)
-    }
+param_from! {
+    i64 => |n| Param::Int(Some(n));
+    Option<i64> => |n| Param::Int(n);
+    u64 => |n| Param::Int(Some(i64::try_from(n).unwrap_or(i64::MAX)));
+    &'a str => |text| Param::Text(Some(text));
+    &'a String => |text| Param::Text(Some(text));
+    Option<&'a str> => |text| Param::Text(text);
+    Timestamp => |at| Param::Time(Some(at));
+    Option<Timestamp> => |at| Param::Time(at);
 }
 
 /// A statement in the neutral form of `dialect.rs`, with its parameters in order.
@@ -80,11 +53,12 @@ impl From<Option<Timestamp>> for Param<'_> {
 pub(crate) struct Query<'a> {
     pieces: Vec<&'static str>,
     params: Vec<Param<'a>>,
+    compared: Vec<(&'static str, &'static str, &'a str)>,
 }
 
 impl<'a> Query<'a> {
     pub(crate) fn new(sql: &'static str) -> Self {
-        Query { pieces: vec![sql], params: Vec::new() }
+        Query { pieces: vec![sql], params: Vec::new(), compared: Vec::new() }
     }
 
     /// Binds the next `?`.
@@ -105,6 +79,26 @@ impl<'a> Query<'a> {
     #[must_use]
     pub(crate) fn and(self, sql: &'static str, param: impl Into<Param<'a>>) -> Self {
         self.push(sql).bind(param)
+    }
+
+    /// Appends a clause that compares `(table, column)` with `text` (its one `?`) and binds it.
+    /// Text the column cannot hold (MySQL's `utf8mb3` and emoji) equals no stored value: the
+    /// statement then matches no row, and is answered without asking the database, which
+    /// would refuse the comparison outright.
+    #[must_use]
+    pub(crate) fn matching(
+        mut self,
+        sql: &'static str,
+        (table, column): (&'static str, &'static str),
+        text: &'a str,
+    ) -> Self {
+        self.compared.push((table, column, text));
+        self.and(sql, text)
+    }
+
+    /// The `(table, column, text)` of every [`Query::matching`] clause.
+    pub(crate) fn compared(&self) -> &[(&'static str, &'static str, &'a str)] {
+        &self.compared
     }
 
     /// The neutral text, before a dialect spells it.

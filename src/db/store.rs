@@ -79,18 +79,18 @@ const ACTIVE_ASSET: &str =
 
 const TASK_UPSERT: Upsert = Upsert {
     table: "task_state_store",
-    columns: r#"dag_run_id task_id map_index "key" dag_id run_id value updated_at expires_at"#,
-    key_columns: 4,
-    update: "value expires_at updated_at",
+    columns: r#"dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at"#,
+    key: r#"dag_run_id, task_id, map_index, "key""#,
+    update: "value, expires_at, updated_at",
 };
 
 const ASSET_UPSERT: Upsert = Upsert {
     table: "asset_state_store",
-    columns: r#"asset_id "key" value updated_at last_updated_by_kind last_updated_by_dag_id last_updated_by_run_id
-        last_updated_by_task_id last_updated_by_map_index"#,
-    key_columns: 2,
-    update: "value last_updated_by_kind last_updated_by_dag_id last_updated_by_run_id last_updated_by_task_id
-        last_updated_by_map_index updated_at",
+    columns: "asset_id, \"key\", value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
+        last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index",
+    key: r#"asset_id, "key""#,
+    update: "value, last_updated_by_kind, last_updated_by_dag_id, last_updated_by_run_id, \
+        last_updated_by_task_id, last_updated_by_map_index, updated_at",
 };
 
 /// The dag_id, run_id, task_id and map_index of a task row, from the next four columns.
@@ -142,73 +142,52 @@ fn page<'a>(query: Query<'a>, page: Page) -> Query<'a> {
 }
 
 impl Store {
-    fn can_match(&self, table: &str, columns: &[(&str, &str)]) -> bool {
-        columns.iter().all(|(column, text)| self.conn.can_match(table, column, text))
-    }
-
-    fn scope_can_match(&self, table: &str, scope: &TaskScope) -> bool {
-        self.can_match(
-            table,
-            &[("dag_id", &scope.dag_id), ("run_id", &scope.run_id), ("task_id", &scope.task_id)],
-        )
-    }
-
     /// `WHERE dag_id = ? AND run_id = ? AND task_id = ?`, and the map index unless all are meant.
-    fn scope_where<'a>(query: Query<'a>, scope: &'a TaskScope, all_map_indices: bool) -> Query<'a> {
+    fn scope_where<'a>(
+        query: Query<'a>,
+        table: &'static str,
+        scope: &'a TaskScope,
+        all_map_indices: bool,
+    ) -> Query<'a> {
         let query = query
-            .and(" WHERE dag_id = ?", &scope.dag_id)
-            .and(" AND run_id = ?", &scope.run_id)
-            .and(" AND task_id = ?", &scope.task_id);
+            .matching(" WHERE dag_id = ?", (table, "dag_id"), &scope.dag_id)
+            .matching(" AND run_id = ?", (table, "run_id"), &scope.run_id)
+            .matching(" AND task_id = ?", (table, "task_id"), &scope.task_id);
         if all_map_indices { query } else { query.and(" AND map_index = ?", scope.map_index) }
     }
 
-    /// The WHERE clause of `list`'s task filters (and of a primary-key page); `None` when a
-    /// filter holds text the columns cannot, which matches no row.
-    fn task_filter<'a>(
-        &self,
-        mut query: Query<'a>,
-        filter: &'a TaskFilter,
-        after_id: Option<i64>,
-    ) -> Option<Query<'a>> {
+    /// The WHERE clause of `list`'s task filters (and of a primary-key page).
+    fn task_filter<'a>(mut query: Query<'a>, filter: &'a TaskFilter, after_id: Option<i64>) -> Query<'a> {
         let mut glue = " WHERE ";
-        let mut clause = |query: Query<'a>, sql: &'static str, param: Param<'a>| {
-            let query = query.push(glue).and(sql, param);
-            glue = " AND ";
-            query
-        };
+        let mut next = || std::mem::replace(&mut glue, " AND ");
         for (sql, column, value) in [
             ("dag_id = ?", "dag_id", &filter.dag_id),
             ("run_id = ?", "run_id", &filter.run_id),
             ("task_id = ?", "task_id", &filter.task_id),
         ] {
             if let Some(text) = value {
-                if !self.conn.can_match("task_state_store", column, text) {
-                    return None;
-                }
-                query = clause(query, sql, text.into());
+                query = query.push(next()).matching(sql, ("task_state_store", column), text);
             }
         }
         if let Some(map_index) = filter.map_index {
-            query = clause(query, "map_index = ?", map_index.into());
+            query = query.push(next()).and("map_index = ?", map_index);
         }
         if let Some(cutoff) = filter.expired_before {
-            query = clause(query, "expires_at < ?", cutoff.into());
+            query = query.push(next()).and("expires_at < ?", cutoff);
         }
         if filter.external_only {
-            query = clause(query, "value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE.into());
+            query = query.push(next()).and("value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE);
         }
         if let Some(after_id) = after_id {
-            query = clause(query, "id > ?", after_id.into());
+            query = query.push(next()).and("id > ?", after_id);
         }
-        Some(query)
+        query
     }
 
     pub(crate) fn dag_run_id(&mut self, dag_id: &str, run_id: &str) -> Result<Option<i64>> {
-        if !self.can_match("dag_run", &[("dag_id", dag_id), ("run_id", run_id)]) {
-            return Ok(None);
-        }
-        let query =
-            Query::new("SELECT id FROM dag_run WHERE dag_id = ? AND run_id = ?").bind(dag_id).bind(run_id);
+        let query = Query::new("SELECT id FROM dag_run")
+            .matching(" WHERE dag_id = ?", ("dag_run", "dag_id"), dag_id)
+            .matching(" AND run_id = ?", ("dag_run", "run_id"), run_id);
         first(&mut *self.conn, "cannot look up the dag run", &query, Fields::int)
     }
 
@@ -216,14 +195,12 @@ impl Store {
     /// with `any_map_index`: Airflow's API refuses state writes to a task instance that does
     /// not exist, while the database's own keys check only the dag run.
     pub(crate) fn task_instance_exists(&mut self, scope: &TaskScope, any_map_index: bool) -> Result<bool> {
-        if !self.scope_can_match("task_instance", scope) {
-            return Ok(false);
-        }
-        let query = Query::new("SELECT 1 FROM task_instance WHERE dag_id = ?")
-            .bind(&scope.dag_id)
-            .and(" AND task_id = ?", &scope.task_id)
-            .and(" AND run_id = ?", &scope.run_id);
-        let query = if any_map_index { query } else { query.and(" AND map_index = ?", scope.map_index) };
+        let query = Self::scope_where(
+            Query::new("SELECT 1 FROM task_instance"),
+            "task_instance",
+            scope,
+            any_map_index,
+        );
         let found =
             first(&mut *self.conn, "cannot look up the task instance", &query.push(" LIMIT 1"), Fields::int)?;
         Ok(found.is_some())
@@ -237,29 +214,23 @@ impl Store {
         task_id: &str,
         limit: u64,
     ) -> Result<TaskInstances> {
-        if !self.can_match("task_instance", &[("dag_id", dag_id), ("run_id", run_id)]) {
-            return Ok(TaskInstances::default());
-        }
         let what = "cannot look up the task instances";
-        let ids = Query::new(
-            "SELECT DISTINCT BYTES(task_id) FROM task_instance WHERE dag_id = ? AND run_id = ? ORDER BY 1 LIMIT ?",
-        );
-        let ids = ids.bind(dag_id).bind(run_id).bind(Param::Limit(Some(limit)));
+        let run =
+            |select: &'static str| {
+                Query::new(select)
+                    .matching(" WHERE dag_id = ?", ("task_instance", "dag_id"), dag_id)
+                    .matching(" AND run_id = ?", ("task_instance", "run_id"), run_id)
+            };
+        let ids = run("SELECT DISTINCT BYTES(task_id) FROM task_instance");
+        let ids = ids.and(" ORDER BY 1 LIMIT ?", Param::Limit(Some(limit)));
         let task_ids = all(&mut *self.conn, what, &ids, |f| Ok(f.text()))?;
-        let tasks =
-            Query::new("SELECT count(DISTINCT task_id) FROM task_instance WHERE dag_id = ? AND run_id = ?");
-        let task_count = count(&mut *self.conn, what, &tasks.bind(dag_id).bind(run_id))?;
-        let map_indexes = if self.conn.can_match("task_instance", "task_id", task_id) {
-            let query = Query::new(
-                "SELECT count(*), min(map_index), max(map_index) FROM task_instance \
-                 WHERE dag_id = ? AND task_id = ? AND run_id = ?",
-            );
-            let query = query.bind(dag_id).bind(task_id).bind(run_id);
-            first(&mut *self.conn, what, &query, |f| Ok((f.count()?, f.opt_int()?, f.opt_int()?)))?
-                .and_then(|(n, low, high)| Some((n, low?, high?)).filter(|_| n > 0))
-        } else {
-            None
-        };
+        let task_count =
+            count(&mut *self.conn, what, &run("SELECT count(DISTINCT task_id) FROM task_instance"))?;
+        let task = run("SELECT count(*), min(map_index), max(map_index) FROM task_instance");
+        let task = task.matching(" AND task_id = ?", ("task_instance", "task_id"), task_id);
+        let map_indexes =
+            first(&mut *self.conn, what, &task, |f| Ok((f.count()?, f.opt_int()?, f.opt_int()?)))?
+                .and_then(|(n, low, high)| Some((n, low?, high?)).filter(|_| n > 0));
         Ok(TaskInstances { task_ids, task_count, map_indexes })
     }
 
@@ -270,13 +241,12 @@ impl Store {
                  WHERE aa.name = a.name AND aa.uri = a.uri) FROM asset a WHERE a.id = ?",
             )
             .bind(*id),
-            AssetSelector::Name(name) if self.conn.can_match("asset", "name", name) => {
-                Query::new(ACTIVE_ASSET).and(" WHERE a.name = ?", name)
+            AssetSelector::Name(name) => {
+                Query::new(ACTIVE_ASSET).matching(" WHERE a.name = ?", ("asset", "name"), name)
             }
-            AssetSelector::Uri(uri) if self.conn.can_match("asset", "uri", uri) => {
-                Query::new(ACTIVE_ASSET).and(" WHERE a.uri = ?", uri)
+            AssetSelector::Uri(uri) => {
+                Query::new(ACTIVE_ASSET).matching(" WHERE a.uri = ?", ("asset", "uri"), uri)
             }
-            AssetSelector::Name(_) | AssetSelector::Uri(_) => return Ok(None),
         };
         first(&mut *self.conn, "cannot look up the asset", &query, asset)
     }
@@ -284,23 +254,19 @@ impl Store {
     /// The asset with exactly this name and uri, active or not (Airflow keeps the pair
     /// unique), for `import`: ids differ from one database to another, name and uri do not.
     pub(crate) fn asset_id_by_name_uri(&mut self, name: &str, uri: &str) -> Result<Option<i64>> {
-        if !self.can_match("asset", &[("name", name), ("uri", uri)]) {
-            return Ok(None);
-        }
-        let query = Query::new("SELECT id FROM asset WHERE name = ? AND uri = ? ORDER BY id DESC LIMIT 1");
-        first(&mut *self.conn, "cannot look up the asset", &query.bind(name).bind(uri), Fields::int)
+        let query = Query::new("SELECT id FROM asset")
+            .matching(" WHERE name = ?", ("asset", "name"), name)
+            .matching(" AND uri = ? ORDER BY id DESC LIMIT 1", ("asset", "uri"), uri);
+        first(&mut *self.conn, "cannot look up the asset", &query, Fields::int)
     }
 
     /// Whether an asset with this name or uri exists at all, active or not (for messages).
     pub(crate) fn asset_exists_inactive(&mut self, selector: &AssetSelector) -> Result<bool> {
+        let query = Query::new("SELECT EXISTS (SELECT 1 FROM asset");
         let query = match selector {
-            AssetSelector::Name(name) if self.conn.can_match("asset", "name", name) => {
-                Query::new("SELECT EXISTS (SELECT 1 FROM asset WHERE name = ?)").bind(name)
-            }
-            AssetSelector::Uri(uri) if self.conn.can_match("asset", "uri", uri) => {
-                Query::new("SELECT EXISTS (SELECT 1 FROM asset WHERE uri = ?)").bind(uri)
-            }
-            _ => return Ok(false),
+            AssetSelector::Name(name) => query.matching(" WHERE name = ?)", ("asset", "name"), name),
+            AssetSelector::Uri(uri) => query.matching(" WHERE uri = ?)", ("asset", "uri"), uri),
+            AssetSelector::Id(_) => return Ok(false),
         };
         Ok(first(&mut *self.conn, "cannot look up the asset", &query, Fields::bool)?.unwrap_or(false))
     }
@@ -313,34 +279,22 @@ impl Store {
     }
 
     pub(crate) fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        if !(self.scope_can_match("task_state_store", scope)
-            && self.can_match("task_state_store", &[("key", key)]))
-        {
-            return Ok(None);
-        }
         let query = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
-        let query = Self::scope_where(query, scope, false).and(r#" AND "key" = ?"#, key);
+        let query = Self::scope_where(query, "task_state_store", scope, false);
+        let query = query.matching(r#" AND "key" = ?"#, ("task_state_store", "key"), key);
         first(&mut *self.conn, "cannot read task_state_store", &query, task_entry)
     }
 
     pub(crate) fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        if !self.conn.can_match("asset_state_store", "key", key) {
-            return Ok(None);
-        }
         let query = Query::new("SELECT ").push(ASSET_ROWS).and(" WHERE s.asset_id = ?", asset.id);
-        first(
-            &mut *self.conn,
-            "cannot read asset_state_store",
-            &query.and(r#" AND s."key" = ?"#, key),
-            asset_entry,
-        )
+        let query = query.matching(r#" AND s."key" = ?"#, ("asset_state_store", "key"), key);
+        first(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry)
     }
 
     pub(crate) fn list_task(&mut self, filter: &TaskFilter, window: Page) -> Result<Vec<TaskEntry>> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
-        let Some(query) = self.task_filter(select, filter, None) else { return Ok(Vec::new()) };
-        let query =
-            query.push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
+        let query = Self::task_filter(select, filter, None)
+            .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
         all(&mut *self.conn, "cannot read task_state_store", &page(query, window), task_entry)
     }
 
@@ -366,7 +320,7 @@ impl Store {
         limit: u64,
     ) -> Result<Vec<(i64, TaskEntry)>> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(", id FROM task_state_store");
-        let Some(query) = self.task_filter(select, filter, Some(after_id)) else { return Ok(Vec::new()) };
+        let query = Self::task_filter(select, filter, Some(after_id));
         let query = query.and(" ORDER BY id LIMIT ?", Param::Limit(Some(limit)));
         all(&mut *self.conn, "cannot read task_state_store", &query, task_entry_and_id)
     }
@@ -454,37 +408,27 @@ impl Store {
     }
 
     pub(crate) fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
-        if !(self.scope_can_match("task_state_store", scope)
-            && self.can_match("task_state_store", &[("key", key)]))
-        {
-            return Ok(0);
-        }
-        let query = Self::scope_where(Query::new("DELETE FROM task_state_store"), scope, false);
-        self.conn.run("cannot delete from task_state_store", &query.and(r#" AND "key" = ?"#, key))
+        let query =
+            Self::scope_where(Query::new("DELETE FROM task_state_store"), "task_state_store", scope, false);
+        let query = query.matching(r#" AND "key" = ?"#, ("task_state_store", "key"), key);
+        self.conn.run("cannot delete from task_state_store", &query)
     }
 
     pub(crate) fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
-        if !self.conn.can_match("asset_state_store", "key", key) {
-            return Ok(0);
-        }
-        let query = Query::new(r#"DELETE FROM asset_state_store WHERE asset_id = ? AND "key" = ?"#);
-        self.conn.run("cannot delete from asset_state_store", &query.bind(asset_id).bind(key))
+        let query = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+        let query = query.matching(r#" AND "key" = ?"#, ("asset_state_store", "key"), key);
+        self.conn.run("cannot delete from asset_state_store", &query)
     }
 
     pub(crate) fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
-        if !self.scope_can_match("task_state_store", scope) {
-            return Ok(0);
-        }
-        let query =
-            Self::scope_where(Query::new("SELECT count(*) FROM task_state_store"), scope, all_map_indices);
+        let select = Query::new("SELECT count(*) FROM task_state_store");
+        let query = Self::scope_where(select, "task_state_store", scope, all_map_indices);
         count(&mut *self.conn, "cannot read task_state_store", &query)
     }
 
     pub(crate) fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
-        if !self.scope_can_match("task_state_store", scope) {
-            return Ok(0);
-        }
-        let query = Self::scope_where(Query::new("DELETE FROM task_state_store"), scope, all_map_indices);
+        let delete = Query::new("DELETE FROM task_state_store");
+        let query = Self::scope_where(delete, "task_state_store", scope, all_map_indices);
         self.conn.run("cannot delete from task_state_store", &query)
     }
 
@@ -500,5 +444,23 @@ impl Store {
 
     pub(super) fn connection(&mut self) -> &mut dyn Connection {
         &mut *self.conn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_updated_column_is_a_written_one() {
+        for upsert in [TASK_UPSERT, ASSET_UPSERT] {
+            let columns: Vec<&str> = upsert.columns.split(", ").collect();
+            assert_eq!(columns.len(), 9, "{}", upsert.table);
+            assert!(upsert.columns.starts_with(upsert.key), "{}", upsert.table);
+            for column in upsert.update.split(", ") {
+                assert!(columns.contains(&column), "{}.{column}", upsert.table);
+            }
+            assert!(upsert.update.ends_with("updated_at"), "{}", upsert.table);
+        }
     }
 }

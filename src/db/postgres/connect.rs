@@ -77,12 +77,12 @@ impl Endpoint {
     }
 }
 
-/// Everything the URL says about the connection, checked before any socket is opened.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Everything the URL says about the connection, checked before any socket is opened: the
+/// driver's configuration, and what the TLS connector and the messages need.
+#[derive(Debug, Clone)]
 struct ConnectOptions {
+    config: postgres::Config,
     endpoints: Vec<Endpoint>,
-    user: Option<String>,
-    password: Option<String>,
     dbname: Option<String>,
     tls: TlsMode,
     /// `sslrootcert`: a file, or `system` for the system's trusted roots.
@@ -90,14 +90,6 @@ struct ConnectOptions {
     client_cert: Option<PathBuf>,
     client_key: Option<PathBuf>,
     connect_timeout: Duration,
-    application_name: String,
-    options: Option<String>,
-    read_write_only: bool,
-    keepalives: Option<bool>,
-    keepalives_idle: Option<Duration>,
-    keepalives_interval: Option<Duration>,
-    keepalives_count: Option<u32>,
-    tcp_user_timeout: Option<Duration>,
 }
 
 /// The query keys understood here, for the message that refuses any other.
@@ -149,16 +141,23 @@ impl ConnectOptions {
                 n => Duration::from_secs(n.unsigned_abs()).max(MIN_CONNECT_TIMEOUT),
             },
         };
-        let read_write_only = match url.query_value("target_session_attrs") {
-            None | Some("any") => false,
-            Some("read-write") => true,
+        let mut config = postgres::Config::new();
+        for endpoint in &endpoints {
+            match endpoint {
+                Endpoint::Tcp { host, port } => config.host(host).port(*port),
+                Endpoint::Socket { dir, port } => config.host_path(dir).port(*port),
+            };
+        }
+        match url.query_value("target_session_attrs") {
+            None | Some("any") => {}
+            Some("read-write") => drop(config.target_session_attrs(TargetSessionAttrs::ReadWrite)),
             Some(other) => {
                 return Err(config_error(
                     url,
                     &format!("target_session_attrs={other} is not supported (use any or read-write)"),
                 ));
             }
-        };
+        }
         if let Some(encoding) = url.query_value("client_encoding") {
             // The driver always talks UTF-8; any other encoding would change what is stored.
             if !matches!(encoding.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode") {
@@ -177,54 +176,73 @@ impl ConnectOptions {
                 ));
             }
         }
-        let optional_seconds = |key: &str| -> Result<Option<Duration>> {
-            url.query_value(key)
-                .map(|text| seconds(url, key, text).map(|n| Duration::from_secs(n.max(0).unsigned_abs())))
-                .transpose()
+        let whole_seconds = |key: &str| -> Result<Option<Duration>> {
+            let seconds =
+                |text| seconds(url, key, text).map(|n| Duration::from_secs(n.max(0).unsigned_abs()));
+            url.query_value(key).map(seconds).transpose()
         };
-        let keepalives = url.query_value("keepalives").map(|v| v.trim() != "0");
-        let keepalives_count = url
-            .query_value("keepalives_count")
-            .map(|text| {
-                text.trim()
-                    .parse::<u32>()
-                    .map_err(|_| config_error(url, &format!("keepalives_count={text} is not a whole number")))
-            })
-            .transpose()?;
+        if let Some(idle) = whole_seconds("keepalives_idle")? {
+            config.keepalives_idle(idle);
+        }
+        if let Some(interval) = whole_seconds("keepalives_interval")? {
+            config.keepalives_interval(interval);
+        }
+        if let Some(text) = url.query_value("keepalives_count") {
+            let count = text.trim().parse::<u32>();
+            config.keepalives_retries(
+                count.map_err(|_| {
+                    config_error(url, &format!("keepalives_count={text} is not a whole number"))
+                })?,
+            );
+        }
         // libpq's tcp_user_timeout is in milliseconds.
-        let tcp_user_timeout = url
-            .query_value("tcp_user_timeout")
-            .map(|text| {
-                text.trim().parse::<u64>().map(Duration::from_millis).map_err(|_| {
-                    config_error(
-                        url,
-                        &format!("tcp_user_timeout={text} is not a whole number of milliseconds"),
-                    )
-                })
-            })
-            .transpose()?;
+        if let Some(text) = url.query_value("tcp_user_timeout") {
+            let millis = text.trim().parse::<u64>().map_err(|_| {
+                config_error(url, &format!("tcp_user_timeout={text} is not a whole number of milliseconds"))
+            })?;
+            config.tcp_user_timeout(Duration::from_millis(millis));
+        }
+        if let Some(on) = url.query_value("keepalives") {
+            config.keepalives(on.trim() != "0");
+        }
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         // As SQLAlchemy passes them to psycopg2: the query's user, password and dbname win
         // over the URL's own.
         let query = |key: &str| url.query_value(key).map(str::to_string);
+        if let Some(user) = non_empty(query("user").or_else(|| url.username.clone())) {
+            config.user(&user);
+        }
+        if let Some(password) = query("password").or_else(|| url.password.clone()) {
+            config.password(password);
+        }
+        let dbname = non_empty(query("dbname").or_else(|| url.database.clone()));
+        if let Some(dbname) = &dbname {
+            config.dbname(dbname);
+        }
+        if let Some(options) = url.query_value("options") {
+            config.options(options);
+        }
+        config.application_name(url.query_value("application_name").unwrap_or("state-store"));
+        config.connect_timeout(connect_timeout);
+        // libpq never uses TLS over a Unix socket, whatever sslmode says.
+        let all_sockets = endpoints.iter().all(|e| matches!(e, Endpoint::Socket { .. }));
+        config.ssl_mode(match tls {
+            _ if all_sockets => SslMode::Disable,
+            TlsMode::Disable => SslMode::Disable,
+            // `allow` tries plain first; the driver only knows TLS-first, which reaches the
+            // same servers.
+            TlsMode::Allow | TlsMode::Prefer => SslMode::Prefer,
+            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
+        });
         Ok(ConnectOptions {
+            config,
             endpoints,
-            user: non_empty(query("user").or_else(|| url.username.clone())),
-            password: query("password").or_else(|| url.password.clone()),
-            dbname: non_empty(query("dbname").or_else(|| url.database.clone())),
+            dbname,
             tls,
             root_cert: url.query_value("sslrootcert").map(str::to_string),
             client_cert: url.query_value("sslcert").map(PathBuf::from),
             client_key: url.query_value("sslkey").map(PathBuf::from),
             connect_timeout,
-            application_name: url.query_value("application_name").unwrap_or("state-store").to_string(),
-            options: url.query_value("options").map(str::to_string),
-            read_write_only,
-            keepalives,
-            keepalives_idle: optional_seconds("keepalives_idle")?,
-            keepalives_interval: optional_seconds("keepalives_interval")?,
-            keepalives_count,
-            tcp_user_timeout,
         })
     }
 
@@ -246,59 +264,6 @@ impl ConnectOptions {
     /// libpq applies it per host.
     fn connect_deadline(&self) -> Duration {
         self.connect_timeout.saturating_mul(u32::try_from(self.endpoints.len()).unwrap_or(u32::MAX).max(1))
-    }
-
-    fn config(&self) -> postgres::Config {
-        let mut config = postgres::Config::new();
-        for endpoint in &self.endpoints {
-            match endpoint {
-                Endpoint::Tcp { host, port } => config.host(host).port(*port),
-                Endpoint::Socket { dir, port } => config.host_path(dir).port(*port),
-            };
-        }
-        if let Some(user) = &self.user {
-            config.user(user);
-        }
-        if let Some(password) = &self.password {
-            config.password(password);
-        }
-        if let Some(dbname) = &self.dbname {
-            config.dbname(dbname);
-        }
-        if let Some(options) = &self.options {
-            config.options(options);
-        }
-        config.application_name(&self.application_name);
-        config.connect_timeout(self.connect_timeout);
-        // libpq never uses TLS over a Unix socket, whatever sslmode says.
-        let all_sockets = self.endpoints.iter().all(|e| matches!(e, Endpoint::Socket { .. }));
-        config.ssl_mode(match self.tls {
-            _ if all_sockets => SslMode::Disable,
-            TlsMode::Disable => SslMode::Disable,
-            // `allow` tries plain first; the driver only knows TLS-first, which reaches the
-            // same servers.
-            TlsMode::Allow | TlsMode::Prefer => SslMode::Prefer,
-            TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => SslMode::Require,
-        });
-        if self.read_write_only {
-            config.target_session_attrs(TargetSessionAttrs::ReadWrite);
-        }
-        if let Some(on) = self.keepalives {
-            config.keepalives(on);
-        }
-        if let Some(idle) = self.keepalives_idle {
-            config.keepalives_idle(idle);
-        }
-        if let Some(interval) = self.keepalives_interval {
-            config.keepalives_interval(interval);
-        }
-        if let Some(count) = self.keepalives_count {
-            config.keepalives_retries(count);
-        }
-        if let Some(timeout) = self.tcp_user_timeout {
-            config.tcp_user_timeout(timeout);
-        }
-        config
     }
 
     /// The TLS side of the connection, with libpq's rules: `prefer` and `require` encrypt
@@ -511,7 +476,7 @@ pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Resu
     let options = ConnectOptions::from_url(url)?;
     let location = options.location(schema);
     let tls = options.tls_connector(url)?;
-    let (config, deadline) = (options.config(), options.connect_deadline());
+    let (config, deadline) = (options.config.clone(), options.connect_deadline());
     let mut client = match crate::db::within(deadline, move || config.connect(tls)) {
         Some(Ok(client)) => client,
         Some(Err(e)) => return Err(Error::db(format!("cannot connect to {location}"), super::cause(e))),
@@ -572,13 +537,13 @@ mod tests {
     fn url_parts_become_connect_options() {
         let o = options("postgresql+psycopg2://airflow:s%40cret@db.example:6432/airflow_db");
         assert_eq!(o.endpoints, vec![tcp("db.example", 6432)]);
-        assert_eq!(o.user.as_deref(), Some("airflow"));
-        assert_eq!(o.password.as_deref(), Some("s@cret"));
+        assert_eq!(o.config.get_user(), Some("airflow"));
+        assert_eq!(o.config.get_password(), Some(&b"s@cret"[..]));
         assert_eq!(o.dbname.as_deref(), Some("airflow_db"));
         // libpq's default: TLS when the server offers it, no certificate check.
         assert_eq!(o.tls, TlsMode::Prefer);
         assert_eq!(o.connect_timeout, DEFAULT_CONNECT_TIMEOUT);
-        assert_eq!(o.application_name, "state-store");
+        assert_eq!(o.config.get_application_name(), Some("state-store"));
         assert_eq!(
             o.location(Some("airflow")),
             "PostgreSQL database airflow_db on db.example:6432 (schema \"airflow\")"
@@ -587,13 +552,13 @@ mod tests {
 
         let o = options("postgres://h/db");
         assert_eq!(o.endpoints, vec![tcp("h", 5432)]);
-        assert_eq!((o.user, o.password), (None, None));
+        assert_eq!((o.config.get_user(), o.config.get_password()), (None, None));
         let o = options("postgresql+psycopg://u@[::1]:5433/db");
         assert_eq!(o.endpoints, vec![tcp("::1", 5433)]);
         assert_eq!(o.location(None), "PostgreSQL database db on [::1]:5433");
         // An empty user or database is libpq's default, not an empty name.
         let o = options("postgresql://@h/");
-        assert_eq!((o.user, o.dbname), (None, None));
+        assert_eq!((o.config.get_user(), o.dbname), (None, None));
     }
 
     #[test]
@@ -643,9 +608,9 @@ mod tests {
         assert_eq!(o.client_cert, Some(PathBuf::from("/c.pem")));
         assert_eq!(o.client_key, Some(PathBuf::from("/k.pem")));
         // TLS never runs over a Unix socket, as in libpq.
-        let config = options("postgresql://u@/db?host=/tmp&sslmode=require").config();
+        let config = options("postgresql://u@/db?host=/tmp&sslmode=require").config;
         assert_eq!(config.get_ssl_mode(), SslMode::Disable);
-        let config = options("postgresql://u@h/db?sslmode=verify-ca").config();
+        let config = options("postgresql://u@h/db?sslmode=verify-ca").config;
         assert_eq!(config.get_ssl_mode(), SslMode::Require);
 
         assert_eq!(options("postgresql://h/db?connect_timeout=30").connect_timeout, Duration::from_secs(30));
@@ -653,7 +618,7 @@ mod tests {
         // libpq's "forever" is bounded here.
         assert_eq!(options("postgresql://h/db?connect_timeout=0").connect_timeout, DEFAULT_CONNECT_TIMEOUT);
         assert!(refused("postgresql://h/db?connect_timeout=10s").contains("connect_timeout=10s"));
-        let config = options("postgresql://h/db").config();
+        let config = options("postgresql://h/db").config;
         assert_eq!(config.get_connect_timeout(), Some(&DEFAULT_CONNECT_TIMEOUT));
     }
 
@@ -663,11 +628,11 @@ mod tests {
             "postgresql://h/db?application_name=nightly&options=-c%20statement_timeout%3D5000\
              &target_session_attrs=read-write&keepalives_idle=30&tcp_user_timeout=1500&client_encoding=utf8",
         );
-        assert_eq!(o.application_name, "nightly");
-        assert_eq!(o.options.as_deref(), Some("-c statement_timeout=5000"));
-        assert!(o.read_write_only);
-        assert_eq!(o.keepalives_idle, Some(Duration::from_secs(30)));
-        assert_eq!(o.tcp_user_timeout, Some(Duration::from_millis(1500)));
+        assert_eq!(o.config.get_application_name(), Some("nightly"));
+        assert_eq!(o.config.get_options(), Some("-c statement_timeout=5000"));
+        assert_eq!(o.config.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        assert_eq!(o.config.get_keepalives_idle(), Duration::from_secs(30));
+        assert_eq!(o.config.get_tcp_user_timeout(), Some(&Duration::from_millis(1500)));
         // Unknown keys are refused, so a misspelt sslmode cannot silently weaken the link.
         let msg = refused("postgresql://u:pw@h/db?ssl_mode=require");
         assert!(msg.contains("\"ssl_mode\"") && msg.contains("sslmode"), "{msg}");
