@@ -4,8 +4,11 @@ rows with `state-store clean` at several batch sizes, with one plain DELETE thro
 database's own client (the floor) and, when an Airflow 3.3.2 virtualenv is there, with
 Airflow's own `airflow state-store clean`; each run on a fresh copy of the same data. Prints a
 markdown table of wall time, rows/s and peak RSS with ratios to the floor and to Airflow, and
-a table of our peak RSS at two table sizes. Exits non-zero when a run fails or leaves expired
-rows behind. Usually started by bench/run.sh, which builds the release binary first.
+a table of our peak RSS at two table sizes. With --baseline-bin, every round also runs another
+state-store binary (an older build) at each batch size, right before or after ours on a fresh
+copy of the same data, and a further table gives our wall time over the baseline's. Exits
+non-zero when a run fails or leaves expired rows behind. Usually started by bench/run.sh,
+which builds the release binary first (and, with --baseline REV, that revision's).
 """
 import argparse
 import json
@@ -43,7 +46,7 @@ def log(message):
 class Run:
     dialect: str
     label: str
-    kind: str  # ours | floor | airflow | startup
+    kind: str  # ours | baseline | floor | airflow | startup
     batch_size: int | None
     rows_deleted: int = 0
     wall_s: float = 0.0
@@ -73,6 +76,12 @@ def median_run(label, samples):
               max(r.rss_kb for r in ok), True, "", middle.table_rows, middle.expired_rows, dict(middle.extra))
     run.extra["samples_s"] = [r.wall_s for r in ok]
     return run
+
+
+def upper_median(values):
+    """The median as median_run takes it: the upper one of an even count."""
+    values = sorted(values)
+    return values[len(values) // 2]
 
 
 def cutoff_now():
@@ -243,6 +252,9 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.bin = Path(args.bin).resolve()
+        # Another state-store binary, measured interleaved with ours (None: no baseline runs).
+        self.baseline = Path(args.baseline_bin).resolve() if args.baseline_bin else None
+        self.pairs = []  # (dialect, batch, round, which ran first, our run, the baseline's run)
         self.work = Path(args.work).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
         self.home = Path(tempfile.mkdtemp(prefix="airflow-home-", dir=self.work))
@@ -278,9 +290,10 @@ class Bench:
         log(f"Airflow {version} from {venv}")
         return exe
 
-    def ours(self, db, target, batch):
+    def ours(self, db, target, batch, binary=None):
         env = clean_env(self.home)
-        return ([str(self.bin), "clean", "--conn", db.url(target), "--batch-size", str(batch), "-o", "json"], env)
+        return ([str(binary or self.bin), "clean", "--conn", db.url(target), "--batch-size", str(batch), "-o", "json"],
+                env)
 
     def airflow_cmd(self, db, target):
         env = clean_env(self.home)
@@ -320,7 +333,7 @@ class Bench:
                 run.ok, run.problem = False, f"{left} expired rows left"
             elif run.kind != "startup" and run.rows_deleted != expired:
                 run.ok, run.problem = False, f"deleted {run.rows_deleted} rows, {expired} were expired"
-            if run.kind == "ours" and code == 0:
+            if run.kind in ("ours", "baseline") and code == 0:
                 summary = json.loads(out)
                 run.extra.update(batches=summary["batches"], reported_rows=summary["task_rows_deleted"],
                                  inner_seconds=summary["seconds"])
@@ -349,22 +362,36 @@ class Bench:
         args = self.args
         base, expired = self.base(db, f"base_{os.getpid()}", args.rows, 50)
         try:
-            specs = [(f"state-store clean, batch {batch:,}", "ours", batch, lambda t, b=batch: self.ours(db, t, b))
-                     for batch in args.batch_sizes]
+            ours = [(f"state-store clean, batch {batch:,}", "ours", batch, lambda t, b=batch: self.ours(db, t, b))
+                    for batch in args.batch_sizes]
+            baseline = [(f"baseline ({args.baseline_label}) clean, batch {batch:,}", "baseline", batch,
+                         lambda t, b=batch: self.ours(db, t, b, self.baseline))
+                        for batch in (args.batch_sizes if self.baseline else [])]
+            floors = []
             for index, (label, _) in enumerate(db.floors(base, cutoff_now())[0]):
                 def floor_cmd(target, index=index):
                     commands, env = db.floors(target, cutoff_now())
                     return commands[index][1], env
 
-                specs.append((label, "floor", None, floor_cmd))
+                floors.append((label, "floor", None, floor_cmd))
+            specs = ours + baseline + floors  # the order of the table
             # Rounds rather than back-to-back repeats, so that a slow spell of the machine is
             # spread over every kind of run instead of falling on one.
             samples = {label: [] for label, *_ in specs}
             for round_ in range(args.repeat):
-                for label, kind, batch, argv_for in specs:
+                order = specs
+                if baseline:
+                    # Each batch size's two binaries one right after the other, the baseline first
+                    # in every other round, so that neither always runs first.
+                    order = [spec for pair in zip(ours, baseline) for spec in (pair if round_ % 2 == 0 else pair[::-1])]
+                    order += floors
+                for label, kind, batch, argv_for in order:
                     run = Run(db.dialect, label + (f" (round {round_ + 1})" if args.repeat > 1 else ""), kind,
                               batch)
                     samples[label].append(self.measure(db, base, args.rows, expired, run, argv_for))
+                for (new_label, _, batch, _), (old_label, *_) in zip(ours, baseline):
+                    self.pairs.append((db.dialect, batch, round_ + 1, "new" if round_ % 2 == 0 else "baseline",
+                                       samples[new_label][-1], samples[old_label][-1]))
             for label, kind, batch, _ in specs:
                 self.runs.append(median_run(label, samples[label]))
             if self.airflow and db.dialect in self.airflow_dialects:
@@ -413,7 +440,7 @@ class Bench:
         return 1 if failed else 0
 
     def raw(self, elapsed):
-        return {
+        raw = {
             "rows": self.args.rows,
             "elapsed_s": round(elapsed, 1),
             "load_1min_after_runs": self.loads,
@@ -424,12 +451,63 @@ class Bench:
                 for source, dialect, rows, expired, found in self.memory
             ],
         }
+        if self.baseline:
+            # Every sample of both binaries, paired by round; "runs" has the baseline's medians.
+            raw["baseline"] = {
+                "bin": str(self.baseline),
+                "label": self.args.baseline_label,
+                "pairs": [
+                    {"dialect": dialect, "batch_size": batch, "round": round_, "first": first,
+                     "ratio": self.pair_ratio(new, old),
+                     "new": asdict(new) | {"rows_per_s": new.rows_per_s},
+                     "baseline": asdict(old) | {"rows_per_s": old.rows_per_s}}
+                    for dialect, batch, round_, first, new, old in self.pairs
+                ],
+            }
+        return raw
+
+    @staticmethod
+    def pair_ratio(new, old):
+        """Our wall time over the baseline's in one round; None when either failed."""
+        return new.wall_s / old.wall_s if new.ok and old.ok and old.wall_s > 0 else None
+
+    def baseline_report(self):
+        rounds = self.args.repeat
+        lines = ["", f"### state-store clean against the baseline ({self.args.baseline_label})", "",
+                 f"Baseline binary: `{self.baseline}`. In each round both binaries clean a fresh copy of the "
+                 "same data at each batch size, one right after the other, the baseline first in every other "
+                 f"round. new ÷ baseline is our wall s over the baseline's in the same round: median of {rounds} "
+                 "(range in brackets). Below 1 is faster than the baseline.",
+                 "",
+                 "| database | batch | wall s | baseline wall s | new ÷ baseline | rounds new slower |",
+                 "|---|---:|---:|---:|---:|---:|"]
+        for dialect in self.args.dialects:
+            name = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}[dialect]
+            medians = {(r.kind, r.batch_size): r for r in self.runs if r.dialect == dialect}
+            for batch in self.args.batch_sizes:
+                pairs = [(new, old) for d, b, _, _, new, old in self.pairs if d == dialect and b == batch]
+                if not pairs:
+                    continue
+                walls = [f"{medians[(kind, batch)].wall_s:.2f}" if medians[(kind, batch)].ok else "failed"
+                         for kind in ("ours", "baseline")]
+                ratios = [self.pair_ratio(new, old) for new, old in pairs]
+                if None in ratios:
+                    ratio, slower = "failed", ""
+                else:
+                    ratio = f"{upper_median(ratios):.2f}"
+                    if len(ratios) > 1:
+                        ratio += f" ({min(ratios):.2f}–{max(ratios):.2f})"
+                    slower = f"{sum(new.wall_s > old.wall_s for new, old in pairs)} of {len(pairs)}"
+                lines.append(f"| {name} | {batch:,} | {walls[0]} | {walls[1]} | {ratio} | {slower} |")
+        return lines
 
     def report(self, elapsed):
         lines = [
             f"### state-store clean: {self.args.rows:,} task rows, half of them expired",
             "",
-            f"Our runs and the floor: median of {self.args.repeat} (range in brackets); Airflow: one run.",
+            (f"Our runs, the baseline's and the floor: median of {self.args.repeat} (range in brackets); "
+             "Airflow: one run." if self.baseline else
+             f"Our runs and the floor: median of {self.args.repeat} (range in brackets); Airflow: one run."),
             "",
             "| database | run | rows deleted | wall s | rows/s | peak RSS MB | client CPU s | time ÷ floor "
             "| Airflow time ÷ time |",
@@ -445,7 +523,7 @@ class Bench:
             for r in runs:
                 vs_floor = f"{r.wall_s / floor:.2f}" if floor and r.ok and r.kind != "startup" else ""
                 vs_airflow = (f"{airflow / r.wall_s:.1f}x" if airflow and r.ok and r.wall_s > 0
-                              and r.kind in ("ours", "floor") else "")
+                              and r.kind in ("ours", "baseline", "floor") else "")
                 cpu = f"{r.extra['cpu_s']:.2f}" if "cpu_s" in r.extra else ""
                 if not r.ok:
                     wall, rate, rss, cpu = "failed", "", "", ""
@@ -475,6 +553,8 @@ class Bench:
                 goals.append(f"- {name}: at least 4x faster than Airflow's clean at the same batch size "
                              f"({self.args.airflow_batch_size:,}): {'met' if speedup >= 4 else 'NOT met'} "
                              f"({speedup:.1f}x" + (f"; {others})" if others else ")"))
+        if self.baseline:
+            lines += self.baseline_report()
         if self.memory:
             lines += ["", "### Peak RSS of state-store clean against table size", "",
                       "| database | table rows | expired rows | " + " | ".join(
@@ -523,6 +603,11 @@ def main():
     parser.add_argument("--work", default=str(REPO / "target" / "bench"),
                         help="scratch directory for SQLite files (default target/bench)")
     parser.add_argument("--json", help="also write every figure to this JSON file")
+    parser.add_argument("--baseline-bin", metavar="PATH",
+                        help="another state-store binary (e.g. an older build) to run interleaved with ours in "
+                             "every round of our cleans, at each batch size, on its own fresh copy")
+    parser.add_argument("--baseline-label", metavar="TEXT",
+                        help="what the table calls the baseline binary (default: its path)")
     args = parser.parse_args()
     args.dialects = [d for d in args.dialects.split(",") if d]
     presets = {"none": [], "all": args.dialects}
@@ -537,6 +622,13 @@ def main():
         parser.error("missing: " + ", ".join(missing))
     if not Path(args.bin).exists():
         parser.error(f"no state-store binary at {args.bin}: run bench/run.sh, which builds it")
+    if args.baseline_bin:
+        if not os.access(args.baseline_bin, os.X_OK) or not Path(args.baseline_bin).is_file():
+            parser.error(f"no executable baseline binary at {args.baseline_bin} (bench/run.sh --baseline REV "
+                         "builds one)")
+        args.baseline_label = args.baseline_label or args.baseline_bin
+    elif args.baseline_label:
+        parser.error("--baseline-label needs --baseline-bin")
     # SIGTERM as an exception, so that every seeded and copied database is still dropped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     return Bench(args).main()

@@ -4,7 +4,14 @@
 # own clean when installed) and prints a markdown table.
 #
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
+#   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2
+#
+# --baseline REV (a git revision: a commit, a tag, main~5) builds REV's release binary in a
+# worktree target/bench-baseline/<commit> with CARGO_TARGET_DIR=target/bench-baseline/target,
+# keeps the binary as target/bench-baseline/bin/state-store-<commit> (reused by the next run of
+# the same commit), removes the worktree, then passes --baseline-bin and --baseline-label to
+# bench.py. The working tree's binary (target/release) is the one compared against it.
 #
 # Needs python3, /usr/bin/time, the clients sqlite3, psql and mariadb, and the servers named by
 # STATE_STORE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres) and
@@ -34,5 +41,68 @@ if [[ "${1:-}" == "--install-airflow" ]]; then
     exit 0
 fi
 
+# --baseline REV (or --baseline=REV) is run.sh's own; everything else goes to bench.py.
+baseline_rev=""
+bench_args=()
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --baseline)
+            [[ $# -ge 2 && -n "$2" ]] || { echo "run.sh: --baseline needs a git revision" >&2; exit 2; }
+            baseline_rev="$2"
+            shift 2
+            ;;
+        --baseline=*)
+            baseline_rev="${1#--baseline=}"
+            [[ -n "$baseline_rev" ]] || { echo "run.sh: --baseline needs a git revision" >&2; exit 2; }
+            shift
+            ;;
+        *)
+            bench_args+=("$1")
+            shift
+            ;;
+    esac
+done
+
+if [[ -n "$baseline_rev" ]]; then
+    commit="$(git rev-parse --verify --quiet "${baseline_rev}^{commit}")" \
+        || { echo "run.sh: --baseline $baseline_rev is not a git revision here" >&2; exit 2; }
+fi
+
 cargo build --release --locked --quiet
-exec python3 bench/bench.py "$@"
+
+if [[ -n "$baseline_rev" ]]; then
+    short="$(git rev-parse --short "$commit")"
+    root="$PWD/target/bench-baseline"
+    bin="$root/bin/state-store-$commit"
+    if [[ -x "$bin" ]]; then
+        echo "run.sh: baseline $baseline_rev ($short): reusing $bin" >&2
+    else
+        tree="$root/$commit"
+        registered() { git worktree list --porcelain | grep -qxF "worktree $tree"; }
+        remove_tree() {
+            if registered; then
+                git worktree remove --force "$tree" || true
+            fi
+            rm -rf "$tree"
+            # Its directory gone by other means: only a prune forgets it (other worktrees are
+            # pruned only if their directories are gone too).
+            if registered; then git worktree prune; fi
+        }
+        remove_tree # what an interrupted run left
+        trap remove_tree EXIT
+        trap 'exit 130' INT
+        trap 'exit 143' TERM
+        echo "run.sh: baseline $baseline_rev ($short): building its release binary in $tree" >&2
+        mkdir -p "$root/bin"
+        git worktree add --detach --quiet "$tree" "$commit"
+        (cd "$tree" && CARGO_TARGET_DIR="$root/target" cargo build --release --locked --quiet)
+        # The shared target directory holds one revision's binary at a time: each is kept by commit.
+        cp "$root/target/release/state-store" "$bin.tmp"
+        mv "$bin.tmp" "$bin"
+        remove_tree
+        trap - EXIT INT TERM
+    fi
+    bench_args=(--baseline-bin "$bin" --baseline-label "$baseline_rev ($short)" "${bench_args[@]}")
+fi
+
+exec python3 bench/bench.py "${bench_args[@]}"
