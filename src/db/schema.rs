@@ -101,6 +101,7 @@ pub(crate) fn diagnose_schema(
     location: &str,
     mut columns: impl FnMut(&str) -> Result<Option<Vec<String>>>,
 ) -> Result<SchemaFinding> {
+    let problem = |found, message: String| Ok(Err(SchemaProblem::new(found, format!("{location}{message}"))));
     let task = columns("task_state_store")?;
     let asset = columns("asset_state_store")?;
     if task.is_none() && asset.is_none() {
@@ -110,34 +111,30 @@ pub(crate) fn diagnose_schema(
                 .filter(|name| matches!(columns(name), Ok(Some(_))))
                 .collect();
             if !found.is_empty() {
-                return Ok(Err(SchemaProblem::new(
+                return problem(
                     "pre-release Airflow 3.3",
                     format!(
-                        "{location} has the pre-release Airflow 3.3 table(s) {}, not task_state_store/asset_state_store: \
+                        " has the pre-release Airflow 3.3 table(s) {}, not task_state_store/asset_state_store: \
                          upgrade the metastore with `airflow db migrate` on Airflow 3.3.0 or later",
                         found.join(", ")
                     ),
-                )));
+                );
             }
         }
-        return Ok(Err(SchemaProblem::new(
+        return problem(
             "no state-store tables",
-            format!(
-                "{location} has no task_state_store or asset_state_store table: is it an Airflow 3.3 metastore? \
-                 (`airflow db migrate` creates them)"
-            ),
-        )));
+            " has no task_state_store or asset_state_store table: is it an Airflow 3.3 metastore? \
+             (`airflow db migrate` creates them)"
+                .to_string(),
+        );
     }
-    if let Some(cols) = &task
-        && cols.iter().any(|c| c == "region_id")
-    {
-        return Ok(Err(SchemaProblem::new(
+    if task.as_ref().is_some_and(|columns| columns.iter().any(|c| c == "region_id")) {
+        return problem(
             "Airflow 3.4",
-            format!(
-                "{location} has the Airflow 3.4 state-store schema (task_state_store.region_id), \
-                 which this version of state-store does not support; it supports Airflow 3.3"
-            ),
-        )));
+            " has the Airflow 3.4 state-store schema (task_state_store.region_id), which this version of \
+             state-store does not support; it supports Airflow 3.3"
+                .to_string(),
+        );
     }
     for (table, required) in REQUIRED_COLUMNS {
         let found = match *table {
@@ -146,23 +143,23 @@ pub(crate) fn diagnose_schema(
             other => columns(other)?,
         };
         let Some(found) = found else {
-            return Ok(Err(SchemaProblem::new(
+            return problem(
                 "incomplete Airflow 3.3 schema",
-                format!("{location} has no {table} table, which an Airflow 3.3 metastore has"),
-            )));
+                format!(" has no {table} table, which an Airflow 3.3 metastore has"),
+            );
         };
         let missing: Vec<&str> = required
             .split_whitespace()
             .filter(|c| !found.iter().any(|f| f.eq_ignore_ascii_case(c)))
             .collect();
         if !missing.is_empty() {
-            return Ok(Err(SchemaProblem::new(
+            return problem(
                 "unrecognised schema",
                 format!(
-                    "{location}: table {table} lacks column(s) {} that Airflow 3.3 has; the schema is not recognised",
+                    ": table {table} lacks column(s) {} that Airflow 3.3 has; the schema is not recognised",
                     missing.join(", ")
                 ),
-            )));
+            );
         }
     }
     Ok(Ok(SchemaVersion::Airflow33))

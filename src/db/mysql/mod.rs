@@ -16,7 +16,7 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Params, Value};
 
-use super::dialect::{Connection, Dialect, all};
+use super::dialect::{Connection, Dialect, all, first};
 use super::query::{Cell, Param, Query, Row};
 use super::schema::ddl_statements;
 use super::{Access, Batch, TaskWrite, sandbox};
@@ -43,8 +43,8 @@ pub(crate) struct MysqlConnection {
     /// key and id columns `utf8mb3_bin`, but a metastore upgraded from 3.2 has its `key`
     /// columns in `utf8mb4`, which holds any character: read, never assumed.
     narrow: Vec<(String, String)>,
-    /// The server's `VERSION()`, read once, when first needed.
-    version: Option<String>,
+    /// The server's `VERSION()`.
+    version: String,
 }
 
 /// The driver's error in plain words. A write of a large value that the server cuts off is,
@@ -106,7 +106,7 @@ fn cell(value: Value) -> Cell {
 impl MysqlConnection {
     pub(super) fn open(url: &DbUrl, access: Access) -> Result<Self> {
         let (conn, location) = connect::connect(url)?;
-        let mut my = MysqlConnection { conn, location, narrow: Vec::new(), version: None };
+        let mut my = MysqlConnection { conn, location, narrow: Vec::new(), version: String::new() };
         let setup = match access {
             // Every later statement, autocommitted or not, runs in a read-only transaction.
             Access::ReadOnly => "SET SESSION TRANSACTION READ ONLY",
@@ -122,25 +122,14 @@ impl MysqlConnection {
         );
         my.narrow =
             all(&mut my, "cannot read the column character sets", &narrow, |f| Ok((f.text(), f.text())))?;
+        let version = Query::new("SELECT VERSION()");
+        my.version =
+            first(&mut my, "cannot read the server version", &version, |f| Ok(f.text()))?.unwrap_or_default();
         Ok(my)
     }
 
     fn is_narrow(&self, table: &str, column: &str) -> bool {
         self.narrow.iter().any(|(t, c)| t == table && c == column)
-    }
-
-    fn version(&mut self) -> Result<&str> {
-        if self.version.is_none() {
-            let version: Option<String> =
-                self.conn.query_first("SELECT VERSION()").map_err(|e| self.error("cannot read", e))?;
-            self.version = Some(version.unwrap_or_default());
-        }
-        Ok(self.version.as_deref().unwrap_or_default())
-    }
-
-    /// Whether the server is MariaDB rather than MySQL.
-    fn is_mariadb(&mut self) -> Result<bool> {
-        Ok(self.version()?.contains("MariaDB"))
     }
 
     fn error(&self, what: &str, e: mysql::Error) -> Error {
@@ -149,7 +138,7 @@ impl MysqlConnection {
 
     fn create_each(&mut self, created: &mut Vec<&'static str>) -> Result<()> {
         let what = "cannot create the tables";
-        let uuid = mariadb_with_uuid(self.version()?);
+        let uuid = mariadb_with_uuid(&self.version);
         // Airflow refuses to migrate a MySQL server where this is off (the first TIMESTAMP
         // column would silently get DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP).
         self.run(what, &Query::new("SET SESSION explicit_defaults_for_timestamp = 1"))?;
@@ -271,7 +260,8 @@ impl Connection for MysqlConnection {
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
-        if self.is_mariadb()? {
+        // MariaDB finds and deletes a batch in one statement.
+        if self.version.contains("MariaDB") {
             clean::batch_by_returning(self, cutoff, after_id, n)
         } else {
             // MySQL has no DELETE … RETURNING: find the batch's last id, then delete up to it.
