@@ -665,8 +665,9 @@ fn configuration_faults_fail_before_the_database_is_opened() {
 }
 
 /// `[database] sql_alchemy_schema` is the one identifier the session takes from the configuration,
-/// as the bound value of `search_path`. Text built to break out of its quoting is taken as a (missing) schema name and runs nothing; a name with a control
-/// character is refused as a configuration error before connecting.
+/// as the bound value of `search_path`. Text built to break out of its quoting is taken as a
+/// (missing) schema name and runs nothing; a name with a control character is refused as a
+/// configuration error before connecting.
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_hostile_schema_names() {
