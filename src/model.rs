@@ -173,8 +173,8 @@ pub(crate) fn external_ref(stored: &str) -> Option<String> {
         return None;
     }
     match crate::json::parse(stored).ok()? {
-        crate::json::Json::Object(fields) => match fields.as_slice() {
-            [(key, crate::json::Json::Str(reference))] if key == EXTERNAL_REF_KEY => Some(reference.clone()),
+        crate::json::Value::Object(fields) if fields.len() == 1 => match fields.get(EXTERNAL_REF_KEY)? {
+            crate::json::Value::String(reference) => Some(reference.clone()),
             _ => None,
         },
         _ => None,
