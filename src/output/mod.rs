@@ -103,7 +103,7 @@ fn text(format: Format, doc: &Value) -> io::Result<String> {
             let style = if io::stdout().is_terminal() { Style::Pretty(2) } else { Style::Unicode };
             Ok(format!("{}\n", json::to_text(doc, style)))
         }
-        _ => Ok(yaml::render(doc)),
+        _ => yaml::render(doc),
     }
 }
 
