@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize, de};
 
 use crate::db::AssetWriter;
 use crate::json::{self, Style, Value};
-use crate::model::{AssetEntry, StoredTime, TaskEntry, TaskScope};
+use crate::model::{AssetEntry, TaskEntry, TaskScope};
 use crate::text::quote;
 use crate::time::Timestamp;
 
@@ -50,21 +50,21 @@ pub(crate) enum Record {
     Asset(AssetRecord),
 }
 
-/// Which table a line's row belongs to: its first field.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-enum Kind {
-    Task,
-    Asset,
+/// A row as a line of the export format: which table it belongs to, then the row's own fields
+/// ([`TaskEntry`] and [`AssetEntry`] serialize in the documented order). A stored timestamp
+/// that is not one (text another writer left) is written as it is, and `import` refuses that
+/// line rather than guess.
+#[derive(Serialize)]
+struct Line<'a, R> {
+    kind: &'static str,
+    #[serde(flatten)]
+    row: &'a R,
 }
 
-/// A task row as a line of the export format (docs/output.md#export-format): the field order
-/// is the documented one. A stored timestamp that is not one (text another writer left) is
-/// written as it is, and `import` refuses that line rather than guess.
-#[derive(Serialize, Deserialize)]
+/// A task line as `import` reads it.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TaskLine {
-    kind: Kind,
     dag_id: String,
     run_id: String,
     task_id: String,
@@ -75,11 +75,10 @@ struct TaskLine {
     expires_at: Option<String>,
 }
 
-/// An asset row as a line of the export format.
-#[derive(Serialize, Deserialize)]
+/// An asset line as `import` reads it.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct AssetLine {
-    kind: Kind,
     asset_id: i64,
     asset_name: Option<String>,
     asset_uri: Option<String>,
@@ -93,52 +92,10 @@ struct AssetLine {
     last_updated_by_map_index: Option<i64>,
 }
 
-impl TaskLine {
-    fn of(entry: &TaskEntry) -> TaskLine {
-        TaskLine {
-            kind: Kind::Task,
-            dag_id: entry.scope.dag_id.clone(),
-            run_id: entry.scope.run_id.clone(),
-            task_id: entry.scope.task_id.clone(),
-            map_index: entry.scope.map_index,
-            key: entry.key.clone(),
-            value: entry.value.clone(),
-            updated_at: entry.updated_at.display(),
-            expires_at: entry.expires_at.as_ref().map(StoredTime::display),
-        }
-    }
-}
-
-impl AssetLine {
-    fn of(entry: &AssetEntry) -> AssetLine {
-        AssetLine {
-            kind: Kind::Asset,
-            asset_id: entry.asset_id,
-            asset_name: entry.asset_name.clone(),
-            asset_uri: entry.asset_uri.clone(),
-            key: entry.key.clone(),
-            value: entry.value.clone(),
-            updated_at: entry.updated_at.display(),
-            last_updated_by_kind: entry.last_updated_by_kind.clone(),
-            last_updated_by_dag_id: entry.last_updated_by_dag_id.clone(),
-            last_updated_by_run_id: entry.last_updated_by_run_id.clone(),
-            last_updated_by_task_id: entry.last_updated_by_task_id.clone(),
-            last_updated_by_map_index: entry.last_updated_by_map_index,
-        }
-    }
-}
-
 /// What is wrong with one line, for the caller to put after its line number.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 struct LineError(String);
-
-impl fmt::Display for LineError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for LineError {}
 
 impl de::Error for LineError {
     fn custom<T: fmt::Display>(message: T) -> Self {
@@ -203,22 +160,21 @@ fn timestamp(name: &str, text: &str) -> Result<Timestamp, String> {
 /// Parses one line of an export. The message of an error says what is wrong, not where:
 /// the caller adds the line number.
 pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
-    let fields = match json::parse(line).map_err(|e| format!("not JSON: {e}"))? {
+    let mut fields = match json::parse(line).map_err(|e| format!("not JSON: {e}"))? {
         Value::Object(fields) => fields,
         other => return Err(format!("expected an object, got {}", json::type_name(&other))),
     };
-    let kind = match fields.get("kind") {
-        Some(Value::String(kind)) if kind == "task" => Kind::Task,
-        Some(Value::String(kind)) if kind == "asset" => Kind::Asset,
+    let kind = match fields.shift_remove("kind") {
+        Some(Value::String(kind)) if kind == "task" || kind == "asset" => kind,
         Some(Value::String(other)) => {
-            return Err(format!("\"kind\" must be \"task\" or \"asset\", not {}", quote(other)));
+            return Err(format!("\"kind\" must be \"task\" or \"asset\", not {}", quote(&other)));
         }
-        Some(other) => return Err(format!("\"kind\" must be a string, not {}", json::type_name(other))),
+        Some(other) => return Err(format!("\"kind\" must be a string, not {}", json::type_name(&other))),
         None => return Err("\"kind\" is missing".to_string()),
     };
     let fields = Fields { entries: fields.into_iter(), value: None };
-    let record = match kind {
-        Kind::Task => {
+    let record = match kind.as_str() {
+        "task" => {
             let line = TaskLine::deserialize(fields).map_err(|e| e.0)?;
             if line.map_index < -1 {
                 return Err(format!("\"map_index\" {} is invalid", line.map_index));
@@ -236,7 +192,7 @@ pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
                 value: line.value,
             })
         }
-        Kind::Asset => {
+        _ => {
             let line = AssetLine::deserialize(fields).map_err(|e| e.0)?;
             if let Some(kind) = &line.last_updated_by_kind
                 && !WRITER_KINDS.contains(&kind.as_str())
@@ -313,13 +269,13 @@ impl Sink {
     }
 
     pub(crate) fn task(&mut self, entry: &TaskEntry) -> io::Result<()> {
-        self.line(&TaskLine::of(entry))?;
+        self.line(&Line { kind: "task", row: entry })?;
         self.task_rows += 1;
         Ok(())
     }
 
     pub(crate) fn asset(&mut self, entry: &AssetEntry) -> io::Result<()> {
-        self.line(&AssetLine::of(entry))?;
+        self.line(&Line { kind: "asset", row: entry })?;
         self.asset_rows += 1;
         Ok(())
     }
@@ -350,6 +306,7 @@ pub(crate) fn archive_error(path: &Path, e: io::Error) -> crate::error::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StoredTime;
 
     fn entry() -> TaskEntry {
         TaskEntry {
@@ -363,7 +320,7 @@ mod tests {
 
     /// The export line of a task row (without the newline).
     fn task_line(entry: &TaskEntry) -> String {
-        json::to_text(&serde_json::to_value(TaskLine::of(entry)).unwrap(), Style::Unicode)
+        json::to_text(&serde_json::to_value(Line { kind: "task", row: entry }).unwrap(), Style::Unicode)
     }
 
     #[test]

@@ -19,7 +19,6 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::fmt;
 use std::io;
 use std::ops::Range;
 
@@ -90,20 +89,15 @@ pub(crate) enum Style {
 /// they are, and with `ensure_ascii` every character from U+007F up as `\uXXXX` (astral ones as
 /// surrogate pairs). serde_json's own escapes of `"`, `\` and control characters are Python's.
 pub(crate) struct PythonFormatter {
-    ensure_ascii: bool,
-    indent: Option<usize>,
+    style: Style,
+    /// How many containers are open, and whether the innermost has had an item yet.
     level: usize,
     has_value: bool,
 }
 
 impl PythonFormatter {
     pub(crate) fn new(style: Style) -> PythonFormatter {
-        let (ensure_ascii, indent) = match style {
-            Style::Stored => (true, None),
-            Style::Unicode => (false, None),
-            Style::Pretty(indent) => (false, Some(indent)),
-        };
-        PythonFormatter { ensure_ascii, indent, level: 0, has_value: false }
+        PythonFormatter { style, level: 0, has_value: false }
     }
 
     fn open<W: ?Sized + io::Write>(&mut self, out: &mut W, bracket: &[u8]) -> io::Result<()> {
@@ -122,22 +116,18 @@ impl PythonFormatter {
 
     /// Before an item of an array or object: the separator, then a new line when indenting.
     fn item<W: ?Sized + io::Write>(&mut self, out: &mut W, first: bool) -> io::Result<()> {
-        match (first, self.indent) {
-            (true, None) => Ok(()),
-            (false, None) => out.write_all(b", "),
-            (first, Some(_)) => {
-                if !first {
-                    out.write_all(b",")?;
-                }
-                self.newline(out)
-            }
+        match (first, self.style) {
+            (true, Style::Pretty(_)) => self.newline(out),
+            (false, Style::Pretty(_)) => out.write_all(b",").and_then(|()| self.newline(out)),
+            (true, _) => Ok(()),
+            (false, _) => out.write_all(b", "),
         }
     }
 
     fn newline<W: ?Sized + io::Write>(&self, out: &mut W) -> io::Result<()> {
-        match self.indent {
-            Some(indent) => write!(out, "\n{:1$}", "", indent * self.level),
-            None => Ok(()),
+        match self.style {
+            Style::Pretty(indent) => write!(out, "\n{:1$}", "", indent * self.level),
+            _ => Ok(()),
         }
     }
 }
@@ -162,7 +152,7 @@ impl Formatter for PythonFormatter {
         out: &mut W,
         fragment: &str,
     ) -> io::Result<()> {
-        if !self.ensure_ascii {
+        if self.style != Style::Stored {
             return out.write_all(fragment.as_bytes());
         }
         let mut run_start = 0;
@@ -341,7 +331,8 @@ pub(crate) enum ParseErrorKind {
 
 /// A rejected text: the message Python would give and where, counted in
 /// characters as Python counts them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}: line {line} column {column} (char {offset})")]
 pub(crate) struct ParseError {
     kind: ParseErrorKind,
     message: String,
@@ -369,14 +360,6 @@ impl ParseError {
         }
     }
 }
-
-impl fmt::Display for ParseError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: line {} column {} (char {})", self.message, self.line, self.column, self.offset)
-    }
-}
-
-impl std::error::Error for ParseError {}
 
 /// Parses `text` as `json.loads(text)` would.
 ///
@@ -429,15 +412,14 @@ struct ObjectFrame {
 /// costs heap, not stack), on bytes (every structural character is ASCII), converting byte
 /// offsets to Python's character offsets only for an error.
 fn loads_verdict(text: &str) -> Result<Vec<Refusal>, ParseError> {
+    let mut scanner = Scanner { text, bytes: text.as_bytes(), refused: Vec::new(), discarded: Vec::new() };
     if text.starts_with('\u{feff}') {
-        return Err(ParseError::at(
-            text,
+        return Err(scanner.error(
             ParseErrorKind::Syntax,
             "Unexpected UTF-8 BOM (decode using utf-8-sig)",
             0,
         ));
     }
-    let mut scanner = Scanner { text, bytes: text.as_bytes(), refused: Vec::new(), discarded: Vec::new() };
     let start = scanner.skip_ws(0);
     let end = scanner.value(start)?;
     let end = scanner.skip_ws(end);

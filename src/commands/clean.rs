@@ -61,7 +61,8 @@ impl Report {
             signals::on_exit_print(move |signal| {
                 let stop = Error::Interrupted { signal };
                 let message = redact::mask(&stop.to_string());
-                output::document(format, &Failed::new(None, &message, stop.exit_code())).unwrap_or_default()
+                output::document(format, &Failed::new(None, &message, stop.exit_code()), false)
+                    .unwrap_or_default()
             });
         }
         report
@@ -408,7 +409,7 @@ impl Run<'_> {
                 "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
                 Stop::Signal(signal).name()
             );
-            output::document(format, &Failed::new(Some(summary.doc()), &message, 128 + signal))
+            output::document(format, &Failed::new(Some(summary.doc()), &message, 128 + signal), false)
                 .unwrap_or_default()
         });
     }

@@ -15,8 +15,9 @@ use crate::cli::{DoctorArgs, GlobalArgs};
 use crate::db::{self, Access, Diagnose, Diagnosis, Finding, FoundRow, Place, SchemaVersion};
 use crate::error::{Error, Result};
 use crate::json::{self, ParseErrorKind, Value};
-use crate::model::{MAX_KEY_CHARS, TaskFilter};
+use crate::model::{MAX_KEY_CHARS, TaskFilter, TaskScope};
 use crate::output::{self, Rendered, Table};
+use crate::text::cut;
 use crate::time::Timestamp;
 use crate::url::Dialect;
 
@@ -94,33 +95,35 @@ struct Backend {
 
 /// A sampled row in JSON: where it is, its key, and what is wrong with it.
 #[derive(Serialize)]
+struct SampleRow<'a> {
+    #[serde(flatten)]
+    place: Where<'a>,
+    key: &'a str,
+    detail: &'a str,
+}
+
+#[derive(Serialize)]
 #[serde(tag = "table")]
-enum SampleRow<'a> {
+enum Where<'a> {
     #[serde(rename = "task_state_store")]
-    Task { dag_id: &'a str, run_id: &'a str, task_id: &'a str, map_index: i64, key: &'a str, detail: &'a str },
+    Task(&'a TaskScope),
     #[serde(rename = "asset_state_store")]
-    Asset { asset_id: i64, asset_name: Option<&'a str>, key: &'a str, detail: &'a str },
+    Asset { asset_id: i64, asset_name: Option<&'a str> },
 }
 
 fn sample_rows<S: serde::Serializer>(
     rows: &[FoundRow],
     serializer: S,
 ) -> std::result::Result<S::Ok, S::Error> {
-    serializer.collect_seq(rows.iter().map(|row| match &row.place {
-        Place::Task(s) => SampleRow::Task {
-            dag_id: &s.dag_id,
-            run_id: &s.run_id,
-            task_id: &s.task_id,
-            map_index: s.map_index,
-            key: &row.key,
-            detail: &row.detail,
+    serializer.collect_seq(rows.iter().map(|row| SampleRow {
+        place: match &row.place {
+            Place::Task(scope) => Where::Task(scope),
+            Place::Asset { asset_id, asset_name } => {
+                Where::Asset { asset_id: *asset_id, asset_name: asset_name.as_deref() }
+            }
         },
-        Place::Asset { asset_id, asset_name } => SampleRow::Asset {
-            asset_id: *asset_id,
-            asset_name: asset_name.as_deref(),
-            key: &row.key,
-            detail: &row.detail,
-        },
+        key: &row.key,
+        detail: &row.detail,
     }))
 }
 
@@ -392,7 +395,7 @@ fn unreadable(value: &str) -> Option<String> {
         format!(
             "nested {depth} levels deep: Airflow reads values nested at most {} levels deep; stored text: {}",
             json::MAX_AIRFLOW_DEPTH,
-            cut(value)
+            cut(value, SAMPLE_TEXT_CHARS)
         )
     };
     match json::parse(value) {
@@ -403,7 +406,7 @@ fn unreadable(value: &str) -> Option<String> {
         Err(e) if matches!(e.kind(), ParseErrorKind::NonFinite | ParseErrorKind::LoneSurrogate) => None,
         Err(e) if e.kind() == ParseErrorKind::TooDeep => Some(too_deep("more than 500")),
         Err(e) if value.is_empty() => Some(format!("{e}; the stored text is empty")),
-        Err(e) => Some(format!("{e}; stored text: {}", cut(value))),
+        Err(e) => Some(format!("{e}; stored text: {}", cut(value, SAMPLE_TEXT_CHARS))),
     }
 }
 
@@ -495,15 +498,6 @@ fn backend_check(ctx: &Context, store: Option<(&mut dyn Diagnose, Timestamp)>) -
     Ok(check)
 }
 
-fn cut(text: &str) -> String {
-    if text.chars().count() > SAMPLE_TEXT_CHARS {
-        let head: String = text.chars().take(SAMPLE_TEXT_CHARS - 1).collect();
-        format!("{head}…")
-    } else {
-        text.to_string()
-    }
-}
-
 fn scope_label(place: &Place) -> String {
     match place {
         Place::Task(s) => db::task_scope_label(&s.dag_id, &s.run_id, &s.task_id, s.map_index),
@@ -547,7 +541,7 @@ fn render(checks: &[Check], healthy: bool) -> Rendered<Report<'_>> {
             rows: check
                 .sample
                 .iter()
-                .map(|r| vec![scope_label(&r.place), cut(&r.key), r.detail.clone()])
+                .map(|r| vec![scope_label(&r.place), cut(&r.key, SAMPLE_TEXT_CHARS), r.detail.clone()])
                 .collect(),
         });
     }
@@ -604,9 +598,9 @@ mod tests {
 
     #[test]
     fn long_text_is_cut_in_the_table() {
-        assert_eq!(cut("abc"), "abc");
+        assert_eq!(cut("abc", SAMPLE_TEXT_CHARS), "abc");
         let long = "k".repeat(600);
-        assert_eq!(cut(&long).chars().count(), SAMPLE_TEXT_CHARS);
-        assert!(cut(&long).ends_with('…'));
+        assert_eq!(cut(&long, SAMPLE_TEXT_CHARS).chars().count(), SAMPLE_TEXT_CHARS);
+        assert!(cut(&long, SAMPLE_TEXT_CHARS).ends_with('…'));
     }
 }

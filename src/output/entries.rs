@@ -6,17 +6,15 @@ use serde::Serialize;
 
 use super::{Rendered, Table, stored_value};
 use crate::json::{self, Value};
-use crate::model::{AssetEntry, StoredTime, TaskEntry, external_ref};
+use crate::model::{AssetEntry, StoredTime, TaskEntry, TaskScope, external_ref};
 use crate::text;
 use crate::time::Timestamp;
 
 /// A task key in JSON and YAML.
 #[derive(Serialize)]
 pub(crate) struct TaskEntryDoc {
-    dag_id: String,
-    run_id: String,
-    task_id: String,
-    map_index: i64,
+    #[serde(flatten)]
+    scope: TaskScope,
     key: String,
     value: Value,
     external_ref: Option<String>,
@@ -67,16 +65,13 @@ impl Entry for TaskEntry {
 
     fn row(&self, value: &str, truncate: bool, now: Timestamp) -> Vec<String> {
         let expires_at = self.expires_at.as_ref().map_or_else(|| "never".to_string(), StoredTime::display);
-        vec![
-            self.scope.dag_id.clone(),
-            self.scope.run_id.clone(),
-            self.scope.task_id.clone(),
-            self.scope.map_index.to_string(),
-            self.key.clone(),
+        let mut row = self.plain_fields();
+        row.extend([
             cut_cell(value, truncate),
             self.updated_at.display(),
             if self.is_expired(now) { format!("{expires_at} (expired)") } else { expires_at },
-        ]
+        ]);
+        row
     }
 
     fn plain_fields(&self) -> Vec<String> {
@@ -91,10 +86,7 @@ impl Entry for TaskEntry {
 
     fn doc(&self, value: Value, external_ref: Option<String>, now: Timestamp) -> TaskEntryDoc {
         TaskEntryDoc {
-            dag_id: self.scope.dag_id.clone(),
-            run_id: self.scope.run_id.clone(),
-            task_id: self.scope.task_id.clone(),
-            map_index: self.scope.map_index,
+            scope: self.scope.clone(),
             key: self.key.clone(),
             value,
             external_ref,
@@ -202,12 +194,7 @@ impl<D> Entries<D> {
 const LIST_VALUE_WIDTH: usize = 60;
 
 fn cut_cell(text: &str, truncate: bool) -> String {
-    if truncate && text.chars().count() > LIST_VALUE_WIDTH {
-        let cut: String = text.chars().take(LIST_VALUE_WIDTH - 1).collect();
-        format!("{cut}…")
-    } else {
-        text.to_string()
-    }
+    if truncate { text::cut(text, LIST_VALUE_WIDTH) } else { text.to_string() }
 }
 
 /// How `get -o plain` prints a value: strings raw, so `wm=$(state-store get …)` works.

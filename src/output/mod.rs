@@ -51,30 +51,19 @@ pub(crate) fn emit_report<D: Serialize>(format: Format, rendered: &Rendered<D>) 
 
 fn write<D: Serialize>(format: Format, rendered: &Rendered<D>, masked: bool) -> io::Result<()> {
     let mut out = io::stdout().lock();
-    let mask = |text: &str| if masked { redact::mask(text) } else { text.to_string() };
     match format {
-        Format::Json | Format::Yaml => {
-            let mut doc = serde_json::to_value(&rendered.doc)?;
-            if masked {
-                mask_strings(&mut doc);
-            }
-            out.write_all(text(format, &doc)?.as_bytes())?;
-        }
+        Format::Json | Format::Yaml => out.write_all(document(format, &rendered.doc, masked)?.as_bytes())?,
         Format::Table => {
             for (i, table) in rendered.tables.iter().enumerate() {
                 if i > 0 {
                     writeln!(out)?;
                 }
-                if masked {
-                    out.write_all(table.masked().render().as_bytes())?;
-                } else {
-                    out.write_all(table.render().as_bytes())?;
-                }
+                out.write_all(if masked { table.masked() } else { table.render() }.as_bytes())?;
             }
         }
         Format::Plain => {
             if let Some(text) = &rendered.plain {
-                writeln!(out, "{}", mask(text))?;
+                writeln!(out, "{}", if masked { redact::mask(text) } else { text.clone() })?;
             }
         }
     }
@@ -91,19 +80,20 @@ fn mask_strings(value: &mut Value) {
     }
 }
 
-/// The text of a JSON or YAML document as [`emit`] writes it, final newline included.
-pub(crate) fn document<D: Serialize>(format: Format, doc: &D) -> io::Result<String> {
-    text(format, &serde_json::to_value(doc)?)
-}
-
-fn text(format: Format, doc: &Value) -> io::Result<String> {
+/// The text of a JSON or YAML document as [`emit`] (`masked`: [`emit_report`]) writes it,
+/// final newline included.
+pub(crate) fn document<D: Serialize>(format: Format, doc: &D, masked: bool) -> io::Result<String> {
+    let mut doc = serde_json::to_value(doc)?;
+    if masked {
+        mask_strings(&mut doc);
+    }
     match format {
         Format::Json => {
             // Indented for a person at a terminal, one line for a pipe or a file (`jq`, logs).
             let style = if io::stdout().is_terminal() { Style::Pretty(2) } else { Style::Unicode };
-            Ok(format!("{}\n", json::to_text(doc, style)))
+            Ok(format!("{}\n", json::to_text(&doc, style)))
         }
-        _ => yaml::render(doc),
+        _ => yaml::render(&doc),
     }
 }
 

@@ -27,13 +27,10 @@ pub(crate) struct Table {
 }
 
 impl Table {
-    /// The same table with its title and every cell masked.
-    pub(super) fn masked(&self) -> Table {
-        Table {
-            title: self.title.as_deref().map(redact::mask),
-            headers: self.headers.clone(),
-            rows: self.rows.iter().map(|row| row.iter().map(|cell| redact::mask(cell)).collect()).collect(),
-        }
+    /// The table's text with its title and every cell masked, before the columns are laid out.
+    pub(super) fn masked(&self) -> String {
+        let rows = self.rows.iter().map(|row| row.iter().map(|cell| redact::mask(cell)).collect()).collect();
+        Table { title: self.title.as_deref().map(redact::mask), headers: self.headers.clone(), rows }.render()
     }
 
     /// The table's text, its title first, final newline included.
@@ -56,36 +53,28 @@ impl Table {
             column.set_padding((u16::from(index > 0), u16::from(index < last)));
             names.push(u16::try_from(name.len()).unwrap_or(u16::MAX).saturating_add(column.padding_width()));
         }
-        if !terminal {
+        if terminal {
+            table.set_content_arrangement(ContentArrangement::Dynamic);
+            if let Some(width) = width {
+                table.set_width(width);
+            }
+            // Cells wrap to fit the terminal; the column names too, but only when they alone are
+            // wider than it.
+            let header_width = names.iter().sum::<u16>() + u16::try_from(last).unwrap_or(u16::MAX);
+            if table.width().is_some_and(|width| header_width <= width) {
+                let bounds =
+                    names.into_iter().map(|name| ColumnConstraint::LowerBoundary(Width::Fixed(name)));
+                table.set_constraints(bounds);
+            }
+        } else {
             table.force_no_tty();
-            return self.text(&table);
         }
-        table.set_content_arrangement(ContentArrangement::Dynamic);
-        if let Some(width) = width {
-            table.set_width(width);
-        }
-        // Cells wrap to fit the terminal; the column names too, but only when they alone are
-        // wider than it.
-        let header_width = names.iter().sum::<u16>() + u16::try_from(last).unwrap_or(u16::MAX);
-        if table.width().is_some_and(|width| header_width <= width) {
-            table.set_constraints(
-                names.into_iter().map(|name| ColumnConstraint::LowerBoundary(Width::Fixed(name))),
-            );
-        }
-        self.text(&table)
-    }
-
-    /// The lines comfy-table draws, under the title, without trailing blanks.
-    fn text(&self, table: &comfy_table::Table) -> String {
         let mut out = self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
         for line in table.lines() {
             let line = line.trim_end();
             // comfy-table rules the cells' padding too; the rule leaves it blank, as `==== | ====`.
-            if line.chars().all(|c| c == '=' || c == '|') {
-                out.push_str(&line.replace("=|=", " | "));
-            } else {
-                out.push_str(line);
-            }
+            let rule = line.chars().all(|c| c == '=' || c == '|');
+            out.push_str(&if rule { line.replace("=|=", " | ") } else { line.to_string() });
             out.push('\n');
         }
         out
