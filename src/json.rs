@@ -88,7 +88,7 @@ pub(crate) enum Style {
 /// between items (`","` and newlines with an indent), `repr(float)` for floats, integers as
 /// they are, and with `ensure_ascii` every character from U+007F up as `\uXXXX` (astral ones as
 /// surrogate pairs). serde_json's own escapes of `"`, `\` and control characters are Python's.
-pub(crate) struct PythonFormatter {
+struct PythonFormatter {
     style: Style,
     /// How many containers are open, and whether the innermost has had an item yet.
     level: usize,
@@ -96,7 +96,7 @@ pub(crate) struct PythonFormatter {
 }
 
 impl PythonFormatter {
-    pub(crate) fn new(style: Style) -> PythonFormatter {
+    fn new(style: Style) -> PythonFormatter {
         PythonFormatter { style, level: 0, has_value: false }
     }
 
