@@ -5,15 +5,19 @@
 //! The value is the stored text itself, as a JSON string, not the decoded value: decoding and
 //! re-encoding could change its bytes (key order, float forms, escapes), and a damaged value
 //! that is not JSON must survive too. Timestamps are RFC 3339 in UTC with microseconds, the
-//! resolution of every dialect's column.
+//! resolution of every dialect's column. A line is a serde type, written and read by derive;
+//! reading goes field by field so that an error names the field it is about.
 
+use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize, de};
+
 use crate::db::AssetWriter;
-use crate::json::{self, Json};
-use crate::model::{AssetEntry, StoredTime, TaskEntry, TaskScope};
+use crate::json::{self, Style, Value};
+use crate::model::{AssetEntry, TaskEntry, TaskScope};
 use crate::text::quote;
 use crate::time::Timestamp;
 
@@ -46,165 +50,151 @@ pub(crate) enum Record {
     Asset(AssetRecord),
 }
 
-fn text(s: &str) -> Json {
-    Json::Str(s.to_string())
+/// A row as a line of the export format: which table it belongs to, then the row's own fields
+/// ([`TaskEntry`] and [`AssetEntry`] serialize in the documented order). A stored timestamp
+/// that is not one (text another writer left) is written as it is, and `import` refuses that
+/// line rather than guess.
+#[derive(Serialize)]
+struct Line<'a, R> {
+    kind: &'static str,
+    #[serde(flatten)]
+    row: &'a R,
 }
 
-fn opt_text(s: Option<&str>) -> Json {
-    s.map_or(Json::Null, text)
+/// A task line as `import` reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TaskLine {
+    dag_id: String,
+    run_id: String,
+    task_id: String,
+    map_index: i64,
+    key: String,
+    value: String,
+    updated_at: String,
+    expires_at: Option<String>,
 }
 
-fn int(n: i64) -> Json {
-    Json::Int(n.to_string())
+/// An asset line as `import` reads it.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AssetLine {
+    asset_id: i64,
+    asset_name: Option<String>,
+    asset_uri: Option<String>,
+    key: String,
+    value: String,
+    updated_at: String,
+    last_updated_by_kind: Option<String>,
+    last_updated_by_dag_id: Option<String>,
+    last_updated_by_run_id: Option<String>,
+    last_updated_by_task_id: Option<String>,
+    last_updated_by_map_index: Option<i64>,
 }
 
-/// A stored timestamp that is not one (text another writer left) is written as it is, and
-/// `import` refuses that line rather than guess.
-fn time(t: &StoredTime) -> Json {
-    Json::Str(t.display())
-}
+/// What is wrong with one line, for the caller to put after its line number.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct LineError(String);
 
-/// The export line of a task row (without the newline).
-pub(crate) fn task_line(entry: &TaskEntry) -> String {
-    let doc = Json::Object(vec![
-        ("kind".to_string(), text("task")),
-        ("dag_id".to_string(), text(&entry.scope.dag_id)),
-        ("run_id".to_string(), text(&entry.scope.run_id)),
-        ("task_id".to_string(), text(&entry.scope.task_id)),
-        ("map_index".to_string(), int(entry.scope.map_index)),
-        ("key".to_string(), text(&entry.key)),
-        ("value".to_string(), text(&entry.value)),
-        ("updated_at".to_string(), time(&entry.updated_at)),
-        ("expires_at".to_string(), entry.expires_at.as_ref().map_or(Json::Null, time)),
-    ]);
-    json::dumps_unicode(&doc)
-}
-
-/// The export line of an asset row (without the newline).
-pub(crate) fn asset_line(entry: &AssetEntry) -> String {
-    let doc = Json::Object(vec![
-        ("kind".to_string(), text("asset")),
-        ("asset_id".to_string(), int(entry.asset_id)),
-        ("asset_name".to_string(), opt_text(entry.asset_name.as_deref())),
-        ("asset_uri".to_string(), opt_text(entry.asset_uri.as_deref())),
-        ("key".to_string(), text(&entry.key)),
-        ("value".to_string(), text(&entry.value)),
-        ("updated_at".to_string(), time(&entry.updated_at)),
-        ("last_updated_by_kind".to_string(), opt_text(entry.last_updated_by_kind.as_deref())),
-        ("last_updated_by_dag_id".to_string(), opt_text(entry.last_updated_by_dag_id.as_deref())),
-        ("last_updated_by_run_id".to_string(), opt_text(entry.last_updated_by_run_id.as_deref())),
-        ("last_updated_by_task_id".to_string(), opt_text(entry.last_updated_by_task_id.as_deref())),
-        ("last_updated_by_map_index".to_string(), entry.last_updated_by_map_index.map_or(Json::Null, int)),
-    ]);
-    json::dumps_unicode(&doc)
-}
-
-/// The fields of one line's object, taken by name; every problem names the field.
-struct Fields(Vec<(String, Json)>);
-
-impl Fields {
-    fn take(&mut self, name: &str) -> Option<Json> {
-        let at = self.0.iter().position(|(k, _)| k == name)?;
-        Some(self.0.remove(at).1)
+impl de::Error for LineError {
+    fn custom<T: fmt::Display>(message: T) -> Self {
+        LineError(message.to_string())
     }
 
-    fn string(&mut self, name: &str) -> Result<String, String> {
-        match self.take(name) {
-            Some(Json::Str(s)) => Ok(s),
-            Some(other) => Err(format!("\"{name}\" must be a string, not {}", other.type_name())),
-            None => Err(format!("\"{name}\" is missing")),
-        }
-    }
-
-    fn opt_string(&mut self, name: &str) -> Result<Option<String>, String> {
-        match self.take(name) {
-            None | Some(Json::Null) => Ok(None),
-            Some(Json::Str(s)) => Ok(Some(s)),
-            Some(other) => Err(format!("\"{name}\" must be a string or null, not {}", other.type_name())),
-        }
-    }
-
-    fn opt_int(&mut self, name: &str) -> Result<Option<i64>, String> {
-        match self.take(name) {
-            None | Some(Json::Null) => Ok(None),
-            Some(Json::Int(n)) => n.parse().map(Some).map_err(|_| format!("\"{name}\" {n} is out of range")),
-            Some(other) => Err(format!("\"{name}\" must be an integer, not {}", other.type_name())),
-        }
-    }
-
-    fn int(&mut self, name: &str) -> Result<i64, String> {
-        self.opt_int(name)?.ok_or_else(|| format!("\"{name}\" is missing"))
-    }
-
-    fn time(&mut self, name: &str) -> Result<Timestamp, String> {
-        let text = self.string(name)?;
-        Timestamp::parse_rfc3339(&text).map_err(|e| format!("\"{name}\": {e}"))
-    }
-
-    fn opt_time(&mut self, name: &str) -> Result<Option<Timestamp>, String> {
-        match self.opt_string(name)? {
-            None => Ok(None),
-            Some(text) => Timestamp::parse_rfc3339(&text).map(Some).map_err(|e| format!("\"{name}\": {e}")),
-        }
+    fn missing_field(field: &'static str) -> Self {
+        LineError(format!("{} is missing", quote(field)))
     }
 
     /// A field the format does not have is refused: it may be a typo that would otherwise
     /// silently restore a different row.
-    fn done(self) -> Result<(), String> {
-        match self.0.first() {
-            Some((name, _)) => Err(format!("unknown field \"{name}\"")),
-            None => Ok(()),
-        }
+    fn unknown_field(field: &str, _expected: &'static [&'static str]) -> Self {
+        LineError(format!("unknown field {}", quote(field)))
+    }
+}
+
+/// One line's object as serde reads it, field by field, so that an error says which field is
+/// wrong: serde_json's own messages (`invalid type: string "2", expected i64`) do not.
+struct Fields {
+    entries: serde_json::map::IntoIter,
+    value: Option<(String, Value)>,
+}
+
+impl<'de> de::Deserializer<'de> for Fields {
+    type Error = LineError;
+
+    fn deserialize_any<V: de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, LineError> {
+        visitor.visit_map(self)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit
+        unit_struct newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+impl<'de> de::MapAccess<'de> for Fields {
+    type Error = LineError;
+
+    fn next_key_seed<K: de::DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, LineError> {
+        let Some((name, value)) = self.entries.next() else { return Ok(None) };
+        let key = seed.deserialize(de::value::StrDeserializer::<LineError>::new(&name))?;
+        self.value = Some((name, value));
+        Ok(Some(key))
+    }
+
+    fn next_value_seed<V: de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, LineError> {
+        let (name, value) =
+            self.value.take().ok_or_else(|| LineError("a field without a value".to_string()))?;
+        seed.deserialize(value).map_err(|e| LineError(format!("{}: {e}", quote(&name))))
     }
 }
 
 /// The kinds Airflow's REST API can read back; anything else breaks it.
 const WRITER_KINDS: &[&str] = &["task", "watcher", "api"];
 
+fn timestamp(name: &str, text: &str) -> Result<Timestamp, String> {
+    Timestamp::parse_rfc3339(text).map_err(|e| format!("{}: {e}", quote(name)))
+}
+
 /// Parses one line of an export. The message of an error says what is wrong, not where:
 /// the caller adds the line number.
 pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
-    let doc = json::parse(line).map_err(|e| format!("not JSON: {e}"))?;
-    let Json::Object(fields) = doc else {
-        return Err(format!("expected an object, got {}", doc.type_name()));
+    let mut fields = match json::parse(line).map_err(|e| format!("not JSON: {e}"))? {
+        Value::Object(fields) => fields,
+        other => return Err(format!("expected an object, got {}", json::type_name(&other))),
     };
-    let mut f = Fields(fields);
-    let record = match f.string("kind")?.as_str() {
-        "task" => {
-            let record = TaskRecord {
-                scope: TaskScope {
-                    dag_id: f.string("dag_id")?,
-                    run_id: f.string("run_id")?,
-                    task_id: f.string("task_id")?,
-                    map_index: f.int("map_index")?,
-                },
-                key: f.string("key")?,
-                value: f.string("value")?,
-                updated_at: f.time("updated_at")?,
-                expires_at: f.opt_time("expires_at")?,
-            };
-            if record.scope.map_index < -1 {
-                return Err(format!("\"map_index\" {} is invalid", record.scope.map_index));
-            }
-            Record::Task(record)
+    let kind = match fields.shift_remove("kind") {
+        Some(Value::String(kind)) if kind == "task" || kind == "asset" => kind,
+        Some(Value::String(other)) => {
+            return Err(format!("\"kind\" must be \"task\" or \"asset\", not {}", quote(&other)));
         }
-        "asset" => {
-            let record = AssetRecord {
-                asset_id: f.int("asset_id")?,
-                asset_name: f.opt_string("asset_name")?,
-                asset_uri: f.opt_string("asset_uri")?,
-                key: f.string("key")?,
-                value: f.string("value")?,
-                updated_at: f.time("updated_at")?,
-                writer: AssetWriter {
-                    kind: f.opt_string("last_updated_by_kind")?,
-                    dag_id: f.opt_string("last_updated_by_dag_id")?,
-                    run_id: f.opt_string("last_updated_by_run_id")?,
-                    task_id: f.opt_string("last_updated_by_task_id")?,
-                    map_index: f.opt_int("last_updated_by_map_index")?,
+        Some(other) => return Err(format!("\"kind\" must be a string, not {}", json::type_name(&other))),
+        None => return Err("\"kind\" is missing".to_string()),
+    };
+    let fields = Fields { entries: fields.into_iter(), value: None };
+    let record = match kind.as_str() {
+        "task" => {
+            let line = TaskLine::deserialize(fields).map_err(|e| e.0)?;
+            if line.map_index < -1 {
+                return Err(format!("\"map_index\" {} is invalid", line.map_index));
+            }
+            Record::Task(TaskRecord {
+                updated_at: timestamp("updated_at", &line.updated_at)?,
+                expires_at: line.expires_at.as_deref().map(|at| timestamp("expires_at", at)).transpose()?,
+                scope: TaskScope {
+                    dag_id: line.dag_id,
+                    run_id: line.run_id,
+                    task_id: line.task_id,
+                    map_index: line.map_index,
                 },
-            };
-            if let Some(kind) = &record.writer.kind
+                key: line.key,
+                value: line.value,
+            })
+        }
+        _ => {
+            let line = AssetLine::deserialize(fields).map_err(|e| e.0)?;
+            if let Some(kind) = &line.last_updated_by_kind
                 && !WRITER_KINDS.contains(&kind.as_str())
             {
                 return Err(format!(
@@ -212,15 +202,27 @@ pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
                     quote(kind)
                 ));
             }
-            Record::Asset(record)
+            Record::Asset(AssetRecord {
+                updated_at: timestamp("updated_at", &line.updated_at)?,
+                asset_id: line.asset_id,
+                asset_name: line.asset_name,
+                asset_uri: line.asset_uri,
+                key: line.key,
+                value: line.value,
+                writer: AssetWriter {
+                    kind: line.last_updated_by_kind,
+                    dag_id: line.last_updated_by_dag_id,
+                    run_id: line.last_updated_by_run_id,
+                    task_id: line.last_updated_by_task_id,
+                    map_index: line.last_updated_by_map_index,
+                },
+            })
         }
-        other => return Err(format!("\"kind\" must be \"task\" or \"asset\", not {}", quote(other))),
     };
     if matches!(&record, Record::Task(TaskRecord { key, .. }) | Record::Asset(AssetRecord { key, .. }) if key.is_empty())
     {
         return Err("\"key\" must not be empty".to_string());
     }
-    f.done()?;
     Ok(record)
 }
 
@@ -267,15 +269,21 @@ impl Sink {
     }
 
     pub(crate) fn task(&mut self, entry: &TaskEntry) -> io::Result<()> {
-        writeln!(self.out, "{}", task_line(entry))?;
+        self.line(&Line { kind: "task", row: entry })?;
         self.task_rows += 1;
         Ok(())
     }
 
     pub(crate) fn asset(&mut self, entry: &AssetEntry) -> io::Result<()> {
-        writeln!(self.out, "{}", asset_line(entry))?;
+        self.line(&Line { kind: "asset", row: entry })?;
         self.asset_rows += 1;
         Ok(())
+    }
+
+    /// Non-ASCII text as UTF-8: the lines are for `import`, and for people reading the file.
+    fn line(&mut self, line: &impl Serialize) -> io::Result<()> {
+        json::write(&mut self.out, line, Style::Unicode)?;
+        self.out.write_all(b"\n")
     }
 
     /// Flushes, and for a file waits until the lines are on disk: an archive must be durable
@@ -298,6 +306,7 @@ pub(crate) fn archive_error(path: &Path, e: io::Error) -> crate::error::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::StoredTime;
 
     fn entry() -> TaskEntry {
         TaskEntry {
@@ -307,6 +316,11 @@ mod tests {
             updated_at: StoredTime::At(Timestamp::from_micros(1_764_288_000_123_456)),
             expires_at: None,
         }
+    }
+
+    /// The export line of a task row (without the newline).
+    fn task_line(entry: &TaskEntry) -> String {
+        json::to_text(&serde_json::to_value(Line { kind: "task", row: entry }).unwrap(), Style::Unicode)
     }
 
     #[test]

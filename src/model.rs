@@ -1,6 +1,8 @@
 //! The domain's nouns, in Airflow's own words: a task scope (dag_id, run_id, task_id,
 //! map_index), an asset selector, and the entries stored under them.
 
+use serde::{Serialize, Serializer};
+
 use crate::text::quote;
 use crate::time::Timestamp;
 
@@ -9,7 +11,7 @@ pub(crate) const MAX_KEY_CHARS: usize = 512;
 pub(crate) const MAX_ID_CHARS: usize = 250;
 
 /// One task instance's key/value namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TaskScope {
     pub dag_id: String,
     pub run_id: String,
@@ -100,9 +102,18 @@ impl StoredTime {
     }
 }
 
-/// One row of `task_state_store`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// As it is shown: RFC 3339, or the raw text that is not a timestamp.
+impl Serialize for StoredTime {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.display())
+    }
+}
+
+/// One row of `task_state_store`. Serialized, it is a line of the export format
+/// (docs/output.md#export-format), whose field order is the order here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TaskEntry {
+    #[serde(flatten)]
     pub scope: TaskScope,
     pub key: String,
     pub value: String,
@@ -118,8 +129,9 @@ impl TaskEntry {
     }
 }
 
-/// One row of `asset_state_store`, with the asset it belongs to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One row of `asset_state_store`, with the asset it belongs to; serialized, a line of the
+/// export format, in this order.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct AssetEntry {
     pub asset_id: i64,
     pub asset_name: Option<String>,
@@ -173,8 +185,8 @@ pub(crate) fn external_ref(stored: &str) -> Option<String> {
         return None;
     }
     match crate::json::parse(stored).ok()? {
-        crate::json::Json::Object(fields) => match fields.as_slice() {
-            [(key, crate::json::Json::Str(reference))] if key == EXTERNAL_REF_KEY => Some(reference.clone()),
+        crate::json::Value::Object(fields) if fields.len() == 1 => match fields.get(EXTERNAL_REF_KEY)? {
+            crate::json::Value::String(reference) => Some(reference.clone()),
             _ => None,
         },
         _ => None,

@@ -1,22 +1,25 @@
-//! Progress of a long `clean`, on stderr: a bar redrawn in place at a terminal (rows, rate,
-//! ETA), and a plain line every few seconds otherwise, so a cron log shows a run is alive.
-//! `--verbose` detail lines go through here too, so that they never land inside the bar.
+//! Progress of a long `clean`, on stderr: at a terminal, an indicatif bar (rows, rate, ETA)
+//! redrawn in place; otherwise a plain line every few seconds, so a cron log shows a run is
+//! alive. `--verbose` detail lines go through here too, so that they never land inside the bar.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::{Duration, Instant};
 
-/// At a terminal, redraw no more often than this.
-const REDRAW: Duration = Duration::from_millis(100);
-const BAR_WIDTH: usize = 30;
+use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+
+/// The bar when the rows to delete are known: `clean [####....] 50/200 rows  25% 10 rows/s ETA 15s`.
+const BAR: &str = "clean [{bar:30}] {pos}/{len} rows {percent:>3}% {rate} ETA {eta}";
+/// Without a total: `clean: 50 rows deleted, 10 rows/s`.
+const COUNT: &str = "clean: {pos} rows deleted, {rate}";
 
 pub(crate) struct Progress {
-    terminal: bool,
+    /// At a terminal: the bar, which indicatif redraws at most 20 times a second.
+    bar: Option<ProgressBar>,
     total: Option<u64>,
     /// Between plain lines; `None` (`--progress-every 0`) prints none.
     every: Option<Duration>,
     started: Instant,
     last: Instant,
-    drawn: bool,
 }
 
 impl Progress {
@@ -25,86 +28,73 @@ impl Progress {
     /// at a terminal, where the bar is drawn instead.
     pub(crate) fn new(total: Option<u64>, every: Duration) -> Progress {
         let now = Instant::now();
-        let every = (!every.is_zero()).then_some(every);
-        Progress { terminal: stderr_is_terminal(), total, every, started: now, last: now, drawn: false }
+        let bar = stderr_is_terminal().then(|| {
+            let (bar, template) = match total {
+                Some(total) if total > 0 => (ProgressBar::new(total), BAR),
+                _ => (ProgressBar::no_length(), COUNT),
+            };
+            bar.with_style(style(template))
+        });
+        Progress { bar, total, every: (!every.is_zero()).then_some(every), started: now, last: now }
     }
 
     /// Reports `done` rows deleted in `batches` batches so far.
     pub(crate) fn update(&mut self, done: u64, batches: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(done);
+            return;
+        }
+        let Some(every) = self.every else { return };
         let now = Instant::now();
-        let due = if self.terminal {
-            REDRAW
-        } else {
-            match self.every {
-                Some(every) => every,
-                None => return,
-            }
-        };
-        if now.duration_since(self.last) < due {
+        if now.duration_since(self.last) < every {
             return;
         }
         self.last = now;
         let elapsed = now.duration_since(self.started).as_secs_f64();
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
+        let of = self.total.map(|t| format!(" of {t}")).unwrap_or_default();
         let mut err = std::io::stderr().lock();
-        if self.terminal {
-            let _ = write!(err, "\r\x1b[2K{}", bar(done, self.total, rate));
-            self.drawn = true;
-        } else {
-            let of = self.total.map(|t| format!(" of {t}")).unwrap_or_default();
-            let _ = writeln!(
-                err,
-                "clean: progress: {done}{of} expired task row(s) deleted in {batches} batch(es), {rate:.0} rows/s, {elapsed:.0}s"
-            );
-        }
+        let _ = writeln!(
+            err,
+            "clean: progress: {done}{of} expired task row(s) deleted in {batches} batch(es), {rate:.0} rows/s, {elapsed:.0}s"
+        );
         let _ = err.flush();
     }
 
     /// Clears the bar, so the summary line starts on a clean line.
     pub(crate) fn finish(&mut self) {
-        if self.drawn {
-            let mut err = std::io::stderr().lock();
-            let _ = write!(err, "\r\x1b[2K");
-            let _ = err.flush();
-            self.drawn = false;
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
         }
     }
 
     /// A line of detail (`--verbose`), on a line of its own: the bar, if drawn, is cleared
-    /// first and redrawn by the next update.
+    /// while it is printed and drawn again after it.
     pub(crate) fn detail(&mut self, line: &str) {
-        self.finish();
-        let mut err = std::io::stderr().lock();
-        let _ = writeln!(err, "{line}");
-        let _ = err.flush();
+        let print = || {
+            let mut err = std::io::stderr().lock();
+            let _ = writeln!(err, "{line}");
+            let _ = err.flush();
+        };
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
     }
 }
 
 pub(crate) fn stderr_is_terminal() -> bool {
-    std::io::stderr().is_terminal()
+    std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
-#[allow(clippy::cast_precision_loss, clippy::cast_possible_truncation, clippy::cast_sign_loss)]
-fn bar(done: u64, total: Option<u64>, rate: f64) -> String {
-    match total {
-        Some(total) if total > 0 => {
-            let share = (done as f64 / total as f64).clamp(0.0, 1.0);
-            let filled = (share * BAR_WIDTH as f64).round() as usize;
-            let eta = if rate > 0.0 {
-                format!("{:.0}s", total.saturating_sub(done) as f64 / rate)
-            } else {
-                "?".into()
-            };
-            format!(
-                "clean [{}{}] {done}/{total} rows {:>3.0}% {rate:.0} rows/s ETA {eta}",
-                "#".repeat(filled),
-                ".".repeat(BAR_WIDTH - filled),
-                share * 100.0
-            )
-        }
-        _ => format!("clean: {done} rows deleted, {rate:.0} rows/s"),
-    }
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("#.")
+        .with_key("rate", |state: &ProgressState, out: &mut dyn std::fmt::Write| {
+            let _ = write!(out, "{:.0} rows/s", state.per_sec());
+        })
 }
 
 #[cfg(test)]
@@ -112,12 +102,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn bar_shows_share_rate_and_eta() {
-        assert_eq!(
-            bar(50, Some(200), 10.0),
-            "clean [########......................] 50/200 rows  25% 10 rows/s ETA 15s"
-        );
-        assert_eq!(bar(0, None, 0.0), "clean: 0 rows deleted, 0 rows/s");
-        assert!(bar(300, Some(200), 1.0).contains("[##############################] 300/200 rows 100%"));
+    fn the_templates_are_indicatif_templates() {
+        for template in [BAR, COUNT] {
+            assert!(ProgressStyle::with_template(template).is_ok(), "{template}");
+        }
     }
 }

@@ -89,6 +89,16 @@ pub(crate) fn field(text: &str) -> Cow<'_, str> {
     escaped(text, |c| c == '\\')
 }
 
+/// `text` cut to `chars` characters, the last of them `…`, when it is longer: a long value or
+/// key would make a table unreadable.
+pub(crate) fn cut(text: &str, chars: usize) -> String {
+    if text.chars().nth(chars).is_none() {
+        return text.to_string();
+    }
+    let head: String = text.chars().take(chars.saturating_sub(1)).collect();
+    format!("{head}…")
+}
+
 /// Text quoted in a message: `"…"`, with `"` and `\` escaped and hidden characters escaped.
 pub(crate) fn quote(text: &str) -> String {
     format!("\"{}\"", escaped(text, |c| c == '"' || c == '\\'))
@@ -113,6 +123,13 @@ mod tests {
         }
         assert_eq!(field("a\\b"), "a\\\\b");
         assert_eq!(field("a\\tb\tc"), "a\\\\tb\\tc");
+    }
+
+    #[test]
+    fn long_text_is_cut_with_an_ellipsis() {
+        assert_eq!(cut("abc", 3), "abc");
+        assert_eq!(cut("abcd", 3), "ab…");
+        assert_eq!(cut(&"é".repeat(600), 60).chars().count(), 60);
     }
 
     #[test]

@@ -16,7 +16,8 @@ mod support;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use support::{Bench, Dialect, Run, clean_batches};
+use serde_json::{Value, json};
+use support::{Bench, Dialect, Run, clean_batches, fields};
 
 const DAG: &str = "fault_orders";
 const RUN: &str = "manual__2026-11-28T00:00:00+00:00";
@@ -121,10 +122,6 @@ fn summary_deleted(stderr: &str) -> i64 {
     let line =
         stderr.lines().find(|l| l.starts_with("clean: deleted ")).unwrap_or_else(|| panic!("{stderr}"));
     line["clean: deleted ".len()..].split(' ').next().unwrap().parse().unwrap()
-}
-
-fn hex(text: &str) -> String {
-    text.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
 // ---------------------------------------------------------------- a seeded generator
@@ -259,7 +256,7 @@ contract! {
             Dialect::Sqlite => {}
         }
         let run = bench.run(&["clean", "-o", "json"]).success();
-        assert_eq!(run.json().py("v['task_rows_deleted']"), left.to_string());
+        assert_eq!(run.json()["task_rows_deleted"], left);
         assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 20_000));
         assert!(!lock_file.exists(), "the rerun took the lock file over and removed it");
     }
@@ -288,24 +285,25 @@ contract! {
         for (i, dag) in dags.iter().enumerate() {
             let run = format!("r{}%_\\'", i);
             let v = bench.run(&["list", "--dag-id", dag, "--limit", "0", "-o", "json"]).success().json();
-            assert_eq!(v.py("len(v)"), "24", "dag {dag:?}");
-            assert_eq!(v.py(&format!("{{e['dag_id'] for e in v}} == {{{dag:?}}}")), "True", "dag {dag:?}");
+            let entries = v.as_array().unwrap();
+            assert_eq!(entries.len(), 24, "dag {dag:?}");
+            assert!(entries.iter().all(|e| e["dag_id"] == *dag), "dag {dag:?}");
             let v = bench.run(&["list", "--run-id", &run, "--limit", "0", "-o", "json"]).success().json();
-            assert_eq!(v.py("len(v)"), "24", "run {run:?}");
+            assert_eq!(v.as_array().unwrap().len(), 24, "run {run:?}");
             for task in tasks {
                 let scope = ["--dag-id", dag, "--run-id", &run, "--task-id", task];
                 let run_list = bench.run(&cmd(&["list", "-o", "json"], &scope)).success();
-                assert_eq!(
-                    run_list.json().py("sorted(e['key'] for e in v)"),
-                    "['k%', \"k'); DROP TABLE task_state_store; --\", 'k\\\\', 'k_', 'kx', 'ключ/\\n']",
-                    "{scope:?}"
-                );
+                let mut keys: Vec<String> =
+                    run_list.json().as_array().unwrap().iter().map(|e| e["key"].as_str().unwrap().to_string()).collect();
+                keys.sort();
+                assert_eq!(keys, ["k%", "k'); DROP TABLE task_state_store; --", "k\\", "k_", "kx", "ключ/\n"], "{scope:?}");
                 bench.run(&cmd(&["get", "k_", "-o", "plain"], &scope)).success().stdout_is("k_\n");
                 bench.run(&cmd(&["get", "k?", "-o", "plain"], &scope)).fails(1, "not found");
                 bench.run(&cmd(&["get", "k\n", "-o", "plain"], &scope)).fails(1, "not found");
             }
             let v = bench.run(&["list", "--dag-id", dag, "--task-id", "t_", "-o", "json"]).success().json();
-            assert_eq!(v.py("{e['task_id'] for e in v}"), "{'t_'}", "dag {dag:?}");
+            let entries = v.as_array().unwrap();
+            assert!(!entries.is_empty() && entries.iter().all(|e| e["task_id"] == "t_"), "dag {dag:?}");
             let exported = bench.run(&["export", "--dag-id", dag, "--task-id", "t%"]).success();
             assert_eq!(exported.stdout.lines().count(), 6, "export --dag-id {dag:?} --task-id t%");
         }
@@ -333,10 +331,8 @@ contract! {
             bench.run(&["get", "k%_", "--asset-uri", &uri, "-o", "plain"]).success().stdout_is(&format!("{i}\n"));
             bench.run(&["get", "k%", "--asset", name]).fails(1, "not found");
             let v = bench.run(&["list", "--asset", name, "-o", "json"]).success().json();
-            assert_eq!(
-                v.py("[(e['asset_name'].encode().hex(), e['key'], e['value']) for e in v]"),
-                format!("[('{}', 'k%_', {i})]", hex(name))
-            );
+            let rows: Vec<Value> = v.as_array().unwrap().iter().map(|e| fields(e, &["asset_name", "key", "value"])).collect();
+            assert_eq!(rows, [json!([name, "k%_", i])]);
         }
         for name in ["as", "a%", "%", "_", "as%%", "a\\\\s"] {
             bench.run(&["get", "k%_", "--asset", name]).fails(1, "no asset found");
@@ -344,9 +340,11 @@ contract! {
         bench.run(&["clear", "--yes", "--asset", "as_", "-o", "plain"]).success().stdout_is("1\n");
         assert_eq!(count(&bench, "asset_state_store"), 5);
         let v = bench.run(&["list", "--assets", "-o", "json"]).success().json();
-        let mut left: Vec<String> = names.iter().filter(|n| **n != "as_").map(|n| hex(n)).collect();
-        left.sort();
-        assert_eq!(v.py("sorted(e['asset_name'].encode().hex() for e in v)"), format!("{left:?}").replace('"', "'"));
+        let mut left: Vec<&str> = names.iter().copied().filter(|n| *n != "as_").collect();
+        left.sort_unstable();
+        let mut listed: Vec<&str> = v.as_array().unwrap().iter().map(|e| e["asset_name"].as_str().unwrap()).collect();
+        listed.sort_unstable();
+        assert_eq!(listed, left);
     }
 
     // ------------------------------------------------------------ property: batch deletion
@@ -409,7 +407,7 @@ contract! {
                 if d != Dialect::Postgres {
                     assert_eq!(batches as u64, match size { 0 => u64::from(expired > 0), s => expired.div_ceil(s) });
                 }
-                assert_eq!(v.py("(v['task_rows_deleted'], v['batches'])"), format!("({expired}, {batches})"), "{context}");
+                assert_eq!(fields(&v, &["task_rows_deleted", "batches"]), json!([expired, batches]), "{context}");
                 assert_eq!(bench.rows("SELECT id FROM task_state_store ORDER BY id"), survivors, "{context}");
             }
         }
@@ -747,13 +745,10 @@ fn connection_dropped_mid_clean(d: Dialect) {
     // One JSON document: the summary so far, as on stderr, and the error line's message.
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert_eq!(stdout.lines().count(), 1, "one JSON document for a failed run: {stdout}");
-    let v = support::serde_like::parse(&stdout);
+    let v: Value = serde_json::from_str(&stdout).unwrap();
     assert_eq!(
-        v.py(&format!(
-            "(v['task_rows_deleted'], v['error'] == {{'message': bytes.fromhex('{}').decode(), 'exit_code': 4}})",
-            hex(&error["error: ".len()..])
-        )),
-        format!("({}, True)", summary_deleted(&stderr))
+        fields(&v, &["task_rows_deleted", "error"]),
+        json!([summary_deleted(&stderr), {"message": &error["error: ".len()..], "exit_code": 4}])
     );
     let gone = 2000 - count(&bench, EXPIRED);
     assert!(gone > 0 && gone < 2000, "stopped mid-run: {gone}");
@@ -770,7 +765,7 @@ fn connection_dropped_mid_clean(d: Dialect) {
     assert_eq!(expired_ids(&bench), expired_before[gone_rows..], "the first expired rows in id order");
     assert_eq!(count(&bench, ALIVE), 2000, "no unexpired row touched");
     let run = bench.run(&["clean", "-o", "json"]).success();
-    assert_eq!(run.json().py("v['task_rows_deleted']"), (2000 - gone).to_string());
+    assert_eq!(run.json()["task_rows_deleted"], 2000 - gone);
     assert_eq!((count(&bench, EXPIRED), count(&bench, ALIVE)), (0, 2000));
 }
 

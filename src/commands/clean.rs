@@ -11,14 +11,15 @@
 
 use std::time::{Duration, Instant};
 
+use serde::Serialize;
+
 use super::Context;
 use crate::archive::{Sink, archive_error};
 use crate::cli::{CleanArgs, Format, GlobalArgs};
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
-use crate::json::Json;
 use crate::model::{Page, TaskFilter};
-use crate::output::{self, Rendered, Table, int, obj};
+use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
 use crate::progress::{self, Progress};
 use crate::redact;
 use crate::signals;
@@ -50,7 +51,7 @@ struct Report {
     format: Format,
     printed: bool,
     /// The summary of a run that failed part-way, for its error document.
-    so_far: Option<Json>,
+    so_far: Option<SummaryDoc>,
 }
 
 impl Report {
@@ -59,10 +60,9 @@ impl Report {
         if report.structured() {
             signals::on_exit_print(move |signal| {
                 let stop = Error::Interrupted { signal };
-                output::document(
-                    format,
-                    &with_error(None, &redact::mask(&stop.to_string()), stop.exit_code()),
-                )
+                let message = redact::mask(&stop.to_string());
+                output::document(format, &Failed::new(None, &message, stop.exit_code()), false)
+                    .unwrap_or_default()
             });
         }
         report
@@ -72,7 +72,7 @@ impl Report {
         matches!(self.format, Format::Json | Format::Yaml)
     }
 
-    fn emit(&mut self, rendered: &Rendered) -> Result<()> {
+    fn emit<D: Serialize>(&mut self, rendered: &Rendered<D>) -> Result<()> {
         self.printed = true;
         signals::print_instead(|| output::emit(self.format, rendered))?;
         Ok(())
@@ -83,22 +83,31 @@ impl Report {
         if self.printed || !self.structured() {
             return;
         }
-        let doc = with_error(self.so_far.take(), message, exit_code);
+        let doc = Failed::new(self.so_far.take(), message, exit_code);
         // The run already failed: a stdout that fails too changes neither its message nor its
         // exit code.
-        let _ = self.emit(&Rendered { doc, tables: Vec::new(), plain: None });
+        let _ = self.emit(&Rendered::doc(doc));
     }
 }
 
-/// `doc` (an object, or nothing) with the `error` member of a run that failed.
-fn with_error(doc: Option<Json>, message: &str, exit_code: i32) -> Json {
-    let error = obj(vec![("message", Json::Str(message.to_string())), ("exit_code", int(exit_code))]);
-    match doc {
-        Some(Json::Object(mut fields)) => {
-            fields.push(("error".to_string(), error));
-            Json::Object(fields)
-        }
-        _ => obj(vec![("error", error)]),
+/// The document of a run that failed: the summary of the batches run so far, if any, with an
+/// `error` member.
+#[derive(Serialize)]
+struct Failed<'a> {
+    #[serde(flatten)]
+    summary: Option<SummaryDoc>,
+    error: ErrorMember<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorMember<'a> {
+    message: &'a str,
+    exit_code: i32,
+}
+
+impl Failed<'_> {
+    fn new(summary: Option<SummaryDoc>, message: &str, exit_code: i32) -> Failed<'_> {
+        Failed { summary, error: ErrorMember { message, exit_code } }
     }
 }
 
@@ -141,16 +150,16 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             ctx.settings.backend.value, ctx.settings.backend.source
         );
         output::note(&reason);
-        let doc = obj(vec![
-            ("task_rows_deleted", int(0u64)),
-            ("asset_rows_deleted", int(0u64)),
-            ("batches", int(0u64)),
-            ("cutoff", Json::Str(cutoff.to_rfc3339())),
-            ("dry_run", Json::Bool(args.dry_run)),
-            ("interrupted", Json::Bool(false)),
-            ("skipped", Json::Str(reason)),
-        ]);
-        report.emit(&Rendered { doc, tables: Vec::new(), plain: None })?;
+        let doc = Skipped {
+            task_rows_deleted: 0,
+            asset_rows_deleted: 0,
+            batches: 0,
+            cutoff: cutoff.to_rfc3339(),
+            dry_run: args.dry_run,
+            interrupted: false,
+            skipped: reason,
+        };
+        report.emit(&Rendered::doc(doc))?;
         return Ok(());
     }
     let batch_size = ctx.settings.state_cleanup_batch_size.value;
@@ -214,10 +223,22 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         _ => Ok(()),
     });
     if let Err(e) = result {
-        report.so_far = Some(summary.to_json());
+        report.so_far = Some(summary.doc());
         return Err(e);
     }
-    report.emit(&Rendered { doc: summary.to_json(), tables: Vec::new(), plain: None })
+    report.emit(&Rendered::doc(summary.doc()))
+}
+
+/// What a clean with a custom `[state_store] backend` prints: zero counts and the reason.
+#[derive(Serialize)]
+struct Skipped {
+    task_rows_deleted: u64,
+    asset_rows_deleted: u64,
+    batches: u64,
+    cutoff: String,
+    dry_run: bool,
+    interrupted: bool,
+    skipped: String,
 }
 
 /// What ends a run before every expired row is gone.
@@ -321,22 +342,40 @@ impl Summary {
         )
     }
 
-    fn to_json(&self) -> Json {
-        obj(vec![
-            ("task_rows_deleted", int(self.task_rows_deleted)),
-            ("asset_rows_deleted", int(self.asset_rows_deleted)),
-            ("batches", int(self.batches)),
-            ("orphan_batches", int(self.orphan_batches)),
-            ("cutoff", Json::Str(self.cutoff.to_rfc3339())),
-            ("batch_size", int(self.batch_size)),
-            ("dry_run", Json::Bool(false)),
-            ("interrupted", Json::Bool(matches!(self.stopped_by, Some(Stop::Signal(_))))),
-            ("stopped_by", self.stopped_by.map_or(Json::Null, |s| Json::Str(s.name().to_string()))),
-            ("seconds", Json::Float((self.seconds * 1000.0).round() / 1000.0)),
-            ("archive", self.archive.as_ref().map_or(Json::Null, |(path, _)| Json::Str(path.clone()))),
-            ("archived_rows", self.archive.as_ref().map_or(Json::Null, |(_, rows)| int(*rows))),
-        ])
+    fn doc(&self) -> SummaryDoc {
+        SummaryDoc {
+            task_rows_deleted: self.task_rows_deleted,
+            asset_rows_deleted: self.asset_rows_deleted,
+            batches: self.batches,
+            orphan_batches: self.orphan_batches,
+            cutoff: self.cutoff.to_rfc3339(),
+            batch_size: self.batch_size,
+            dry_run: false,
+            interrupted: matches!(self.stopped_by, Some(Stop::Signal(_))),
+            stopped_by: self.stopped_by.map(Stop::name),
+            seconds: (self.seconds * 1000.0).round() / 1000.0,
+            archive: self.archive.as_ref().map(|(path, _)| path.clone()),
+            archived_rows: self.archive.as_ref().map(|(_, rows)| *rows),
+        }
     }
+}
+
+/// The summary of a run in JSON (docs/output.md#clean-summary).
+#[derive(Serialize)]
+struct SummaryDoc {
+    task_rows_deleted: u64,
+    asset_rows_deleted: u64,
+    batches: u64,
+    orphan_batches: u64,
+    cutoff: String,
+    batch_size: u64,
+    dry_run: bool,
+    interrupted: bool,
+    stopped_by: Option<&'static str>,
+    /// To the millisecond.
+    seconds: f64,
+    archive: Option<String>,
+    archived_rows: Option<u64>,
 }
 
 /// One clean in progress: the connection, what has been done so far, what may stop it, and
@@ -370,7 +409,8 @@ impl Run<'_> {
                 "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
                 Stop::Signal(signal).name()
             );
-            output::document(format, &with_error(Some(summary.to_json()), &message, 128 + signal))
+            output::document(format, &Failed::new(Some(summary.doc()), &message, 128 + signal), false)
+                .unwrap_or_default()
         });
     }
 
@@ -734,44 +774,24 @@ fn dry_run(
     );
     let mut tables = vec![counts];
     tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
-    let (sample_docs, orphan_docs) = (tasks.docs, orphans.docs);
-    let doc = obj(vec![
-        ("dry_run", Json::Bool(true)),
-        ("cutoff", Json::Str(cutoff.to_rfc3339())),
-        ("batch_size", int(ctx.settings.state_cleanup_batch_size.value)),
-        ("task_rows_deleted", int(0u64)),
-        ("asset_rows_deleted", int(0u64)),
-        ("task_rows_to_delete", int(task_rows)),
-        ("asset_rows_to_delete", int(asset_rows)),
-        (
-            "expired_by_dag",
-            Json::Array(
-                by_dag
-                    .iter()
-                    .map(|d| obj(vec![("dag_id", Json::Str(d.dag_id.clone())), ("rows", int(d.rows))]))
-                    .collect(),
-            ),
-        ),
-        (
-            "orphans_by_asset",
-            Json::Array(
-                by_asset
-                    .iter()
-                    .map(|a| {
-                        obj(vec![
-                            ("asset_id", int(a.asset_id)),
-                            ("asset_name", a.asset_name.clone().map_or(Json::Null, Json::Str)),
-                            ("rows", int(a.rows)),
-                        ])
-                    })
-                    .collect(),
-            ),
-        ),
-        ("sample", Json::Array(sample_docs)),
-        ("orphan_sample", Json::Array(orphan_docs)),
-        ("interrupted", Json::Bool(false)),
-        ("stopped_by", Json::Null),
-    ]);
+    let doc = DryRun {
+        dry_run: true,
+        cutoff: cutoff.to_rfc3339(),
+        batch_size,
+        task_rows_deleted: 0,
+        asset_rows_deleted: 0,
+        task_rows_to_delete: task_rows,
+        asset_rows_to_delete: asset_rows,
+        expired_by_dag: by_dag.iter().map(|d| DagRows { dag_id: &d.dag_id, rows: d.rows }).collect(),
+        orphans_by_asset: by_asset
+            .iter()
+            .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name.as_deref(), rows: a.rows })
+            .collect(),
+        sample: tasks.docs,
+        orphan_sample: orphans.docs,
+        interrupted: false,
+        stopped_by: None,
+    };
     output::note(&format!(
         "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}",
         by_dag.len(),
@@ -780,6 +800,37 @@ fn dry_run(
     ));
     report.emit(&Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
     Ok(())
+}
+
+/// What `clean --dry-run -o json` prints (docs/output.md#dry-run-object).
+#[derive(Serialize)]
+struct DryRun<'a> {
+    dry_run: bool,
+    cutoff: String,
+    batch_size: u64,
+    task_rows_deleted: u64,
+    asset_rows_deleted: u64,
+    task_rows_to_delete: u64,
+    asset_rows_to_delete: u64,
+    expired_by_dag: Vec<DagRows<'a>>,
+    orphans_by_asset: Vec<AssetRows<'a>>,
+    sample: Vec<TaskEntryDoc>,
+    orphan_sample: Vec<AssetEntryDoc>,
+    interrupted: bool,
+    stopped_by: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct DagRows<'a> {
+    dag_id: &'a str,
+    rows: u64,
+}
+
+#[derive(Serialize)]
+struct AssetRows<'a> {
+    asset_id: i64,
+    asset_name: Option<&'a str>,
+    rows: u64,
 }
 
 /// How many batches a run would take now, for `clean --dry-run --verbose`: the fewest it can

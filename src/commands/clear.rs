@@ -5,6 +5,8 @@
 
 use std::io::{BufRead, IsTerminal, Write};
 
+use serde::Serialize;
+
 use super::{
     Context, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
     scope_from_args,
@@ -14,7 +16,7 @@ use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
 use crate::model::{AssetFilter, Page, TaskFilter};
-use crate::output::{self, Rendered, int, obj};
+use crate::output::{self, Rendered};
 use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
@@ -66,13 +68,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
     output::emit(
         ctx.format,
-        &Rendered {
-            doc: obj(vec![("deleted", int(deleted))]),
-            tables: Vec::new(),
-            plain: Some(deleted.to_string()),
-        },
-    )?;
-    Ok(())
+        &Rendered { doc: Cleared { deleted }, tables: Vec::new(), plain: Some(deleted.to_string()) },
+    )
+}
+
+/// `{"deleted": N}`.
+#[derive(Serialize)]
+struct Cleared {
+    deleted: u64,
 }
 
 enum Target<'a> {

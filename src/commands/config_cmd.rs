@@ -2,14 +2,17 @@
 //! came from (flag, environment, `_cmd`, file and line, default). The database password is
 //! always masked.
 
+use serde::Serialize;
+
 use super::Context;
 use crate::cli::{ConfigCommand, GlobalArgs};
 use crate::config::Sourced;
 use crate::error::{Error, Result};
-use crate::json::Json;
-use crate::output::{self, Rendered, Table, obj};
+use crate::output::{self, Rendered, Table};
 
-/// One option as shown: section, key, value (None when unset), source.
+/// One option as shown, and as `config show -o json` prints it: section, key, value (null when
+/// unset), source.
+#[derive(Serialize)]
 struct Shown {
     section: &'static str,
     key: &'static str,
@@ -71,18 +74,6 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                     ]
                 })
                 .collect();
-            let doc = Json::Array(
-                all.iter()
-                    .map(|o| {
-                        obj(vec![
-                            ("section", Json::Str(o.section.to_string())),
-                            ("key", Json::Str(o.key.to_string())),
-                            ("value", o.value.clone().map_or(Json::Null, Json::Str)),
-                            ("source", Json::Str(o.source.clone())),
-                        ])
-                    })
-                    .collect(),
-            );
             let plain = all
                 .iter()
                 .map(|o| format!("{}.{}={}", o.section, o.key, o.value.clone().unwrap_or_default()))
@@ -90,7 +81,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
             let table = Table { title: None, headers: vec!["section", "key", "value", "source"], rows };
             output::emit_report(
                 ctx.format,
-                &Rendered { doc, tables: vec![table], plain: Some(plain.join("\n")) },
+                &Rendered { doc: &all, tables: vec![table], plain: Some(plain.join("\n")) },
             )?;
         }
         ConfigCommand::Get { section, key } => {
@@ -106,14 +97,20 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                     option.source
                 )));
             };
-            let doc =
-                obj(vec![("value", Json::Str(value.clone())), ("source", Json::Str(option.source.clone()))]);
+            let doc = Got { value, source: &option.source };
             let format =
                 if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
             output::emit_report(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
         }
     }
     Ok(())
+}
+
+/// What `config get -o json` prints: `{"value": …, "source": …}`.
+#[derive(Serialize)]
+struct Got<'a> {
+    value: &'a str,
+    source: &'a str,
 }
 
 #[cfg(test)]

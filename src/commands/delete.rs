@@ -1,6 +1,8 @@
 //! `delete KEY <scope>`: removes one key. A missing key is a no-op, as in Airflow, but the
 //! user is told on stderr; a missing dag run, task instance or asset is "not found".
 
+use serde::Serialize;
+
 use super::{
     Context, MissingTaskInstance, Scope, check_key, describe_asset, require_asset, require_task_instance,
     scope_from_args,
@@ -8,8 +10,7 @@ use super::{
 use crate::cli::{DeleteArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::Result;
-use crate::json::Json;
-use crate::output::{self, Rendered, int, obj};
+use crate::output::{self, Rendered};
 use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
@@ -38,13 +39,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
     } else {
         output::note(&format!("deleted key {} of {place}", quote(&args.key)));
     }
-    output::emit(
-        ctx.format,
-        &Rendered {
-            doc: obj(vec![("key", Json::Str(args.key.clone())), ("deleted", int(deleted))]),
-            tables: Vec::new(),
-            plain: Some(deleted.to_string()),
-        },
-    )?;
-    Ok(())
+    let doc = Deleted { key: &args.key, deleted };
+    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain: Some(deleted.to_string()) })
+}
+
+/// `{"key": …, "deleted": 0 or 1}`.
+#[derive(Serialize)]
+struct Deleted<'a> {
+    key: &'a str,
+    deleted: u64,
 }

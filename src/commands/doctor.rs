@@ -8,13 +8,16 @@
 //! as a failed check, still prints what it knows of the configuration, and then exits 5. Any
 //! other problem exits 8 after the report; warnings and information never fail the run.
 
+use serde::Serialize;
+
 use super::Context;
 use crate::cli::{DoctorArgs, GlobalArgs};
 use crate::db::{self, Access, Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
 use crate::error::{Error, Result};
-use crate::json::{self, Json, ParseErrorKind};
-use crate::model::{MAX_KEY_CHARS, TaskFilter};
-use crate::output::{self, Rendered, Table, int, obj};
+use crate::json::{self, ParseErrorKind, Value};
+use crate::model::{MAX_KEY_CHARS, TaskFilter, TaskScope};
+use crate::output::{self, Rendered, Table};
+use crate::text::cut;
 use crate::time::Timestamp;
 use crate::url::Dialect;
 
@@ -24,7 +27,8 @@ const PAGE_ROWS: u64 = 500;
 /// Keys and values are cut to this many characters in the table's samples (JSON has them whole).
 const SAMPLE_TEXT_CHARS: usize = 60;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
 enum Status {
     Ok,
     Problem,
@@ -45,21 +49,94 @@ impl Status {
     }
 }
 
-/// One check's outcome, as every output format shows it.
+/// One check's outcome, as every output format shows it; in JSON, one of `checks`
+/// (docs/commands/doctor.md#json-fields).
+#[derive(Serialize)]
 struct Check {
     name: &'static str,
     status: Status,
     message: String,
     /// Rows found; `None` where a count means nothing (information, skipped, the schema).
     count: Option<u64>,
+    #[serde(serialize_with = "sample_rows")]
     sample: Vec<FoundRow>,
-    /// Facts beyond the message, as `(field, value)`: a table of their own, an object in JSON.
-    details: Vec<(&'static str, Json)>,
+    details: Details,
+}
+
+/// Facts beyond a check's message: an object in JSON (empty for most checks), and for the
+/// backend a table of its own.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Details {
+    None {},
+    Schema { found: String },
+    Backend(Backend),
+}
+
+/// The database and backend in use and the settings a clean uses, each with where it came
+/// from; with a known schema, what a clean would delete now.
+#[derive(Serialize)]
+struct Backend {
+    dialect: &'static str,
+    database: String,
+    backend: String,
+    backend_from: String,
+    state_cleanup_batch_size: u64,
+    state_cleanup_batch_size_from: String,
+    default_retention_days: u32,
+    default_retention_days_from: String,
+    max_value_storage_bytes: u64,
+    max_value_storage_bytes_from: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expired_task_rows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    orphaned_asset_rows: Option<u64>,
+}
+
+/// A sampled row in JSON: where it is, its key, and what is wrong with it.
+#[derive(Serialize)]
+struct SampleRow<'a> {
+    #[serde(flatten)]
+    place: Where<'a>,
+    key: &'a str,
+    detail: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "table")]
+enum Where<'a> {
+    #[serde(rename = "task_state_store")]
+    Task(&'a TaskScope),
+    #[serde(rename = "asset_state_store")]
+    Asset { asset_id: i64, asset_name: Option<&'a str> },
+}
+
+fn sample_rows<S: serde::Serializer>(
+    rows: &[FoundRow],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_seq(rows.iter().map(|row| SampleRow {
+        place: match &row.place {
+            Place::Task(scope) => Where::Task(scope),
+            Place::Asset { asset_id, asset_name } => {
+                Where::Asset { asset_id: *asset_id, asset_name: asset_name.as_deref() }
+            }
+        },
+        key: &row.key,
+        detail: &row.detail,
+    }))
+}
+
+/// What `doctor -o json` prints.
+#[derive(Serialize)]
+struct Report<'a> {
+    healthy: bool,
+    checks: &'a [Check],
 }
 
 impl Check {
     fn new(name: &'static str, status: Status, message: String) -> Check {
-        Check { name, status, message, count: None, sample: Vec::new(), details: Vec::new() }
+        Check { name, status, message, count: None, sample: Vec::new(), details: Details::None {} }
     }
 
     /// A check that counts rows: ok when there are none, `status_if_found` otherwise.
@@ -107,7 +184,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
         }
         Diagnosis::Unrecognised(problem) => {
             let mut schema = Check::new("schema", Status::Problem, problem.message.clone());
-            schema.details.push(("found", Json::Str(problem.found.to_string())));
+            schema.details = Details::Schema { found: problem.found.to_string() };
             checks.push(schema);
             checks.extend(TABLE_CHECKS.iter().map(|name| {
                 Check::new(name, Status::Skipped, "not checked: the schema is not recognised".to_string())
@@ -151,7 +228,7 @@ fn schema_ok(version: &SchemaVersion) -> Check {
             version.name()
         ),
     );
-    check.details.push(("found", Json::Str(version.name().to_string())));
+    check.details = Details::Schema { found: version.name().to_string() };
     check
 }
 
@@ -318,7 +395,7 @@ fn unreadable(value: &str) -> Option<String> {
         format!(
             "nested {depth} levels deep: Airflow reads values nested at most {} levels deep; stored text: {}",
             json::MAX_AIRFLOW_DEPTH,
-            cut(value)
+            cut(value, SAMPLE_TEXT_CHARS)
         )
     };
     match json::parse(value) {
@@ -329,7 +406,7 @@ fn unreadable(value: &str) -> Option<String> {
         Err(e) if matches!(e.kind(), ParseErrorKind::NonFinite | ParseErrorKind::LoneSurrogate) => None,
         Err(e) if e.kind() == ParseErrorKind::TooDeep => Some(too_deep("more than 500")),
         Err(e) if value.is_empty() => Some(format!("{e}; the stored text is empty")),
-        Err(e) => Some(format!("{e}; stored text: {}", cut(value))),
+        Err(e) => Some(format!("{e}; stored text: {}", cut(value, SAMPLE_TEXT_CHARS))),
     }
 }
 
@@ -384,18 +461,20 @@ fn backend_check(ctx: &Context, store: Option<(&mut Store, Timestamp)>) -> Resul
     } else {
         format!("in batches of {} row(s)", batch.value)
     };
-    let mut details = vec![
-        ("dialect", Json::Str(dialect_name(ctx).to_string())),
-        ("database", Json::Str(database.clone())),
-        ("backend", Json::Str(s.backend.value.clone())),
-        ("backend_from", Json::Str(s.backend.source.to_string())),
-        ("state_cleanup_batch_size", int(batch.value)),
-        ("state_cleanup_batch_size_from", Json::Str(batch.source.to_string())),
-        ("default_retention_days", int(s.default_retention_days.value)),
-        ("default_retention_days_from", Json::Str(s.default_retention_days.source.to_string())),
-        ("max_value_storage_bytes", int(s.max_value_storage_bytes.value)),
-        ("max_value_storage_bytes_from", Json::Str(s.max_value_storage_bytes.source.to_string())),
-    ];
+    let mut details = Backend {
+        dialect: dialect_name(ctx),
+        database: database.clone(),
+        backend: s.backend.value.clone(),
+        backend_from: s.backend.source.to_string(),
+        state_cleanup_batch_size: batch.value,
+        state_cleanup_batch_size_from: batch.source.to_string(),
+        default_retention_days: s.default_retention_days.value,
+        default_retention_days_from: s.default_retention_days.source.to_string(),
+        max_value_storage_bytes: s.max_value_storage_bytes.value,
+        max_value_storage_bytes_from: s.max_value_storage_bytes.source.to_string(),
+        expired_task_rows: None,
+        orphaned_asset_rows: None,
+    };
     let clean = if !s.is_builtin_backend() {
         format!(
             "[state_store] backend is {}, not the metastore backend: Airflow's clean and state-store clean skip \
@@ -405,8 +484,8 @@ fn backend_check(ctx: &Context, store: Option<(&mut Store, Timestamp)>) -> Resul
     } else if let Some((store, now)) = store {
         let expired = store.count_expired(now)?;
         let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum::<u64>();
-        details.push(("expired_task_rows", int(expired)));
-        details.push(("orphaned_asset_rows", int(orphans)));
+        details.expired_task_rows = Some(expired);
+        details.orphaned_asset_rows = Some(orphans);
         format!(
             "a clean now would delete {expired} expired task row(s) and {orphans} orphaned asset row(s), {batches}"
         )
@@ -415,17 +494,8 @@ fn backend_check(ctx: &Context, store: Option<(&mut Store, Timestamp)>) -> Resul
     };
     let mut check =
         Check::new("backend", Status::Info, format!("{} at {database}; {clean}", dialect_name(ctx)));
-    check.details = details;
+    check.details = Details::Backend(details);
     Ok(check)
-}
-
-fn cut(text: &str) -> String {
-    if text.chars().count() > SAMPLE_TEXT_CHARS {
-        let head: String = text.chars().take(SAMPLE_TEXT_CHARS - 1).collect();
-        format!("{head}…")
-    } else {
-        text.to_string()
-    }
 }
 
 fn scope_label(place: &Place) -> String {
@@ -435,34 +505,15 @@ fn scope_label(place: &Place) -> String {
     }
 }
 
-fn row_json(row: &FoundRow) -> Json {
-    let mut fields = match &row.place {
-        Place::Task(s) => vec![
-            ("table", Json::Str("task_state_store".to_string())),
-            ("dag_id", Json::Str(s.dag_id.clone())),
-            ("run_id", Json::Str(s.run_id.clone())),
-            ("task_id", Json::Str(s.task_id.clone())),
-            ("map_index", int(s.map_index)),
-        ],
-        Place::Asset { asset_id, asset_name } => vec![
-            ("table", Json::Str("asset_state_store".to_string())),
-            ("asset_id", int(*asset_id)),
-            ("asset_name", asset_name.clone().map_or(Json::Null, Json::Str)),
-        ],
-    };
-    fields.push(("key", Json::Str(row.key.clone())));
-    fields.push(("detail", Json::Str(row.detail.clone())));
-    obj(fields)
-}
-
-fn detail_text(value: &Json) -> String {
+/// A value of the backend's table: a string as it is, anything else as JSON.
+fn detail_text(value: &Value) -> String {
     match value {
-        Json::Str(s) => s.clone(),
+        Value::String(s) => s.clone(),
         other => json::dumps_unicode(other),
     }
 }
 
-fn render(checks: &[Check], healthy: bool) -> Rendered {
+fn render(checks: &[Check], healthy: bool) -> Rendered<Report<'_>> {
     let mut tables = vec![Table {
         title: None,
         headers: vec!["check", "status", "count", "message"],
@@ -490,55 +541,29 @@ fn render(checks: &[Check], healthy: bool) -> Rendered {
             rows: check
                 .sample
                 .iter()
-                .map(|r| vec![scope_label(&r.place), cut(&r.key), r.detail.clone()])
+                .map(|r| vec![scope_label(&r.place), cut(&r.key, SAMPLE_TEXT_CHARS), r.detail.clone()])
                 .collect(),
         });
     }
-    for check in checks.iter().filter(|c| c.name == "backend") {
+    for check in checks {
+        // The settings, each with where it came from: the `_from` fields of its JSON.
+        let Details::Backend(backend) = &check.details else { continue };
+        let Ok(Value::Object(fields)) = serde_json::to_value(backend) else { continue };
+        let rows = fields
+            .iter()
+            .filter(|(field, _)| !field.ends_with("_from"))
+            .map(|(field, value)| {
+                let from = fields.get(&format!("{field}_from")).map(detail_text);
+                let from = from.map(|source| format!(" (from {source})")).unwrap_or_default();
+                vec![field.clone(), format!("{}{from}", detail_text(value))]
+            })
+            .collect();
         tables.push(Table {
             title: Some(format!("{}:", check.name)),
             headers: vec!["setting", "value"],
-            rows: check
-                .details
-                .iter()
-                .filter(|(field, _)| !field.ends_with("_from"))
-                .map(|(field, value)| {
-                    let mut text = detail_text(value);
-                    let from = format!("{field}_from");
-                    if let Some((_, source)) = check.details.iter().find(|(f, _)| *f == from) {
-                        text = format!("{text} (from {})", detail_text(source));
-                    }
-                    vec![(*field).to_string(), text]
-                })
-                .collect(),
+            rows,
         });
     }
-    let doc = obj(vec![
-        ("healthy", Json::Bool(healthy)),
-        (
-            "checks",
-            Json::Array(
-                checks
-                    .iter()
-                    .map(|c| {
-                        obj(vec![
-                            ("name", Json::Str(c.name.to_string())),
-                            ("status", Json::Str(c.status.name().to_string())),
-                            ("message", Json::Str(c.message.clone())),
-                            ("count", c.count.map_or(Json::Null, int)),
-                            ("sample", Json::Array(c.sample.iter().map(row_json).collect())),
-                            (
-                                "details",
-                                Json::Object(
-                                    c.details.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect(),
-                                ),
-                            ),
-                        ])
-                    })
-                    .collect(),
-            ),
-        ),
-    ]);
     let plain = checks
         .iter()
         .map(|c| match c.count {
@@ -547,7 +572,7 @@ fn render(checks: &[Check], healthy: bool) -> Rendered {
         })
         .collect::<Vec<_>>()
         .join("\n");
-    Rendered { doc, tables, plain: Some(plain) }
+    Rendered { doc: Report { healthy, checks }, tables, plain: Some(plain) }
 }
 
 #[cfg(test)]
@@ -573,9 +598,9 @@ mod tests {
 
     #[test]
     fn long_text_is_cut_in_the_table() {
-        assert_eq!(cut("abc"), "abc");
+        assert_eq!(cut("abc", SAMPLE_TEXT_CHARS), "abc");
         let long = "k".repeat(600);
-        assert_eq!(cut(&long).chars().count(), SAMPLE_TEXT_CHARS);
-        assert!(cut(&long).ends_with('…'));
+        assert_eq!(cut(&long, SAMPLE_TEXT_CHARS).chars().count(), SAMPLE_TEXT_CHARS);
+        assert!(cut(&long, SAMPLE_TEXT_CHARS).ends_with('…'));
     }
 }

@@ -2,13 +2,15 @@
 //! are read a page at a time and written as they come, so memory stays bounded whatever the
 //! table holds.
 
+use serde::Serialize;
+
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
 use crate::archive::Sink;
 use crate::cli::{ExportArgs, Format, GlobalArgs};
 use crate::db::{Access, keep_external};
 use crate::error::{Error, Result};
 use crate::model::{AssetFilter, Page, TaskFilter};
-use crate::output::{self, Rendered, int, obj};
+use crate::output::{self, Rendered};
 use crate::time::Timestamp;
 
 /// Rows read per query: small enough to bound memory, large enough that the round trips do
@@ -98,12 +100,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     if args.file.is_some() && matches!(ctx.format, Format::Json | Format::Yaml) {
         output::emit(
             ctx.format,
-            &Rendered {
-                doc: obj(vec![("task_rows", int(sink.task_rows)), ("asset_rows", int(sink.asset_rows))]),
-                tables: Vec::new(),
-                plain: None,
-            },
+            &Rendered::doc(Exported { task_rows: sink.task_rows, asset_rows: sink.asset_rows }),
         )?;
     }
     Ok(())
+}
+
+/// What `export --file -o json` prints: `{"task_rows": N, "asset_rows": M}`.
+#[derive(Serialize)]
+struct Exported {
+    task_rows: u64,
+    asset_rows: u64,
 }

@@ -16,7 +16,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
-    let view = match scope {
+    match scope {
         Scope::Task(scope) => {
             let Some(entry) = store.task_entry(&scope, &args.key)? else {
                 require_dag_run(&mut store, &scope)?;
@@ -39,7 +39,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                     entry.expires_at.as_ref().map(crate::model::StoredTime::display).unwrap_or_default()
                 ));
             }
-            output::entries(&[entry], false, None)
+            output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
         }
         Scope::Asset(selector) => {
             let asset = require_asset(&mut store, &selector)?;
@@ -50,9 +50,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                     describe_asset(&asset)
                 )));
             };
-            output::entries(&[entry], false, None)
+            output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
         }
-    };
-    output::emit(ctx.format, &view.single(true))?;
-    Ok(())
+    }
 }

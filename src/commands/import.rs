@@ -13,13 +13,15 @@ use std::fs::File;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
+use serde::Serialize;
+
 use super::Context;
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
 use crate::cli::{GlobalArgs, ImportArgs};
 use crate::db::{Access, AssetRestore, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::model::{Asset, StoredTime};
-use crate::output::{self, Rendered, int, obj};
+use crate::output::{self, Rendered};
 use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
@@ -91,24 +93,22 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         "{verb} {} task row(s) and {} asset row(s) from {}; {} kept newer (the stored row is newer), {} skipped (dag run or asset missing)",
         counts.task_rows, counts.asset_rows, source.name, counts.kept_newer, counts.skipped_missing
     ));
+    let plain = Some((counts.task_rows + counts.asset_rows).to_string());
     output::emit(
         ctx.format,
-        &Rendered {
-            doc: obj(vec![
-                ("dry_run", crate::json::Json::Bool(args.dry_run)),
-                ("task_rows", int(counts.task_rows)),
-                ("asset_rows", int(counts.asset_rows)),
-                ("kept_newer", int(counts.kept_newer)),
-                ("skipped_missing", int(counts.skipped_missing)),
-            ]),
-            tables: Vec::new(),
-            plain: Some((counts.task_rows + counts.asset_rows).to_string()),
-        },
-    )?;
-    Ok(())
+        &Rendered { doc: Imported { dry_run: args.dry_run, counts }, tables: Vec::new(), plain },
+    )
 }
 
-#[derive(Default)]
+/// `{"dry_run": …, "task_rows": N, "asset_rows": M, "kept_newer": K, "skipped_missing": S}`.
+#[derive(Serialize)]
+struct Imported {
+    dry_run: bool,
+    #[serde(flatten)]
+    counts: Counts,
+}
+
+#[derive(Default, Serialize)]
 struct Counts {
     task_rows: u64,
     asset_rows: u64,

@@ -2,12 +2,11 @@
 //! then key; a page at a time (100 rows unless `--limit` says otherwise).
 
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
-use crate::cli::{GlobalArgs, ListArgs};
+use crate::cli::{Format, GlobalArgs, ListArgs};
 use crate::db::{Access, keep_external};
 use crate::error::{Error, Result};
-use crate::json::Json;
 use crate::model::{AssetFilter, Page, TaskFilter};
-use crate::output::{self, Entries, Rendered};
+use crate::output::{self, Entries, Entry, Rendered};
 use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
@@ -29,15 +28,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     // One row more than asked tells whether the page was cut short, without a count query.
     let page = Page { limit: (args.limit > 0).then(|| args.limit.saturating_add(1)), offset: args.offset };
 
-    let (view, more) = if assets {
+    if assets {
         let asset_id = match &selector {
             Some(selector) => Some(require_asset(&mut store, selector)?.id),
             None => None,
         };
-        shown(
+        show(
+            ctx.format,
+            args,
             store.list_asset(&AssetFilter { asset_id, external_only: args.external }, page)?,
-            args.limit,
-            args.external,
         )
     } else {
         let filter = TaskFilter {
@@ -48,9 +47,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             expired_before: args.expired.then(Timestamp::now),
             external_only: args.external,
         };
-        shown(store.list_task(&filter, page)?, args.limit, args.external)
-    };
+        show(ctx.format, args, store.list_task(&filter, page)?)
+    }
+}
+
+/// Prints the rows of one page (one more was fetched to tell whether more follow). With
+/// `--external`, the SQL prefix match is checked exactly here.
+fn show<E: Entry>(format: Format, args: &ListArgs, mut rows: Vec<E>) -> Result<()> {
+    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
+    let more = limit > 0 && rows.len() > limit;
     if more {
+        rows.truncate(limit);
         output::note(&format!(
             "showing {} rows from offset {}; more follow (--offset {} for the next page, --limit 0 for all)",
             args.limit,
@@ -58,26 +65,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             args.offset.saturating_add(args.limit)
         ));
     }
-    let Entries { table, docs, plain_rows, .. } = view;
+    let rows = keep_external(rows, args.external, Entry::value_text);
+    let Entries { table, docs, plain_rows, .. } = output::entries(&rows, true, None);
     // Plain is one line per row: its scope, key and value, tab-separated and escaped, for
     // `state-store list … -o plain | while IFS=$'\t' read -r …`.
     let rendered = Rendered {
         plain: (!plain_rows.is_empty()).then(|| plain_rows.join("\n")),
         tables: vec![table],
-        doc: Json::Array(docs),
+        doc: docs,
     };
-    output::emit(ctx.format, &rendered)?;
-    Ok(())
-}
-
-/// The rows of one page (one more was fetched to tell whether more follow), rendered.
-/// With `--external`, the SQL prefix match is checked exactly here.
-fn shown<E: output::Entry>(mut rows: Vec<E>, limit: u64, external_only: bool) -> (Entries, bool) {
-    let limit = usize::try_from(limit).unwrap_or(usize::MAX);
-    let more = limit > 0 && rows.len() > limit;
-    if more {
-        rows.truncate(limit);
-    }
-    let rows = keep_external(rows, external_only, output::Entry::value_text);
-    (output::entries(&rows, true, None), more)
+    output::emit(format, &rendered)
 }

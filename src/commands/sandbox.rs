@@ -1,13 +1,14 @@
 //! `sandbox`: a throw-away Airflow 3.3 metastore, for trying the tool (the README's demo) and
 //! for tests, which add their own dag runs and assets through it on every dialect alike.
 
+use serde::Serialize;
+
 use super::Context;
 use crate::cli::{GlobalArgs, SandboxCommand};
 use crate::db::{self, Access, AssetWrite, TaskWrite};
 use crate::error::{Error, Result};
-use crate::json::Json;
 use crate::model::TaskScope;
-use crate::output::{self, Rendered, int, obj};
+use crate::output::{self, Rendered};
 use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
@@ -24,7 +25,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     }
     let mut sandbox =
         ctx.located(db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref()))?;
-    let doc = match command {
+    // The new id is the one thing a caller needs: table and plain print it alone.
+    let (doc, id) = match command {
         SandboxCommand::Create { sample_data } => {
             sandbox.create()?;
             drop(sandbox);
@@ -36,14 +38,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
                 ctx.url.redacted(),
                 if *sample_data { " with sample data" } else { "" }
             ));
-            obj(vec![("created", Json::Bool(true)), ("sample_data", Json::Bool(*sample_data))])
+            (Sandboxed::Created { created: true, sample_data: *sample_data }, None)
         }
         SandboxCommand::AddDagRun { dag_id, run_id, task_id } => {
             let id = sandbox.add_dag_run(dag_id, run_id)?;
             for task_id in task_id {
                 sandbox.add_task_instance(dag_id, run_id, task_id, -1)?;
             }
-            obj(vec![("dag_run_id", int(id))])
+            (Sandboxed::DagRun { dag_run_id: id }, Some(id.to_string()))
         }
         SandboxCommand::AddTaskInstance { dag_id, run_id, task_id, map_index } => {
             let indexes = if map_index.is_empty() { vec![-1] } else { map_index.clone() };
@@ -53,26 +55,26 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             for index in &indexes {
                 sandbox.add_task_instance(dag_id, run_id, task_id, *index)?;
             }
-            obj(vec![("task_instances", int(indexes.len() as u64))])
+            (Sandboxed::TaskInstances { task_instances: indexes.len() }, Some(indexes.len().to_string()))
         }
         SandboxCommand::AddAsset { name, uri, inactive } => {
             let id = sandbox.add_asset(name, uri, !inactive)?;
-            obj(vec![("asset_id", int(id))])
+            (Sandboxed::Asset { asset_id: id }, Some(id.to_string()))
         }
     };
-    // The new id is the one thing a caller needs: table and plain print it alone.
-    let id = match (&doc, command) {
-        (
-            Json::Object(fields),
-            SandboxCommand::AddDagRun { .. }
-            | SandboxCommand::AddAsset { .. }
-            | SandboxCommand::AddTaskInstance { .. },
-        ) => fields.first().map(|(_, v)| crate::json::dumps_unicode(v)),
-        _ => None,
-    };
     let format = if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
-    output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })?;
-    Ok(())
+    output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })
+}
+
+/// What a sandbox command prints in JSON: `{"created": true, "sample_data": …}`, or the new
+/// row's id (`{"dag_run_id": N}`, `{"task_instances": N}`, `{"asset_id": N}`).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Sandboxed {
+    Created { created: bool, sample_data: bool },
+    DagRun { dag_run_id: i64 },
+    TaskInstances { task_instances: usize },
+    Asset { asset_id: i64 },
 }
 
 type SampleRow = (usize, &'static str, i64, &'static str, &'static str, i64, Option<i64>);

@@ -9,7 +9,7 @@ use super::{
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::{Access, AssetWrite, TaskWrite};
 use crate::error::{Error, Result};
-use crate::json::{self, Json, ParseErrorKind};
+use crate::json::{self, ParseErrorKind, Value};
 use crate::model::{AssetEntry, StoredTime, TaskEntry};
 use crate::output;
 use crate::time::{self, Retention, Timestamp};
@@ -24,7 +24,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     check_size(&ctx, &encoded, args.allow_large)?;
     let now = Timestamp::now();
 
-    let rendered = match scope {
+    match scope {
         Scope::Task(scope) => {
             let expires_at = expiry(&ctx, args, now)?;
             let mut store = ctx.open(Access::ReadWrite)?;
@@ -57,7 +57,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 updated_at: StoredTime::At(now),
                 expires_at: expires_at.map(StoredTime::At),
             };
-            output::entries(&[entry], true, None).single(false)
+            output::emit(ctx.format, &output::entries(&[entry], true, None).single(false))
         }
         Scope::Asset(selector) => {
             if args.retention.is_some() || args.expires_at.is_some() {
@@ -92,16 +92,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 last_updated_by_task_id: None,
                 last_updated_by_map_index: None,
             };
-            output::entries(&[entry], true, None).single(false)
+            output::emit(ctx.format, &output::entries(&[entry], true, None).single(false))
         }
-    };
-    output::emit(ctx.format, &rendered)?;
-    Ok(())
+    }
 }
 
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
 /// refuses: `null` ("Cannot set value as None") and non-finite numbers.
-fn parse_value(text: &str) -> Result<Json> {
+fn parse_value(text: &str) -> Result<Value> {
     let value = json::parse(text).map_err(|e| match e.kind() {
         ParseErrorKind::NonFinite => Error::Usage(format!(
             "invalid value: NaN and Infinity cannot be stored, Airflow refuses them ({e})"
@@ -128,7 +126,7 @@ fn parse_value(text: &str) -> Result<Json> {
             json::MAX_AIRFLOW_DEPTH
         )));
     }
-    if value == Json::Null {
+    if value.is_null() {
         return Err(Error::Usage(
             "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete"
                 .to_string(),

@@ -3,13 +3,14 @@
 //! oldest and newest writes, the largest values, and each table's size as the database
 //! reports it.
 
+use serde::Serialize;
+
 use super::Context;
 use crate::cli::{GlobalArgs, StatsArgs, StatsBy};
 use crate::db::{Access, AssetGroup, TaskGroup};
 use crate::error::Result;
-use crate::json::Json;
 use crate::model::StoredTime;
-use crate::output::{self, Rendered, Table, int, obj};
+use crate::output::{self, Rendered, Table};
 use crate::time::Timestamp;
 
 /// "Expiring soon" means within this many microseconds (7 days).
@@ -17,10 +18,6 @@ const SOON: i64 = 7 * 24 * 3_600_000_000;
 
 fn time_cell(t: Option<&StoredTime>) -> String {
     t.map(StoredTime::display).unwrap_or_default()
-}
-
-fn time_json(t: Option<&StoredTime>) -> Json {
-    t.map_or(Json::Null, |t| Json::Str(t.display()))
 }
 
 pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
@@ -105,38 +102,24 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
         },
     ];
 
-    let doc = obj(vec![
-        (
-            "totals",
-            obj(vec![
-                ("task_rows", int(rows)),
-                ("task_value_bytes", int(bytes)),
-                ("expired", int(expired)),
-                ("expiring_7d", int(soon_n)),
-                ("never_expiring", int(never)),
-                ("asset_rows", int(asset_rows)),
-                ("asset_value_bytes", int(asset_bytes)),
-            ]),
-        ),
-        ("tasks", Json::Array(tasks.iter().map(|g| task_json(g, by_task)).collect())),
-        ("assets", Json::Array(assets.iter().map(asset_json).collect())),
-        (
-            "largest_values",
-            Json::Array(
-                largest
-                    .iter()
-                    .map(|v| {
-                        obj(vec![
-                            ("scope", Json::Str(v.scope.clone())),
-                            ("key", Json::Str(v.key.clone())),
-                            ("bytes", int(v.bytes)),
-                        ])
-                    })
-                    .collect(),
-            ),
-        ),
-        ("table_sizes", Json::Object(sizes.iter().map(|(t, n)| (t.clone(), int(*n))).collect())),
-    ]);
+    let doc = Stats {
+        totals: Totals {
+            task_rows: rows,
+            task_value_bytes: bytes,
+            expired,
+            expiring_7d: soon_n,
+            never_expiring: never,
+            asset_rows,
+            asset_value_bytes: asset_bytes,
+        },
+        tasks: tasks.iter().map(|g| TaskGroupDoc::of(g, by_task)).collect(),
+        assets: assets.iter().map(AssetGroupDoc::of).collect(),
+        largest_values: largest
+            .iter()
+            .map(|v| Largest { scope: &v.scope, key: &v.key, bytes: v.bytes })
+            .collect(),
+        table_sizes: &sizes,
+    };
     output::emit(ctx.format, &Rendered { doc, tables, plain: Some(format!("{rows} {asset_rows}")) })?;
     Ok(())
 }
@@ -152,30 +135,93 @@ fn asset_row(a: &AssetGroup) -> Vec<String> {
     ]
 }
 
-fn task_json(g: &TaskGroup, by_task: bool) -> Json {
-    let mut fields = vec![("dag_id", Json::Str(g.dag_id.clone()))];
-    if by_task {
-        fields.push(("task_id", g.task_id.clone().map_or(Json::Null, Json::Str)));
-    }
-    fields.extend([
-        ("rows", int(g.rows)),
-        ("value_bytes", int(g.value_bytes)),
-        ("expired", int(g.expired)),
-        ("expiring_7d", int(g.expiring_soon)),
-        ("never_expiring", int(g.never_expiring)),
-        ("oldest_update", time_json(g.oldest_update.as_ref())),
-        ("newest_update", time_json(g.newest_update.as_ref())),
-    ]);
-    obj(fields)
+/// What `stats -o json` prints (docs/commands/stats.md).
+#[derive(Serialize)]
+struct Stats<'a> {
+    totals: Totals,
+    tasks: Vec<TaskGroupDoc<'a>>,
+    assets: Vec<AssetGroupDoc<'a>>,
+    largest_values: Vec<Largest<'a>>,
+    /// An object: the table's name, its bytes.
+    #[serde(serialize_with = "as_object")]
+    table_sizes: &'a [(String, u64)],
 }
 
-fn asset_json(a: &AssetGroup) -> Json {
-    obj(vec![
-        ("asset_id", int(a.asset_id)),
-        ("asset_name", a.asset_name.clone().map_or(Json::Null, Json::Str)),
-        ("rows", int(a.rows)),
-        ("value_bytes", int(a.value_bytes)),
-        ("oldest_update", time_json(a.oldest_update.as_ref())),
-        ("newest_update", time_json(a.newest_update.as_ref())),
-    ])
+#[derive(Serialize)]
+struct Totals {
+    task_rows: u64,
+    task_value_bytes: u64,
+    expired: u64,
+    expiring_7d: u64,
+    never_expiring: u64,
+    asset_rows: u64,
+    asset_value_bytes: u64,
+}
+
+#[derive(Serialize)]
+struct TaskGroupDoc<'a> {
+    dag_id: &'a str,
+    /// With `--by task` only.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task_id: Option<Option<&'a str>>,
+    rows: u64,
+    value_bytes: u64,
+    expired: u64,
+    expiring_7d: u64,
+    never_expiring: u64,
+    oldest_update: Option<String>,
+    newest_update: Option<String>,
+}
+
+impl TaskGroupDoc<'_> {
+    fn of(g: &TaskGroup, by_task: bool) -> TaskGroupDoc<'_> {
+        TaskGroupDoc {
+            dag_id: &g.dag_id,
+            task_id: by_task.then_some(g.task_id.as_deref()),
+            rows: g.rows,
+            value_bytes: g.value_bytes,
+            expired: g.expired,
+            expiring_7d: g.expiring_soon,
+            never_expiring: g.never_expiring,
+            oldest_update: g.oldest_update.as_ref().map(StoredTime::display),
+            newest_update: g.newest_update.as_ref().map(StoredTime::display),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct AssetGroupDoc<'a> {
+    asset_id: i64,
+    asset_name: Option<&'a str>,
+    rows: u64,
+    value_bytes: u64,
+    oldest_update: Option<String>,
+    newest_update: Option<String>,
+}
+
+impl AssetGroupDoc<'_> {
+    fn of(a: &AssetGroup) -> AssetGroupDoc<'_> {
+        AssetGroupDoc {
+            asset_id: a.asset_id,
+            asset_name: a.asset_name.as_deref(),
+            rows: a.rows,
+            value_bytes: a.value_bytes,
+            oldest_update: a.oldest_update.as_ref().map(StoredTime::display),
+            newest_update: a.newest_update.as_ref().map(StoredTime::display),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Largest<'a> {
+    scope: &'a str,
+    key: &'a str,
+    bytes: u64,
+}
+
+fn as_object<S: serde::Serializer>(
+    pairs: &&[(String, u64)],
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    serializer.collect_map(pairs.iter().map(|(name, n)| (name, n)))
 }

@@ -672,46 +672,22 @@ impl Run {
         self
     }
 
-    /// stdout parsed as JSON (with Python, the reference parser, not our own).
-    pub fn json(&self) -> serde_like::Value {
-        serde_like::parse(&self.stdout)
+    /// stdout parsed as JSON.
+    #[track_caller]
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout of {:?} is not JSON ({e}): {}", self.args, self.stdout))
     }
 }
 
-/// Parsing JSON output in tests without trusting the crate's own parser: python3 reads it
-/// and answers the questions asked. Kept tiny on purpose.
-pub mod serde_like {
-    use std::process::Command;
+/// The members `keys` of a JSON object, as an array: one `assert_eq!` with `json!([…])` checks
+/// them all and shows them all when it fails.
+pub fn fields(v: &serde_json::Value, keys: &[&str]) -> serde_json::Value {
+    keys.iter().map(|key| v[*key].clone()).collect()
+}
 
-    #[derive(Debug)]
-    pub struct Value(pub String);
-
-    pub fn parse(text: &str) -> Value {
-        Value(text.to_string())
-    }
-
-    impl Value {
-        /// Evaluates a Python expression over `v` (the parsed JSON) and returns its repr().
-        #[track_caller]
-        pub fn py(&self, expr: &str) -> String {
-            let script = format!("import json,sys\nv=json.loads(sys.stdin.read())\nprint(repr({expr}))");
-            let mut child = Command::new("python3")
-                .args(["-c", &script])
-                .stdin(std::process::Stdio::piped())
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .expect("python3 is required by the test suite");
-            use std::io::Write;
-            child.stdin.take().expect("stdin").write_all(self.0.as_bytes()).expect("write");
-            let out = child.wait_with_output().expect("python3");
-            assert!(
-                out.status.success(),
-                "python3 failed on {:?}: {}",
-                self.0,
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8_lossy(&out.stdout).trim_end().to_string()
-        }
-    }
+/// The JSON Lines of an export, one value each.
+#[track_caller]
+pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
+    text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))).collect()
 }

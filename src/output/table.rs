@@ -1,0 +1,139 @@
+//! Tables for people, drawn by comfy-table: aligned columns separated by ` | `, a `=` rule under
+//! the header, every cell escaped so that a row stays on one line ([`text::cell`]). Columns
+//! align by display width, so CJK text and emoji line up too.
+//!
+//! On a terminal the table fits its width: comfy-table wraps cells rather than print a line
+//! wider than the terminal. Anywhere else (a pipe, a file, the tests) the columns take the
+//! width of their longest cell, a layout that does not depend on where it is read.
+
+use std::io::{self, IsTerminal};
+
+use comfy_table::{ColumnConstraint, ContentArrangement, ContentLineStyle, LineStyle, TableStyle, Width};
+
+use crate::redact;
+use crate::text;
+
+/// Columns split by `|`, the header ruled by `=`, and no border around.
+const STYLE: TableStyle = TableStyle::new()
+    .header_lines(ContentLineStyle::none().junction('|'))
+    .header_separator(LineStyle::none().fill('=').junction('|'))
+    .content_lines(ContentLineStyle::none().junction('|'));
+
+pub(crate) struct Table {
+    /// Printed above the table when a report has several.
+    pub title: Option<String>,
+    pub headers: Vec<&'static str>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The table's text with its title and every cell masked, before the columns are laid out.
+    pub(super) fn masked(&self) -> String {
+        let rows = self.rows.iter().map(|row| row.iter().map(|cell| redact::mask(cell)).collect()).collect();
+        Table { title: self.title.as_deref().map(redact::mask), headers: self.headers.clone(), rows }.render()
+    }
+
+    /// The table's text, its title first, final newline included.
+    pub(super) fn render(&self) -> String {
+        self.layout(io::stdout().is_terminal(), None)
+    }
+
+    /// At a terminal, comfy-table reads its width unless `width` is given.
+    fn layout(&self, terminal: bool, width: Option<u16>) -> String {
+        let mut table = comfy_table::Table::new();
+        table.load_style(STYLE).set_header(self.headers.clone());
+        for row in &self.rows {
+            table.add_row(row.iter().map(|cell| text::cell(cell).into_owned()));
+        }
+        // A blank on each side of `|`, none at the table's edges.
+        let last = self.headers.len().saturating_sub(1);
+        let mut names = Vec::new();
+        for (column, name) in table.column_iter_mut().zip(&self.headers) {
+            let index = column.index;
+            column.set_padding((u16::from(index > 0), u16::from(index < last)));
+            names.push(u16::try_from(name.len()).unwrap_or(u16::MAX).saturating_add(column.padding_width()));
+        }
+        if terminal {
+            table.set_content_arrangement(ContentArrangement::Dynamic);
+            if let Some(width) = width {
+                table.set_width(width);
+            }
+            // Cells wrap to fit the terminal; the column names too, but only when they alone are
+            // wider than it.
+            let header_width = names.iter().sum::<u16>() + u16::try_from(last).unwrap_or(u16::MAX);
+            if table.width().is_some_and(|width| header_width <= width) {
+                let bounds =
+                    names.into_iter().map(|name| ColumnConstraint::LowerBoundary(Width::Fixed(name)));
+                table.set_constraints(bounds);
+            }
+        } else {
+            table.force_no_tty();
+        }
+        let mut out = self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
+        for line in table.lines() {
+            let line = line.trim_end();
+            // comfy-table rules the cells' padding too; the rule leaves it blank, as `==== | ====`.
+            let rule = line.chars().all(|c| c == '=' || c == '|');
+            out.push_str(&if rule { line.replace("=|=", " | ") } else { line.to_string() });
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(headers: Vec<&'static str>, rows: &[&[&str]]) -> Table {
+        let rows = rows.iter().map(|row| row.iter().map(|cell| (*cell).to_string()).collect()).collect();
+        Table { title: None, headers, rows }
+    }
+
+    #[test]
+    fn table_escapes_control_characters_and_aligns() {
+        let t = table(vec!["k", "value"], &[&["a\nb", "1"]]);
+        assert_eq!(t.layout(false, None), "k    | value\n==== | =====\na\\nb | 1\n");
+    }
+
+    #[test]
+    fn columns_align_by_display_width_and_blanks_are_trimmed() {
+        let t = table(vec!["key", "value", "by"], &[&["键值", "😀", ""], &["é", "x", "api"]]);
+        assert_eq!(
+            t.layout(false, None),
+            "key  | value | by\n==== | ===== | ===\n键值 | 😀    |\né    | x     | api\n"
+        );
+        assert_eq!(table(vec!["only"], &[]).layout(false, None), "only\n====\n");
+    }
+
+    #[test]
+    fn a_terminal_never_gets_a_line_wider_than_it() {
+        let stats =
+            ["dag_id", "task_id", "rows", "value_bytes", "expired", "expiring_7d", "never", "oldest_update"];
+        let wide = table(
+            stats.to_vec(),
+            &[&["incremental_orders", "load_new_orders", "4", "52", "2", "0", "0", "x"]],
+        );
+        for width in [80, 60, 30] {
+            let text = wide.layout(true, Some(width));
+            assert!(text.lines().all(|line| line.chars().count() <= usize::from(width)), "{width}: {text}");
+        }
+        // Seven of them fit 70 columns: the names stay whole and the cells wrap.
+        let fits = table(
+            stats[..7].to_vec(),
+            &[&["incremental_orders", "load_new_orders", "4", "52", "2", "0", "0"]],
+        );
+        let text = fits.layout(true, Some(70));
+        let header: Vec<&str> = text.lines().next().unwrap_or_default().split('|').map(str::trim).collect();
+        assert_eq!(header, stats[..7], "{text}");
+        assert!(text.lines().all(|line| line.chars().count() <= 70), "{text}");
+        let long = "word ".repeat(40);
+        let mut t = table(vec!["check", "status", "message"], &[&["json_values", "problem", &long]]);
+        t.title = Some("Checks:".to_string());
+        let text = t.layout(true, Some(40));
+        assert!(text.starts_with("Checks:\ncheck"), "{text}");
+        assert!(text.lines().count() > 4, "the message wraps: {text}");
+        assert!(text.lines().all(|line| line.chars().count() <= 40), "{text}");
+        assert!(text.lines().nth(2).is_some_and(|rule| rule.starts_with("=========== | ")), "{text}");
+    }
+}
