@@ -261,7 +261,7 @@ impl Sink {
 
     /// Opens an `--archive` file for appending, or says which file cannot be written.
     pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
-        Sink::file(path, true).map_err(|e| archive_error(path, e))
+        Ok(Sink::file(path, true).map_err(|e| archive_error(path, e))?)
     }
 
     pub(crate) fn path(&self) -> Option<&Path> {

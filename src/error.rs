@@ -121,10 +121,20 @@ pub(crate) struct CliError {
     pub exit_code: i32,
 }
 
+/// The kind of an error nearest the top of its chain, if it has one: anyhow finds a kind given
+/// as context as well as one at the root.
+pub(crate) fn kind(error: &anyhow::Error) -> Option<&Error> {
+    error.downcast_ref::<Error>().or_else(|| error.chain().find_map(|cause| cause.downcast_ref::<Error>()))
+}
+
+/// The exit code an error ends the process with: its kind's, or 70 when it has none.
+pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
+    kind(error).map_or(exit::INTERNAL, Error::exit_code)
+}
+
 impl CliError {
-    /// The kind nearest the top of the chain, if the error has one.
     pub(crate) fn kind(&self) -> Option<&Error> {
-        self.error.chain().find_map(|cause| cause.downcast_ref::<Error>())
+        kind(&self.error)
     }
 
     /// The error as its one line (see [`message`]).
@@ -140,11 +150,7 @@ impl CliError {
 
 impl From<anyhow::Error> for CliError {
     fn from(error: anyhow::Error) -> Self {
-        let exit_code = error
-            .chain()
-            .find_map(|cause| cause.downcast_ref::<Error>())
-            .map_or(exit::INTERNAL, Error::exit_code);
-        CliError { error, exit_code }
+        CliError { exit_code: exit_code(&error), error }
     }
 }
 
@@ -154,15 +160,15 @@ impl From<Error> for CliError {
     }
 }
 
-/// An error as its one line: its chain of causes outermost first, joined by ": ". Causes from
-/// outside the tool are folded onto one line; the tool's own messages are kept as written
-/// (they quote user text with its whitespace escaped).
+/// An error as its one line: its chain of causes outermost first, joined by ": ". A cause
+/// that spans lines (a driver's) is folded onto one; the tool's own messages are one line
+/// already (they quote user text with its whitespace escaped) and are kept as written.
 pub(crate) fn message(error: &(dyn std::error::Error + 'static)) -> String {
     let mut parts = Vec::new();
     let mut next = Some(error);
     while let Some(cause) = next {
         let text = cause.to_string();
-        parts.push(if cause.is::<Error>() { text } else { one_line(&text) });
+        parts.push(if text.contains(['\n', '\r']) { one_line(&text) } else { text });
         next = cause.source();
     }
     parts.retain(|text| !text.is_empty());
@@ -174,7 +180,7 @@ pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-pub(crate) type Result<T, E = Error> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = anyhow::Error> = std::result::Result<T, E>;
 
 #[cfg(test)]
 mod tests {

@@ -9,6 +9,7 @@
 //! batches with the summary marked `interrupted`. With `-o json` or `-o yaml` every run prints
 //! exactly one document on stdout, a failed one included: see [`Report`].
 
+use anyhow::Context as _;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -30,7 +31,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
     let result = clean(global, args, &mut report);
     if let Err(e) = &result {
-        report.failed(&redact::mask(&crate::error::message(e)), e.exit_code());
+        report.failed(&redact::mask(&crate::error::message(e.as_ref())), crate::error::exit_code(e));
     }
     result
 }
@@ -115,13 +116,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {
-            let before =
-                Timestamp::parse_rfc3339(text).map_err(|e| Error::Usage(format!("invalid --before: {e}")))?;
+            let before = Timestamp::parse_rfc3339(text)
+                .with_context(|| Error::Usage("invalid --before".to_string()))?;
             if before > now {
                 return Err(Error::Usage(format!(
                     "--before {} is in the future: it would delete keys that have not expired yet",
                     before.to_rfc3339()
-                )));
+                ))
+                .into());
             }
             before
         }
@@ -129,7 +131,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     };
     let duration = |flag: &str, text: &Option<String>| -> Result<Option<Duration>> {
         text.as_deref()
-            .map(|t| time::parse_duration(t).map_err(|e| Error::Usage(format!("invalid {flag}: {e}"))))
+            .map(|t| time::parse_duration(t).with_context(|| Error::Usage(format!("invalid {flag}"))))
             .transpose()
     };
     let limits = Limits {
@@ -172,7 +174,8 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         return Err(Error::Busy(format!(
             "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",
             ctx.url.redacted()
-        )));
+        ))
+        .into());
     }
     let mut archive = args.archive.as_deref().map(Sink::archive).transpose()?;
     signals::defer();
@@ -219,7 +222,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     output::note(&summary.line());
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
     let result = result.and(match summary.stopped_by {
-        Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }),
+        Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }.into()),
         _ => Ok(()),
     });
     if let Err(e) = result {

@@ -3,6 +3,7 @@
 //! anywhere else; the database is untouched until the user agrees. With `--archive`, the rows
 //! are appended to a file in the export format and synced before they are deleted.
 
+use anyhow::Context as _;
 use std::io::{BufRead, IsTerminal, Write};
 
 use serde::Serialize;
@@ -22,7 +23,7 @@ use crate::text::quote;
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
-        return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()));
+        return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()).into());
     }
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadWrite)?;
@@ -179,7 +180,8 @@ fn confirmed(yes: bool, present: u64, place: &str) -> Result<bool> {
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
         return Err(Error::Usage(format!(
             "clear would remove {present} key(s) of {place}; pass --yes to confirm when not on a terminal"
-        )));
+        ))
+        .into());
     }
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "Remove {present} key(s) of {place}? [y/N] ");
@@ -188,6 +190,6 @@ fn confirmed(yes: bool, present: u64, place: &str) -> Result<bool> {
     std::io::stdin()
         .lock()
         .read_line(&mut answer)
-        .map_err(|e| Error::Usage(format!("cannot read the answer: {e}")))?;
+        .with_context(|| Error::Usage("cannot read the answer".to_string()))?;
     Ok(matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
 }

@@ -89,13 +89,15 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
             else {
                 return Err(Error::NotFound(format!(
                     "[{section}] {key} is not an option state-store reads (see `state-store config show`)"
-                )));
+                ))
+                .into());
             };
             let Some(value) = &option.value else {
                 return Err(Error::NotFound(format!(
                     "[{section}] {key} is not set (from {})",
                     option.source
-                )));
+                ))
+                .into());
             };
             let doc = Got { value, source: &option.source };
             let format =

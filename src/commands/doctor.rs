@@ -200,7 +200,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
     let tally = |status: Status| checks.iter().filter(|c| c.status == status).count();
     let warnings = tally(Status::Warning);
     if let Some(problem) = unrecognised {
-        return Err(problem.into_error());
+        return Err(problem.into_error().into());
     }
     if healthy {
         output::note(&format!(
@@ -216,7 +216,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
         "doctor found {} problem(s): {}; {warnings} warning(s)",
         problems.len(),
         named.join(", ")
-    )))
+    ))
+    .into())
 }
 
 fn schema_ok(version: &SchemaVersion) -> Check {

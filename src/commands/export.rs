@@ -30,7 +30,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
             "export task keys by filter (task flags, --expired) together with every asset (--assets), \
              not with one asset"
                 .to_string(),
-        ));
+        )
+        .into());
     }
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;

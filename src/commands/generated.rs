@@ -30,7 +30,7 @@ pub(crate) fn completions(shell: Shell) -> Result<()> {
         Shell::Fish => script = fix_fish_unparsed_line(&script),
         Shell::Zsh => {}
     }
-    std::io::stdout().lock().write_all(script.as_bytes()).map_err(Error::stdout)
+    Ok(std::io::stdout().lock().write_all(script.as_bytes()).map_err(Error::stdout)?)
 }
 
 /// clap_complete's bash script spells the state of a subcommand two ways when the binary's
@@ -68,7 +68,7 @@ pub(crate) fn man(args: &ManArgs) -> Result<()> {
         Error::Usage(format!("no manual page for '{wanted}'; pages: {}", names.join(", ")))
     })?;
     let page = render(page).map_err(Error::stdout)?;
-    std::io::stdout().lock().write_all(&page).map_err(Error::stdout)
+    Ok(std::io::stdout().lock().write_all(&page).map_err(Error::stdout)?)
 }
 
 fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {

@@ -29,7 +29,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 return Err(Error::NotFound(format!(
                     "key {} not found for task {scope}{hint}",
                     quote(&args.key)
-                )));
+                ))
+                .into());
             };
             if entry.is_expired(crate::time::Timestamp::now()) {
                 // Airflow 3.3 still returns it; a script should know it is on borrowed time.
@@ -48,7 +49,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                     "key {} not found for {}",
                     quote(&args.key),
                     describe_asset(&asset)
-                )));
+                ))
+                .into());
             };
             output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
         }

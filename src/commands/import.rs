@@ -8,6 +8,7 @@
 //! alone and counted as "kept newer": restoring an archive never overwrites a value written
 //! since. Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
 
+use anyhow::Context as _;
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufRead, BufReader};
@@ -36,7 +37,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         match parents.resolve(&mut store, &record)? {
             Some(parent) => {
                 check(&store, &record, parent)
-                    .map_err(|e| Error::Usage(format!("{} line {line_no}: {e}", source.name)))?;
+                    .with_context(|| Error::Usage(format!("{} line {line_no}", source.name)))?;
                 if args.dry_run && stored_is_newer(&mut store, &record, parent)? {
                     counts.kept_newer += 1;
                 } else {
@@ -49,7 +50,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
                     "{} line {line_no}: {}; nothing was imported (--skip-missing skips such rows)",
                     source.name,
                     missing(&record)
-                )));
+                ))
+                .into());
             }
         }
         Ok(())
@@ -249,7 +251,7 @@ struct Source {
 impl Source {
     fn open(path: &Path) -> Result<Source> {
         if path.as_os_str() != "-" {
-            File::open(path).map_err(|e| Error::Usage(format!("cannot read {}: {e}", path.display())))?;
+            File::open(path).with_context(|| Error::Usage(format!("cannot read {}", path.display())))?;
             return Ok(Source { path: path.to_path_buf(), name: path.display().to_string(), spooled: false });
         }
         let nanos = std::time::SystemTime::now()
@@ -263,14 +265,14 @@ impl Source {
             file.sync_all()
         };
         let source = Source { path: spool.clone(), name: "stdin".to_string(), spooled: true };
-        copy().map_err(|e| Error::Usage(format!("cannot copy stdin to {}: {e}", spool.display())))?;
+        copy().with_context(|| Error::Usage(format!("cannot copy stdin to {}", spool.display())))?;
         Ok(source)
     }
 
     /// Calls `f` with each non-blank line's number and record, in order.
     fn each(&self, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result<()> {
         let file =
-            File::open(&self.path).map_err(|e| Error::Usage(format!("cannot read {}: {e}", self.name)))?;
+            File::open(&self.path).with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
         let mut reader = BufReader::new(file);
         let mut buf = Vec::new();
         let mut line_no = 0;
@@ -278,7 +280,7 @@ impl Source {
             buf.clear();
             let read = reader
                 .read_until(b'\n', &mut buf)
-                .map_err(|e| Error::Usage(format!("cannot read {}: {e}", self.name)))?;
+                .with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
             if read == 0 {
                 return Ok(());
             }

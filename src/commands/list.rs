@@ -15,10 +15,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     if assets && has_task_flags(&args.scope) {
         return Err(Error::Usage(
             "list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both".to_string(),
-        ));
+        )
+        .into());
     }
     if assets && args.expired {
-        return Err(Error::Usage("--expired is for task keys: asset keys never expire".to_string()));
+        return Err(Error::Usage("--expired is for task keys: asset keys never expire".to_string()).into());
     }
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;

@@ -24,6 +24,7 @@ use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope,
 use crate::output;
 use crate::text::quote;
 use crate::url::DbUrl;
+use anyhow::Context as _;
 pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
@@ -97,12 +98,13 @@ impl Context {
             }
             (source, _) => format!("[database] sql_alchemy_conn from {source}"),
         };
-        result.map_err(|e| match e {
-            Error::Database { context, cause } => {
-                Error::Database { context: format!("{context} ({origin})"), cause }
+        result.map_err(|mut e| {
+            match e.downcast_mut::<Error>() {
+                Some(Error::Database { context, .. }) => context.push_str(&format!(" ({origin})")),
+                Some(Error::Schema(message)) => message.push_str(&format!(" ({origin})")),
+                _ => {}
             }
-            Error::Schema(message) => Error::Schema(format!("{message} ({origin})")),
-            other => other,
+            e
         })
     }
 
@@ -127,13 +129,14 @@ pub(crate) enum Scope {
 
 fn check_identifier(flag: &str, value: &str) -> Result<()> {
     if value.is_empty() {
-        return Err(Error::Usage(format!("{flag} must not be empty")));
+        return Err(Error::Usage(format!("{flag} must not be empty")).into());
     }
     let chars = value.chars().count();
     if chars > MAX_ID_CHARS {
         return Err(Error::Usage(format!(
             "{flag} is {chars} characters long; Airflow's column holds at most {MAX_ID_CHARS}"
-        )));
+        ))
+        .into());
     }
     Ok(())
 }
@@ -142,7 +145,7 @@ fn check_identifier(flag: &str, value: &str) -> Result<()> {
 /// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(Error::Usage("the key must not be empty".to_string()));
+        return Err(Error::Usage("the key must not be empty".to_string()).into());
     }
     Ok(())
 }
@@ -154,7 +157,8 @@ pub(crate) fn check_new_key(key: &str) -> Result<()> {
     if chars > MAX_KEY_CHARS {
         return Err(Error::Usage(format!(
             "the key is {chars} characters long; Airflow keys hold at most {MAX_KEY_CHARS}"
-        )));
+        ))
+        .into());
     }
     Ok(())
 }
@@ -163,7 +167,8 @@ pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
     if map_index < -1 {
         return Err(Error::Usage(format!(
             "--map-index {map_index} is invalid: use -1 for an unmapped task, or 0 and up"
-        )));
+        ))
+        .into());
     }
     Ok(())
 }
@@ -187,7 +192,7 @@ pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> 
     match given.len() {
         0 => Ok(None),
         1 => Ok(given.pop()),
-        _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string())),
+        _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string()).into()),
     }
 }
 
@@ -198,7 +203,7 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
             return Err(Error::Usage(
                 "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both"
                     .to_string(),
-            ));
+            ).into());
         }
         return Ok(Scope::Asset(selector));
     }
@@ -225,8 +230,8 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
         _ if missing.len() == 3 && args.map_index.is_none() => Err(Error::Usage(
             "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)"
                 .to_string(),
-        )),
-        _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", ")))),
+        ).into()),
+        _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", "))).into()),
     }
 }
 
@@ -239,6 +244,7 @@ pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i6
             quote(&scope.dag_id),
             quote(&scope.run_id)
         ))
+        .into()
     })
 }
 
@@ -293,7 +299,8 @@ pub(crate) fn require_task_instance(
         }
         MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
             "{what}{hint}; pass --allow-missing-task-instance to {doing} anyway"
-        ))),
+        ))
+        .into()),
     }
 }
 
@@ -343,9 +350,10 @@ pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Resu
     if store.asset_exists_inactive(selector)? {
         return Err(Error::NotFound(format!(
             "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
-        )));
+        ))
+        .into());
     }
-    Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)))
+    Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)).into())
 }
 
 /// Active assets read when a uri matches none, to name a close one: enough for any real
@@ -380,6 +388,6 @@ pub(crate) fn describe_asset(asset: &Asset) -> String {
 pub(crate) fn read_stdin() -> Result<String> {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-        .map_err(|e| Error::Usage(format!("cannot read the value from stdin: {e}")))?;
+        .with_context(|| Error::Usage("cannot read the value from stdin".to_string()))?;
     Ok(text)
 }

@@ -21,7 +21,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
              the configured Airflow database ({} from {})",
             ctx.url.redacted(),
             ctx.settings.sql_alchemy_conn.source
-        )));
+        ))
+        .into());
     }
     let mut sandbox =
         ctx.located(db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref()))?;

@@ -13,6 +13,7 @@ use crate::json::{self, ParseErrorKind, Value};
 use crate::model::{AssetEntry, StoredTime, TaskEntry};
 use crate::output;
 use crate::time::{self, Retention, Timestamp};
+use anyhow::Context as _;
 
 pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     check_new_key(&args.key)?;
@@ -63,7 +64,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
             if args.retention.is_some() || args.expires_at.is_some() {
                 return Err(Error::Usage(
                     "asset keys never expire: --retention and --expires-at are for task keys".to_string(),
-                ));
+                )
+                .into());
             }
             let mut store = ctx.open(Access::ReadWrite)?;
             let asset = require_asset(&mut store, &selector)?;
@@ -71,7 +73,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 return Err(Error::NotFound(format!(
                     "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
                     describe_asset(&asset)
-                )));
+                )).into());
             }
             store.upsert_asset(&AssetWrite {
                 asset_id: asset.id,
@@ -124,13 +126,15 @@ fn parse_value(text: &str) -> Result<Value> {
         return Err(Error::Usage(format!(
             "invalid value: nested {depth} levels deep; Airflow reads values nested at most {} levels deep",
             json::MAX_AIRFLOW_DEPTH
-        )));
+        ))
+        .into());
     }
     if value.is_null() {
         return Err(Error::Usage(
             "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete"
                 .to_string(),
-        ));
+        )
+        .into());
     }
     Ok(value)
 }
@@ -143,7 +147,8 @@ fn check_size(ctx: &Context, encoded: &str, allow_large: bool) -> Result<()> {
             "the value is {size} bytes as stored, over [state_store] max_value_storage_bytes = {} (from {}); \
              pass --allow-large to write it anyway",
             limit.value, limit.source
-        )));
+        ))
+        .into());
     }
     Ok(())
 }
@@ -152,13 +157,13 @@ fn check_size(ctx: &Context, encoded: &str, allow_large: bool) -> Result<()> {
 /// (`default_retention_days = 0` means never), computed at write time as Airflow does.
 fn expiry(ctx: &Context, args: &SetArgs, now: Timestamp) -> Result<Option<Timestamp>> {
     if let Some(text) = &args.expires_at {
-        let at =
-            Timestamp::parse_rfc3339(text).map_err(|e| Error::Usage(format!("invalid --expires-at: {e}")))?;
+        let at = Timestamp::parse_rfc3339(text)
+            .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
         return Ok(Some(at));
     }
     let retention = match &args.retention {
         Some(text) => {
-            time::parse_retention(text).map_err(|e| Error::Usage(format!("invalid --retention: {e}")))?
+            time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?
         }
         None => {
             let days = &ctx.settings.default_retention_days;
@@ -170,5 +175,5 @@ fn expiry(ctx: &Context, args: &SetArgs, now: Timestamp) -> Result<Option<Timest
             })?
         }
     };
-    retention.expires_at(now).map_err(|e| Error::Usage(format!("cannot compute the expiry: {e}")))
+    retention.expires_at(now).with_context(|| Error::Usage("cannot compute the expiry".to_string()))
 }

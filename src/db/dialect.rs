@@ -313,14 +313,14 @@ pub(crate) trait Connection {
         if !self.can_match_all(query) {
             return Ok(Vec::new());
         }
-        self.query(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))
+        Ok(self.query(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))?)
     }
     /// A statement's count of changed rows, a failure put in words.
     fn run(&mut self, what: &str, query: &Query<'_>) -> Result<u64> {
         if !self.can_match_all(query) {
             return Ok(0);
         }
-        self.execute(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))
+        Ok(self.execute(query).map_err(|cause| Error::db(format!("{what} in {}", self.location()), cause))?)
     }
 }
 
@@ -334,7 +334,8 @@ pub(crate) fn all<C: Connection + ?Sized, T>(
     let rows = conn.rows(what, query)?;
     rows.into_iter()
         .map(|row| {
-            map(&mut Fields::new(row)).map_err(|e| Error::db(format!("{what} in {}", conn.location()), e))
+            map(&mut Fields::new(row))
+                .map_err(|e| Error::db(format!("{what} in {}", conn.location()), e).into())
         })
         .collect()
 }

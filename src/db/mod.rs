@@ -118,7 +118,7 @@ fn connect(
         #[cfg(feature = "mysql")]
         Dialect::Mysql => Box::new(mysql::MysqlConnection::open(url, access)?),
         #[allow(unreachable_patterns)]
-        _ => return Err(not_built(url)),
+        _ => return Err(not_built(url).into()),
     })
 }
 

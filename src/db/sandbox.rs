@@ -60,7 +60,8 @@ impl Sandbox {
                 "{} already has Airflow tables ({}); a sandbox starts empty",
                 self.conn.location(),
                 existing.join(", ")
-            )));
+            ))
+            .into());
         }
         self.conn.create_tables()
     }
@@ -72,7 +73,7 @@ impl Sandbox {
         Err(Error::Usage(format!(
             "{} was not created by `state-store sandbox create`; sandbox commands never change a real metastore",
             self.conn.location()
-        )))
+        )).into())
     }
 
     pub(crate) fn add_dag_run(&mut self, dag_id: &str, run_id: &str) -> Result<i64> {
@@ -136,5 +137,5 @@ impl Sandbox {
 
 /// An insert's new id, a failure put in words.
 fn insert<C: Connection + ?Sized>(conn: &mut C, what: &str, query: &Query<'_>) -> Result<i64> {
-    conn.insert(query).map_err(|cause| Error::db(format!("{what} in {}", conn.location()), cause))
+    Ok(conn.insert(query).map_err(|cause| Error::db(format!("{what} in {}", conn.location()), cause))?)
 }

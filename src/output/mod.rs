@@ -39,14 +39,14 @@ impl<D> Rendered<D> {
 
 /// Writes a report to stdout in the chosen format.
 pub(crate) fn emit<D: Serialize>(format: Format, rendered: &Rendered<D>) -> crate::error::Result<()> {
-    write(format, rendered, false).map_err(crate::error::Error::stdout)
+    Ok(write(format, rendered, false).map_err(crate::error::Error::stdout)?)
 }
 
 /// Writes a report about the configuration or the database itself (`config`, `doctor`), with
 /// every text in it masked. Stored keys and values (`get`, `list`, `export`) go through
 /// [`emit`] as they are: they are the user's data, and an export must import unchanged.
 pub(crate) fn emit_report<D: Serialize>(format: Format, rendered: &Rendered<D>) -> crate::error::Result<()> {
-    write(format, rendered, true).map_err(crate::error::Error::stdout)
+    Ok(write(format, rendered, true).map_err(crate::error::Error::stdout)?)
 }
 
 fn write<D: Serialize>(format: Format, rendered: &Rendered<D>, masked: bool) -> io::Result<()> {

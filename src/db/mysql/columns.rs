@@ -46,7 +46,8 @@ pub(super) fn require_utf8mb3(column: &str, text: &str) -> Result<()> {
             "{column} {} contains characters outside the Basic Multilingual Plane (such as emoji), \
              which Airflow's MySQL schema cannot store (utf8mb3 column)",
             quote(text)
-        )))
+        ))
+        .into())
     }
 }
 
@@ -57,7 +58,8 @@ pub(super) fn require_latin1(column: &str, text: &str) -> Result<()> {
         Err(Error::Usage(format!(
             "{column} {} contains characters that Airflow's MySQL schema cannot store (latin1 column)",
             quote(text)
-        )))
+        ))
+        .into())
     }
 }
 
@@ -66,12 +68,13 @@ pub(super) fn require_storable_time(column: &str, at: Timestamp) -> Result<()> {
     if at.micros() > TIMESTAMP_LAST_MICROS {
         return Err(Error::Usage(format!(
             "cannot store {column} {at}: MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC; use a shorter retention or never"
-        )));
+        )).into());
     }
     if at.micros() < TIMESTAMP_FIRST_MICROS {
         return Err(Error::Usage(format!(
             "cannot store {column} {at}: MySQL TIMESTAMP starts at 1970-01-01 00:00:01 UTC"
-        )));
+        ))
+        .into());
     }
     Ok(())
 }
@@ -81,7 +84,7 @@ pub(super) fn require_value_size(column: &str, value: &str) -> Result<()> {
         return Err(Error::Usage(format!(
             "the value is {} bytes as stored; Airflow's MySQL column {column} (MEDIUMTEXT) holds at most {MEDIUMTEXT_BYTES}",
             value.len()
-        )));
+        )).into());
     }
     Ok(())
 }
@@ -89,6 +92,7 @@ pub(super) fn require_value_size(column: &str, value: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::kind;
 
     fn ts(text: &str) -> Timestamp {
         Timestamp::parse_rfc3339(text).expect("timestamp")
@@ -99,11 +103,11 @@ mod tests {
         assert!(require_storable_time("expires_at", ts("2038-01-19T03:14:07.999999Z")).is_ok());
         assert!(require_storable_time("expires_at", ts("1970-01-01T00:00:01Z")).is_ok());
         let late = require_storable_time("expires_at", ts("2038-01-19T03:14:08Z")).expect_err("too late");
-        assert!(matches!(late, Error::Usage(_)));
+        assert!(matches!(kind(&late), Some(Error::Usage(_))));
         assert!(late.to_string().contains("MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC"), "{late}");
         let early =
             require_storable_time("expires_at", ts("1970-01-01T00:00:00.999999Z")).expect_err("too early");
-        assert!(matches!(early, Error::Usage(_)));
+        assert!(matches!(kind(&early), Some(Error::Usage(_))));
         assert_eq!(TIMESTAMP_LAST_MICROS, ts("2038-01-19T03:14:07.999999Z").micros());
     }
 
@@ -114,7 +118,7 @@ mod tests {
         assert!(!fits_utf8mb3("rocket 🚀"));
         assert!(!fits_utf8mb3("\u{10000}"));
         let err = require_utf8mb3("key", "🚀").expect_err("refused");
-        assert!(matches!(err, Error::Usage(_)));
+        assert!(matches!(kind(&err), Some(Error::Usage(_))));
         assert!(err.to_string().starts_with("key "), "{err}");
     }
 
@@ -137,6 +141,9 @@ mod tests {
     #[test]
     fn value_size_is_mediumtext() {
         assert!(require_value_size("v", &"x".repeat(MEDIUMTEXT_BYTES)).is_ok());
-        assert!(matches!(require_value_size("v", &"x".repeat(MEDIUMTEXT_BYTES + 1)), Err(Error::Usage(_))));
+        assert!(matches!(
+            require_value_size("v", &"x".repeat(MEDIUMTEXT_BYTES + 1)).err().as_ref().and_then(kind),
+            Some(Error::Usage(_))
+        ));
     }
 }

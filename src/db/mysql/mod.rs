@@ -242,7 +242,8 @@ impl Connection for MysqlConnection {
                 "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
                 row.scope.map_index,
                 i32::MAX
-            )));
+            ))
+            .into());
         }
         require_value_size("task_state_store.value", row.value)?;
         require_storable_time("updated_at", row.updated_at)?;

@@ -100,7 +100,7 @@ pub(super) fn delete_range(
             // to roll back, and the first error is the one to report.
             let rolled_back = pg.client.batch_execute("ROLLBACK");
             if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-                return Err(Error::db(context, super::cause(e)));
+                return Err(Error::db(context, super::cause(e)).into());
             }
             rolled_back.map_err(super::pg_err(&context))?;
         }

@@ -97,8 +97,8 @@ const KNOWN_KEYS: &str = "user, password, dbname, host, port, sslmode, sslrootce
      connect_timeout, application_name, options, target_session_attrs, keepalives, keepalives_idle, \
      keepalives_interval, keepalives_count, tcp_user_timeout, client_encoding, gssencmode";
 
-fn config_error(url: &DbUrl, problem: &str) -> Error {
-    Error::Config(format!("[database] sql_alchemy_conn {}: {problem}", url.redacted()))
+fn config_error(url: &DbUrl, problem: &str) -> anyhow::Error {
+    Error::Config(format!("[database] sql_alchemy_conn {}: {problem}", url.redacted())).into()
 }
 
 /// A non-negative whole number of seconds, as libpq's integer options take it.
@@ -439,7 +439,7 @@ fn quote_schema(name: &str) -> Result<String> {
     };
     match problem {
         Some(problem) => {
-            Err(Error::Config(format!("[database] sql_alchemy_schema {} {problem}", quote(name))))
+            Err(Error::Config(format!("[database] sql_alchemy_schema {} {problem}", quote(name))).into())
         }
         None => Ok(format!("\"{}\"", name.replace('"', "\"\""))),
     }
@@ -479,11 +479,13 @@ pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Resu
     let (config, deadline) = (options.config.clone(), options.connect_deadline());
     let mut client = match crate::db::within(deadline, move || config.connect(tls)) {
         Some(Ok(client)) => client,
-        Some(Err(e)) => return Err(Error::db(format!("cannot connect to {location}"), super::cause(e))),
+        Some(Err(e)) => {
+            return Err(Error::db(format!("cannot connect to {location}"), super::cause(e)).into());
+        }
         None => {
             let waited =
                 format!("no answer from the server within {} s (connect_timeout)", deadline.as_secs());
-            return Err(Error::db(format!("cannot connect to {location}"), waited));
+            return Err(Error::db(format!("cannot connect to {location}"), waited).into());
         }
     };
     // Airflow's sessions run in UTC.
@@ -506,6 +508,7 @@ pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Resu
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::kind;
 
     fn url(text: &str) -> DbUrl {
         DbUrl::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"))
@@ -519,7 +522,7 @@ mod tests {
         match ConnectOptions::from_url(&url(text)) {
             Ok(o) => panic!("{text} accepted: {o:?}"),
             Err(e) => {
-                assert!(matches!(e, Error::Config(_)), "{text}: {e:?}");
+                assert!(matches!(kind(&e), Some(Error::Config(_))), "{text}: {e:?}");
                 e.to_string()
             }
         }
@@ -650,7 +653,7 @@ mod tests {
         assert_eq!(quote_schema(&"é".repeat(31)).map(|q| q.len()).ok(), Some(64));
         for bad in ["", "a\0b", "air\nflow", "tab\there", "\u{7f}", &"x".repeat(64), &"é".repeat(32)] {
             let e = quote_schema(bad);
-            assert!(matches!(e, Err(Error::Config(_))), "{bad:?}: {e:?}");
+            assert!(matches!(e.as_ref().err().and_then(kind), Some(Error::Config(_))), "{bad:?}: {e:?}");
         }
     }
 }

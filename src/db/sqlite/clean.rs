@@ -53,7 +53,7 @@ impl CleanLock {
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
-                Err(std::fs::TryLockError::Error(e)) => return Err(fail("lock", e)),
+                Err(std::fs::TryLockError::Error(e)) => return Err(fail("lock", e).into()),
             }
             let locked = file.metadata().map_err(|e| fail("read", e))?;
             match std::fs::metadata(&path) {
@@ -63,7 +63,7 @@ impl CleanLock {
                 // Unlinked, or replaced, by the holder that ended meanwhile: start over.
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(fail("read", e)),
+                Err(e) => return Err(fail("read", e).into()),
             }
         }
     }
@@ -130,8 +130,8 @@ pub(super) fn delete_all_expired(
     cutoff: Timestamp,
     after_id: i64,
 ) -> Result<u64> {
-    windows(&mut sqlite.conn, &cutoff.to_sqlite_text(), after_id)
-        .map_err(|e| sqlite.error("cannot delete expired rows", e))
+    Ok(windows(&mut sqlite.conn, &cutoff.to_sqlite_text(), after_id)
+        .map_err(|e| sqlite.error("cannot delete expired rows", e))?)
 }
 
 fn windows(conn: &mut rusqlite::Connection, cutoff: &str, after_id: i64) -> rusqlite::Result<u64> {

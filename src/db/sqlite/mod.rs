@@ -99,7 +99,8 @@ impl SqliteConnection {
             (SqliteTarget::Memory, Purpose::Sandbox) => {
                 return Err(Error::Usage(
                     "a sandbox needs a SQLite file (an in-memory database would vanish at exit)".to_string(),
-                ));
+                )
+                .into());
             }
             (SqliteTarget::Memory, Purpose::Metastore) => (
                 rusqlite::Connection::open_in_memory()
@@ -145,17 +146,17 @@ fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::
     let context = || format!("cannot open {location}");
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && purpose == Purpose::Metastore => {
-            return Err(Error::db(context(), "the file does not exist"));
+            return Err(Error::db(context(), "the file does not exist").into());
         }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::db(context(), e)),
-        Ok(meta) if meta.is_dir() => return Err(Error::db(context(), "it is a directory")),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(Error::db(context(), e).into()),
+        Ok(meta) if meta.is_dir() => return Err(Error::db(context(), "it is a directory").into()),
         _ => {}
     }
     let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if purpose == Purpose::Sandbox {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    rusqlite::Connection::open_with_flags(path, flags).map_err(|e| Error::db(context(), cause(e)))
+    Ok(rusqlite::Connection::open_with_flags(path, flags).map_err(|e| Error::db(context(), cause(e)))?)
 }
 
 impl Connection for SqliteConnection {
@@ -204,7 +205,8 @@ impl Connection for SqliteConnection {
                 format!("cannot write to {}", self.location),
                 "the file is read-only for this user; commands that only read \
                  (get, list, stats, export, clean --dry-run) still work",
-            ));
+            )
+            .into());
         }
         Ok(())
     }
