@@ -1,10 +1,13 @@
-//! Errors: typed kinds where a caller decides by kind, anyhow for the chain of causes, and one
-//! [`CliError`] at the command-line edge that carries the exit code.
+//! Errors, the way cargo has them: the library returns [`anyhow::Error`]s, each a chain of
+//! context over its cause; where a caller decides by kind (the exit code, a closed pipe, a
+//! database error to locate), the chain holds one of the typed [`Error`] kinds, found by
+//! downcasting; at the command-line edge one [`CliError`] carries the exit code.
 //!
 //! Every failure ends as one line on stderr (`error: …`) and a documented exit code, so cron
 //! jobs and CI scripts can tell "not found" from "bad input" from "database down". The line is
-//! the error's chain of causes joined by ": ", outermost first; causes from drivers and the
-//! operating system are folded onto one line.
+//! the error's chain of causes joined by ": ", outermost first. An error that reaches the edge
+//! without a kind is a defect of this tool (exit 70): no `?` gives a kind by accident, so an
+//! I/O error of reading a file can never pass for the output error.
 
 use std::io;
 

@@ -62,7 +62,7 @@ impl Context {
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
-        let settings = config::load(&overrides, &|name| std::env::var(name).ok())?;
+        let settings = config::load(&overrides, &|name| std::env::var(name).ok()).map_err(Error::Settings)?;
         let conn = &settings.sql_alchemy_conn;
         let url = DbUrl::parse(&conn.value)
             .map_err(|error| Error::Url { error, origin: conn.source.to_string() })?;
