@@ -14,6 +14,7 @@ mod db;
 mod error;
 mod json;
 mod model;
+mod ops;
 mod output;
 mod progress;
 mod redact;

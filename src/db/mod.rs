@@ -29,7 +29,7 @@ mod sqlite;
 mod stats;
 mod store;
 
-pub(crate) use clean::Batch;
+pub(crate) use clean::{AssetCount, Batch, DagCount};
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
@@ -79,6 +79,16 @@ pub(crate) fn diagnose(url: &DbUrl, schema: Option<&str>, access: Access) -> Res
 /// exist yet, and never checked for Airflow's schema (a sandbox starts empty).
 pub(crate) fn open_sandbox(url: &DbUrl, schema: Option<&str>) -> Result<Sandbox> {
     Ok(Sandbox::new(connect(url, schema, Access::ReadWrite, Purpose::Sandbox)?))
+}
+
+/// A sandbox in an in-memory SQLite database, Airflow's tables created: the operations' unit
+/// tests fill it, then work on it as a [`Store`] ([`Sandbox::into_store`]).
+#[cfg(all(test, feature = "sqlite"))]
+pub(crate) fn memory_sandbox() -> Result<Sandbox> {
+    let url = DbUrl::parse("sqlite://").map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut conn = sqlite::SqliteConnection::open(&url, Access::ReadWrite, Purpose::Metastore)?;
+    conn.create_tables()?;
+    Ok(Sandbox::new(Box::new(conn)))
 }
 
 fn recognise(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<(Store, SchemaFinding)> {

@@ -47,6 +47,12 @@ impl Sandbox {
         Sandbox { conn }
     }
 
+    /// The same database as a [`Store`], for tests that fill a sandbox and then work on it.
+    #[cfg(test)]
+    pub(crate) fn into_store(self) -> super::Store {
+        super::Store { conn: self.conn }
+    }
+
     /// Creates the Airflow 3.3.2 tables; refuses when any of them exists already.
     pub(crate) fn create(&mut self) -> Result<()> {
         let mut existing = Vec::new();

@@ -1,0 +1,5 @@
+//! Operations: what a command does, apart from its flags and its output. Each takes validated
+//! options and an open store, and returns typed findings that the command hands to `output`
+//! (cargo's `ops` beside its `commands`).
+
+pub(crate) mod clean;
