@@ -140,3 +140,62 @@ impl Store {
         super::dialect::table_sizes(self.connection())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
+    use crate::model::TaskScope;
+
+    const HOUR: i64 = 3_600_000_000;
+
+    #[test]
+    fn groups_sum_rows_bytes_and_expiry() {
+        let mut sandbox = memory_sandbox().unwrap();
+        let run = sandbox.add_dag_run("d", "r").unwrap();
+        sandbox.add_dag_run("e", "r").unwrap();
+        let asset = sandbox.add_asset("orders", "s3://orders", true).unwrap();
+        let mut store = sandbox.into_store();
+        let now = Timestamp::now();
+        let rows = [("t", "a", "\"é\"", Some(-HOUR)), ("t", "b", "12", Some(HOUR)), ("u", "c", "1", None)];
+        for (task_id, key, value, expires) in rows {
+            let scope =
+                TaskScope { dag_id: "d".into(), run_id: "r".into(), task_id: task_id.into(), map_index: -1 };
+            let expires_at = expires.and_then(|offset| now.checked_add(offset));
+            store
+                .upsert_task(&TaskWrite {
+                    dag_run_id: run,
+                    scope: &scope,
+                    key,
+                    value,
+                    updated_at: now,
+                    expires_at,
+                })
+                .unwrap();
+        }
+        store
+            .upsert_asset(&AssetWrite { asset_id: asset, key: "w", value: "[1, 2]", updated_at: now })
+            .unwrap();
+        let soon = now.checked_add(2 * HOUR).unwrap();
+        let dags = store.task_groups(now, soon, false).unwrap();
+        assert_eq!(dags.len(), 1);
+        let d = &dags[0];
+        assert_eq!((d.dag_id.as_str(), d.task_id.as_deref(), d.rows), ("d", None, 3));
+        assert_eq!(d.value_bytes, 4 + 2 + 1, "bytes as stored, UTF-8");
+        assert_eq!((d.expired, d.expiring_soon, d.never_expiring), (1, 1, 1));
+        let tasks = store.task_groups(now, soon, true).unwrap();
+        let by_task: Vec<(Option<&str>, u64)> =
+            tasks.iter().map(|g| (g.task_id.as_deref(), g.rows)).collect();
+        assert_eq!(by_task, [(Some("t"), 2), (Some("u"), 1)]);
+        let assets = store.asset_groups().unwrap();
+        assert_eq!(
+            (assets[0].asset_name.as_deref(), assets[0].rows, assets[0].value_bytes),
+            (Some("orders"), 1, 6)
+        );
+        let largest = store.largest_values(2).unwrap();
+        let sizes: Vec<(&str, u64)> = largest.iter().map(|v| (v.key.as_str(), v.bytes)).collect();
+        assert_eq!(sizes, [("w", 6), ("a", 4)]);
+        let tables: Vec<String> = store.table_sizes().unwrap().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(tables, ["task_state_store", "asset_state_store"]);
+    }
+}

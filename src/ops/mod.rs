@@ -3,3 +3,4 @@
 //! (cargo's `ops` beside its `commands`).
 
 pub(crate) mod clean;
+pub(crate) mod doctor;
