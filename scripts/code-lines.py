@@ -19,7 +19,7 @@ def code_lines(text: str) -> int:
             if depth <= 0 and "}" in stripped:
                 skipping = False
             continue
-        if stripped.startswith("#[cfg(test)]"):
+        if stripped.startswith(("#[cfg(test)]", "#[cfg(all(test")):
             pending_test = True
             continue
         if pending_test:
