@@ -63,8 +63,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
 
 fn scope_label(place: &Place) -> String {
     match place {
-        Place::Task(s) => db::task_scope_label(&s.dag_id, &s.run_id, &s.task_id, s.map_index),
-        Place::Asset { asset_id, asset_name } => db::asset_scope_label(*asset_id, asset_name.as_deref()),
+        Place::Task(s) => crate::model::task_scope_label(&s.dag_id, &s.run_id, &s.task_id, s.map_index),
+        Place::Asset { asset_id, asset_name } => {
+            crate::model::asset_scope_label(*asset_id, asset_name.as_deref())
+        }
     }
 }
 

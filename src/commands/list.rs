@@ -3,8 +3,9 @@
 
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
 use crate::cli::{Format, GlobalArgs, ListArgs};
-use crate::db::{Access, keep_external};
+use crate::db::Access;
 use crate::error::{Error, Result};
+use crate::model::keep_external;
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Entries, Entry, Rendered};
 use crate::time::Timestamp;

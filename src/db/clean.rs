@@ -144,15 +144,15 @@ impl Store {
         self.connection().delete_expired_batch(cutoff, after_id, n)
     }
 
-    /// Deletes the expired rows with `after_id < id <= up_to_id`, all after `after_id` when
+    /// Deletes the expired rows with `after < id <= up_to`, all after `after` when
     /// `None`, in one transaction.
     pub(crate) fn delete_expired_range(
         &mut self,
         cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
+        after: i64,
+        up_to: Option<i64>,
     ) -> Result<u64> {
-        self.connection().delete_expired_range(cutoff, after_id, up_to_id)
+        self.connection().delete_expired_range(cutoff, after, up_to)
     }
 
     /// Up to `limit` expired task rows with `after_id < id <= up_to_id`, in id order, with

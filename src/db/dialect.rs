@@ -283,15 +283,10 @@ pub(crate) trait Connection {
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
     }
-    /// Deletes the expired rows with `after_id < id <= up_to_id` (every one after `after_id`
+    /// Deletes the expired rows with `after < id <= up_to` (every one after `after`
     /// when `None`) in one transaction.
-    fn delete_expired_range(
-        &mut self,
-        cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
-    ) -> Result<u64> {
-        super::clean::delete_range(self, cutoff, after_id, up_to_id)
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
+        super::clean::delete_range(self, cutoff, after, up_to)
     }
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.

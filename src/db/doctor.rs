@@ -133,28 +133,20 @@ impl Store {
     fn over_bound(
         &mut self,
         what: &str,
-        [task, asset]: [[&'static str; 2]; 2],
+        [task, asset]: [[&'static str; 3]; 2],
         bound: u64,
         sample: u64,
         unit: &str,
     ) -> Result<Finding> {
-        let detail = |f: &mut Fields| -> Decoded<String> { Ok(format!("{} {unit}", f.int()?)) };
-        let tasks =
-            find(self.connection(), what, [task[0], task[1], "t.id"], &[bound.into()], sample, |f| {
-                let (place, key) = task_row(f)?;
-                Ok(FoundRow { place, key, detail: detail(f)? })
-            })?;
-        let assets = find(
-            self.connection(),
-            what,
-            [asset[0], asset[1], r#"t.asset_id, t."key""#],
-            &[bound.into()],
-            sample,
-            |f| {
-                let place = Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() };
-                Ok(FoundRow { place, key: f.text(), detail: detail(f)? })
-            },
-        )?;
+        let bound = [Param::from(bound)];
+        let tasks = find(self.connection(), what, task, &bound, sample, |f| {
+            let (place, key) = task_row(f)?;
+            Ok(FoundRow { place, key, detail: format!("{} {unit}", f.int()?) })
+        })?;
+        let assets = find(self.connection(), what, asset, &bound, sample, |f| {
+            let place = Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() };
+            Ok(FoundRow { place, key: f.text(), detail: format!("{} {unit}", f.int()?) })
+        })?;
         Ok(tasks.and(assets, sample))
     }
 
@@ -184,19 +176,23 @@ impl Store {
     }
 }
 
-const TASK_KEY_CHARS: [&str; 2] = [
+const TASK_KEY_CHARS: [&str; 3] = [
     r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", CHARS(t."key")"#,
     r#"FROM task_state_store t WHERE CHARS(t."key") > ?"#,
+    "t.id",
 ];
-const ASSET_KEY_CHARS: [&str; 2] = [
+const ASSET_KEY_CHARS: [&str; 3] = [
     r#"t.asset_id, a.name, t."key", CHARS(t."key")"#,
     r#"FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id WHERE CHARS(t."key") > ?"#,
+    r#"t.asset_id, t."key""#,
 ];
-const TASK_VALUE_OCTETS: [&str; 2] = [
+const TASK_VALUE_OCTETS: [&str; 3] = [
     r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", OCTETS(t.value)"#,
     "FROM task_state_store t WHERE OCTETS(t.value) > ?",
+    "t.id",
 ];
-const ASSET_VALUE_OCTETS: [&str; 2] = [
+const ASSET_VALUE_OCTETS: [&str; 3] = [
     r#"t.asset_id, a.name, t."key", OCTETS(t.value)"#,
     "FROM asset_state_store t LEFT JOIN asset a ON a.id = t.asset_id WHERE OCTETS(t.value) > ?",
+    r#"t.asset_id, t."key""#,
 ];

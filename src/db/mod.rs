@@ -166,27 +166,3 @@ fn not_built(url: &DbUrl) -> Error {
 
 /// The two tables of the state store.
 pub(crate) const STATE_TABLES: &[&str] = &["task_state_store", "asset_state_store"];
-
-/// How `stats` and `doctor` name a task scope: `dag/run/task`, with `[index]` for a mapped task.
-pub(crate) fn task_scope_label(dag_id: &str, run_id: &str, task_id: &str, map_index: i64) -> String {
-    let index = if map_index >= 0 { format!("[{map_index}]") } else { String::new() };
-    format!("task {dag_id}/{run_id}/{task_id}{index}")
-}
-
-pub(crate) fn asset_scope_label(asset_id: i64, name: Option<&str>) -> String {
-    name.map_or_else(
-        || format!("asset #{asset_id} (deleted)"),
-        |name| format!("asset {name} (id {asset_id})"),
-    )
-}
-
-/// The exact check after a `LIKE` prefix match of [`crate::model::EXTERNAL_REF_LIKE`]: a value
-/// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference. Applied by
-/// the commands, after paging, so that a page that comes back short still says more may follow.
-pub(crate) fn keep_external<T>(rows: Vec<T>, external_only: bool, value: impl Fn(&T) -> &str) -> Vec<T> {
-    if external_only {
-        rows.into_iter().filter(|row| crate::model::external_ref(value(row)).is_some()).collect()
-    } else {
-        rows
-    }
-}

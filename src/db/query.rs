@@ -115,8 +115,8 @@ impl<'a> Query<'a> {
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Cell {
     Null,
+    /// An integer; a boolean is 0 or 1.
     Int(i64),
-    Bool(bool),
     Text(String),
     /// A timestamp the driver decoded (PostgreSQL's binary form); SQLite and MySQL give text.
     Time(Timestamp),
@@ -159,7 +159,6 @@ impl Fields {
     pub(crate) fn int(&mut self) -> Decoded<i64> {
         match self.next() {
             Cell::Int(n) => Ok(n),
-            Cell::Bool(b) => Ok(i64::from(b)),
             // MySQL hands sums over as DECIMAL text.
             Cell::Text(text) => text.trim().parse().map_err(|_| self.wrong("an integer", &text)),
             Cell::Null => Err(self.wrong("an integer", "NULL")),
@@ -194,7 +193,6 @@ impl Fields {
         match self.next() {
             Cell::Null => None,
             Cell::Int(n) => Some(n.to_string()),
-            Cell::Bool(b) => Some(b.to_string()),
             Cell::Text(text) | Cell::Other(text) => Some(text),
             Cell::Time(at) => Some(at.to_sqlite_text()),
         }
@@ -210,7 +208,6 @@ impl Fields {
                 Err(_) => StoredTime::Unreadable(text),
             },
             Cell::Int(n) => StoredTime::Unreadable(n.to_string()),
-            Cell::Bool(b) => StoredTime::Unreadable(b.to_string()),
             Cell::Other(text) => StoredTime::Unreadable(text),
         })
     }
@@ -245,7 +242,7 @@ mod tests {
             Cell::Int(7),
             Cell::Text("2026-11-28 00:00:00.000001".into()),
             Cell::Text("yesterday".into()),
-            Cell::Bool(true),
+            Cell::Int(1),
             Cell::Other("1.5".into()),
         ]);
         assert_eq!(f.int().unwrap(), 12);

@@ -56,9 +56,9 @@ impl Sandbox {
     /// Creates the Airflow 3.3.2 tables; refuses when any of them exists already.
     pub(crate) fn create(&mut self) -> Result<()> {
         let mut existing = Vec::new();
-        for table in AIRFLOW_TABLES.iter().chain([&SANDBOX_MARKER_TABLE]) {
+        for table in AIRFLOW_TABLES.split(' ').chain([SANDBOX_MARKER_TABLE]) {
             if columns(&mut *self.conn, table)?.is_some() {
-                existing.push(*table);
+                existing.push(table);
             }
         }
         if !existing.is_empty() {

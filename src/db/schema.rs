@@ -12,15 +12,8 @@ use crate::error::{Error, Result};
 pub(crate) const AIRFLOW_33_ALEMBIC_REVISION: &str = "d2f4e1b3c5a7";
 
 /// The Airflow tables a sandbox creates, which `sandbox create` refuses to overwrite.
-pub(crate) const AIRFLOW_TABLES: &[&str] = &[
-    "dag_run",
-    "task_instance",
-    "asset",
-    "asset_active",
-    "task_state_store",
-    "asset_state_store",
-    "alembic_version",
-];
+pub(crate) const AIRFLOW_TABLES: &str =
+    "dag_run task_instance asset asset_active task_state_store asset_state_store alembic_version";
 
 /// Present only in databases created by `state-store sandbox create`.
 pub(crate) const SANDBOX_MARKER_TABLE: &str = "state_store_sandbox";

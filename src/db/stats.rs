@@ -1,12 +1,13 @@
 //! What `stats` sums up: rows, value bytes and expiry per dag (or task) and per asset, the
 //! largest values, and the tables' size on disk.
 
+use super::Store;
 use super::dialect::all;
 use super::query::{Param, Query};
 use super::store::task_scope;
-use super::{Store, asset_scope_label, task_scope_label};
 use crate::error::Result;
 use crate::model::StoredTime;
+use crate::model::{asset_scope_label, task_scope_label};
 use crate::time::Timestamp;
 
 /// Task rows of one dag (or one task of a dag), summed.

@@ -52,26 +52,23 @@ struct Tls {
 
 /// Everything needed to connect, decided from the URL alone (so it can be tested without a
 /// server). `Debug` hides the password.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct ConnectPlan {
     endpoint: Endpoint,
     user: Option<String>,
-    password: Option<String>,
+    password: Option<Password>,
     database: String,
     tls: Option<Tls>,
     connect_timeout: Duration,
 }
 
-impl fmt::Debug for ConnectPlan {
+/// A password, which `Debug` never shows.
+#[derive(Clone, PartialEq, Eq)]
+struct Password(String);
+
+impl fmt::Debug for Password {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ConnectPlan")
-            .field("endpoint", &self.endpoint)
-            .field("user", &self.user)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("database", &self.database)
-            .field("tls", &self.tls)
-            .field("connect_timeout", &self.connect_timeout)
-            .finish()
+        f.write_str("***")
     }
 }
 
@@ -128,7 +125,10 @@ impl ConnectPlan {
         Ok(ConnectPlan {
             endpoint,
             user: query("user").or_else(|| url.username.clone()),
-            password: query("password").or_else(|| query("passwd")).or_else(|| url.password.clone()),
+            password: query("password")
+                .or_else(|| query("passwd"))
+                .or_else(|| url.password.clone())
+                .map(Password),
             database,
             tls: tls_from_url(url)?,
             connect_timeout,
@@ -151,7 +151,7 @@ impl ConnectPlan {
     fn opts(&self) -> OptsBuilder {
         let builder = OptsBuilder::new()
             .user(self.user.clone())
-            .pass(self.password.clone())
+            .pass(self.password.as_ref().map(|p| p.0.clone()))
             .db_name(Some(self.database.clone()))
             // The driver would otherwise switch a loopback TCP connection to the server's
             // socket behind the user's back.
@@ -308,7 +308,7 @@ mod tests {
             plan("mysql+mysqldb://air%40flow:p%2Fss@db.example:3307/airflow?charset=utf8mb4").expect("plan");
         assert_eq!(p.endpoint, Endpoint::Tcp { host: "db.example".into(), port: 3307 });
         assert_eq!(p.user.as_deref(), Some("air@flow"));
-        assert_eq!(p.password.as_deref(), Some("p/ss"));
+        assert_eq!(p.password.as_ref().map(|p| p.0.as_str()), Some("p/ss"));
         assert_eq!(p.database, "airflow");
         assert_eq!(p.tls, None);
         assert_eq!(p.connect_timeout, CONNECT_TIMEOUT);

@@ -89,7 +89,7 @@ impl<'a> FromSql<'a> for PgCell {
             Type::INT2 => Cell::Int(i16::from_sql(ty, raw)?.into()),
             Type::INT4 => Cell::Int(i32::from_sql(ty, raw)?.into()),
             Type::INT8 => Cell::Int(i64::from_sql(ty, raw)?),
-            Type::BOOL => Cell::Bool(bool::from_sql(ty, raw)?),
+            Type::BOOL => Cell::Int(bool::from_sql(ty, raw)?.into()),
             Type::TIMESTAMPTZ | Type::TIMESTAMP => match PgTime::from_sql(ty, raw)? {
                 PgTime::Value(t) => Cell::Time(from_system_time(t)),
                 PgTime::PosInfinity => Cell::Other("infinity".to_string()),
@@ -147,12 +147,18 @@ impl PostgresConnection {
         })
     }
 
-    fn prepare(&mut self, sql: &str) -> std::result::Result<Statement, postgres::Error> {
-        if let Some(statement) = self.prepared.get(sql) {
+    /// The statement `query` spells, prepared on first use.
+    fn prepare(
+        &mut self,
+        query: &Query<'_>,
+        suffix: &str,
+    ) -> std::result::Result<Statement, postgres::Error> {
+        let sql = Dialect::Postgres.render(&query.text(), query.params()) + suffix;
+        if let Some(statement) = self.prepared.get(&sql) {
             return Ok(statement.clone());
         }
-        let statement = self.client.prepare(sql)?;
-        self.prepared.insert(sql.to_string(), statement.clone());
+        let statement = self.client.prepare(&sql)?;
+        self.prepared.insert(sql, statement.clone());
         Ok(statement)
     }
 
@@ -162,22 +168,18 @@ impl PostgresConnection {
         query: &Query<'_>,
         suffix: &str,
     ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
-        let sql = Dialect::Postgres.render(&query.text(), query.params()) + suffix;
-        let statement = self.prepare(&sql)?;
-        let params = bound(query.params());
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.client.query(&statement, &refs)
+        let statement = self.prepare(query, suffix)?;
+        self.client.query(&statement, &refs(&bound(query.params())))
     }
 
     fn execute_raw(&mut self, query: &Query<'_>) -> std::result::Result<u64, postgres::Error> {
-        let sql = Dialect::Postgres.render(&query.text(), query.params());
-        let statement = self.prepare(&sql)?;
-        let params = bound(query.params());
-        let refs: Vec<&(dyn ToSql + Sync)> =
-            params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect();
-        self.client.execute(&statement, &refs)
+        let statement = self.prepare(query, "")?;
+        self.client.execute(&statement, &refs(&bound(query.params())))
     }
+}
+
+fn refs<'a>(params: &'a [Box<dyn ToSql + Sync + 'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
+    params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
 
 fn cells(rows: &[postgres::Row]) -> std::result::Result<Vec<Row>, postgres::Error> {
@@ -243,13 +245,8 @@ impl Connection for PostgresConnection {
         clean::batch_by_window(self, cutoff, after_id, n)
     }
 
-    fn delete_expired_range(
-        &mut self,
-        cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
-    ) -> Result<u64> {
-        clean::delete_range(self, cutoff, after_id, up_to_id)
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
+        clean::delete_range(self, cutoff, after, up_to)
     }
 
     /// As for task rows: rows a writer holds are skipped, the next run takes them.

@@ -219,15 +219,11 @@ impl Connection for SqliteConnection {
         clean::finish(self);
     }
 
-    fn delete_expired_range(
-        &mut self,
-        cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
-    ) -> Result<u64> {
-        match up_to_id {
-            Some(_) => super::clean::delete_range(self, cutoff, after_id, up_to_id),
-            None => clean::delete_all_expired(self, cutoff, after_id),
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
+        if up_to.is_some() {
+            super::clean::delete_range(self, cutoff, after, up_to)
+        } else {
+            clean::delete_all_expired(self, cutoff, after)
         }
     }
 
@@ -247,9 +243,9 @@ impl Connection for SqliteConnection {
         let tasks = find(self, what, MALFORMED_TASK_TIMES, &[AIRFLOW_TIME_GLOB.into(); 2], sample, |f| {
             let (place, key) = task_row(f)?;
             let updated = describe_stored_time("updated_at", &f.text(), &f.text());
-            let (kind, text) = (f.text(), f.text());
-            let expires =
-                (kind != "null").then(|| describe_stored_time("expires_at", &kind, &text)).flatten();
+            // A NULL expiry is a key that never expires, as Airflow writes it.
+            let expires = Some((f.text(), f.text())).filter(|(kind, _)| kind != "null");
+            let expires = expires.and_then(|(kind, text)| describe_stored_time("expires_at", &kind, &text));
             let detail: Vec<String> = [updated, expires].into_iter().flatten().collect();
             Ok(FoundRow { place, key, detail: detail.join(", ") })
         })?;
