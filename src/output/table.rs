@@ -3,8 +3,10 @@
 //! align by display width, so CJK text and emoji line up too.
 //!
 //! On a terminal the table fits its width: comfy-table wraps cells rather than print a line
-//! wider than the terminal. Anywhere else (a pipe, a file, the tests) the columns take the
-//! width of their longest cell, a layout that does not depend on where it is read.
+//! wider than the terminal, and a table of [`RECORD_COLUMNS`] or more columns that does not fit
+//! is shown one record per row (as `psql`'s expanded display), since eight columns of wrapped
+//! slivers read worse than eight lines. Anywhere else (a pipe, a file, the tests) the columns
+//! take the width of their longest cell, a layout that does not depend on where it is read.
 
 use std::io::{self, IsTerminal};
 
@@ -18,6 +20,12 @@ const STYLE: TableStyle = TableStyle::new()
     .header_lines(ContentLineStyle::none().junction('|'))
     .header_separator(LineStyle::none().fill('=').junction('|'))
     .content_lines(ContentLineStyle::none().junction('|'));
+
+/// A record's lines: the column's name, ` | `, its value; no header rule.
+const RECORD_STYLE: TableStyle = TableStyle::new().content_lines(ContentLineStyle::none().junction('|'));
+
+/// A table this wide or wider that does not fit the terminal is shown one record per row.
+const RECORD_COLUMNS: usize = 5;
 
 pub(crate) struct Table {
     /// Printed above the table when a report has several.
@@ -40,6 +48,61 @@ impl Table {
 
     /// At a terminal, comfy-table reads its width unless `width` is given.
     fn layout(&self, terminal: bool, width: Option<u16>) -> String {
+        let table = self.grid(terminal, width);
+        let fits = table.width().is_none_or(|width| self.natural_width() <= usize::from(width));
+        if terminal && !fits && self.headers.len() >= RECORD_COLUMNS {
+            return self.records(table.width());
+        }
+        let mut out = self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
+        for line in table.lines() {
+            let line = line.trim_end();
+            // comfy-table rules the cells' padding too; the rule leaves it blank, as `==== | ====`.
+            let rule = line.chars().all(|c| c == '=' || c == '|');
+            out.push_str(&if rule { line.replace("=|=", " | ") } else { line.to_string() });
+            out.push('\n');
+        }
+        out
+    }
+
+    /// The width of the widest line when no cell wraps: the columns' widest content, their
+    /// padding and the separators.
+    fn natural_width(&self) -> usize {
+        let grid = self.grid(false, None);
+        let padding: usize = grid.column_iter().map(|c| usize::from(c.padding_width())).sum();
+        let content: usize = grid.column_max_content_widths().into_iter().map(usize::from).sum();
+        content + padding + self.headers.len().saturating_sub(1)
+    }
+
+    /// One record per row: `-[ n ]` and a line for each column, its name and its value, the
+    /// values wrapping to the terminal's width.
+    fn records(&self, width: Option<u16>) -> String {
+        let mut out = self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
+        for (n, row) in self.rows.iter().enumerate() {
+            let fields = Table {
+                title: None,
+                headers: vec!["", ""],
+                rows: self
+                    .headers
+                    .iter()
+                    .zip(row)
+                    .map(|(name, cell)| vec![(*name).to_string(), cell.clone()])
+                    .collect(),
+            };
+            let mut grid = fields.grid(true, width);
+            grid.load_style(RECORD_STYLE);
+            let mark = format!("-[ {} ]", n + 1);
+            let rule = usize::from(width.unwrap_or(80)).min(40).max(mark.len());
+            out.push_str(&format!("{mark}{}\n", "-".repeat(rule - mark.len())));
+            for line in grid.lines().skip(1) {
+                out.push_str(line.trim_end());
+                out.push('\n');
+            }
+        }
+        out
+    }
+
+    /// The comfy-table of the rows; at a terminal it wraps cells to the width.
+    fn grid(&self, terminal: bool, width: Option<u16>) -> comfy_table::Table {
         let mut table = comfy_table::Table::new();
         table.load_style(STYLE).set_header(self.headers.clone());
         for row in &self.rows {
@@ -69,15 +132,7 @@ impl Table {
         } else {
             table.force_no_tty();
         }
-        let mut out = self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
-        for line in table.lines() {
-            let line = line.trim_end();
-            // comfy-table rules the cells' padding too; the rule leaves it blank, as `==== | ====`.
-            let rule = line.chars().all(|c| c == '=' || c == '|');
-            out.push_str(&if rule { line.replace("=|=", " | ") } else { line.to_string() });
-            out.push('\n');
-        }
-        out
+        table
     }
 }
 
@@ -118,15 +173,29 @@ mod tests {
             let text = wide.layout(true, Some(width));
             assert!(text.lines().all(|line| line.chars().count() <= usize::from(width)), "{width}: {text}");
         }
-        // Seven of them fit 70 columns: the names stay whole and the cells wrap.
-        let fits = table(
-            stats[..7].to_vec(),
-            &[&["incremental_orders", "load_new_orders", "4", "52", "2", "0", "0"]],
-        );
-        let text = fits.layout(true, Some(70));
+        // Fewer columns than a record layout takes: the names stay whole and the cells wrap.
+        let fits = table(stats[..4].to_vec(), &[&["incremental_orders", "load_new_orders", "4", "52"]]);
+        let text = fits.layout(true, Some(40));
         let header: Vec<&str> = text.lines().next().unwrap_or_default().split('|').map(str::trim).collect();
-        assert_eq!(header, stats[..7], "{text}");
-        assert!(text.lines().all(|line| line.chars().count() <= 70), "{text}");
+        assert_eq!(header, stats[..4], "{text}");
+        assert!(text.lines().all(|line| line.chars().count() <= 40), "{text}");
+        // Seven columns that do not fit 70: one record per row, each line a name and its value.
+        let wide7 = table(
+            stats[..7].to_vec(),
+            &[
+                &["incremental_orders", "load_new_orders", "4", "52", "2", "0", "0"],
+                &["b", "t", "1", "1", "0", "0", "1"],
+            ],
+        );
+        let text = wide7.layout(true, Some(70));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2 * 8, "{text}");
+        assert!(lines[0].starts_with("-[ 1 ]--") && lines[8].starts_with("-[ 2 ]--"), "{text}");
+        assert_eq!(lines[1], "dag_id      | incremental_orders", "{text}");
+        assert_eq!(lines[7], "never       | 0", "{text}");
+        assert!(lines.iter().all(|line| line.chars().count() <= 70), "{text}");
+        // A table that fits stays a table, whatever its columns.
+        assert!(wide7.layout(true, Some(200)).starts_with("dag_id "), "fits 200 columns");
         let long = "word ".repeat(40);
         let mut t = table(vec!["check", "status", "message"], &[&["json_values", "problem", &long]]);
         t.title = Some("Checks:".to_string());
