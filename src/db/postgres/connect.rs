@@ -41,15 +41,15 @@ enum TlsMode {
 
 impl TlsMode {
     fn parse(text: &str) -> Option<TlsMode> {
-        let modes = [
-            ("disable", TlsMode::Disable),
-            ("allow", TlsMode::Allow),
-            ("prefer", TlsMode::Prefer),
-            ("require", TlsMode::Require),
-            ("verify-ca", TlsMode::VerifyCa),
-            ("verify-full", TlsMode::VerifyFull),
-        ];
-        modes.into_iter().find(|(name, _)| *name == text).map(|(_, mode)| mode)
+        Some(match text {
+            "disable" => TlsMode::Disable,
+            "allow" => TlsMode::Allow,
+            "prefer" => TlsMode::Prefer,
+            "require" => TlsMode::Require,
+            "verify-ca" => TlsMode::VerifyCa,
+            "verify-full" => TlsMode::VerifyFull,
+            _ => return None,
+        })
     }
 }
 
