@@ -416,6 +416,11 @@ pub(crate) struct CleanArgs {
     /// format (fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
     pub archive: Option<PathBuf>,
+    /// At the end of every run, success or failure, replace this file with the run's metrics
+    /// in Prometheus's text format, for node_exporter's textfile collector (written to a
+    /// temporary file in the same directory, then renamed)
+    #[arg(long, value_name = "PATH", conflicts_with = "dry_run", value_hint = clap::ValueHint::FilePath)]
+    pub metrics_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -13,6 +13,7 @@ mod config;
 mod db;
 mod error;
 mod json;
+mod metrics;
 mod model;
 mod ops;
 mod output;

@@ -12,6 +12,7 @@ use crate::archive::Sink;
 use crate::cli::{CleanArgs, Format, GlobalArgs};
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
+use crate::metrics::{self, MetricsFile};
 use crate::ops::{
     self,
     clean::{Options, Stop, Summary, SummaryDoc, Watch},
@@ -27,7 +28,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
     let result = clean(global, args, &mut report);
     if let Err(e) = &result {
-        report.failed(&redact::mask(&crate::error::message(e.as_ref())), crate::error::exit_code(e));
+        let exit_code = crate::error::exit_code(e);
+        if let Err(unwritten) = report.write_metrics(exit_code) {
+            // The run already failed: its error, not this one, decides the exit code.
+            output::warn(&crate::error::message(unwritten.as_ref()));
+        }
+        report.failed(&redact::mask(&crate::error::message(e.as_ref())), exit_code);
     }
     result
 }
@@ -47,13 +53,26 @@ pub(crate) fn command_line_rejected(format: Format, message: &str) {
 struct Report {
     format: Format,
     printed: bool,
-    /// The summary of a run that failed part-way, for its error document.
-    so_far: Option<SummaryDoc>,
+    /// The summary of the batches run, for the error document of a run that failed part-way
+    /// and for the metrics.
+    so_far: Option<Summary>,
+    /// `--metrics-file`, until it is written.
+    metrics: Option<MetricsFile>,
+    /// What the run left to delete (expired task rows, orphaned asset rows), for the metrics.
+    backlog: Option<(u64, u64)>,
+    started: Instant,
 }
 
 impl Report {
     fn new(format: Format) -> Report {
-        let report = Report { format, printed: false, so_far: None };
+        let report = Report {
+            format,
+            printed: false,
+            so_far: None,
+            metrics: None,
+            backlog: None,
+            started: Instant::now(),
+        };
         if report.structured() {
             signals::on_exit_print(move |signal| {
                 let stop = Error::Interrupted { signal };
@@ -80,10 +99,32 @@ impl Report {
         if self.printed || !self.structured() {
             return;
         }
-        let doc = Failed::new(self.so_far.take(), message, exit_code);
+        let doc = Failed::new(self.so_far.take().map(|s| s.doc()), message, exit_code);
         // The run already failed: a stdout that fails too changes neither its message nor its
         // exit code.
         let _ = self.emit(&Rendered::doc(doc));
+    }
+
+    /// Replaces the `--metrics-file`, if one was given, with what the run did; once.
+    fn write_metrics(&mut self, exit_code: i32) -> Result<()> {
+        let Some(file) = self.metrics.take() else { return Ok(()) };
+        let mut run = metrics::CleanRun {
+            seconds: self.started.elapsed().as_secs_f64(),
+            exit_code,
+            backlog: self.backlog,
+            ended: Timestamp::now().micros() as f64 / 1e6,
+            ..metrics::CleanRun::default()
+        };
+        if let Some(summary) = &self.so_far {
+            run.task_rows_deleted = summary.task_rows_deleted;
+            run.asset_rows_deleted = summary.asset_rows_deleted;
+            run.batches = summary.batches;
+            run.orphan_batches = summary.orphan_batches;
+            run.seconds = summary.seconds;
+            run.interrupted = matches!(summary.stopped_by, Some(Stop::Signal(_)));
+            run.limit = summary.stopped_by.filter(|s| !matches!(s, Stop::Signal(_))).map(Stop::name);
+        }
+        file.write(&run)
     }
 }
 
@@ -109,6 +150,7 @@ impl Failed<'_> {
 }
 
 fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
+    report.metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {
@@ -152,6 +194,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             interrupted: false,
             skipped: reason,
         };
+        report.write_metrics(crate::error::exit::SUCCESS)?;
         report.emit(&Rendered::doc(doc))?;
         return Ok(());
     }
@@ -199,16 +242,25 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     store.finish_clean();
     watcher.progress.finish();
     output::note(&summary.line());
+    if report.metrics.is_some() && result.is_ok() {
+        report.backlog = backlog(&mut store, cutoff).ok();
+    }
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
     let result = result.and(match summary.stopped_by {
         Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }.into()),
         _ => Ok(()),
     });
-    if let Err(e) = result {
-        report.so_far = Some(summary.doc());
-        return Err(e);
-    }
-    report.emit(&Rendered::doc(summary.doc()))
+    let doc = summary.doc();
+    report.so_far = Some(summary);
+    result?;
+    report.write_metrics(crate::error::exit::SUCCESS)?;
+    report.emit(&Rendered::doc(doc))
+}
+
+/// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
+fn backlog(store: &mut Store, cutoff: Timestamp) -> Result<(u64, u64)> {
+    let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum();
+    Ok((store.count_expired(cutoff)?, orphans))
 }
 
 /// The progress of a run on stderr, and the document a second signal prints: it ends the

@@ -21,8 +21,10 @@ cd "$(dirname "$0")/../.."
 AIRFLOW_VERSION=3.3.2
 # The drivers Airflow needs: psycopg2 and asyncpg (its async engine) for PostgreSQL; pymysql and
 # aiomysql for MySQL, plus mysqlclient, which Airflow imports for every MySQL URL whatever the
-# driver (it builds from source: a C compiler, pkg-config and the MariaDB client headers).
-PACKAGES=("apache-airflow==$AIRFLOW_VERSION" psycopg2-binary asyncpg pymysql aiomysql mysqlclient pytest)
+# driver (it builds from source: a C compiler, pkg-config and the MariaDB client headers); and
+# prometheus-client, whose parser reads `clean --metrics-file`, and kubernetes-validate, which
+# checks the CronJob of docs/operations.md against Kubernetes's schema.
+PACKAGES=("apache-airflow==$AIRFLOW_VERSION" psycopg2-binary asyncpg pymysql aiomysql mysqlclient pytest prometheus-client kubernetes-validate)
 INSTALL_ATTEMPTS=4 # the first try and three retries
 venv="${STATE_STORE_AIRFLOW_VENV:-tests/interop/.venv}"
 

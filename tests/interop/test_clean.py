@@ -219,3 +219,48 @@ def test_asset_rows_never_expire(task, airflow, state_store) -> None:
     state_store.run("set", "mine", '"y"', "--asset-id", str(asset.id))
     state_store.run("clean")
     assert airflow.asset_rows([asset.id]) == {(asset.id, "old"), (asset.id, "mine")}
+
+
+def test_metrics_file_is_read_by_prometheus_text_parser(state_store, tmp_path) -> None:
+    """`clean --metrics-file` is Prometheus's text exposition format as Prometheus's own Python
+    client parses it: every metric a gauge with its help, and a failed run keeps the time of the
+    last successful one."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def families() -> dict:
+        text = path.read_text()
+        return {f.name: f for f in text_string_to_metric_families(text)}
+
+    def value(found: dict, name: str, **labels: str) -> float:
+        (sample,) = [s for s in found[name].samples if s.labels == labels]
+        return sample.value
+
+    path = tmp_path / "state_store.prom"
+    state_store.run("clean", "--metrics-file", path)
+    found = families()
+    assert sorted(found) == sorted(
+        f"state_store_clean_{name}"
+        for name in [
+            "deleted_rows",
+            "batches",
+            "duration_seconds",
+            "interrupted",
+            "limit_reached",
+            "exit_code",
+            "backlog_rows",
+            "last_run_timestamp_seconds",
+            "last_success_timestamp_seconds",
+        ]
+    )
+    assert {f.type for f in found.values()} == {"gauge"}
+    assert all(f.documentation for f in found.values())
+    assert value(found, "state_store_clean_exit_code") == 0
+    assert value(found, "state_store_clean_backlog_rows", table="task_state_store") == 0
+    success = value(found, "state_store_clean_last_success_timestamp_seconds")
+    assert abs(success - utcnow().timestamp()) < 60
+
+    state_store.run("clean", "--max-duration", "soon", "--metrics-file", path, ok=False)
+    found = families()
+    assert value(found, "state_store_clean_exit_code") == 2
+    assert value(found, "state_store_clean_last_success_timestamp_seconds") == success
+    assert "state_store_clean_backlog_rows" not in found
