@@ -182,6 +182,32 @@ fn sigterm(child: &std::process::Child) {
     assert!(killed.success());
 }
 
+/// The samples of a `--metrics-file` by series (`name{labels}`), each checked to follow its
+/// metric's `# HELP` and `# TYPE … gauge` lines; no temporary file may be left beside it.
+#[track_caller]
+fn metrics(path: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let (mut helped, mut typed, mut samples) = (None, None, std::collections::BTreeMap::new());
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            helped = rest.split(' ').next().map(str::to_string);
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            assert_eq!(Some(rest.to_string()), helped.as_ref().map(|h| format!("{h} gauge")), "{text}");
+            typed = helped.clone();
+        } else {
+            let (series, value) = line.rsplit_once(' ').unwrap();
+            assert_eq!(series.split('{').next(), typed.as_deref(), "{text}");
+            assert!(series.starts_with("state_store_clean_"), "{line}");
+            value.parse::<f64>().unwrap();
+            assert!(samples.insert(series.to_string(), value.to_string()).is_none(), "{text}");
+        }
+    }
+    let dir: Vec<_> =
+        std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(!dir.iter().any(|n| n.to_string_lossy().ends_with(".tmp")), "{dir:?}");
+    samples
+}
+
 /// The names in a SQLite bench's directory (the database's, and AIRFLOW_HOME), sorted.
 fn dir_entries(bench: &Bench) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(bench.dir.path())
@@ -1072,6 +1098,83 @@ contract! {
         bench.run(&["clean", "--max-rows", "0"]).fails(2, "--max-rows");
     }
 
+    fn clean_metrics_file_says_what_each_run_did(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 40, 2);
+        let legacy = bench.add_asset("legacy", "s3://legacy/", false);
+        bench.exec(&format!(
+            "INSERT INTO asset_state_store (asset_id, {}, value, updated_at, last_updated_by_kind) VALUES ({legacy}, 'old', '1', {}, 'task')",
+            bench.key_col(),
+            bench.ts_lit(Some("2020-01-01 00:00:00.000000"))
+        ));
+        let dir = bench.dir.path().join("textfile");
+        std::fs::create_dir(&dir).unwrap();
+        let prom = dir.join("state_store.prom");
+        let file = prom.to_str().unwrap();
+        let series = |m: &std::collections::BTreeMap<String, String>, name: &str| m.get(name).cloned().unwrap_or_default();
+        let task = r#"{table="task_state_store"}"#;
+        let asset = r#"{table="asset_state_store"}"#;
+
+        // Stopped by a limit: what it deleted, which limit, and the backlog it left.
+        let batches = clean_batches(d, &bench.expired_in_id_order(), 4, Some(6)).len();
+        bench.run(&["clean", "--batch-size", "4", "--max-rows", "6", "--no-orphans", "--metrics-file", file]).success();
+        let m = metrics(&prom);
+        let got: Vec<String> = [
+            format!("state_store_clean_deleted_rows{task}"),
+            format!("state_store_clean_deleted_rows{asset}"),
+            r#"state_store_clean_batches{phase="expired"}"#.to_string(),
+            r#"state_store_clean_limit_reached{limit="max_rows"}"#.to_string(),
+            r#"state_store_clean_limit_reached{limit="max_duration"}"#.to_string(),
+            "state_store_clean_interrupted".to_string(),
+            "state_store_clean_exit_code".to_string(),
+            format!("state_store_clean_backlog_rows{task}"),
+            format!("state_store_clean_backlog_rows{asset}"),
+        ]
+        .iter()
+        .map(|name| series(&m, name))
+        .collect();
+        assert_eq!(got, ["6", "0", &batches.to_string(), "1", "0", "0", "0", "14", "1"]);
+        let success = series(&m, "state_store_clean_last_success_timestamp_seconds");
+        assert_eq!(success, series(&m, "state_store_clean_last_run_timestamp_seconds"));
+        let ended: f64 = success.parse().unwrap();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
+        assert!((now - 60.0..=now).contains(&ended), "{ended} vs {now}");
+
+        // Runs that fail, before or at the database, keep the last success and count nothing.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        bench.unchanged(|| bench.run(&["clean", "--max-duration", "soon", "--metrics-file", file]).fails(2, "--max-duration"));
+        let m = metrics(&prom);
+        assert_eq!(series(&m, "state_store_clean_exit_code"), "2");
+        assert_eq!(series(&m, "state_store_clean_last_success_timestamp_seconds"), success);
+        assert!(series(&m, "state_store_clean_last_run_timestamp_seconds").parse::<f64>().unwrap() > ended);
+        assert_eq!(series(&m, &format!("state_store_clean_deleted_rows{task}")), "0");
+        assert!(!m.keys().any(|k| k.starts_with("state_store_clean_backlog_rows")), "{m:?}");
+        let missing = format!("sqlite:///{}", bench.dir.path().join("none.db").display());
+        bench.run(&["clean", "--conn", &missing, "--metrics-file", file]).fails(4, "does not exist");
+        assert_eq!(series(&metrics(&prom), "state_store_clean_exit_code"), "4");
+        assert_eq!(series(&metrics(&prom), "state_store_clean_last_success_timestamp_seconds"), success);
+
+        // A complete run: everything deleted, nothing left, a new last success.
+        bench.run(&["clean", "--metrics-file", file]).success();
+        let m = metrics(&prom);
+        assert_eq!(series(&m, &format!("state_store_clean_deleted_rows{task}")), "14");
+        assert_eq!(series(&m, &format!("state_store_clean_deleted_rows{asset}")), "1");
+        assert_eq!(series(&m, &format!("state_store_clean_backlog_rows{task}")), "0");
+        assert_eq!(series(&m, &format!("state_store_clean_backlog_rows{asset}")), "0");
+        assert_eq!(series(&m, r#"state_store_clean_limit_reached{limit="max_rows"}"#), "0");
+        assert!(series(&m, "state_store_clean_last_success_timestamp_seconds").parse::<f64>().unwrap() > ended);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "the metrics file alone");
+
+        // A path that cannot be written is refused before the database is touched.
+        bench.insert_task_row(DAG, RUN, "t", -1, "expired", "1", "2019-01-01 00:00:00.000000", Some("2020-01-01 00:00:00.000000"));
+        let nowhere = bench.dir.path().join("no-such-dir").join("x.prom");
+        bench.unchanged(|| {
+            bench.run(&["clean", "--metrics-file", nowhere.to_str().unwrap()]).fails(2, "does not exist")
+        });
+        bench.unchanged(|| bench.run(&["clean", "--metrics-file", dir.to_str().unwrap()]).fails(2, "is a directory"));
+        bench.run(&["clean", "--dry-run", "--metrics-file", file]).fails(2, "--metrics-file");
+    }
+
     fn clean_stops_at_max_duration(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 40, 2);
@@ -1115,19 +1218,29 @@ contract! {
     fn a_second_clean_of_the_same_database_is_refused(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 20, 1);
+        let (first_prom, second_prom) = (bench.dir.path().join("first.prom"), bench.dir.path().join("second.prom"));
         let mut first = bench
-            .cmd(&["clean", "--batch-size", "1", "--sleep", "1s"])
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "1s", "--metrics-file", first_prom.to_str().unwrap()])
             .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         // Once a batch is gone, the first clean holds the lock; it sleeps long enough between
         // batches for the second one to start on a loaded machine, and is stopped after it.
         until_some_rows_are_gone(&bench, 20);
-        let second = bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running");
+        let second = bench
+            .run(&["clean", "-o", "json", "--metrics-file", second_prom.to_str().unwrap()])
+            .fails(7, "another state-store clean is running");
         // It deleted nothing, so its one JSON document is the error alone.
         assert_eq!(keys(&error_document(&second)), ["error"]);
+        let m = metrics(&second_prom);
+        assert_eq!(fields(&json!(m), &["state_store_clean_exit_code", "state_store_clean_interrupted"]), json!(["7", "0"]));
         assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
         assert_eq!(first.wait().unwrap().code(), Some(143));
+        let m = metrics(&first_prom);
+        assert_eq!(fields(&json!(m), &["state_store_clean_exit_code", "state_store_clean_interrupted"]), json!(["143", "1"]));
+        let deleted: usize = m[r#"state_store_clean_deleted_rows{table="task_state_store"}"#].parse().unwrap();
+        assert_eq!(remaining_keys(&bench).len(), 20 - deleted, "the metrics count the batches committed");
+        assert_eq!(m[r#"state_store_clean_backlog_rows{table="task_state_store"}"#], (20 - deleted).to_string());
         // The lock goes with the process that held it.
         bench.run(&["clean"]).success();
         assert_eq!(remaining_keys(&bench), Vec::<String>::new());
@@ -2842,4 +2955,168 @@ fn keys_longer_than_airflow_allows_are_still_read_and_deleted_on_sqlite() {
     bench.run(&cmd(&["get", &long, "-o", "plain"], &task(&[]))).success().stdout_is("v\n");
     bench.run(&cmd(&["set", &long, "1"], &task(&[]))).fails(2, "512");
     bench.run(&cmd(&["delete", &long, "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+}
+
+/// The systemd units and the cron line of docs/operations.md, as an operator installs them:
+/// the units pass `systemd-analyze verify` (with the manual page their `Documentation=` names
+/// installed), and the service's `ExecStart=` and the cron command run as written against a
+/// metastore found through `AIRFLOW_HOME`, paths aside: the cron line tolerates exit 7 and
+/// reports any other failure.
+#[test]
+fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
+    let ops = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations");
+    let read = |name: &str| std::fs::read_to_string(ops.join(name)).unwrap();
+    // A metastore where Airflow looks for it, $AIRFLOW_HOME/airflow.cfg, with three expired task
+    // keys and one key of an inactive asset.
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 6, 2);
+    let legacy = bench.add_asset("legacy", "s3://legacy/", false);
+    bench.exec(&format!(
+        "INSERT INTO asset_state_store (asset_id, key, value, updated_at, last_updated_by_kind) VALUES ({legacy}, 'old', '1', '2020-01-01 00:00:00.000000', 'task')"
+    ));
+    let dir = bench.dir.path();
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+    let (home, textfile, log) = (dir.join("home"), dir.join("textfile"), dir.join("log"));
+    for d in [&home, &textfile, &log] {
+        std::fs::create_dir(d).unwrap();
+    }
+    let local = |text: &str| {
+        text.replace("/usr/local/bin/state-store", bin.join("state-store").to_str().unwrap())
+            .replace("/var/lib/node_exporter/textfile_collector", textfile.to_str().unwrap())
+            .replace("/var/log/airflow", log.to_str().unwrap())
+    };
+    let service = local(&read("state-store-clean.service"));
+
+    if support::shells::installed("systemd-analyze", "systemd") {
+        let units = dir.join("units");
+        std::fs::create_dir(&units).unwrap();
+        std::fs::write(units.join("state-store-clean.service"), &service).unwrap();
+        std::fs::write(units.join("state-store-clean.timer"), read("state-store-clean.timer")).unwrap();
+        bench.run(&["man", "--out-dir", dir.join("man/man1").to_str().unwrap()]).success();
+        let out = std::process::Command::new("systemd-analyze")
+            .args(["verify", "state-store-clean.service", "state-store-clean.timer"])
+            .current_dir(&units)
+            .env("MANPATH", dir.join("man"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success() && stderr.is_empty(), "systemd-analyze verify: {stderr}");
+    }
+
+    let conn = bench.url();
+    std::fs::write(home.join("airflow.cfg"), format!("[database]\nsql_alchemy_conn = {conn}\n")).unwrap();
+    let sh = |command: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", command])
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("AIRFLOW_HOME", &home)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let cron = local(&read("state-store-clean.cron"));
+    let line = cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
+    let words: Vec<&str> = line.splitn(7, ' ').collect();
+    assert_eq!(words[..6], ["30", "3", "*", "*", "*", "airflow"], "minute, hour, day, month, weekday, user");
+    let cron_command = words[6];
+    let cron_log = log.join("state-store-clean.log");
+    let expired = || bench.scalar("SELECT COUNT(*) FROM task_state_store WHERE expires_at < '2026-01-01'");
+
+    // Another clean holds the lock: exit 7, which the cron line takes as no failure.
+    let conn_arg = ["--conn", conn.as_str()];
+    let mut holder = bench
+        .cmd(&[&conn_arg[..], &["clean", "--batch-size", "1", "--sleep", "3s", "--no-orphans"]].concat())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while expired() == "3" {
+        assert!(std::time::Instant::now() < deadline, "the holder deleted nothing within 30 s");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(sh(cron_command), (Some(0), String::new()), "exit 7 is quiet");
+    assert!(std::fs::read_to_string(&cron_log).unwrap().contains(r#""exit_code": 7}"#));
+    sigterm(&holder);
+    assert_eq!(holder.wait().unwrap().code(), Some(143));
+
+    // The cron line's own run: its document and summary in the log, nothing for cron to mail.
+    assert_eq!(sh(cron_command), (Some(0), String::new()));
+    let text = std::fs::read_to_string(&cron_log).unwrap();
+    let last = json_documents(&text).pop().unwrap();
+    assert_eq!(fields(&last, &["asset_rows_deleted", "stopped_by"]), json!([1, null]));
+    assert_eq!(expired(), "0");
+    assert!(text.contains("clean: deleted "), "{text}");
+    let metrics_text = std::fs::read_to_string(textfile.join("state_store_clean.prom")).unwrap();
+    assert!(metrics_text.contains("state_store_clean_exit_code 0\n"), "{metrics_text}");
+
+    // Any other failure is one line for cron to mail.
+    std::fs::write(home.join("airflow.cfg"), "[database]\nsql_alchemy_conn = oracle://db/airflow\n").unwrap();
+    let (code, mail) = sh(cron_command);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        mail.trim_end(),
+        format!("state-store clean failed with exit 3, see {}", cron_log.display()),
+        "{}",
+        std::fs::read_to_string(&cron_log).unwrap()
+    );
+
+    // The service's command line, continuation lines joined, as systemd runs it.
+    std::fs::write(home.join("airflow.cfg"), format!("[database]\nsql_alchemy_conn = {conn}\n")).unwrap();
+    bench.insert_task_row(
+        DAG,
+        RUN,
+        "load",
+        -1,
+        "old",
+        "1",
+        "2019-01-01 00:00:00.000000",
+        Some("2020-01-01 00:00:00.000000"),
+    );
+    let exec = service.split("\nExecStart=").nth(1).unwrap().replace("\\\n", " ");
+    let exec = exec.lines().next().unwrap();
+    let (code, output) = sh(exec);
+    assert_eq!(code, Some(0), "{output}");
+    assert_eq!(json_documents(&output).pop().unwrap()["task_rows_deleted"], 1, "{output}");
+}
+
+/// The JSON documents among the lines of a log: those that are objects.
+fn json_documents(text: &str) -> Vec<Value> {
+    text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// Prometheus's own checker on what the operations guide ships: a metrics file as clean writes
+/// it passes `promtool check metrics` (syntax and naming conventions), and the alerting rules
+/// of docs/operations/alerts.yml pass `promtool check rules` and fire as their unit tests
+/// (tests/promtool/alerts.test.yml) say.
+#[test]
+fn promtool_accepts_the_metrics_file_and_the_alerts() {
+    if !support::shells::installed("promtool", "prometheus") {
+        return;
+    }
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 10, 2);
+    let prom = bench.dir.path().join("clean.prom");
+    bench.run(&["clean", "--max-rows", "2", "--metrics-file", prom.to_str().unwrap()]).success();
+    let promtool = |args: &[&str], stdin: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new("promtool");
+        cmd.args(args).current_dir(top);
+        if let Some(path) = stdin {
+            cmd.stdin(std::fs::File::open(path).unwrap());
+        }
+        let out = cmd.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "promtool {args:?}: {text}");
+        text
+    };
+    assert_eq!(promtool(&["check", "metrics"], Some(&prom)), "", "no lint about names or units");
+    promtool(&["check", "rules", "docs/operations/alerts.yml"], None);
+    let tested = promtool(&["test", "rules", "tests/promtool/alerts.test.yml"], None);
+    assert!(tested.contains("SUCCESS"), "{tested}");
 }
