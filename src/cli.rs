@@ -18,6 +18,7 @@ Exit codes:
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   8    doctor found problems in the state store
+  9    import --on-conflict fail: a row of the file is already stored
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
@@ -367,6 +368,23 @@ pub(crate) struct ImportArgs {
     /// Rows per transaction (at least 1)
     #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
+    /// What to do with a row whose key is already stored: keep the newer of the two (by
+    /// updated_at), overwrite it, skip the file's row, or fail before writing anything (exit 9)
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]
+    pub on_conflict: OnConflict,
+}
+
+/// `import --on-conflict`: what a row does to a stored row with the same key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnConflict {
+    /// The stored row stays when its updated_at is later than the file's
+    Newer,
+    /// The file's row always replaces the stored one
+    Overwrite,
+    /// The stored row stays; only missing keys are inserted
+    Skip,
+    /// Refuse the whole file if any of its keys is already stored
+    Fail,
 }
 
 #[derive(Debug, Args)]

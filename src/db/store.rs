@@ -7,7 +7,7 @@
 //! a query; a write of such text is refused before anything is written.
 
 use super::Store;
-use super::dialect::{Connection, Upsert, all, count, first};
+use super::dialect::{Connection, OnConflict, Upsert, all, count, first};
 use super::query::{Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
@@ -341,7 +341,7 @@ impl Store {
 
     pub(crate) fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), false);
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), OnConflict::Replace);
         self.conn.run("cannot write task_state_store", &query).map(drop)
     }
 
@@ -351,20 +351,20 @@ impl Store {
         let none = Param::Text(None);
         let values = [w.asset_id.into(), w.key.into(), w.value.into(), w.updated_at.into(), "api".into()];
         let values = [&values[..], &[none, none, none, Param::Int(None)]].concat();
-        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, false);
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, OnConflict::Replace);
         self.conn.run("cannot write asset_state_store", &query).map(drop)
     }
 
-    /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
-    /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
-    /// old archive never overwrites a value written since.
-    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+    /// The upserts of `import`: every column as given (nothing is stamped now), and what
+    /// happens to an existing row is `existing`'s (`import --on-conflict`). The count of
+    /// changed rows; with [`OnConflict::Keep`] it is 1 for an insert and 0 for a row left alone.
+    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>, existing: OnConflict) -> Result<u64> {
         self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), true);
-        self.conn.run("cannot restore into task_state_store", &query).map(drop)
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), existing);
+        self.conn.run("cannot restore into task_state_store", &query)
     }
 
-    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>, existing: OnConflict) -> Result<u64> {
         self.check_restore_asset(w)?;
         let writer = w.writer;
         let values = [
@@ -378,8 +378,8 @@ impl Store {
             writer.task_id.as_deref().into(),
             writer.map_index.into(),
         ];
-        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, true);
-        self.conn.run("cannot restore into asset_state_store", &query).map(drop)
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, existing);
+        self.conn.run("cannot restore into asset_state_store", &query)
     }
 
     /// Whether the columns can hold the row, checked without writing (`import` checks every
