@@ -273,6 +273,10 @@ pub(crate) struct SetArgs {
     /// date, taken as midnight UTC. Task scope only
     #[arg(long, value_name = "TIMESTAMP")]
     pub expires_at: Option<String>,
+    /// Update an existing key: change its value and keep its expires_at, as Airflow's REST API
+    /// PATCH does; a missing key is not found (exit 1). Not with --retention or --expires-at
+    #[arg(long, conflicts_with_all = ["retention", "expires_at"])]
+    pub keep_expiry: bool,
     /// Write a value longer than [state_store] max_value_storage_bytes anyway
     #[arg(long)]
     pub allow_large: bool,

@@ -355,6 +355,33 @@ impl Store {
         self.conn.run("cannot write asset_state_store", &query).map(drop)
     }
 
+    /// `set --keep-expiry`, Airflow's PATCH: one statement that changes the value of an
+    /// existing key and stamps `updated_at`, leaving `expires_at` as it is, and never inserts.
+    /// The count of changed rows: 0 when the key does not exist (on MySQL also when the row
+    /// already held this value and this `updated_at`, as MySQL counts changed rows).
+    pub(crate) fn update_task_value(&mut self, w: &TaskWrite<'_>) -> Result<u64> {
+        self.conn.check_task_row(w)?;
+        let update = Query::new("UPDATE task_state_store SET value = ?").bind(w.value);
+        let update = update.and(", updated_at = ?", w.updated_at);
+        let query = Self::scope_where(update, "task_state_store", w.scope, false);
+        let query = query.matching(r#" AND "key" = ?"#, ("task_state_store", "key"), w.key);
+        self.conn.run("cannot write task_state_store", &query)
+    }
+
+    /// The asset side of [`Store::update_task_value`]: an `api` write, as `set` writes it
+    /// (the writer columns reset), of a key that must exist.
+    pub(crate) fn update_asset_value(&mut self, w: &AssetWrite<'_>) -> Result<u64> {
+        self.conn.check_asset_row(w.key, w.value, w.updated_at, None)?;
+        let update = Query::new("UPDATE asset_state_store SET value = ?").bind(w.value);
+        let update = update.and(", updated_at = ?", w.updated_at).push(
+            ", last_updated_by_kind = 'api', last_updated_by_dag_id = NULL, last_updated_by_run_id = NULL, \
+             last_updated_by_task_id = NULL, last_updated_by_map_index = NULL",
+        );
+        let query = update.and(" WHERE asset_id = ?", w.asset_id);
+        let query = query.matching(r#" AND "key" = ?"#, ("asset_state_store", "key"), w.key);
+        self.conn.run("cannot write asset_state_store", &query)
+    }
+
     /// The upserts of `import`: every column as given (nothing is stamped now), and what
     /// happens to an existing row is `existing`'s (`import --on-conflict`). The count of
     /// changed rows; with [`OnConflict::Keep`] it is 1 for an insert and 0 for a row left alone.
