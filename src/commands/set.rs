@@ -30,7 +30,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
 
     match scope {
         Scope::Task(scope) => {
-            // --keep-expiry keeps the stored one: the configured default is not even read.
+            // --keep-expiry keeps the stored one: the configured default does not apply.
             let expires_at = if args.keep_expiry { None } else { expiry(&ctx, args, now)? };
             let mut store = ctx.open(Access::ReadWrite)?;
             let dag_run_id = require_task_instance(
