@@ -486,3 +486,41 @@ impl Drop for Source {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_decides_each_stored_state() {
+        let at = |micros| Timestamp::from_micros(micros);
+        let file_row = at(1_000);
+        // no stored row, an older one, one as new, a newer one, one whose time cannot be read
+        let stored = [None, Some(Some(at(999))), Some(Some(at(1_000))), Some(Some(at(1_001))), Some(None)];
+        let decided = |mode| stored.map(|s| decide(mode, s, file_row));
+        use Outcome::*;
+        assert_eq!(decided(OnConflict::Newer), [Inserted, Replaced, Replaced, KeptNewer, Replaced]);
+        assert_eq!(decided(OnConflict::Overwrite), [Inserted, Replaced, Replaced, Replaced, Replaced]);
+        assert_eq!(
+            decided(OnConflict::Skip),
+            [Inserted, SkippedExisting, SkippedExisting, SkippedExisting, SkippedExisting]
+        );
+        assert_eq!(decided(OnConflict::Fail), [Inserted, Conflict, Conflict, Conflict, Conflict]);
+    }
+
+    #[test]
+    fn a_key_is_the_same_key_only_in_the_same_scope() {
+        let line = |map_index: i64, key: &str| {
+            parse_line(&format!(
+                r#"{{"kind": "task", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": {map_index}, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+            ))
+            .unwrap()
+        };
+        let mut seen = Seen::default();
+        seen.insert(&line(-1, "k"), 7, 3, None);
+        assert_eq!(seen.get(&line(-1, "k"), 7), Some((3, None)));
+        assert_eq!(seen.get(&line(0, "k"), 7), None, "another map index");
+        assert_eq!(seen.get(&line(-1, "k"), 8), None, "another dag run");
+        assert_eq!(seen.get(&line(-1, "K"), 7), None, "another key");
+    }
+}
