@@ -372,22 +372,23 @@ pub(crate) struct ImportArgs {
     /// Rows per transaction (at least 1)
     #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
-    /// What to do with a row whose key is already stored: keep the newer of the two (by
-    /// updated_at), overwrite it, skip the file's row, or fail before writing anything (exit 9)
+    /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
+    /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)
     #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]
     pub on_conflict: OnConflict,
 }
 
-/// `import --on-conflict`: what a row does to a stored row with the same key.
+/// `import --on-conflict`: what a row does to a stored row with the same key. (Plain comments
+/// on the variants: doc comments would turn the whole `import --help` into clap's long form.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum OnConflict {
-    /// The stored row stays when its updated_at is later than the file's
+    // The stored row stays when its updated_at is later than the file's.
     Newer,
-    /// The file's row always replaces the stored one
+    // The file's row always replaces the stored one.
     Overwrite,
-    /// The stored row stays; only missing keys are inserted
+    // The stored row stays; only missing keys are inserted.
     Skip,
-    /// Refuse the whole file if any of its keys is already stored
+    // The whole file is refused if any of its keys is already stored.
     Fail,
 }
 

@@ -133,13 +133,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     }
 
     let verb = if args.dry_run { "import --dry-run: would restore" } else { "import: restored" };
+    // Only the mode's own way of leaving a stored row is named; the document has every count.
     let existing = match mode {
-        OnConflict::Newer => format!("; {} kept newer (the stored row is newer)", counts.kept_newer),
-        OnConflict::Skip => format!("; {} skipped (the key is already stored)", counts.skipped_existing),
+        OnConflict::Newer => format!("{} kept newer (the stored row is newer), ", counts.kept_newer),
+        OnConflict::Skip => format!("{} skipped (the key is already stored), ", counts.skipped_existing),
         OnConflict::Overwrite | OnConflict::Fail => String::new(),
     };
     output::note(&format!(
-        "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced){existing}, {} skipped (dag run or asset missing)",
+        "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced); {existing}{} skipped (dag run or asset missing)",
         counts.task_rows,
         counts.asset_rows,
         source.name,
