@@ -2057,6 +2057,7 @@ fn doctor_help_lists_its_checks_and_exit_codes() {
         assert!(run.stdout.contains(word), "doctor --help lacks {word}: {}", run.stdout);
     }
     assert!(Bench::bare().run(&["--help"]).success().stdout.contains("8    doctor found problems"));
+    assert!(Bench::bare().run(&["--help"]).success().stdout.contains("9    import --on-conflict fail"));
 }
 
 #[test]
