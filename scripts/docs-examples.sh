@@ -86,6 +86,7 @@ pages_set() {
     ex 'state-store set rows_loaded 1400 $T --expires-at 2026-12-31T00:00:00Z -o json'
     ex "echo '{\"a\": [1, 2]}' | state-store set payload - \$T"
     ex "state-store set last_file '\"orders-2026-11-29.parquet\"' --asset orders"
+    ex "state-store set watermark '\"2026-11-30T00:00:00Z\"' \$T --keep-expiry"
     ex 'state-store set x hello $T'
     ex 'state-store set x null $T'
     ex 'state-store set x 1 $T --retention 30m1h'
@@ -99,6 +100,8 @@ pages_set() {
     ex 'state-store set x 1 --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform --map-index 2'
     ex 'state-store set x 1 --dag-id incremental_orders --run-id scheduled__2026-11-28T00:00:00+00:00 --task-id transform --map-index 2 --allow-missing-task-instance -o plain'
     ex 'state-store set cursor 1 --asset-id 2'
+    ex 'state-store set nosuch 1 $T --keep-expiry'
+    ex 'state-store set watermark 1 $T --keep-expiry --retention 7d'
 }
 
 pages_delete() {
@@ -215,6 +218,9 @@ pages_import() {
     ex "echo '{\"kind\": \"task\"}' | state-store import -"
     ex "sed 's/incremental_orders/gone_dag/' backup.jsonl > other.jsonl; state-store import other.jsonl"
     ex 'state-store import other.jsonl --skip-missing -o json'
+    ex 'state-store import backup.jsonl --on-conflict overwrite -o json'
+    ex "state-store delete watermark \$T -o plain; state-store import backup.jsonl --on-conflict skip"
+    ex 'state-store import backup.jsonl --on-conflict fail --dry-run'
 }
 
 pages_config() {

@@ -18,6 +18,7 @@ Exit codes:
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   8    doctor found problems in the state store
+  9    import --on-conflict fail: a row of the file is already stored
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
@@ -272,6 +273,10 @@ pub(crate) struct SetArgs {
     /// date, taken as midnight UTC. Task scope only
     #[arg(long, value_name = "TIMESTAMP")]
     pub expires_at: Option<String>,
+    /// Update an existing key: change its value and keep its expires_at, as Airflow's REST API
+    /// PATCH does; a missing key is not found (exit 1). Not with --retention or --expires-at
+    #[arg(long, conflicts_with_all = ["retention", "expires_at"])]
+    pub keep_expiry: bool,
     /// Write a value longer than [state_store] max_value_storage_bytes anyway
     #[arg(long)]
     pub allow_large: bool,
@@ -367,6 +372,24 @@ pub(crate) struct ImportArgs {
     /// Rows per transaction (at least 1)
     #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
+    /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
+    /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]
+    pub on_conflict: OnConflict,
+}
+
+/// `import --on-conflict`: what a row does to a stored row with the same key. (Plain comments
+/// on the variants: doc comments would turn the whole `import --help` into clap's long form.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum OnConflict {
+    // The stored row stays when its updated_at is later than the file's.
+    Newer,
+    // The file's row always replaces the stored one.
+    Overwrite,
+    // The stored row stays; only missing keys are inserted.
+    Skip,
+    // The whole file is refused if any of its keys is already stored.
+    Fail,
 }
 
 #[derive(Debug, Args)]

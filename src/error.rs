@@ -25,6 +25,8 @@ pub(crate) mod exit {
     pub(crate) const BUSY: i32 = 7;
     /// `doctor` found at least one problem in a database whose schema it recognised.
     pub(crate) const UNHEALTHY: i32 = 8;
+    /// `import --on-conflict fail` found a row whose key is already stored.
+    pub(crate) const CONFLICT: i32 = 9;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
     pub(crate) const INTERNAL: i32 = 70;
     pub(crate) const SIGINT: i32 = 130;
@@ -70,6 +72,10 @@ pub(crate) enum Error {
     /// a damaged state store from a database it could not check.
     #[error("{0}")]
     Unhealthy(String),
+    /// `import --on-conflict fail` found a row of the file whose key is already stored: exit 9,
+    /// so a script can tell "already there" from a malformed file (2) or a missing parent (1).
+    #[error("{0}")]
+    Conflict(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
     #[error("stopped by {}", if *signal == 15 { "SIGTERM" } else { "SIGINT" })]
     Interrupted { signal: i32 },
@@ -112,6 +118,7 @@ impl Error {
             Error::Output { .. } => exit::OUTPUT,
             Error::Busy(_) => exit::BUSY,
             Error::Unhealthy(_) => exit::UNHEALTHY,
+            Error::Conflict(_) => exit::CONFLICT,
         }
     }
 }

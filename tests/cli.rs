@@ -349,6 +349,27 @@ fn seeded_for_export(d: Dialect) -> Bench {
     bench
 }
 
+/// A database and an export of it (with one more row, whose dag run is gone) that then
+/// differs from it: `k` was written since (newer), `m` was changed to an older row, and `old` was
+/// deleted. The five other rows are as in the file.
+fn conflicting_import(d: Dialect) -> (Bench, String) {
+    let bench = seeded_for_export(d);
+    let export = bench.run(&["export"]).success().stdout;
+    let gone =
+        export.lines().next().unwrap().replace(&format!("\"dag_id\": \"{DAG}\""), "\"dag_id\": \"gone_dag\"");
+    let file = bench.dir.path().join("conflicts.jsonl");
+    std::fs::write(&file, format!("{export}{gone}\n")).unwrap();
+    bench.run(&cmd(&["set", "k", "\"fresh\""], &task(&[]))).success();
+    let k = bench.key_col();
+    bench.exec(&format!(
+        "UPDATE task_state_store SET value = '\"stale\"', updated_at = {} WHERE {k} = 'm'",
+        bench.ts_lit(Some("2020-01-01 00:00:00.000000"))
+    ));
+    bench.exec(&format!("DELETE FROM task_state_store WHERE {k} = 'old'"));
+    let file = file.to_str().unwrap().to_string();
+    (bench, file)
+}
+
 contract! {
     // ------------------------------------------------------------ archives of clean and clear
 
@@ -528,6 +549,126 @@ contract! {
         assert_eq!(stored(&bench, "k"), fresh);
     }
 
+    /// The four --on-conflict modes on one file against the same database: a row the database
+    /// holds newer (`k`), one it holds older (`m`), one it lacks (`old`), five as new as the
+    /// stored ones, and one whose dag run is gone (--skip-missing). A dry run counts exactly
+    /// what the import then does, and `fail` refuses the file naming its first stored row.
+    fn import_on_conflict_modes_count_each_outcome(d: Dialect) {
+        let doc_keys = ["dry_run", "on_conflict", "task_rows", "asset_rows", "inserted", "replaced", "kept_newer", "skipped_existing", "skipped_missing"];
+        let counted = &doc_keys[2..];
+        // task_rows, asset_rows, inserted, replaced, kept_newer, skipped_existing, skipped_missing
+        for (mode, counts, k, m) in [
+            ("newer", json!([4, 3, 1, 6, 1, 0, 1]), "\"fresh\"", "[1, 2]"),
+            ("overwrite", json!([5, 3, 1, 7, 0, 0, 1]), "{\"a\": 1.0, \"u\": \"\\u00e9\"}", "[1, 2]"),
+            ("skip", json!([1, 0, 1, 0, 0, 7, 1]), "\"fresh\"", "\"stale\""),
+        ] {
+            let (bench, file) = conflicting_import(d);
+            let args = ["import", &file, "--skip-missing", "--on-conflict", mode, "-o", "json"];
+            let dry = bench.unchanged(|| bench.run(&cmd(&args, &["--dry-run"])).success());
+            let v = dry.json();
+            assert_eq!(keys(&v), doc_keys, "{mode}");
+            assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([true, mode]));
+            assert_eq!(fields(&v, counted), counts, "dry run, --on-conflict {mode} ({d:?})");
+            let run = bench.run(&cmd(&args, &["--batch-size", "2"])).success();
+            let v = run.json();
+            assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([false, mode]));
+            assert_eq!(fields(&v, counted), counts, "--on-conflict {mode} ({d:?})");
+            let expected = if d == Dialect::Mysql { k.replace('\\', "\\\\") } else { k.to_string() };
+            assert_eq!(stored(&bench, "k").0, expected, "{mode}");
+            assert_eq!(stored(&bench, "m").0, m, "{mode}");
+            assert_eq!(stored(&bench, "old").0, "1", "{mode}");
+            if mode == "newer" {
+                assert_eq!(
+                    run.stderr,
+                    format!("import: restored 4 task row(s) and 3 asset row(s) from {file} (1 inserted, 6 replaced); 1 kept newer (the stored row is newer), 1 skipped (dag run or asset missing)\n")
+                );
+            }
+            if mode == "skip" {
+                run.stderr_has("(1 inserted, 0 replaced); 7 skipped (the key is already stored), 1 skipped (dag run or asset missing)");
+            }
+        }
+
+        let (bench, file) = conflicting_import(d);
+        let lines: Vec<Value> = std::fs::read_to_string(&file).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        // The first line whose key is stored: every line but `old`'s and the gone dag's.
+        let (at, first) = lines.iter().enumerate().find(|(_, l)| l["key"] != "old" && l["dag_id"] != "gone_dag").unwrap();
+        assert_eq!(first["kind"], "task", "{first}");
+        let message = format!(
+            "error: {file} line {}: task key \"{}\" of dag_id=\"{}\" run_id=\"{}\" task_id=\"{}\" map_index={} is already stored; nothing was imported (--on-conflict fail)\n",
+            at + 1,
+            first["key"].as_str().unwrap(),
+            first["dag_id"].as_str().unwrap(),
+            first["run_id"].as_str().unwrap(),
+            first["task_id"].as_str().unwrap(),
+            first["map_index"]
+        );
+        for extra in [&[][..], &["--dry-run"][..]] {
+            let run = bench.unchanged(|| bench.run(&cmd(&["import", &file, "--skip-missing", "--on-conflict", "fail"], extra)).code(9));
+            assert_eq!(run.stderr, message);
+            assert_eq!(run.stdout, "");
+        }
+        // Without the rows already stored, `fail` imports what is left.
+        let missing: String = lines.iter().filter(|l| l["key"] == "old").map(|l| format!("{l}\n")).collect();
+        let run = bench.run_with_stdin(&["import", "-", "--on-conflict", "fail", "-o", "json"], &missing).success();
+        assert_eq!(fields(&run.json(), counted), json!([1, 0, 1, 0, 0, 0, 0]));
+        bench.unchanged(|| bench.run_with_stdin(&["import", "-", "--on-conflict", "fail"], &missing).fails(9, "stdin line 1: task key \"old\""));
+    }
+
+    /// A file may hold a key twice (clean appends to its archive): the rows before count as
+    /// stored, in a dry run as in the import itself, and `fail` refuses the repetition.
+    fn import_on_conflict_follows_the_keys_the_file_repeats(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let export = bench.run(&["export", "--dag-id", DAG, "--run-id", "r2"]).success().stdout;
+        let line: Value = serde_json::from_str(export.lines().find(|l| l.contains("\"key\": \"old\"")).unwrap()).unwrap();
+        let mut later = line.clone();
+        later["value"] = json!("2");
+        later["updated_at"] = json!("2026-06-01T00:00:00.000000Z");
+        let forward = format!("{line}\n{later}\n");
+        let backward = format!("{later}\n\n{line}\n");
+        // inserted, replaced, kept_newer, skipped_existing; and the value stored after
+        for (file, mode, counts, value) in [
+            (&forward, "newer", json!([1, 1, 0, 0]), "2"),
+            (&backward, "newer", json!([1, 0, 1, 0]), "2"),
+            (&forward, "overwrite", json!([1, 1, 0, 0]), "2"),
+            (&backward, "overwrite", json!([1, 1, 0, 0]), "1"),
+            (&forward, "skip", json!([1, 0, 0, 1]), "1"),
+            (&backward, "skip", json!([1, 0, 0, 1]), "2"),
+        ] {
+            bench.exec(&format!("DELETE FROM task_state_store WHERE {} = 'old'", bench.key_col()));
+            let args = ["import", "-", "--on-conflict", mode, "--batch-size", "1", "-o", "json"];
+            let dry = bench.unchanged(|| bench.run_with_stdin(&cmd(&args, &["--dry-run"]), file).success());
+            let counted = ["inserted", "replaced", "kept_newer", "skipped_existing"];
+            assert_eq!(fields(&dry.json(), &counted), counts, "dry run, {mode}: {file}");
+            let run = bench.run_with_stdin(&args, file).success();
+            assert_eq!(fields(&run.json(), &counted), counts, "{mode}: {file}");
+            assert_eq!(stored(&bench, "old").0, value, "{mode}: {file}");
+        }
+        bench.exec(&format!("DELETE FROM task_state_store WHERE {} = 'old'", bench.key_col()));
+        let run = bench.unchanged(|| bench.run_with_stdin(&["import", "-", "--on-conflict", "fail"], &backward).code(9));
+        assert_eq!(
+            run.stderr,
+            "error: stdin line 3: task key \"old\" of dag_id=\"incremental_orders\" run_id=\"r2\" task_id=\"other\" map_index=-1 is also on line 1; nothing was imported (--on-conflict fail)\n"
+        );
+    }
+
+    /// Archives of clean and clear restore with every mode; `fail` restores one once only.
+    fn import_on_conflict_restores_clean_and_clear_archives(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let before = bench.content_snapshot();
+        let archive = bench.dir.path().join("archive.jsonl");
+        let archive = archive.to_str().unwrap();
+        bench.run(&["clean", "--archive", archive]).success();
+        bench.run(&cmd(&["clear", "--all-map-indices", "--yes", "--archive", archive], &task(&[]))).success();
+        let run = bench.run(&["import", archive, "--on-conflict", "fail", "-o", "json"]).success();
+        assert_eq!(fields(&run.json(), &["task_rows", "asset_rows", "inserted", "replaced"]), json!([4, 1, 5, 0]));
+        assert_eq!(bench.content_snapshot(), before, "{d:?}");
+        bench.unchanged(|| bench.run(&["import", archive, "--on-conflict", "fail"]).fails(9, "line 1: "));
+        let run = bench.unchanged(|| bench.run(&["import", archive, "--on-conflict", "skip", "-o", "json"]).success());
+        assert_eq!(fields(&run.json(), &["inserted", "skipped_existing"]), json!([0, 5]));
+        let run = bench.unchanged(|| bench.run(&["import", archive, "--on-conflict", "overwrite", "-o", "plain"]).success());
+        assert_eq!(run.stdout, "5\n");
+    }
+
     // ------------------------------------------------------------ set and get
     // ------------------------------------------------------------ external references
 
@@ -662,6 +803,124 @@ contract! {
         assert_eq!(value, "2");
         assert!(expires.is_some(), "as in Airflow, a set without retention applies the default again");
         assert_eq!(count(&bench, "task_state_store"), 1, "an upsert, not a second row");
+    }
+
+    /// Airflow's REST API PATCH: the value and updated_at change, expires_at stays byte for
+    /// byte, and the row is updated in place (same id), never deleted and inserted again.
+    fn set_keep_expiry_changes_the_value_and_keeps_expires_at(d: Dialect) {
+        let bench = with_run(d);
+        bench.insert_task_rows(
+            DAG,
+            RUN,
+            &[
+                ("load", -1, "dated", "1", "2026-01-01 00:00:00.000000", Some("2031-02-03 04:05:06.123456")),
+                ("load", -1, "forever", "\"a\"", "2026-01-01 00:00:00.000000", None),
+            ],
+        );
+        let id = |key: &str| bench.scalar(&format!("SELECT id FROM task_state_store WHERE {} = {}", bench.key_col(), bench.lit(key)));
+        let ids = (id("dated"), id("forever"));
+
+        let run = bench.run(&cmd(&["set", "dated", "{\"n\": 2}", "--keep-expiry", "-o", "json"], &task(&[]))).success();
+        let v = run.json();
+        assert_eq!(fields(&v, &["key", "value", "expires_at", "expired"]), json!(["dated", {"n": 2}, "2031-02-03T04:05:06.123456Z", false]));
+        let (value, updated, expires) = stored(&bench, "dated");
+        assert_eq!((value.as_str(), expires.as_deref()), ("{\"n\": 2}", Some("2031-02-03 04:05:06.123456")));
+        assert!(updated.as_str() > "2026-01-01 00:00:00.000000", "updated_at is stamped now: {updated}");
+        assert_eq!(text_of(&v, "updated_at"), format!("{}Z", updated.replacen(' ', "T", 1)));
+
+        bench.run(&cmd(&["set", "forever", "[1, 2]", "--keep-expiry", "-o", "plain"], &task(&[]))).success().stdout_is("");
+        let (value, updated, expires) = stored(&bench, "forever");
+        assert_eq!((value.as_str(), expires), ("[1, 2]", None));
+        assert!(updated.as_str() > "2026-01-01 00:00:00.000000", "{updated}");
+
+        assert_eq!((id("dated"), id("forever")), ids, "updated in place");
+        assert_eq!(count(&bench, "task_state_store"), 2);
+        if d == Dialect::Sqlite {
+            // The stored text itself, not only its reading: Airflow's clean compares it as text.
+            let raw = bench.scalar("SELECT expires_at || '|' || typeof(expires_at) FROM task_state_store WHERE \"key\" = 'dated'");
+            assert_eq!(raw, "2031-02-03 04:05:06.123456|text");
+        }
+
+        // An expired key stays expired: said, not changed.
+        bench.insert_task_row(DAG, RUN, "load", -1, "stale", "1", "2026-01-01 00:00:00.000000", Some("2026-01-02 00:00:00.000000"));
+        bench
+            .run(&cmd(&["set", "stale", "2", "--keep-expiry", "-o", "plain"], &task(&[])))
+            .success()
+            .stderr_has("warning: key \"stale\" expired at 2026-01-02T00:00:00.000000Z and --keep-expiry kept that expiry");
+        assert_eq!(stored(&bench, "stale").2.as_deref(), Some("2026-01-02 00:00:00.000000"));
+    }
+
+    fn set_keep_expiry_of_a_missing_key_is_not_found_and_writes_nothing(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "load", &[0]);
+        bench.run(&cmd(&["set", "k", "1", "--map-index", "0"], &task(&[]))).success();
+        let orders = bench.add_asset("orders", "s3://warehouse/orders", true);
+        // The same key at another map index, or in another scope, is another key.
+        let run = bench.unchanged(|| bench.run(&cmd(&["set", "k", "2", "--keep-expiry"], &task(&[]))).code(1));
+        assert_eq!(
+            run.stderr,
+            format!("error: key \"k\" not found for task dag_id=\"{DAG}\" run_id=\"{RUN}\" task_id=\"load\" map_index=-1; --keep-expiry changes only an existing key\n")
+        );
+        assert_eq!(run.stdout, "");
+        let run = bench.unchanged(|| bench.run(&["set", "k", "2", "--asset", "orders", "--keep-expiry"]).code(1));
+        assert_eq!(
+            run.stderr,
+            format!("error: key \"k\" not found for asset \"orders\" (id {orders}); --keep-expiry changes only an existing key\n")
+        );
+        assert_eq!(count(&bench, "asset_state_store"), 0);
+        assert_eq!(stored(&bench, "k").0, "1");
+    }
+
+    /// Everything else `set` checks still applies, and --keep-expiry takes no expiry of its own.
+    fn set_keep_expiry_keeps_every_check_of_set(d: Dialect) {
+        let mut bench = with_run(d);
+        bench.run(&cmd(&["set", "k", "1", "--expires-at", "2031-01-01T00:00:00Z"], &task(&[]))).success();
+        for (extra, needle) in [
+            (&["--retention", "7d"][..], "error: the argument '--keep-expiry' cannot be used with '--retention <DURATION>'"),
+            (&["--expires-at", "2032-01-01"][..], "error: the argument '--keep-expiry' cannot be used with '--expires-at <TIMESTAMP>'"),
+        ] {
+            bench.unchanged(|| bench.run(&cmd(&cmd(&["set", "k", "2", "--keep-expiry"], extra), &task(&[]))).fails(2, needle));
+        }
+        for (value, needle) in [("nope", "not JSON"), ("null", "null cannot be stored"), ("NaN", "NaN")] {
+            bench.unchanged(|| bench.run(&cmd(&["set", "k", value, "--keep-expiry"], &task(&[]))).fails(2, needle));
+        }
+        bench.env("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "4");
+        bench.unchanged(|| bench.run(&cmd(&["set", "k", "12345", "--keep-expiry"], &task(&[]))).fails(2, "max_value_storage_bytes"));
+        bench.run(&cmd(&["set", "k", "12345", "--keep-expiry", "--allow-large"], &task(&[]))).success();
+        assert_eq!(stored(&bench, "k").0, "12345");
+        bench.env("AIRFLOW__STATE_STORE__MAX_VALUE_STORAGE_BYTES", "0");
+
+        // A key written without its task instance needs the flag to be updated too.
+        let early = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "report"];
+        bench.run(&cmd(&["set", "e", "1", "--retention", "never", "--allow-missing-task-instance"], &early)).success();
+        bench.unchanged(|| bench.run(&cmd(&["set", "e", "2", "--keep-expiry"], &early)).fails(1, "task instance not found"));
+        bench.run(&cmd(&["set", "e", "2", "--keep-expiry", "--allow-missing-task-instance", "-o", "plain"], &early)).success();
+        bench.run(&cmd(&["get", "e", "-o", "plain"], &early)).success().stdout_is("2\n");
+        bench.unchanged(|| bench.run(&["set", "k", "2", "--keep-expiry", "--dag-id", DAG, "--run-id", "nope", "--task-id", "load"]).fails(1, "no dag run found"));
+        // default_retention_days is not applied.
+        bench.env("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", "5");
+        bench.run(&cmd(&["set", "k", "3", "--keep-expiry", "-o", "plain"], &task(&[]))).success();
+        assert_eq!(stored(&bench, "k").2.as_deref(), Some("2031-01-01 00:00:00.000000"));
+    }
+
+    /// An asset key has no expiry: --keep-expiry is a set (an `api` write) of a key that exists.
+    fn set_keep_expiry_of_an_asset_key_is_an_api_write_of_an_existing_key(d: Dialect) {
+        let bench = seeded_for_export(d);
+        let k = bench.key_col();
+        let writer = |key: &str| {
+            bench.scalar(&format!(
+                "SELECT value, last_updated_by_kind, last_updated_by_dag_id, last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index \
+                 FROM asset_state_store WHERE {k} = {}",
+                bench.lit(key)
+            ))
+        };
+        assert_eq!(writer("from_task"), format!("\"x\"|task|{DAG}|{RUN}|load|3"));
+        let run = bench.run(&["set", "from_task", "\"y\"", "--asset", "orders", "--keep-expiry", "-o", "json"]).success();
+        assert_eq!(fields(&run.json(), &["key", "value", "last_updated_by_kind"]), json!(["from_task", "y", "api"]));
+        assert_eq!(writer("from_task"), "\"y\"|api|NULL|NULL|NULL|NULL");
+        let updated = bench.scalar(&format!("SELECT {} FROM asset_state_store WHERE {k} = 'from_task'", bench.ts("updated_at")));
+        assert!(updated.as_str() > "2026-11-04 01:02:03.456789", "{updated}");
+        bench.unchanged(|| bench.run(&["set", "x", "1", "--asset", "orders", "--keep-expiry", "--retention", "7d"]).fails(2, "cannot be used with"));
     }
 
     fn bad_values_are_refused_and_change_nothing(d: Dialect) {
@@ -1911,6 +2170,7 @@ fn doctor_help_lists_its_checks_and_exit_codes() {
         assert!(run.stdout.contains(word), "doctor --help lacks {word}: {}", run.stdout);
     }
     assert!(Bench::bare().run(&["--help"]).success().stdout.contains("8    doctor found problems"));
+    assert!(Bench::bare().run(&["--help"]).success().stdout.contains("9    import --on-conflict fail"));
 }
 
 #[test]

@@ -2,35 +2,45 @@
 //! upsert, with their value text, timestamps and writer fields exactly as exported.
 //!
 //! The file is read twice. The first pass parses every line and finds every row's dag run or
-//! asset, writing nothing, so a malformed line (exit 2) or a row whose parent is gone (exit 1,
-//! unless `--skip-missing`) is found before anything changes. The second pass writes, one
-//! transaction per `--batch-size` rows. A row that is older than the one stored now is left
-//! alone and counted as "kept newer": restoring an archive never overwrites a value written
-//! since. Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
+//! asset, writing nothing, so a malformed line (exit 2), a row whose parent is gone (exit 1,
+//! unless `--skip-missing`) or, with `--on-conflict fail`, a row whose key is already stored
+//! (exit 9) is found before anything changes. The second pass writes, one transaction per
+//! `--batch-size` rows. What a row does to a stored row with the same key is
+//! `--on-conflict`'s: by default (`newer`) a row older than the stored one is left alone and
+//! counted as "kept newer", so restoring an archive never overwrites a value written since.
+//! Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
 
 use anyhow::Context as _;
 use std::collections::HashMap;
+use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::Context;
+use super::{Context, describe_asset};
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
-use crate::cli::{GlobalArgs, ImportArgs};
-use crate::db::{Access, AssetRestore, Store, TaskWrite};
+use crate::cli::{GlobalArgs, ImportArgs, OnConflict};
+use crate::db::{self, Access, AssetRestore, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::model::{Asset, StoredTime};
 use crate::output::{self, Rendered};
 use crate::text::quote;
+use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
     let source = Source::open(&args.file)?;
     let mut store = ctx.open(if args.dry_run { Access::ReadOnly } else { Access::ReadWrite })?;
+    let mode = args.on_conflict;
     let mut parents = Parents::default();
     let mut counts = Counts::default();
+    // A dry run counts what the writes would do, and `fail` refuses a key the file repeats:
+    // both need what the rows before have done to the keys, which the database does not hold
+    // yet.
+    let mut seen = (args.dry_run || mode == OnConflict::Fail).then(Seen::default);
 
     // Pass 1: every line parsed, every parent found; nothing written.
     source.each(|line_no, record| {
@@ -38,10 +48,32 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
             Some(parent) => {
                 check(&store, &record, parent)
                     .with_context(|| Error::Usage(format!("{} line {line_no}", source.name)))?;
-                if args.dry_run && stored_is_newer(&mut store, &record, parent)? {
-                    counts.kept_newer += 1;
-                } else {
-                    counts.add(&record);
+                if let Some(seen) = &mut seen {
+                    let (stored, earlier) = match seen.get(&record, parent) {
+                        Some((line, at)) => (Some(at), Some(line)),
+                        None => (stored_updated_at(&mut store, &record, parent)?, None),
+                    };
+                    let outcome = decide(mode, stored, record_updated_at(&record));
+                    if outcome == Outcome::Conflict {
+                        let why = match earlier {
+                            Some(line) => format!("is also on line {line}"),
+                            None => "is already stored".to_string(),
+                        };
+                        return Err(Error::Conflict(format!(
+                            "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
+                            source.name,
+                            describe_row(&record, parent)
+                        ))
+                        .into());
+                    }
+                    let after = match outcome {
+                        Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(&record)),
+                        _ => stored.flatten(),
+                    };
+                    seen.insert(&record, parent, line_no, after);
+                    if args.dry_run {
+                        counts.add(&record, outcome);
+                    }
                 }
             }
             None if args.skip_missing => counts.skipped_missing += 1,
@@ -56,24 +88,34 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         }
         Ok(())
     })?;
+    drop(seen);
 
     if !args.dry_run {
         counts = Counts { skipped_missing: counts.skipped_missing, ..Counts::default() };
         let mut in_batch = 0;
-        let written = source.each(|_, record| {
+        let mut committed = 0;
+        let written = source.each(|line_no, record| {
             let Some(parent) = parents.resolve(&mut store, &record)? else { return Ok(()) };
             if in_batch == 0 {
                 store.begin()?;
             }
-            if stored_is_newer(&mut store, &record, parent)? {
-                counts.kept_newer += 1;
-            } else {
-                restore(&mut store, &record, parent)?;
-                counts.add(&record);
+            let outcome = write(&mut store, mode, &record, parent)?;
+            if outcome == Outcome::Conflict {
+                // Another session stored the key since the first pass found it missing.
+                return Err(Error::Conflict(format!(
+                    "{} line {line_no}: {} was stored by another session during the import; this batch \
+                     was rolled back, and the {committed} row(s) of the batches before it stay imported \
+                     (--on-conflict fail)",
+                    source.name,
+                    describe_row(&record, parent)
+                ))
+                .into());
             }
+            counts.add(&record, outcome);
             in_batch += 1;
             if in_batch >= args.batch_size {
                 store.commit()?;
+                committed = counts.task_rows + counts.asset_rows;
                 in_batch = 0;
             }
             Ok(())
@@ -91,38 +133,176 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     }
 
     let verb = if args.dry_run { "import --dry-run: would restore" } else { "import: restored" };
+    // Only the mode's own way of leaving a stored row is named; the document has every count.
+    let existing = match mode {
+        OnConflict::Newer => format!("{} kept newer (the stored row is newer), ", counts.kept_newer),
+        OnConflict::Skip => format!("{} skipped (the key is already stored), ", counts.skipped_existing),
+        OnConflict::Overwrite | OnConflict::Fail => String::new(),
+    };
     output::note(&format!(
-        "{verb} {} task row(s) and {} asset row(s) from {}; {} kept newer (the stored row is newer), {} skipped (dag run or asset missing)",
-        counts.task_rows, counts.asset_rows, source.name, counts.kept_newer, counts.skipped_missing
+        "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced); {existing}{} skipped (dag run or asset missing)",
+        counts.task_rows,
+        counts.asset_rows,
+        source.name,
+        counts.inserted,
+        counts.replaced,
+        counts.skipped_missing
     ));
     let plain = Some((counts.task_rows + counts.asset_rows).to_string());
-    output::emit(
-        ctx.format,
-        &Rendered { doc: Imported { dry_run: args.dry_run, counts }, tables: Vec::new(), plain },
-    )
+    let doc = Imported { dry_run: args.dry_run, on_conflict: mode_name(mode), counts };
+    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })
 }
 
-/// `{"dry_run": …, "task_rows": N, "asset_rows": M, "kept_newer": K, "skipped_missing": S}`.
+/// `{"dry_run": …, "on_conflict": "newer", "task_rows": N, "asset_rows": M, "inserted": I,
+/// "replaced": R, "kept_newer": K, "skipped_existing": E, "skipped_missing": S}`.
 #[derive(Serialize)]
 struct Imported {
     dry_run: bool,
+    on_conflict: &'static str,
     #[serde(flatten)]
     counts: Counts,
 }
 
+/// What the import did (or, in a dry run, would do) with the rows. `task_rows` and
+/// `asset_rows` are the rows written, `inserted` plus `replaced`.
 #[derive(Default, Serialize)]
 struct Counts {
     task_rows: u64,
     asset_rows: u64,
+    inserted: u64,
+    replaced: u64,
     kept_newer: u64,
+    skipped_existing: u64,
     skipped_missing: u64,
 }
 
 impl Counts {
-    fn add(&mut self, record: &Record) {
-        match record {
-            Record::Task(_) => self.task_rows += 1,
-            Record::Asset(_) => self.asset_rows += 1,
+    fn add(&mut self, record: &Record, outcome: Outcome) {
+        match outcome {
+            Outcome::Inserted => self.inserted += 1,
+            Outcome::Replaced => self.replaced += 1,
+            Outcome::KeptNewer => self.kept_newer += 1,
+            Outcome::SkippedExisting => self.skipped_existing += 1,
+            Outcome::Conflict => {}
+        }
+        if matches!(outcome, Outcome::Inserted | Outcome::Replaced) {
+            match record {
+                Record::Task(_) => self.task_rows += 1,
+                Record::Asset(_) => self.asset_rows += 1,
+            }
+        }
+    }
+}
+
+fn mode_name(mode: OnConflict) -> &'static str {
+    match mode {
+        OnConflict::Newer => "newer",
+        OnConflict::Overwrite => "overwrite",
+        OnConflict::Skip => "skip",
+        OnConflict::Fail => "fail",
+    }
+}
+
+/// What one row of the file does to the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Outcome {
+    /// No row had its key: it is inserted.
+    Inserted,
+    /// It replaces the stored row with its key.
+    Replaced,
+    /// `newer`: the stored row was written after it, and stays.
+    KeptNewer,
+    /// `skip`: a row with its key is stored, and stays.
+    SkippedExisting,
+    /// `fail`: a row with its key is stored.
+    Conflict,
+}
+
+/// The outcome of a row written at `exported` when the row stored with its key was written
+/// at `stored` (`None`: no such row; `Some(None)`: a row whose `updated_at` cannot be read,
+/// which is never taken for the newer one, as the upsert's comparison would not either).
+fn decide(mode: OnConflict, stored: Option<Option<Timestamp>>, exported: Timestamp) -> Outcome {
+    let Some(stored) = stored else { return Outcome::Inserted };
+    match mode {
+        OnConflict::Newer if stored.is_some_and(|at| at > exported) => Outcome::KeptNewer,
+        OnConflict::Newer | OnConflict::Overwrite => Outcome::Replaced,
+        OnConflict::Skip => Outcome::SkippedExisting,
+        OnConflict::Fail => Outcome::Conflict,
+    }
+}
+
+/// Writes one row as `mode` says, in the open transaction, and says what it did. `skip` and
+/// `fail` insert only, in one statement that leaves a stored row alone, so a row another
+/// session stores meanwhile is never replaced; `newer` and `overwrite` read the stored row
+/// first to tell an insert from a replacement (the upsert's count cannot tell them apart on
+/// every database), and `newer`'s upsert compares `updated_at` again when it writes.
+fn write(store: &mut Store, mode: OnConflict, record: &Record, parent: i64) -> Result<Outcome> {
+    if matches!(mode, OnConflict::Skip | OnConflict::Fail) {
+        let inserted = restore(store, record, parent, db::OnConflict::Keep)? > 0;
+        return Ok(match (inserted, mode) {
+            (true, _) => Outcome::Inserted,
+            (false, OnConflict::Skip) => Outcome::SkippedExisting,
+            (false, _) => Outcome::Conflict,
+        });
+    }
+    let stored = stored_updated_at(store, record, parent)?;
+    let outcome = decide(mode, stored, record_updated_at(record));
+    let existing =
+        if mode == OnConflict::Newer { db::OnConflict::KeepNewer } else { db::OnConflict::Replace };
+    if outcome != Outcome::KeptNewer {
+        restore(store, record, parent, existing)?;
+    }
+    Ok(outcome)
+}
+
+/// The keys the first pass has met, each with the line it was last on and the `updated_at`
+/// its row holds after that line. A key is kept as a 128-bit fingerprint rather than as its
+/// text, so that a file of millions of rows needs tens of bytes per row, not hundreds.
+#[derive(Default)]
+struct Seen(HashMap<u128, (u64, Option<Timestamp>)>);
+
+impl Seen {
+    fn fingerprint(record: &Record, parent: i64) -> u128 {
+        let half = |salt: u8| {
+            let mut hasher = DefaultHasher::new();
+            salt.hash(&mut hasher);
+            match record {
+                Record::Task(t) => {
+                    (0u8, parent, &t.scope.task_id, t.scope.map_index, &t.key).hash(&mut hasher)
+                }
+                Record::Asset(a) => (1u8, parent, &a.key).hash(&mut hasher),
+            }
+            hasher.finish()
+        };
+        (u128::from(half(0)) << 64) | u128::from(half(1))
+    }
+
+    fn get(&self, record: &Record, parent: i64) -> Option<(u64, Option<Timestamp>)> {
+        self.0.get(&Self::fingerprint(record, parent)).copied()
+    }
+
+    fn insert(&mut self, record: &Record, parent: i64, line_no: u64, at: Option<Timestamp>) {
+        self.0.insert(Self::fingerprint(record, parent), (line_no, at));
+    }
+}
+
+fn record_updated_at(record: &Record) -> Timestamp {
+    match record {
+        Record::Task(t) => t.updated_at,
+        Record::Asset(a) => a.updated_at,
+    }
+}
+
+/// A row's key and scope in words, for messages.
+fn describe_row(record: &Record, parent: i64) -> String {
+    match record {
+        Record::Task(t) => format!("task key {} of {}", quote(&t.key), t.scope),
+        Record::Asset(a) => {
+            let asset = match &a.asset_name {
+                Some(name) => describe_asset(&Asset { id: parent, name: name.clone(), ..asset_ref(parent) }),
+                None => format!("asset id {parent}"),
+            };
+            format!("asset key {} of {asset}", quote(&a.key))
         }
     }
 }
@@ -187,15 +367,17 @@ fn asset_ref(id: i64) -> Asset {
     Asset { id, name: String::new(), uri: String::new(), active: false }
 }
 
-/// Whether the row stored now was written after the exported one.
-fn stored_is_newer(store: &mut Store, record: &Record, parent: i64) -> Result<bool> {
-    let (stored, exported) = match record {
-        Record::Task(t) => (store.task_entry(&t.scope, &t.key)?.map(|e| e.updated_at), t.updated_at),
-        Record::Asset(a) => {
-            (store.asset_entry(&asset_ref(parent), &a.key)?.map(|e| e.updated_at), a.updated_at)
-        }
+/// The `updated_at` of the row stored now with the record's key: `None` when there is none,
+/// `Some(None)` when its text cannot be read as an instant.
+fn stored_updated_at(store: &mut Store, record: &Record, parent: i64) -> Result<Option<Option<Timestamp>>> {
+    let stored = match record {
+        Record::Task(t) => store.task_entry(&t.scope, &t.key)?.map(|e| e.updated_at),
+        Record::Asset(a) => store.asset_entry(&asset_ref(parent), &a.key)?.map(|e| e.updated_at),
     };
-    Ok(matches!(stored, Some(StoredTime::At(at)) if at > exported))
+    Ok(stored.map(|at| match at {
+        StoredTime::At(at) => Some(at),
+        _ => None,
+    }))
 }
 
 /// A row as the restore upserts take it, with its dag run or asset resolved.
@@ -233,10 +415,10 @@ fn check(store: &Store, record: &Record, parent: i64) -> Result<()> {
     }
 }
 
-fn restore(store: &mut Store, record: &Record, parent: i64) -> Result<()> {
+fn restore(store: &mut Store, record: &Record, parent: i64, existing: db::OnConflict) -> Result<u64> {
     match restore_of(record, parent) {
-        Restore::Task(w) => store.restore_task(&w),
-        Restore::Asset(w) => store.restore_asset(&w),
+        Restore::Task(w) => store.restore_task(&w, existing),
+        Restore::Asset(w) => store.restore_asset(&w, existing),
     }
 }
 
@@ -303,5 +485,43 @@ impl Drop for Source {
         if self.spooled {
             let _ = std::fs::remove_file(&self.path);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_mode_decides_each_stored_state() {
+        let at = |micros| Timestamp::from_micros(micros);
+        let file_row = at(1_000);
+        // no stored row, an older one, one as new, a newer one, one whose time cannot be read
+        let stored = [None, Some(Some(at(999))), Some(Some(at(1_000))), Some(Some(at(1_001))), Some(None)];
+        let decided = |mode| stored.map(|s| decide(mode, s, file_row));
+        use Outcome::*;
+        assert_eq!(decided(OnConflict::Newer), [Inserted, Replaced, Replaced, KeptNewer, Replaced]);
+        assert_eq!(decided(OnConflict::Overwrite), [Inserted, Replaced, Replaced, Replaced, Replaced]);
+        assert_eq!(
+            decided(OnConflict::Skip),
+            [Inserted, SkippedExisting, SkippedExisting, SkippedExisting, SkippedExisting]
+        );
+        assert_eq!(decided(OnConflict::Fail), [Inserted, Conflict, Conflict, Conflict, Conflict]);
+    }
+
+    #[test]
+    fn a_key_is_the_same_key_only_in_the_same_scope() {
+        let line = |map_index: i64, key: &str| {
+            parse_line(&format!(
+                r#"{{"kind": "task", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": {map_index}, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+            ))
+            .unwrap()
+        };
+        let mut seen = Seen::default();
+        seen.insert(&line(-1, "k"), 7, 3, None);
+        assert_eq!(seen.get(&line(-1, "k"), 7), Some((3, None)));
+        assert_eq!(seen.get(&line(0, "k"), 7), None, "another map index");
+        assert_eq!(seen.get(&line(-1, "k"), 8), None, "another dag run");
+        assert_eq!(seen.get(&line(-1, "K"), 7), None, "another key");
     }
 }

@@ -1,17 +1,20 @@
 //! `set KEY VALUE <scope>`: an upsert, written exactly as Airflow writes it: the value as
 //! Python's `json.dumps` text, `updated_at` now, and (task scope) `expires_at` from the
 //! retention, the explicit instant, or `[state_store] default_retention_days`.
+//! `--keep-expiry` is Airflow's REST API PATCH instead: an update of an existing key that
+//! keeps its `expires_at`.
 
 use super::{
     Context, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
     require_task_instance, scope_from_args,
 };
 use crate::cli::{GlobalArgs, SetArgs};
-use crate::db::{Access, AssetWrite, TaskWrite};
+use crate::db::{Access, AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json::{self, ParseErrorKind, Value};
 use crate::model::{AssetEntry, StoredTime, TaskEntry};
 use crate::output;
+use crate::text::quote;
 use crate::time::{self, Retention, Timestamp};
 use anyhow::Context as _;
 
@@ -27,7 +30,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
 
     match scope {
         Scope::Task(scope) => {
-            let expires_at = expiry(&ctx, args, now)?;
+            // --keep-expiry keeps the stored one: the configured default does not apply.
+            let expires_at = if args.keep_expiry { None } else { expiry(&ctx, args, now)? };
             let mut store = ctx.open(Access::ReadWrite)?;
             let dag_run_id = require_task_instance(
                 &mut store,
@@ -36,14 +40,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
                 "write the key",
             )?;
-            store.upsert_task(&TaskWrite {
+            let write = TaskWrite {
                 dag_run_id,
                 scope: &scope,
                 key: &args.key,
                 value: &encoded,
                 updated_at: now,
                 expires_at,
-            })?;
+            };
+            if args.keep_expiry {
+                let entry = keep_expiry(&mut store, &write)?;
+                return output::emit(ctx.format, &output::entries(&[entry], true, None).single(false));
+            }
+            store.upsert_task(&write)?;
             if let Some(at) = expires_at.filter(|at| *at < now) {
                 // Allowed, as Airflow's REST API allows it, but rarely meant.
                 output::warn(&format!(
@@ -75,12 +84,20 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                     describe_asset(&asset)
                 )).into());
             }
-            store.upsert_asset(&AssetWrite {
-                asset_id: asset.id,
-                key: &args.key,
-                value: &encoded,
-                updated_at: now,
-            })?;
+            let write = AssetWrite { asset_id: asset.id, key: &args.key, value: &encoded, updated_at: now };
+            if args.keep_expiry {
+                // Asset keys have no expiry: this is a set of a key that must exist.
+                if store.update_asset_value(&write)? == 0 {
+                    return Err(Error::NotFound(format!(
+                        "key {} not found for {}; --keep-expiry changes only an existing key",
+                        quote(&args.key),
+                        describe_asset(&asset)
+                    ))
+                    .into());
+                }
+            } else {
+                store.upsert_asset(&write)?;
+            }
             let entry = AssetEntry {
                 asset_id: asset.id,
                 asset_name: Some(asset.name.clone()),
@@ -95,6 +112,49 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 last_updated_by_map_index: None,
             };
             output::emit(ctx.format, &output::entries(&[entry], true, None).single(false))
+        }
+    }
+}
+
+/// `--keep-expiry`: Airflow's PATCH, which keeps `expires_at` and rewrites the value and
+/// `updated_at`, as one UPDATE of the existing row, so that a key deleted meanwhile is never
+/// written back by an insert. The row is read back in the same transaction for the output.
+fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
+    store.begin()?;
+    let updated = (|| {
+        let changed = store.update_task_value(write)?;
+        let entry = store.task_entry(write.scope, write.key)?;
+        // MySQL counts changed rows: 0 with the row found means it already held exactly this
+        // value and this updated_at; anything else found after a 0 was inserted by another
+        // session after the UPDATE, and the update did not happen.
+        Ok(entry.filter(|e| {
+            changed > 0 || (e.value == write.value && e.updated_at == StoredTime::At(write.updated_at))
+        }))
+    })();
+    match updated {
+        Ok(Some(entry)) => {
+            store.commit()?;
+            if entry.is_expired(write.updated_at) {
+                output::warn(&format!(
+                    "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
+                    quote(write.key),
+                    entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+                ));
+            }
+            Ok(entry)
+        }
+        Ok(None) => {
+            store.rollback()?;
+            Err(Error::NotFound(format!(
+                "key {} not found for task {}; --keep-expiry changes only an existing key",
+                quote(write.key),
+                write.scope
+            ))
+            .into())
+        }
+        Err(e) => {
+            let _ = store.rollback();
+            Err(e)
         }
     }
 }

@@ -185,20 +185,48 @@ pub(crate) struct Upsert {
     pub(crate) update: &'static str,
 }
 
+/// What an [`Upsert`] does to the row already holding the same unique key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnConflict {
+    /// The new values replace it.
+    Replace,
+    /// The new values replace it unless its `updated_at` is later than theirs.
+    KeepNewer,
+    /// It is left as it is: only a missing row is inserted, and the statement's count of
+    /// changed rows is 1 for an insert and 0 otherwise on every database (MySQL counts an
+    /// update that changes nothing as 0, without the `CLIENT_FOUND_ROWS` flag, which this
+    /// tool never sets).
+    Keep,
+}
+
 impl Upsert {
-    /// The statement for `values` (one per column). With `keep_newer`, an existing row whose
-    /// `updated_at` is newer than the given one is left as it is.
-    pub(crate) fn query<'a>(&self, dialect: Dialect, values: &[Param<'a>], keep_newer: bool) -> Query<'a> {
+    /// The statement for `values` (one per column), with what it does to an existing row.
+    pub(crate) fn query<'a>(
+        &self,
+        dialect: Dialect,
+        values: &[Param<'a>],
+        existing: OnConflict,
+    ) -> Query<'a> {
         const MARKS: &str = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
         let marks = MARKS.get(..(values.len() * 3).saturating_sub(2)).unwrap_or(MARKS);
         let query = Query::new("INSERT INTO ").push(self.table).push(" (").push(self.columns);
         let mut query = values.iter().fold(query.push(") VALUES (").push(marks).push(")"), |q, v| q.bind(*v));
+        let mysql = dialect == Dialect::Mysql;
+        if existing == OnConflict::Keep {
+            // MySQL has no DO NOTHING, and INSERT IGNORE would also turn other errors
+            // (a value too long, a NULL) into warnings: an update to itself changes nothing.
+            return if mysql {
+                query.push(" ON DUPLICATE KEY UPDATE updated_at = updated_at")
+            } else {
+                query.push(" ON CONFLICT (").push(self.key).push(") DO NOTHING")
+            };
+        }
+        let keep_newer = existing == OnConflict::KeepNewer;
         let columns: Vec<&str> = self.columns.split(", ").collect();
         let value_of = |column: &str| {
             let at = columns.iter().position(|c| *c == column);
             at.and_then(|i| values.get(i).copied()).unwrap_or(Param::Text(None))
         };
-        let mysql = dialect == Dialect::Mysql;
         let mut glue = " ON DUPLICATE KEY UPDATE ";
         if !mysql {
             query = query.push(" ON CONFLICT (").push(self.key);
@@ -414,19 +442,37 @@ mod tests {
         let now = Timestamp::from_micros(0);
         let values =
             [Param::Int(Some(1)), Param::Text(Some("k")), Param::Text(Some("v")), Param::Time(Some(now))];
-        let sqlite = TASK.query(Dialect::Sqlite, &values, true);
+        let sqlite = TASK.query(Dialect::Sqlite, &values, OnConflict::KeepNewer);
         assert_eq!(
             Dialect::Sqlite.render(&sqlite.text(), sqlite.params()),
             r#"INSERT INTO task_state_store (dag_run_id, "key", value, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT (dag_run_id, "key") DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at WHERE task_state_store.updated_at <= excluded.updated_at"#
         );
-        let mysql = TASK.query(Dialect::Mysql, &values, true);
+        let mysql = TASK.query(Dialect::Mysql, &values, OnConflict::KeepNewer);
         assert_eq!(
             Dialect::Mysql.render(&mysql.text(), mysql.params()),
             "INSERT INTO task_state_store (dag_run_id, `key`, value, updated_at) VALUES (?, ?, ?, ?) ON DUPLICATE KEY UPDATE value = IF(updated_at <= ?, ?, value), updated_at = IF(updated_at <= ?, ?, updated_at)"
         );
         let rebound = &mysql.params()[4..];
         assert_eq!(rebound, &[values[3], values[2], values[3], values[3]]);
-        let plain = TASK.query(Dialect::Mysql, &values, false);
+        let plain = TASK.query(Dialect::Mysql, &values, OnConflict::Replace);
         assert!(plain.text().ends_with("ON DUPLICATE KEY UPDATE value = ?, updated_at = ?"));
+    }
+
+    #[test]
+    fn an_upsert_that_keeps_the_existing_row_inserts_only() {
+        let now = Timestamp::from_micros(0);
+        let values =
+            [Param::Int(Some(1)), Param::Text(Some("k")), Param::Text(Some("v")), Param::Time(Some(now))];
+        let insert =
+            r#"INSERT INTO task_state_store (dag_run_id, "key", value, updated_at) VALUES (?, ?, ?, ?)"#;
+        for (dialect, tail) in [
+            (Dialect::Sqlite, r#" ON CONFLICT (dag_run_id, "key") DO NOTHING"#),
+            (Dialect::Postgres, r#" ON CONFLICT (dag_run_id, "key") DO NOTHING"#),
+            (Dialect::Mysql, " ON DUPLICATE KEY UPDATE updated_at = updated_at"),
+        ] {
+            let query = TASK.query(dialect, &values, OnConflict::Keep);
+            assert_eq!(query.text(), format!("{insert}{tail}"), "{dialect:?}");
+            assert_eq!(query.params(), &values, "{dialect:?}");
+        }
     }
 }

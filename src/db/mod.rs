@@ -30,6 +30,7 @@ mod stats;
 mod store;
 
 pub(crate) use clean::{AssetCount, Batch, DagCount};
+pub(crate) use dialect::OnConflict;
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};

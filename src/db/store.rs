@@ -7,7 +7,7 @@
 //! a query; a write of such text is refused before anything is written.
 
 use super::Store;
-use super::dialect::{Connection, Upsert, all, count, first};
+use super::dialect::{Connection, OnConflict, Upsert, all, count, first};
 use super::query::{Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
@@ -341,7 +341,7 @@ impl Store {
 
     pub(crate) fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), false);
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), OnConflict::Replace);
         self.conn.run("cannot write task_state_store", &query).map(drop)
     }
 
@@ -351,20 +351,47 @@ impl Store {
         let none = Param::Text(None);
         let values = [w.asset_id.into(), w.key.into(), w.value.into(), w.updated_at.into(), "api".into()];
         let values = [&values[..], &[none, none, none, Param::Int(None)]].concat();
-        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, false);
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, OnConflict::Replace);
         self.conn.run("cannot write asset_state_store", &query).map(drop)
     }
 
-    /// The upserts of `import`: every column as given (nothing is stamped now), and an existing
-    /// row whose `updated_at` is newer than the given one is left as it is, so restoring an
-    /// old archive never overwrites a value written since.
-    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
+    /// `set --keep-expiry`, Airflow's PATCH: one statement that changes the value of an
+    /// existing key and stamps `updated_at`, leaving `expires_at` as it is, and never inserts.
+    /// The count of changed rows: 0 when the key does not exist (on MySQL also when the row
+    /// already held this value and this `updated_at`, as MySQL counts changed rows).
+    pub(crate) fn update_task_value(&mut self, w: &TaskWrite<'_>) -> Result<u64> {
         self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), true);
-        self.conn.run("cannot restore into task_state_store", &query).map(drop)
+        let update = Query::new("UPDATE task_state_store SET value = ?").bind(w.value);
+        let update = update.and(", updated_at = ?", w.updated_at);
+        let query = Self::scope_where(update, "task_state_store", w.scope, false);
+        let query = query.matching(r#" AND "key" = ?"#, ("task_state_store", "key"), w.key);
+        self.conn.run("cannot write task_state_store", &query)
     }
 
-    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>) -> Result<()> {
+    /// The asset side of [`Store::update_task_value`]: an `api` write, as `set` writes it
+    /// (the writer columns reset), of a key that must exist.
+    pub(crate) fn update_asset_value(&mut self, w: &AssetWrite<'_>) -> Result<u64> {
+        self.conn.check_asset_row(w.key, w.value, w.updated_at, None)?;
+        let update = Query::new("UPDATE asset_state_store SET value = ?").bind(w.value);
+        let update = update.and(", updated_at = ?", w.updated_at).push(
+            ", last_updated_by_kind = 'api', last_updated_by_dag_id = NULL, last_updated_by_run_id = NULL, \
+             last_updated_by_task_id = NULL, last_updated_by_map_index = NULL",
+        );
+        let query = update.and(" WHERE asset_id = ?", w.asset_id);
+        let query = query.matching(r#" AND "key" = ?"#, ("asset_state_store", "key"), w.key);
+        self.conn.run("cannot write asset_state_store", &query)
+    }
+
+    /// The upserts of `import`: every column as given (nothing is stamped now), and what
+    /// happens to an existing row is `existing`'s (`import --on-conflict`). The count of
+    /// changed rows; with [`OnConflict::Keep`] it is 1 for an insert and 0 for a row left alone.
+    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>, existing: OnConflict) -> Result<u64> {
+        self.conn.check_task_row(w)?;
+        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), existing);
+        self.conn.run("cannot restore into task_state_store", &query)
+    }
+
+    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>, existing: OnConflict) -> Result<u64> {
         self.check_restore_asset(w)?;
         let writer = w.writer;
         let values = [
@@ -378,8 +405,8 @@ impl Store {
             writer.task_id.as_deref().into(),
             writer.map_index.into(),
         ];
-        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, true);
-        self.conn.run("cannot restore into asset_state_store", &query).map(drop)
+        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, existing);
+        self.conn.run("cannot restore into asset_state_store", &query)
     }
 
     /// Whether the columns can hold the row, checked without writing (`import` checks every
