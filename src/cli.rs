@@ -35,6 +35,9 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
                        what it found: a pre-release 3.3, a 3.4 or a missing schema
   dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
   dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
+  missing_task_instance
+                       task rows whose task instance has no task_instance row (written by
+                       another tool, or with set --allow-missing-task-instance): a warning
   dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
   json_values          values Airflow cannot read back: not JSON to Python's json.loads, or nested
                        more than 199 levels deep (every row, a page at a time)

@@ -1482,7 +1482,7 @@ contract! {
         assert_eq!(
             json!([v["healthy"], statuses]),
             json!([true, [["schema", "ok"], ["dag_run_match", "ok"], ["dangling_task_rows", "ok"],
-                ["dangling_asset_rows", "ok"], ["json_values", "ok"], ["key_length", "ok"], ["value_size", "ok"],
+                ["missing_task_instance", "ok"], ["dangling_asset_rows", "ok"], ["json_values", "ok"], ["key_length", "ok"], ["value_size", "ok"],
                 ["sqlite_timestamps", timestamps], ["inactive_asset_rows", "ok"], ["backend", "info"]]])
         );
         assert_eq!(doctor_check(&run, "schema")["details"]["found"], "Airflow 3.3");
@@ -1536,6 +1536,65 @@ contract! {
             [json!(["gone_dag", 2, "lost", "dag_run_id 999 does not exist"])]
         );
         assert_eq!(doctor_check(&run, "dag_run_match")["status"], "ok", "a missing run is not a mismatch");
+    }
+
+    fn doctor_warns_of_keys_whose_task_instance_does_not_exist(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "map", &[0, 1]);
+        bench.run(&cmd(&["set", "kept", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "gone", "1", "--dag-id", DAG, "--run-id", RUN, "--task-id", "removed"], &["--allow-missing-task-instance"])).success();
+        bench.insert_task_rows(DAG, RUN, &[
+            ("map", 0, "offset", "1", "2026-11-28 00:00:00.000000", None),
+            ("map", 2, "offset", "1", "2026-11-28 00:00:00.000000", None),
+            // Compared as the database and Airflow compare: another case is another task
+            // everywhere; trailing spaces are ignored by MySQL's `_bin` collations alone.
+            ("Load", -1, "case", "1", "2026-11-28 00:00:00.000000", None),
+            ("load ", -1, "padded", "1", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let found = if d == Dialect::Mysql { 3 } else { 4 };
+        // A warning, not damage: the run is healthy and exits 0.
+        let run = doctor(&bench, 0, &["--sample", "3"]);
+        assert_eq!(run.json()["healthy"], true);
+        let check = doctor_check(&run, "missing_task_instance");
+        assert_eq!(fields(&check, &["status", "count"]), json!(["warning", found]), "{check}");
+        assert!(text_of(&check, "message").starts_with(&format!("{found} task row(s) belong to a task instance that does not exist")), "{check}");
+        assert_eq!(
+            sample(&check, &["table", "dag_id", "run_id", "task_id", "map_index", "key", "detail"]),
+            [
+                json!(["task_state_store", DAG, RUN, "removed", -1, "gone", "no task instance of this task in the run"]),
+                json!(["task_state_store", DAG, RUN, "map", 2, "offset",
+                       "no task instance with this map index; the task has 2 other instance(s) in the run"]),
+                json!(["task_state_store", DAG, RUN, "Load", -1, "case", "no task instance of this task in the run"]),
+            ]
+        );
+        let (ok, skipped) = if d == Dialect::Sqlite { (9, 0) } else { (8, 1) };
+        run.stderr_has(&format!("doctor: healthy: {ok} check(s) ok, 1 warning(s), {skipped} skipped"));
+        let table = bench.unchanged(|| bench.run(&["doctor", "--sample", "1"]).success());
+        assert!(table.stdout.contains(&format!("\nmissing_task_instance: 1 of {found} row(s):\n")), "{}", table.stdout);
+        let plain = bench.run(&["doctor", "-o", "plain"]).success();
+        assert!(plain.stdout.contains(&format!("\ndangling_task_rows ok 0\nmissing_task_instance warning {found}\n")), "{}", plain.stdout);
+        // A row whose dag run is gone, or disagrees with it, is the other checks' problem alone.
+        without_foreign_keys(&bench, &format!(
+            "INSERT INTO task_state_store (dag_run_id, task_id, map_index, {}, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (999, 'lost', -1, 'lost', 'gone_dag', 'gone_run', '1', {}, NULL)",
+            bench.key_col(),
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        bench.add_dag_run("other_dag", "other_run");
+        bench.insert_task_row("other_dag", "other_run", "t", -1, "moved", "1", "2026-11-28 00:00:00.000000", None);
+        bench.exec(&format!("UPDATE task_state_store SET run_id = {} WHERE {} = 'moved'", bench.lit(RUN), bench.key_col()));
+        let run = doctor(&bench, 8, &[]);
+        assert_eq!(fields(&doctor_check(&run, "missing_task_instance"), &["status", "count"]), json!(["warning", found]));
+        assert_eq!(fields(&doctor_check(&run, "dangling_task_rows"), &["status", "count"]), json!(["problem", 1]));
+        assert_eq!(fields(&doctor_check(&run, "dag_run_match"), &["status", "count"]), json!(["problem", 1]));
+        run.stderr_has("error: doctor found 2 problem(s): dag_run_match (1), dangling_task_rows (1); 1 warning(s)");
+        // Once the instances exist, nothing is left to report.
+        bench.exec(&format!("DELETE FROM task_state_store WHERE {} IN ('lost', 'moved', 'case', 'padded')", bench.key_col()));
+        bench.add_task_instance(DAG, RUN, "removed", &[]);
+        bench.add_task_instance(DAG, RUN, "map", &[2]);
+        let run = doctor(&bench, 0, &[]);
+        let check = doctor_check(&run, "missing_task_instance");
+        assert_eq!(fields(&check, &["status", "count", "message"]), json!(["ok", 0, "every task row's task instance exists"]));
     }
 
     fn doctor_finds_asset_rows_whose_asset_is_gone(d: Dialect) {
@@ -1731,7 +1790,7 @@ contract! {
         assert_schema_problem(&run, "no state-store tables", "has no task_state_store or asset_state_store table");
         // The table form says the same, and the error line is the one every command gives.
         let table = bench.run(&["doctor"]).fails(5, "no task_state_store or asset_state_store table");
-        assert!(table.stdout.contains("schema              | problem"), "{}", table.stdout);
+        assert!(table.stdout.contains("schema                | problem"), "{}", table.stdout);
         bench.run(&["list"]).fails(5, "no task_state_store or asset_state_store table");
     }
 
@@ -1751,7 +1810,7 @@ contract! {
         assert_eq!(members, ["checks", "healthy"]);
         assert_eq!(
             each(&v["checks"], "name"),
-            ["schema", "dag_run_match", "dangling_task_rows", "dangling_asset_rows", "json_values", "key_length",
+            ["schema", "dag_run_match", "dangling_task_rows", "missing_task_instance", "dangling_asset_rows", "json_values", "key_length",
              "value_size", "sqlite_timestamps", "inactive_asset_rows", "backend"].map(|n| json!(n)).iter().collect::<Vec<_>>()
         );
         let shapes: std::collections::BTreeSet<Vec<&str>> = v["checks"].as_array().unwrap().iter().map(keys).collect();
@@ -1789,6 +1848,7 @@ fn doctor_help_lists_its_checks_and_exit_codes() {
     let run = Bench::bare().run(&["doctor", "--help"]).success();
     for word in [
         "dag_run_match",
+        "missing_task_instance",
         "sqlite_timestamps",
         "inactive_asset_rows",
         "backend",
