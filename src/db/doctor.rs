@@ -124,7 +124,9 @@ impl Store {
             let (place, key) = task_row(f)?;
             let detail = match f.count()? {
                 0 => "no task instance of this task in the run".to_string(),
-                n => format!("no task instance with this map index; the task has {n} other instance(s) in the run"),
+                n => format!(
+                    "no task instance with this map index; the task has {n} other instance(s) in the run"
+                ),
             };
             Ok(FoundRow { place, key, detail })
         })

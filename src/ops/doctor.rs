@@ -509,8 +509,7 @@ mod tests {
             (scope("u", -1), "other", "1"),
         ];
         for (scope, key, value) in &rows {
-            let write =
-                TaskWrite { dag_run_id: run, scope, key, value, updated_at: now, expires_at: None };
+            let write = TaskWrite { dag_run_id: run, scope, key, value, updated_at: now, expires_at: None };
             store.upsert_task(&write).unwrap();
         }
         store
@@ -549,11 +548,15 @@ mod tests {
         assert_eq!(keys.sample[0].detail, format!("{} characters", MAX_KEY_CHARS + 1));
         let missing = check(&checks, "missing_task_instance");
         assert_eq!((missing.status, missing.count), (Status::Warning, Some(2)));
-        let found: Vec<(&str, &str)> = missing.sample.iter().map(|r| (r.key.as_str(), r.detail.as_str())).collect();
+        let found: Vec<(&str, &str)> =
+            missing.sample.iter().map(|r| (r.key.as_str(), r.detail.as_str())).collect();
         assert_eq!(
             found,
             [
-                ("mapped", "no task instance with this map index; the task has 1 other instance(s) in the run"),
+                (
+                    "mapped",
+                    "no task instance with this map index; the task has 1 other instance(s) in the run"
+                ),
                 ("other", "no task instance of this task in the run"),
             ]
         );
