@@ -98,6 +98,27 @@ fn micros_since_1970(text: &str) -> i64 {
     (((days * 24 + n(11..13)) * 60 + n(14..16)) * 60 + n(17..19)) * 1_000_000 + n(20..26)
 }
 
+/// The system clock, in microseconds since 1970.
+fn micros_now() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_micros()).unwrap()
+}
+
+/// An instant as Airflow's SQLite text, `YYYY-MM-DD HH:MM:SS.ffffff` in UTC.
+fn sqlite_text(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros).unwrap().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+}
+
+/// The UTC calendar date of an instant.
+fn utc_date(micros: i64) -> String {
+    sqlite_text(micros)[..10].to_string()
+}
+
+/// Midnight UTC starting a `YYYY-MM-DD` date, in microseconds since 1970.
+fn micros_of_date(date: &str) -> i64 {
+    micros_since_1970(&format!("{date} 00:00:00.000000"))
+}
+
 /// Seeds `n` task rows: every `expired_every`-th expired, the others never expiring or far in
 /// the future. Returns the keys that must survive a clean, in order.
 fn seed_expiring(bench: &Bench, n: usize, expired_every: usize) -> Vec<String> {
@@ -1466,6 +1487,78 @@ contract! {
         let run = bench.run(&["stats", "--by", "task", "-o", "json"]).success();
         assert_eq!(pairs(&run.json()["tasks"], "task_id", "rows"), [json!(["t", 10]), json!(["t", 1])]);
         bench.run(&["stats"]).success().stderr_has("11 task key(s)");
+    }
+
+    fn stats_spreads_expiry_over_the_next_30_utc_days(d: Dialect) {
+        let bench = with_run(d);
+        let now = micros_now();
+        let (hour, day) = (3_600_000_000, 86_400_000_000);
+        // Instants relative to now, each well inside its day bucket or category however the
+        // clock moves during the test; their expected dates come from the same instants.
+        let soon = now + day + hour;
+        let later_on = now + 10 * day;
+        let texts: Vec<String> = [now - hour, now - 3 * day, soon, later_on, now + 40 * day].map(sqlite_text).to_vec();
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "expired", "1", &texts[0], Some(&texts[0])),
+            ("load", -1, "expired_long_ago", "1", &texts[0], Some(&texts[1])),
+            ("load", -1, "a", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "b", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "c", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "ten_days", "1", &texts[0], Some(&texts[3])),
+            ("load", -1, "forty_days", "1", &texts[0], Some(&texts[4])),
+            ("load", -1, "never", "1", &texts[0], None),
+        ]);
+        // Asset keys have no expiry: they are counted nowhere in the spread.
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "wm", "1", "--asset-id", &asset]).success();
+        let today = utc_date(now);
+        let run = bench.run(&["stats", "-o", "json"]).success();
+        let v = run.json();
+        let expiry = &v["expiry"];
+        assert_eq!(keys(expiry), ["now", "expired", "days", "later", "never"]);
+        assert_eq!(json!([expiry["expired"], expiry["later"], expiry["never"]]), json!([2, 1, 1]), "{expiry}");
+        assert_eq!(v["totals"]["expired"], 2, "the same now as the totals");
+        let days = expiry["days"].as_array().unwrap();
+        assert_eq!(days.len(), 30, "zeros included: {expiry}");
+        let first = text_of(&days[0], "date");
+        assert!(first == today || first == utc_date(micros_now()), "day 0 is today in UTC: {first}");
+        let dates: Vec<&str> = days.iter().map(|day| text_of(day, "date")).collect();
+        let expected: Vec<String> = (0..30).map(|i| utc_date(micros_of_date(first) + i * day)).collect();
+        assert_eq!(dates, expected, "consecutive calendar days");
+        let counted: Vec<(&str, u64)> =
+            days.iter().filter(|day| day["rows"] != 0).map(|day| (text_of(day, "date"), day["rows"].as_u64().unwrap())).collect();
+        assert_eq!(counted, [(utc_date(soon).as_str(), 3), (utc_date(later_on).as_str(), 1)]);
+        let yaml = bench.run(&["stats", "-o", "yaml"]).success();
+        assert!(yaml.stdout.contains("\nexpiry:\n  now: \""), "{}", yaml.stdout);
+        // At the terminal, a bar chart: a line per day that has rows, the largest day 40 wide.
+        let table = bench.run(&["stats"]).success();
+        let chart: Vec<&str> = table
+            .stdout
+            .lines()
+            .skip_while(|line| !line.starts_with("Task keys by day of expiry"))
+            .take_while(|line| !line.is_empty())
+            .collect();
+        assert_eq!(
+            chart,
+            [
+                "Task keys by day of expiry (UTC, today and the next 29 days):".to_string(),
+                "expires    | rows |".to_string(),
+                format!("========== | ==== | {}", "=".repeat(40)),
+                "expired    | 2    |".to_string(),
+                format!("{} | 3    | {}", utc_date(soon), "█".repeat(40)),
+                format!("{} | 1    | {}", utc_date(later_on), "█".repeat(14)),
+                "later      | 1    |".to_string(),
+                "never      | 1    |".to_string(),
+            ]
+        );
+        assert!(chart.iter().all(|line| line.chars().count() <= 80), "{chart:?}");
+        let plain = bench.run(&["stats", "-o", "plain"]).success();
+        let lines: Vec<&str> = plain.stdout.lines().collect();
+        assert_eq!(lines.len(), 34, "{}", plain.stdout);
+        assert_eq!((lines[0], lines[1], lines[32], lines[33]), ("8 1", "expired 2", "later 1", "never 1"));
+        assert!(lines.contains(&format!("{} 3", utc_date(soon)).as_str()), "{}", plain.stdout);
+        let zeros = lines[2..32].iter().filter(|line| line.ends_with(" 0")).count();
+        assert_eq!(zeros, 28, "{}", plain.stdout);
     }
 
     // ------------------------------------------------------------ doctor
