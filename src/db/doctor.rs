@@ -101,8 +101,8 @@ impl Store {
     /// Task rows whose task instance (dag_id, run_id, task_id, map_index) has no
     /// `task_instance` row, among the rows whose dag run exists and agrees with them (the
     /// others are [`Self::task_rows_without_dag_run`]'s and [`Self::mismatched_dag_runs`]'s).
-    /// Each row is one probe of task_instance's unique index (dag_id, task_id, run_id,
-    /// map_index). Text is compared with the columns' own equality, the question
+    /// One anti-join (`NOT EXISTS`) that task_instance's unique index (dag_id, task_id, run_id,
+    /// map_index) answers for each row. Text is compared with the columns' own equality, the question
     /// [`Self::task_instance_exists`] and Airflow's REST API ask: on MySQL, whose `_bin`
     /// collations ignore trailing spaces, `load ` has the instance `load`, as Airflow finds it.
     /// (A byte comparison beside the index probe is no way out there: MariaDB 10.11 answered it
