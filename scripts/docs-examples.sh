@@ -266,6 +266,9 @@ pages_doctor() {
     sqlite3 airflow.db "UPDATE task_state_store SET run_id = 'scheduled__2026-11-21T00:00:00+00:00' WHERE \"key\" = 'rows_loaded';
         UPDATE task_state_store SET value = '{\"cluster\": \"spark-prod\", attempt: 2}' WHERE \"key\" = 'job';
         UPDATE task_state_store SET expires_at = '2026-12-01T00:00:00Z' WHERE \"key\" = 'offset'"
+    # And a key of a task instance the scheduler never created.
+    "$bin" set note '"rerun by hand"' --dag-id spark_daily_etl --run-id manual__2026-11-28T06:00:00+00:00 \
+        --task-id cleanup --allow-missing-task-instance > /dev/null 2>&1
     ex 'state-store doctor'
     ex 'state-store doctor -o json --sample 1 | python3 -m json.tool --no-ensure-ascii'
     # A pre-release 3.3 metastore: the state-store tables under their old names.

@@ -36,6 +36,9 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
                        what it found: a pre-release 3.3, a 3.4 or a missing schema
   dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
   dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
+  missing_task_instance
+                       task rows whose task instance has no task_instance row (written by
+                       another tool, or with set --allow-missing-task-instance): a warning
   dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
   json_values          values Airflow cannot read back: not JSON to Python's json.loads, or nested
                        more than 199 levels deep (every row, a page at a time)
@@ -52,6 +55,12 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
 
 Exit codes: 0 no problem (warnings and information never fail the run); 8 a check found a
 problem; 5 the schema is not recognised (after the report); 3 and 4 as for every command.";
+
+const STATS_EXPIRY: &str = "\
+The expiry spread counts task keys by expires_at: expired (before now, as clean compares),
+then each UTC calendar day from today (today's from now to midnight UTC) for 30 days, later,
+and never (NULL). Asset keys have no expiry and are not in it. The table shows it as a bar
+chart of the days that have keys; json, yaml and plain always give all 30 days.";
 
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database.
@@ -109,7 +118,9 @@ pub(crate) enum Command {
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
     /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
-    /// the largest values and the tables' size on disk
+    /// task keys expiring per day over the next 30 days, the largest values and the tables'
+    /// size on disk
+    #[command(after_help = STATS_EXPIRY)]
     Stats(StatsArgs),
     /// Check the state store for damage and say what is wrong, check by check (exit 0 only
     /// when healthy, 8 when a check finds a problem, 5 when the schema is not recognised)

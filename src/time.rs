@@ -159,6 +159,19 @@ impl Timestamp {
         (Self::MIN..=Self::MAX).contains(self)
     }
 
+    /// Midnight UTC of this instant's day, and of the `days`-th day after it: a UTC day is
+    /// always 86,400 seconds (the Unix time scale has no leap seconds), so no calendar is
+    /// needed.
+    pub(crate) fn utc_midnight(self, days: i64) -> Timestamp {
+        let day = self.0.div_euclid(MICROS_PER_DAY).saturating_add(days);
+        Timestamp(day.saturating_mul(MICROS_PER_DAY))
+    }
+
+    /// The UTC calendar date of this instant, `YYYY-MM-DD`.
+    pub(crate) fn utc_date(self) -> String {
+        self.shown(|at| at.format("%Y-%m-%d").to_string())
+    }
+
     /// A timestamp typed by a user. Accepts RFC 3339 (`T`, `t` or a space between date and
     /// time; `Z`, `z` or `±HH:MM`), a bare date as midnight UTC, and, like Python's
     /// `fromisoformat`, a missing `:SS`, a `,` decimal mark and `±HHMM`/`±HH` offsets.
@@ -510,6 +523,24 @@ mod tests {
         assert_eq!(ts("9999-12-31T23:59:59.999999Z"), Timestamp::MAX);
         assert_eq!(Timestamp::MAX.to_sqlite_text(), "9999-12-31 23:59:59.999999");
         assert_eq!(Timestamp::MIN.to_rfc3339(), "0001-01-01T00:00:00.000000Z");
+    }
+
+    #[test]
+    fn utc_midnights_and_dates() {
+        let noon = ts("2026-12-02T12:30:00Z");
+        assert_eq!(noon.utc_midnight(0), ts("2026-12-02T00:00:00Z"));
+        assert_eq!(noon.utc_midnight(1), ts("2026-12-03T00:00:00Z"));
+        assert_eq!(noon.utc_midnight(30), ts("2027-01-01T00:00:00Z"));
+        let midnight = ts("2026-12-03T00:00:00Z");
+        assert_eq!(midnight.utc_midnight(0), midnight, "midnight is the start of its own day");
+        assert_eq!(ts("2026-12-02T23:59:59.999999Z").utc_midnight(1), midnight);
+        assert_eq!(
+            ts("2026-12-03T01:00:00+02:00").utc_date(),
+            "2026-12-02",
+            "the UTC date, not the local one"
+        );
+        assert_eq!(ts("2028-02-28T10:00:00Z").utc_midnight(1).utc_date(), "2028-02-29");
+        assert_eq!(Timestamp::from_micros(-1).utc_midnight(0).utc_date(), "1969-12-31");
     }
 
     #[test]

@@ -98,6 +98,27 @@ fn micros_since_1970(text: &str) -> i64 {
     (((days * 24 + n(11..13)) * 60 + n(14..16)) * 60 + n(17..19)) * 1_000_000 + n(20..26)
 }
 
+/// The system clock, in microseconds since 1970.
+fn micros_now() -> i64 {
+    let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_micros()).unwrap()
+}
+
+/// An instant as Airflow's SQLite text, `YYYY-MM-DD HH:MM:SS.ffffff` in UTC.
+fn sqlite_text(micros: i64) -> String {
+    chrono::DateTime::from_timestamp_micros(micros).unwrap().format("%Y-%m-%d %H:%M:%S%.6f").to_string()
+}
+
+/// The UTC calendar date of an instant.
+fn utc_date(micros: i64) -> String {
+    sqlite_text(micros)[..10].to_string()
+}
+
+/// Midnight UTC starting a `YYYY-MM-DD` date, in microseconds since 1970.
+fn micros_of_date(date: &str) -> i64 {
+    micros_since_1970(&format!("{date} 00:00:00.000000"))
+}
+
 /// Seeds `n` task rows: every `expired_every`-th expired, the others never expiring or far in
 /// the future. Returns the keys that must survive a clean, in order.
 fn seed_expiring(bench: &Bench, n: usize, expired_every: usize) -> Vec<String> {
@@ -1840,6 +1861,78 @@ contract! {
         bench.run(&["stats"]).success().stderr_has("11 task key(s)");
     }
 
+    fn stats_spreads_expiry_over_the_next_30_utc_days(d: Dialect) {
+        let bench = with_run(d);
+        let now = micros_now();
+        let (hour, day) = (3_600_000_000, 86_400_000_000);
+        // Instants relative to now, each well inside its day bucket or category however the
+        // clock moves during the test; their expected dates come from the same instants.
+        let soon = now + day + hour;
+        let later_on = now + 10 * day;
+        let texts: Vec<String> = [now - hour, now - 3 * day, soon, later_on, now + 40 * day].map(sqlite_text).to_vec();
+        bench.insert_task_rows(DAG, RUN, &[
+            ("load", -1, "expired", "1", &texts[0], Some(&texts[0])),
+            ("load", -1, "expired_long_ago", "1", &texts[0], Some(&texts[1])),
+            ("load", -1, "a", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "b", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "c", "1", &texts[0], Some(&texts[2])),
+            ("load", -1, "ten_days", "1", &texts[0], Some(&texts[3])),
+            ("load", -1, "forty_days", "1", &texts[0], Some(&texts[4])),
+            ("load", -1, "never", "1", &texts[0], None),
+        ]);
+        // Asset keys have no expiry: they are counted nowhere in the spread.
+        let asset = bench.add_asset("orders", "s3://orders/", true).to_string();
+        bench.run(&["set", "wm", "1", "--asset-id", &asset]).success();
+        let today = utc_date(now);
+        let run = bench.run(&["stats", "-o", "json"]).success();
+        let v = run.json();
+        let expiry = &v["expiry"];
+        assert_eq!(keys(expiry), ["now", "expired", "days", "later", "never"]);
+        assert_eq!(json!([expiry["expired"], expiry["later"], expiry["never"]]), json!([2, 1, 1]), "{expiry}");
+        assert_eq!(v["totals"]["expired"], 2, "the same now as the totals");
+        let days = expiry["days"].as_array().unwrap();
+        assert_eq!(days.len(), 30, "zeros included: {expiry}");
+        let first = text_of(&days[0], "date");
+        assert!(first == today || first == utc_date(micros_now()), "day 0 is today in UTC: {first}");
+        let dates: Vec<&str> = days.iter().map(|day| text_of(day, "date")).collect();
+        let expected: Vec<String> = (0..30).map(|i| utc_date(micros_of_date(first) + i * day)).collect();
+        assert_eq!(dates, expected, "consecutive calendar days");
+        let counted: Vec<(&str, u64)> =
+            days.iter().filter(|day| day["rows"] != 0).map(|day| (text_of(day, "date"), day["rows"].as_u64().unwrap())).collect();
+        assert_eq!(counted, [(utc_date(soon).as_str(), 3), (utc_date(later_on).as_str(), 1)]);
+        let yaml = bench.run(&["stats", "-o", "yaml"]).success();
+        assert!(yaml.stdout.contains("\nexpiry:\n  now: \""), "{}", yaml.stdout);
+        // At the terminal, a bar chart: a line per day that has rows, the largest day 40 wide.
+        let table = bench.run(&["stats"]).success();
+        let chart: Vec<&str> = table
+            .stdout
+            .lines()
+            .skip_while(|line| !line.starts_with("Task keys by day of expiry"))
+            .take_while(|line| !line.is_empty())
+            .collect();
+        assert_eq!(
+            chart,
+            [
+                "Task keys by day of expiry (UTC, today and the next 29 days):".to_string(),
+                "expires    | rows |".to_string(),
+                format!("========== | ==== | {}", "=".repeat(40)),
+                "expired    | 2    |".to_string(),
+                format!("{} | 3    | {}", utc_date(soon), "█".repeat(40)),
+                format!("{} | 1    | {}", utc_date(later_on), "█".repeat(14)),
+                "later      | 1    |".to_string(),
+                "never      | 1    |".to_string(),
+            ]
+        );
+        assert!(chart.iter().all(|line| line.chars().count() <= 80), "{chart:?}");
+        let plain = bench.run(&["stats", "-o", "plain"]).success();
+        let lines: Vec<&str> = plain.stdout.lines().collect();
+        assert_eq!(lines.len(), 34, "{}", plain.stdout);
+        assert_eq!((lines[0], lines[1], lines[32], lines[33]), ("8 1", "expired 2", "later 1", "never 1"));
+        assert!(lines.contains(&format!("{} 3", utc_date(soon)).as_str()), "{}", plain.stdout);
+        let zeros = lines[2..32].iter().filter(|line| line.ends_with(" 0")).count();
+        assert_eq!(zeros, 28, "{}", plain.stdout);
+    }
+
     // ------------------------------------------------------------ doctor
 
     fn doctor_finds_a_healthy_store_healthy(d: Dialect) {
@@ -1854,7 +1947,7 @@ contract! {
         assert_eq!(
             json!([v["healthy"], statuses]),
             json!([true, [["schema", "ok"], ["dag_run_match", "ok"], ["dangling_task_rows", "ok"],
-                ["dangling_asset_rows", "ok"], ["json_values", "ok"], ["key_length", "ok"], ["value_size", "ok"],
+                ["missing_task_instance", "ok"], ["dangling_asset_rows", "ok"], ["json_values", "ok"], ["key_length", "ok"], ["value_size", "ok"],
                 ["sqlite_timestamps", timestamps], ["inactive_asset_rows", "ok"], ["backend", "info"]]])
         );
         assert_eq!(doctor_check(&run, "schema")["details"]["found"], "Airflow 3.3");
@@ -1908,6 +2001,65 @@ contract! {
             [json!(["gone_dag", 2, "lost", "dag_run_id 999 does not exist"])]
         );
         assert_eq!(doctor_check(&run, "dag_run_match")["status"], "ok", "a missing run is not a mismatch");
+    }
+
+    fn doctor_warns_of_keys_whose_task_instance_does_not_exist(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "map", &[0, 1]);
+        bench.run(&cmd(&["set", "kept", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "gone", "1", "--dag-id", DAG, "--run-id", RUN, "--task-id", "removed"], &["--allow-missing-task-instance"])).success();
+        bench.insert_task_rows(DAG, RUN, &[
+            ("map", 0, "offset", "1", "2026-11-28 00:00:00.000000", None),
+            ("map", 2, "offset", "1", "2026-11-28 00:00:00.000000", None),
+            // Compared as the database and Airflow compare: another case is another task
+            // everywhere; trailing spaces are ignored by MySQL's `_bin` collations alone.
+            ("Load", -1, "case", "1", "2026-11-28 00:00:00.000000", None),
+            ("load ", -1, "padded", "1", "2026-11-28 00:00:00.000000", None),
+        ]);
+        let found = if d == Dialect::Mysql { 3 } else { 4 };
+        // A warning, not damage: the run is healthy and exits 0.
+        let run = doctor(&bench, 0, &["--sample", "3"]);
+        assert_eq!(run.json()["healthy"], true);
+        let check = doctor_check(&run, "missing_task_instance");
+        assert_eq!(fields(&check, &["status", "count"]), json!(["warning", found]), "{check}");
+        assert!(text_of(&check, "message").starts_with(&format!("{found} task row(s) belong to a task instance that does not exist")), "{check}");
+        assert_eq!(
+            sample(&check, &["table", "dag_id", "run_id", "task_id", "map_index", "key", "detail"]),
+            [
+                json!(["task_state_store", DAG, RUN, "removed", -1, "gone", "no task instance of this task in the run"]),
+                json!(["task_state_store", DAG, RUN, "map", 2, "offset",
+                       "no task instance with this map index; the task has 2 other instance(s) in the run"]),
+                json!(["task_state_store", DAG, RUN, "Load", -1, "case", "no task instance of this task in the run"]),
+            ]
+        );
+        let (ok, skipped) = if d == Dialect::Sqlite { (9, 0) } else { (8, 1) };
+        run.stderr_has(&format!("doctor: healthy: {ok} check(s) ok, 1 warning(s), {skipped} skipped"));
+        let table = bench.unchanged(|| bench.run(&["doctor", "--sample", "1"]).success());
+        assert!(table.stdout.contains(&format!("\nmissing_task_instance: 1 of {found} row(s):\n")), "{}", table.stdout);
+        let plain = bench.run(&["doctor", "-o", "plain"]).success();
+        assert!(plain.stdout.contains(&format!("\ndangling_task_rows ok 0\nmissing_task_instance warning {found}\n")), "{}", plain.stdout);
+        // A row whose dag run is gone, or disagrees with it, is the other checks' problem alone.
+        without_foreign_keys(&bench, &format!(
+            "INSERT INTO task_state_store (dag_run_id, task_id, map_index, {}, dag_id, run_id, value, updated_at, expires_at) \
+             VALUES (999, 'lost', -1, 'lost', 'gone_dag', 'gone_run', '1', {}, NULL)",
+            bench.key_col(),
+            bench.ts_lit(Some("2026-11-28 00:00:00.000000"))
+        ));
+        bench.add_dag_run("other_dag", "other_run");
+        bench.insert_task_row("other_dag", "other_run", "t", -1, "moved", "1", "2026-11-28 00:00:00.000000", None);
+        bench.exec(&format!("UPDATE task_state_store SET run_id = {} WHERE {} = 'moved'", bench.lit(RUN), bench.key_col()));
+        let run = doctor(&bench, 8, &[]);
+        assert_eq!(fields(&doctor_check(&run, "missing_task_instance"), &["status", "count"]), json!(["warning", found]));
+        assert_eq!(fields(&doctor_check(&run, "dangling_task_rows"), &["status", "count"]), json!(["problem", 1]));
+        assert_eq!(fields(&doctor_check(&run, "dag_run_match"), &["status", "count"]), json!(["problem", 1]));
+        run.stderr_has("error: doctor found 2 problem(s): dag_run_match (1), dangling_task_rows (1); 1 warning(s)");
+        // Once the instances exist, nothing is left to report.
+        bench.exec(&format!("DELETE FROM task_state_store WHERE {} IN ('lost', 'moved', 'case', 'padded')", bench.key_col()));
+        bench.add_task_instance(DAG, RUN, "removed", &[]);
+        bench.add_task_instance(DAG, RUN, "map", &[2]);
+        let run = doctor(&bench, 0, &[]);
+        let check = doctor_check(&run, "missing_task_instance");
+        assert_eq!(fields(&check, &["status", "count", "message"]), json!(["ok", 0, "every task row's task instance exists"]));
     }
 
     fn doctor_finds_asset_rows_whose_asset_is_gone(d: Dialect) {
@@ -2103,7 +2255,7 @@ contract! {
         assert_schema_problem(&run, "no state-store tables", "has no task_state_store or asset_state_store table");
         // The table form says the same, and the error line is the one every command gives.
         let table = bench.run(&["doctor"]).fails(5, "no task_state_store or asset_state_store table");
-        assert!(table.stdout.contains("schema              | problem"), "{}", table.stdout);
+        assert!(table.stdout.contains("schema                | problem"), "{}", table.stdout);
         bench.run(&["list"]).fails(5, "no task_state_store or asset_state_store table");
     }
 
@@ -2123,7 +2275,7 @@ contract! {
         assert_eq!(members, ["checks", "healthy"]);
         assert_eq!(
             each(&v["checks"], "name"),
-            ["schema", "dag_run_match", "dangling_task_rows", "dangling_asset_rows", "json_values", "key_length",
+            ["schema", "dag_run_match", "dangling_task_rows", "missing_task_instance", "dangling_asset_rows", "json_values", "key_length",
              "value_size", "sqlite_timestamps", "inactive_asset_rows", "backend"].map(|n| json!(n)).iter().collect::<Vec<_>>()
         );
         let shapes: std::collections::BTreeSet<Vec<&str>> = v["checks"].as_array().unwrap().iter().map(keys).collect();
@@ -2161,6 +2313,7 @@ fn doctor_help_lists_its_checks_and_exit_codes() {
     let run = Bench::bare().run(&["doctor", "--help"]).success();
     for word in [
         "dag_run_match",
+        "missing_task_instance",
         "sqlite_timestamps",
         "inactive_asset_rows",
         "backend",

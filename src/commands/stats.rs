@@ -1,13 +1,14 @@
 //! `stats`: how big the state store is and what will happen to it — rows and value bytes per
 //! dag (or task) and per asset, expired / expiring within 7 days / never-expiring counts, the
-//! oldest and newest writes, the largest values, and each table's size as the database
-//! reports it.
+//! oldest and newest writes, how expiry is spread over the next 30 UTC calendar days (a bar
+//! chart at the terminal), the largest values, and each table's size as the database reports
+//! it.
 
 use serde::Serialize;
 
 use super::Context;
 use crate::cli::{GlobalArgs, StatsArgs, StatsBy};
-use crate::db::{Access, AssetGroup, TaskGroup};
+use crate::db::{Access, AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};
 use crate::error::Result;
 use crate::model::StoredTime;
 use crate::output::{self, Rendered, Table};
@@ -15,6 +16,10 @@ use crate::time::Timestamp;
 
 /// "Expiring soon" means within this many microseconds (7 days).
 const SOON: i64 = 7 * 24 * 3_600_000_000;
+
+/// The longest bar of the expiry chart, in characters: with the date, the count and the
+/// separators a line stays well within 80 columns.
+const BAR_WIDTH: u64 = 40;
 
 fn time_cell(t: Option<&StoredTime>) -> String {
     t.map(StoredTime::display).unwrap_or_default()
@@ -27,6 +32,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
     let soon = now.checked_add(SOON).unwrap_or(now);
     let by_task = args.by == StatsBy::Task;
     let tasks = store.task_groups(now, soon, by_task)?;
+    let spread = store.expiry_spread(now)?;
     let assets = store.asset_groups()?;
     let largest = store.largest_values(args.largest)?;
     let sizes = store.table_sizes()?;
@@ -85,6 +91,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
             headers,
             rows: task_rows,
         },
+        expiry_table(&spread),
         Table {
             title: Some("Asset keys by asset:".to_string()),
             headers: vec!["asset_id", "asset", "rows", "value_bytes", "oldest_update", "newest_update"],
@@ -113,6 +120,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
             asset_value_bytes: asset_bytes,
         },
         tasks: tasks.iter().map(|g| TaskGroupDoc::of(g, by_task)).collect(),
+        expiry: ExpiryDoc::of(&spread),
         assets: assets.iter().map(AssetGroupDoc::of).collect(),
         largest_values: largest
             .iter()
@@ -120,8 +128,53 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
             .collect(),
         table_sizes: &sizes,
     };
-    output::emit(ctx.format, &Rendered { doc, tables, plain: Some(format!("{rows} {asset_rows}")) })?;
+    let plain = format!("{rows} {asset_rows}\n{}", expiry_plain(&spread));
+    output::emit(ctx.format, &Rendered { doc, tables, plain: Some(plain) })?;
     Ok(())
+}
+
+/// The expiry spread at the terminal: the rows already expired, a line per day that has rows
+/// with its bar scaled to the largest day, then the rows expiring later and never.
+fn expiry_table(spread: &ExpirySpread) -> Table {
+    let largest = spread.days.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let line = |label: &str, n: u64| vec![label.to_string(), n.to_string(), String::new()];
+    let mut rows = vec![line("expired", spread.expired)];
+    rows.extend(
+        spread
+            .days
+            .iter()
+            .filter(|(_, n)| *n > 0)
+            .map(|(day, n)| vec![day.utc_date(), n.to_string(), bar(*n, largest)]),
+    );
+    rows.push(line("later", spread.later));
+    rows.push(line("never", spread.never));
+    Table {
+        title: Some(format!(
+            "Task keys by day of expiry (UTC, today and the next {} days):",
+            EXPIRY_DAYS - 1
+        )),
+        headers: vec!["expires", "rows", ""],
+        rows,
+    }
+}
+
+/// `n` as a bar of `█`, [`BAR_WIDTH`] long for `largest`; any row at all shows as one.
+fn bar(n: u64, largest: u64) -> String {
+    if n == 0 || largest == 0 {
+        return String::new();
+    }
+    let width = (u128::from(n) * u128::from(BAR_WIDTH)).div_ceil(u128::from(largest));
+    "█".repeat(usize::try_from(width).unwrap_or(0))
+}
+
+/// `-o plain`'s lines after the counts: `expired N`, `YYYY-MM-DD N` for each day, `later N`,
+/// `never N`.
+fn expiry_plain(spread: &ExpirySpread) -> String {
+    let mut lines = vec![format!("expired {}", spread.expired)];
+    lines.extend(spread.days.iter().map(|(day, n)| format!("{} {n}", day.utc_date())));
+    lines.push(format!("later {}", spread.later));
+    lines.push(format!("never {}", spread.never));
+    lines.join("\n")
 }
 
 fn asset_row(a: &AssetGroup) -> Vec<String> {
@@ -140,6 +193,7 @@ fn asset_row(a: &AssetGroup) -> Vec<String> {
 struct Stats<'a> {
     totals: Totals,
     tasks: Vec<TaskGroupDoc<'a>>,
+    expiry: ExpiryDoc,
     assets: Vec<AssetGroupDoc<'a>>,
     largest_values: Vec<Largest<'a>>,
     /// An object: the table's name, its bytes.
@@ -189,6 +243,39 @@ impl TaskGroupDoc<'_> {
     }
 }
 
+/// When task rows expire (asset rows never do): counted against `now`, the day buckets are
+/// UTC calendar days, today's from `now` to midnight; always [`EXPIRY_DAYS`] of them.
+#[derive(Serialize)]
+struct ExpiryDoc {
+    now: String,
+    expired: u64,
+    days: Vec<ExpiryDay>,
+    later: u64,
+    never: u64,
+}
+
+#[derive(Serialize)]
+struct ExpiryDay {
+    date: String,
+    rows: u64,
+}
+
+impl ExpiryDoc {
+    fn of(spread: &ExpirySpread) -> ExpiryDoc {
+        ExpiryDoc {
+            now: spread.now.to_rfc3339(),
+            expired: spread.expired,
+            days: spread
+                .days
+                .iter()
+                .map(|(day, rows)| ExpiryDay { date: day.utc_date(), rows: *rows })
+                .collect(),
+            later: spread.later,
+            never: spread.never,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct AssetGroupDoc<'a> {
     asset_id: i64,
@@ -224,4 +311,52 @@ fn as_object<S: serde::Serializer>(
     serializer: S,
 ) -> std::result::Result<S::Ok, S::Error> {
     serializer.collect_map(pairs.iter().map(|(name, n)| (name, n)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Timestamp;
+
+    #[test]
+    fn bars_scale_to_the_largest_day_and_show_any_row() {
+        assert_eq!(bar(0, 10), "");
+        assert_eq!(bar(10, 10).chars().count(), 40);
+        assert_eq!(bar(5, 10).chars().count(), 20);
+        assert_eq!(bar(1, 1_000_000).chars().count(), 1, "one row is still seen");
+        assert_eq!(bar(u64::MAX, u64::MAX).chars().count(), 40, "no overflow");
+    }
+
+    #[test]
+    fn the_chart_lists_days_with_rows_and_fits_80_columns() {
+        let now = Timestamp::parse_rfc3339("2026-12-02T15:00:00Z").unwrap();
+        let mut days: Vec<(Timestamp, u64)> = (0..30).map(|d| (now.utc_midnight(d), 0)).collect();
+        days[0].1 = 3;
+        days[29].1 = 123_456_789;
+        let spread = ExpirySpread { now, expired: 4, days, later: 5, never: 6 };
+        let table = expiry_table(&spread);
+        assert_eq!(
+            table.title.as_deref(),
+            Some("Task keys by day of expiry (UTC, today and the next 29 days):")
+        );
+        let cells: Vec<(&str, &str, usize)> =
+            table.rows.iter().map(|r| (r[0].as_str(), r[1].as_str(), r[2].chars().count())).collect();
+        assert_eq!(
+            cells,
+            [
+                ("expired", "4", 0),
+                ("2026-12-02", "3", 1),
+                ("2026-12-31", "123456789", 40),
+                ("later", "5", 0),
+                ("never", "6", 0)
+            ]
+        );
+        let widest = 10 + 3 + 9 + 3 + 40;
+        assert!(widest <= 80);
+        let plain = expiry_plain(&spread);
+        let lines: Vec<&str> = plain.lines().collect();
+        assert_eq!(lines.len(), 33);
+        assert_eq!((lines[0], lines[1], lines[30]), ("expired 4", "2026-12-02 3", "2026-12-31 123456789"));
+        assert_eq!((lines[31], lines[32]), ("later 5", "never 6"));
+    }
 }

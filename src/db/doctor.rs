@@ -98,6 +98,40 @@ impl Store {
         })
     }
 
+    /// Task rows whose task instance (dag_id, run_id, task_id, map_index) has no
+    /// `task_instance` row, among the rows whose dag run exists and agrees with them (the
+    /// others are [`Self::task_rows_without_dag_run`]'s and [`Self::mismatched_dag_runs`]'s).
+    /// One anti-join (`NOT EXISTS`) that task_instance's unique index (dag_id, task_id, run_id,
+    /// map_index) answers for each row. Text is compared with the columns' own equality, the question
+    /// [`Self::task_instance_exists`] and Airflow's REST API ask: on MySQL, whose `_bin`
+    /// collations ignore trailing spaces, `load ` has the instance `load`, as Airflow finds it.
+    /// (A byte comparison beside the index probe is no way out there: MariaDB 10.11 answered it
+    /// wrongly in both directions, passing a padded key and failing an exact one.)
+    /// The sample says how many instances the task has in the run, which tells a missing map
+    /// index from a task the run never had.
+    pub(crate) fn task_rows_without_task_instance(&mut self, sample: u64) -> Result<Finding> {
+        let check = [
+            r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", (SELECT count(*) FROM task_instance o
+               WHERE o.dag_id = t.dag_id AND o.task_id = t.task_id AND o.run_id = t.run_id)"#,
+            "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id AND d.dag_id = t.dag_id \
+             AND d.run_id = t.run_id WHERE NOT EXISTS (SELECT 1 FROM task_instance i \
+             WHERE i.dag_id = t.dag_id AND i.task_id = t.task_id AND i.run_id = t.run_id \
+             AND i.map_index = t.map_index)",
+            "t.id",
+        ];
+        let what = "cannot look for task rows without a task instance";
+        find(self.connection(), what, check, &[], sample, |f| {
+            let (place, key) = task_row(f)?;
+            let detail = match f.count()? {
+                0 => "no task instance of this task in the run".to_string(),
+                n => format!(
+                    "no task instance with this map index; the task has {n} other instance(s) in the run"
+                ),
+            };
+            Ok(FoundRow { place, key, detail })
+        })
+    }
+
     /// Asset rows whose asset no longer exists (only possible with foreign keys off).
     pub(crate) fn asset_rows_without_asset(&mut self, sample: u64) -> Result<Finding> {
         let check = [

@@ -34,7 +34,7 @@ pub(crate) use dialect::OnConflict;
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
-pub(crate) use stats::{AssetGroup, TaskGroup};
+pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};
 pub(crate) use store::{AssetRestore, AssetWrite, AssetWriter, TaskWrite};
 
 use crate::error::{Error, Result};

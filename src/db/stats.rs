@@ -44,6 +44,39 @@ pub(crate) struct LargeValue {
     pub bytes: u64,
 }
 
+/// How many calendar days (UTC) the expiry spread covers, today first.
+pub(crate) const EXPIRY_DAYS: usize = 30;
+
+/// When task rows expire, from `now`: already expired, on each of the [`EXPIRY_DAYS`] UTC
+/// calendar days starting with today (today's from `now` to midnight), later, and never.
+/// Asset rows have no expiry and are not counted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExpirySpread {
+    pub now: Timestamp,
+    pub expired: u64,
+    /// Midnight UTC starting each day, and the rows expiring that day.
+    pub days: Vec<(Timestamp, u64)>,
+    pub later: u64,
+    pub never: u64,
+}
+
+/// Each task row's bucket, its `expires_at` compared once against 31 bound instants: `now`,
+/// then the midnights ending each of the 30 days. -2 is never (NULL), -1 expired (`< now`,
+/// as clean compares), 0 to 29 the days, 30 later. The same comparison as clean's, so on
+/// SQLite text is compared as text, exactly as Airflow's clean would see it.
+const EXPIRY_BUCKET: &str = "SELECT b, count(*) FROM (SELECT CASE WHEN expires_at IS NULL THEN -2 \
+     WHEN expires_at < ? THEN -1 WHEN expires_at < ? THEN 0 WHEN expires_at < ? THEN 1 \
+     WHEN expires_at < ? THEN 2 WHEN expires_at < ? THEN 3 WHEN expires_at < ? THEN 4 \
+     WHEN expires_at < ? THEN 5 WHEN expires_at < ? THEN 6 WHEN expires_at < ? THEN 7 \
+     WHEN expires_at < ? THEN 8 WHEN expires_at < ? THEN 9 WHEN expires_at < ? THEN 10 \
+     WHEN expires_at < ? THEN 11 WHEN expires_at < ? THEN 12 WHEN expires_at < ? THEN 13 \
+     WHEN expires_at < ? THEN 14 WHEN expires_at < ? THEN 15 WHEN expires_at < ? THEN 16 \
+     WHEN expires_at < ? THEN 17 WHEN expires_at < ? THEN 18 WHEN expires_at < ? THEN 19 \
+     WHEN expires_at < ? THEN 20 WHEN expires_at < ? THEN 21 WHEN expires_at < ? THEN 22 \
+     WHEN expires_at < ? THEN 23 WHEN expires_at < ? THEN 24 WHEN expires_at < ? THEN 25 \
+     WHEN expires_at < ? THEN 26 WHEN expires_at < ? THEN 27 WHEN expires_at < ? THEN 28 \
+     WHEN expires_at < ? THEN 29 ELSE 30 END AS b FROM task_state_store) buckets GROUP BY b";
+
 /// The sums after the group's columns: the expiry counts compare with `now` and `soon`.
 const TASK_SUMS: &str = "count(*), coalesce(sum(OCTETS(value)), 0), \
      coalesce(sum(CASE WHEN expires_at < ? THEN 1 ELSE 0 END), 0), \
@@ -82,6 +115,35 @@ impl Store {
                 newest_update: f.time(),
             })
         })
+    }
+
+    /// When the task rows expire, counted from `now` in UTC calendar days; one scan.
+    pub(crate) fn expiry_spread(&mut self, now: Timestamp) -> Result<ExpirySpread> {
+        let days: Vec<Timestamp> = (0..EXPIRY_DAYS as i64).map(|day| now.utc_midnight(day)).collect();
+        let ends = (1..=EXPIRY_DAYS as i64).map(|day| now.utc_midnight(day));
+        let query = ends.fold(Query::new(EXPIRY_BUCKET).bind(now), Query::bind);
+        let counts =
+            all(self.connection(), "cannot read task_state_store", &query, |f| Ok((f.int()?, f.count()?)))?;
+        let mut spread = ExpirySpread {
+            now,
+            expired: 0,
+            days: days.into_iter().map(|day| (day, 0)).collect(),
+            later: 0,
+            never: 0,
+        };
+        for (bucket, rows) in counts {
+            let slot = match bucket {
+                -2 => &mut spread.never,
+                -1 => &mut spread.expired,
+                30 => &mut spread.later,
+                day => match usize::try_from(day).ok().and_then(|day| spread.days.get_mut(day)) {
+                    Some((_, n)) => n,
+                    None => continue,
+                },
+            };
+            *slot += rows;
+        }
+        Ok(spread)
     }
 
     pub(crate) fn asset_groups(&mut self) -> Result<Vec<AssetGroup>> {
@@ -149,6 +211,53 @@ mod tests {
     use crate::model::TaskScope;
 
     const HOUR: i64 = 3_600_000_000;
+
+    #[test]
+    fn the_expiry_bucket_compares_against_each_bound_in_turn() {
+        assert_eq!(EXPIRY_BUCKET.matches('?').count(), EXPIRY_DAYS + 1, "now and the end of each day");
+        for day in 0..EXPIRY_DAYS {
+            assert!(EXPIRY_BUCKET.contains(&format!("WHEN expires_at < ? THEN {day} ")), "day {day}");
+        }
+        assert!(EXPIRY_BUCKET.contains(&format!("ELSE {EXPIRY_DAYS} END")));
+    }
+
+    #[test]
+    fn expiry_is_spread_over_utc_calendar_days_from_now() {
+        let mut sandbox = memory_sandbox().unwrap();
+        let run = sandbox.add_dag_run("d", "r").unwrap();
+        let asset = sandbox.add_asset("orders", "s3://orders", true).unwrap();
+        let mut store = sandbox.into_store();
+        let at = |text: &str| Timestamp::parse_rfc3339(text).unwrap();
+        let now = at("2026-12-02T15:00:00Z");
+        let rows = [
+            ("gone", Some(at("2026-12-02T14:59:59.999999Z"))),
+            ("long_gone", Some(at("2020-01-01T00:00:00Z"))),
+            ("now", Some(now)),
+            ("tonight", Some(at("2026-12-02T23:59:59.999999Z"))),
+            ("midnight", Some(at("2026-12-03T00:00:00Z"))),
+            ("tomorrow", Some(at("2026-12-03T23:59:59.999999Z"))),
+            ("last_day", Some(at("2026-12-31T23:59:59.999999Z"))),
+            ("day_31", Some(at("2027-01-01T00:00:00Z"))),
+            ("now_plus_30d", now.checked_add(30 * 24 * HOUR)),
+            ("never", None),
+        ];
+        let scope = TaskScope { dag_id: "d".into(), run_id: "r".into(), task_id: "t".into(), map_index: -1 };
+        for (key, expires_at) in rows {
+            let write =
+                TaskWrite { dag_run_id: run, scope: &scope, key, value: "1", updated_at: now, expires_at };
+            store.upsert_task(&write).unwrap();
+        }
+        store.upsert_asset(&AssetWrite { asset_id: asset, key: "w", value: "1", updated_at: now }).unwrap();
+        let spread = store.expiry_spread(now).unwrap();
+        assert_eq!((spread.now, spread.expired, spread.later, spread.never), (now, 2, 2, 1));
+        assert_eq!(spread.days.len(), EXPIRY_DAYS);
+        let dates: Vec<String> = spread.days.iter().map(|(day, _)| day.utc_date()).collect();
+        assert_eq!((dates[0].as_str(), dates[29].as_str()), ("2026-12-02", "2026-12-31"));
+        let counted: Vec<(usize, u64)> =
+            spread.days.iter().enumerate().filter(|(_, (_, n))| *n > 0).map(|(i, (_, n))| (i, *n)).collect();
+        assert_eq!(counted, [(0, 2), (1, 2), (29, 1)], "now and tonight today, midnight on the next day");
+        assert_eq!(spread.days[1].0, at("2026-12-03T00:00:00Z"));
+    }
 
     #[test]
     fn groups_sum_rows_bytes_and_expiry() {

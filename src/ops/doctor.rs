@@ -1,6 +1,6 @@
 //! `doctor`'s checks: what Airflow's state store should not hold, check by check, with how
 //! many rows and a sample of them: an unknown schema, task rows that disagree with their dag
-//! run or lost it, asset rows that lost their asset, values Airflow cannot read back, keys and
+//! run or lost it, task rows whose task instance does not exist, asset rows that lost their asset, values Airflow cannot read back, keys and
 //! values over Airflow's limits, (SQLite) timestamp text Airflow's clean compares wrongly, and
 //! the state of inactive assets; and, as information, the database, backend and settings in
 //! use and what a clean would do now. Read-only.
@@ -146,6 +146,7 @@ impl Check {
 const TABLE_CHECKS: &[&str] = &[
     "dag_run_match",
     "dangling_task_rows",
+    "missing_task_instance",
     "dangling_asset_rows",
     "json_values",
     "key_length",
@@ -219,6 +220,21 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
                 format!(
                     "{n} task row(s) point at a dag run that no longer exists (written while foreign keys were \
                      off); Airflow deletes a run's keys with the run"
+                )
+            },
+        ),
+        // A warning, not a problem: only Airflow's REST API refuses to write keys of a task
+        // instance that does not exist; its reads, its clean and the database itself accept them.
+        Check::counted(
+            "missing_task_instance",
+            store.task_rows_without_task_instance(sample)?,
+            Status::Warning,
+            "every task row's task instance exists".to_string(),
+            |n| {
+                format!(
+                    "{n} task row(s) belong to a task instance that does not exist (written by another tool, or \
+                     before the scheduler created it); Airflow reads and cleans them, its REST API refuses to \
+                     change them"
                 )
             },
         ),
@@ -469,18 +485,31 @@ mod tests {
     use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
 
     /// A metastore with a good value, a value that is not JSON, a key over Airflow's length,
-    /// and a key of an inactive asset.
+    /// keys of a map index and of a task that have no task instance, and a key of an inactive
+    /// asset.
     fn checked() -> Vec<Check> {
         let mut sandbox = memory_sandbox().unwrap();
         let run = sandbox.add_dag_run("d", "r").unwrap();
+        sandbox.add_task_instance("d", "r", "t", -1).unwrap();
         let inactive = sandbox.add_asset("gone", "s3://gone", false).unwrap();
         let mut store = sandbox.into_store();
-        let scope = TaskScope { dag_id: "d".into(), run_id: "r".into(), task_id: "t".into(), map_index: -1 };
+        let scope = |task_id: &str, map_index| TaskScope {
+            dag_id: "d".into(),
+            run_id: "r".into(),
+            task_id: task_id.into(),
+            map_index,
+        };
         let now = Timestamp::now();
         let long = "k".repeat(MAX_KEY_CHARS + 1);
-        for (key, value) in [("good", "[1, 2]"), ("bad", "{\"a\": 1,}"), (long.as_str(), "1")] {
-            let write =
-                TaskWrite { dag_run_id: run, scope: &scope, key, value, updated_at: now, expires_at: None };
+        let rows = [
+            (scope("t", -1), "good", "[1, 2]"),
+            (scope("t", -1), "bad", "{\"a\": 1,}"),
+            (scope("t", -1), long.as_str(), "1"),
+            (scope("t", 3), "mapped", "1"),
+            (scope("u", -1), "other", "1"),
+        ];
+        for (scope, key, value) in &rows {
+            let write = TaskWrite { dag_run_id: run, scope, key, value, updated_at: now, expires_at: None };
             store.upsert_task(&write).unwrap();
         }
         store
@@ -517,6 +546,20 @@ mod tests {
         let keys = check(&checks, "key_length");
         assert_eq!((keys.status, keys.count), (Status::Problem, Some(1)));
         assert_eq!(keys.sample[0].detail, format!("{} characters", MAX_KEY_CHARS + 1));
+        let missing = check(&checks, "missing_task_instance");
+        assert_eq!((missing.status, missing.count), (Status::Warning, Some(2)));
+        let found: Vec<(&str, &str)> =
+            missing.sample.iter().map(|r| (r.key.as_str(), r.detail.as_str())).collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "mapped",
+                    "no task instance with this map index; the task has 1 other instance(s) in the run"
+                ),
+                ("other", "no task instance of this task in the run"),
+            ]
+        );
         let inactive = check(&checks, "inactive_asset_rows");
         assert_eq!((inactive.status, inactive.count), (Status::Warning, Some(1)));
         for name in ["dag_run_match", "dangling_task_rows", "dangling_asset_rows", "sqlite_timestamps"] {
