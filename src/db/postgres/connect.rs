@@ -280,8 +280,19 @@ impl ConnectOptions {
                 let explicit = self.root_cert.as_deref();
                 let root = explicit.map(PathBuf::from).or_else(|| home_file("root.crt"));
                 match (explicit, root) {
-                    // SslConnector starts with the system's default trust store.
-                    (Some("system"), _) => true,
+                    // SslConnector starts with OpenSSL's default trust store; an OpenSSL linked
+                    // in (the wheel's) does not know where this machine keeps its roots, so they
+                    // are found the way native-tls finds them for MySQL.
+                    (Some("system"), _) => {
+                        let found = openssl_probe::probe();
+                        if let Some(file) = &found.cert_file {
+                            builder.load_verify_locations(Some(file), None).map_err(tls_err)?;
+                        }
+                        for dir in &found.cert_dir {
+                            builder.load_verify_locations(None, Some(dir)).map_err(tls_err)?;
+                        }
+                        true
+                    }
                     (_, Some(path)) if path.is_file() => {
                         builder.set_ca_file(&path).map_err(|e| {
                             config_error(
