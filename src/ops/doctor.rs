@@ -1,9 +1,10 @@
 //! `doctor`'s checks: what Airflow's state store should not hold, check by check, with how
 //! many rows and a sample of them: an unknown schema, task rows that disagree with their dag
-//! run or lost it, task rows whose task instance does not exist, asset rows that lost their asset, values Airflow cannot read back, keys and
-//! values over Airflow's limits, (SQLite) timestamp text Airflow's clean compares wrongly, and
-//! the state of inactive assets; and, as information, the database, backend and settings in
-//! use and what a clean would do now. Read-only.
+//! run or lost it, task rows whose task instance does not exist, asset rows that lost their
+//! asset, values Airflow cannot read back, keys and values over Airflow's limits, (SQLite)
+//! timestamp text Airflow's clean compares wrongly, and the state of inactive assets; and, as
+//! information, the database, backend and settings in use and what a clean would do now.
+//! Read-only.
 
 use serde::Serialize;
 
