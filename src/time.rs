@@ -10,7 +10,10 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use chrono::{DateTime, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Offset, SecondsFormat, Utc};
+use chrono::{
+    DateTime, Datelike, FixedOffset, NaiveDate, NaiveDateTime, NaiveTime, Offset, SecondsFormat, Timelike,
+    Utc,
+};
 
 const MICROS_PER_SECOND: i64 = 1_000_000;
 const MICROS_PER_MINUTE: i64 = 60 * MICROS_PER_SECOND;
@@ -195,7 +198,24 @@ impl Timestamp {
     /// Airflow's SQLite storage form, `YYYY-MM-DD HH:MM:SS.ffffff`; for years 1 to 9999 its
     /// string order is the instants' order.
     pub(crate) fn to_sqlite_text(self) -> String {
-        self.shown(|at| at.format("%Y-%m-%d %H:%M:%S%.6f").to_string())
+        self.shown(|at| {
+            let (date, time) = (at.date_naive(), at.time());
+            if !(1..=9999).contains(&date.year()) {
+                return at.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+            }
+            // Every timestamp an import or a clean binds is this text: written field by field,
+            // without a format string to parse each time.
+            format!(
+                "{:04}-{:02}-{:02} {:02}:{:02}:{:02}.{:06}",
+                date.year(),
+                date.month(),
+                date.day(),
+                time.hour(),
+                time.minute(),
+                time.second(),
+                time.nanosecond() / 1000
+            )
+        })
     }
 
     /// `YYYY-MM-DDTHH:MM:SS.ffffffZ`, for display and JSON.

@@ -23,7 +23,8 @@ const MEDIUMTEXT_BYTES: usize = 16_777_215;
 /// Whether `utf8mb3` (MySQL's three-byte UTF-8) can hold the text: only characters of the
 /// Basic Multilingual Plane.
 pub(super) fn fits_utf8mb3(text: &str) -> bool {
-    text.chars().all(|c| u32::from(c) <= 0xFFFF)
+    // A character past U+FFFF is the one UTF-8 sequence whose lead byte is 0xF0 or more.
+    !text.bytes().any(|b| b >= 0xF0)
 }
 
 /// Whether MySQL's `latin1` can hold the text. That charset is Windows-1252, with its five
