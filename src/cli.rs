@@ -380,8 +380,8 @@ pub(crate) struct ImportArgs {
     /// Skip (and count) rows whose dag run or asset no longer exists, instead of refusing the file
     #[arg(long)]
     pub skip_missing: bool,
-    /// Rows per transaction (at least 1)
-    #[arg(long, value_name = "N", default_value_t = 1000, allow_negative_numbers = true, value_parser = positive)]
+    /// Rows per transaction (at least 1); each is written in multi-row statements of up to 1,000
+    #[arg(long, value_name = "N", default_value_t = 10_000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
     /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
     /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)

@@ -94,6 +94,14 @@ pub(crate) enum StoredTime {
 }
 
 impl StoredTime {
+    /// The instant, when the stored text is one.
+    pub(crate) fn instant(&self) -> Option<Timestamp> {
+        match self {
+            StoredTime::At(at) => Some(*at),
+            StoredTime::Unreadable(_) => None,
+        }
+    }
+
     pub(crate) fn display(&self) -> String {
         match self {
             StoredTime::At(ts) => ts.to_rfc3339(),

@@ -583,29 +583,33 @@ contract! {
             ("overwrite", json!([5, 3, 1, 7, 0, 0, 1]), "{\"a\": 1.0, \"u\": \"\\u00e9\"}", "[1, 2]"),
             ("skip", json!([1, 0, 1, 0, 0, 7, 1]), "\"fresh\"", "\"stale\""),
         ] {
-            let (bench, file) = conflicting_import(d);
-            let args = ["import", &file, "--skip-missing", "--on-conflict", mode, "-o", "json"];
-            let dry = bench.unchanged(|| bench.run(&cmd(&args, &["--dry-run"])).success());
-            let v = dry.json();
-            assert_eq!(keys(&v), doc_keys, "{mode}");
-            assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([true, mode]));
-            assert_eq!(fields(&v, counted), counts, "dry run, --on-conflict {mode} ({d:?})");
-            let run = bench.run(&cmd(&args, &["--batch-size", "2"])).success();
-            let v = run.json();
-            assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([false, mode]));
-            assert_eq!(fields(&v, counted), counts, "--on-conflict {mode} ({d:?})");
-            let expected = if d == Dialect::Mysql { k.replace('\\', "\\\\") } else { k.to_string() };
-            assert_eq!(stored(&bench, "k").0, expected, "{mode}");
-            assert_eq!(stored(&bench, "m").0, m, "{mode}");
-            assert_eq!(stored(&bench, "old").0, "1", "{mode}");
-            if mode == "newer" {
-                assert_eq!(
-                    run.stderr,
-                    format!("import: restored 4 task row(s) and 3 asset row(s) from {file} (1 inserted, 6 replaced); 1 kept newer (the stored row is newer), 1 skipped (dag run or asset missing)\n")
-                );
-            }
-            if mode == "skip" {
-                run.stderr_has("(1 inserted, 0 replaced); 7 skipped (the key is already stored), 1 skipped (dag run or asset missing)");
+            for batched in [true, false] {
+                let (bench, file) = conflicting_import(d);
+                let args = ["import", &file, "--skip-missing", "--on-conflict", mode, "-o", "json"];
+                let dry = bench.unchanged(|| bench.run(&cmd(&args, &["--dry-run"])).success());
+                let v = dry.json();
+                assert_eq!(keys(&v), doc_keys, "{mode}");
+                assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([true, mode]));
+                assert_eq!(fields(&v, counted), counts, "dry run, --on-conflict {mode} ({d:?})");
+                // Two rows a transaction, and the default: the whole file in one statement per table.
+                let batch: &[&str] = if batched { &["--batch-size", "2"] } else { &[] };
+                let run = bench.run(&cmd(&args, batch)).success();
+                let v = run.json();
+                assert_eq!(fields(&v, &["dry_run", "on_conflict"]), json!([false, mode]));
+                assert_eq!(fields(&v, counted), counts, "--on-conflict {mode} ({d:?}, batched: {batched})");
+                let expected = if d == Dialect::Mysql { k.replace('\\', "\\\\") } else { k.to_string() };
+                assert_eq!(stored(&bench, "k").0, expected, "{mode}");
+                assert_eq!(stored(&bench, "m").0, m, "{mode}");
+                assert_eq!(stored(&bench, "old").0, "1", "{mode}");
+                if mode == "newer" {
+                    assert_eq!(
+                        run.stderr,
+                        format!("import: restored 4 task row(s) and 3 asset row(s) from {file} (1 inserted, 6 replaced); 1 kept newer (the stored row is newer), 1 skipped (dag run or asset missing)\n")
+                    );
+                }
+                if mode == "skip" {
+                    run.stderr_has("(1 inserted, 0 replaced); 7 skipped (the key is already stored), 1 skipped (dag run or asset missing)");
+                }
             }
         }
 

@@ -5,7 +5,9 @@
 //! asset, writing nothing, so a malformed line (exit 2), a row whose parent is gone (exit 1,
 //! unless `--skip-missing`) or, with `--on-conflict fail`, a row whose key is already stored
 //! (exit 9) is found before anything changes. The second pass writes, one transaction per
-//! `--batch-size` rows. What a row does to a stored row with the same key is
+//! `--batch-size` rows, each in multi-row statements (`db::restore`); the last batch commits
+//! durably, and with it every batch before it. In both passes the lines are parsed on a
+//! thread of their own, ahead of the database's work. What a row does to a stored row with the same key is
 //! `--on-conflict`'s: by default (`newer`) a row older than the stored one is left alone and
 //! counted as "kept newer", so restoring an archive never overwrites a value written since.
 //! Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
@@ -17,15 +19,16 @@ use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc::SyncSender;
 
 use serde::Serialize;
 
 use super::{Context, describe_asset};
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
 use crate::cli::{GlobalArgs, ImportArgs, OnConflict};
-use crate::db::{self, Access, AssetRestore, Store, TaskWrite};
+use crate::db::{self, Access, AssetRestore, RestoreRow, Restored, Store, TaskWrite};
 use crate::error::{Error, Result};
-use crate::model::{Asset, StoredTime};
+use crate::model::Asset;
 use crate::output::{self, Rendered};
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -44,92 +47,66 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
 
     // Pass 1: every line parsed, every parent found; nothing written.
     source.each(|line_no, record| {
-        match parents.resolve(&mut store, &record)? {
-            Some(parent) => {
-                check(&store, &record, parent)
-                    .with_context(|| Error::Usage(format!("{} line {line_no}", source.name)))?;
-                if let Some(seen) = &mut seen {
-                    let (stored, earlier) = match seen.get(&record, parent) {
-                        Some((line, at)) => (Some(at), Some(line)),
-                        None => (stored_updated_at(&mut store, &record, parent)?, None),
-                    };
-                    let outcome = decide(mode, stored, record_updated_at(&record));
-                    if outcome == Outcome::Conflict {
-                        let why = match earlier {
-                            Some(line) => format!("is also on line {line}"),
-                            None => "is already stored".to_string(),
-                        };
-                        return Err(Error::Conflict(format!(
-                            "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
-                            source.name,
-                            describe_row(&record, parent)
-                        ))
-                        .into());
-                    }
-                    let after = match outcome {
-                        Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(&record)),
-                        _ => stored.flatten(),
-                    };
-                    seen.insert(&record, parent, line_no, after);
-                    if args.dry_run {
-                        counts.add(&record, outcome);
-                    }
-                }
+        let Some(parent) = parents.resolve(&mut store, &record)? else {
+            if args.skip_missing {
+                counts.skipped_missing += 1;
+                return Ok(());
             }
-            None if args.skip_missing => counts.skipped_missing += 1,
-            None => {
-                return Err(Error::NotFound(format!(
-                    "{} line {line_no}: {}; nothing was imported (--skip-missing skips such rows)",
-                    source.name,
-                    missing(&record)
-                ))
-                .into());
-            }
+            return Err(Error::NotFound(format!(
+                "{} line {line_no}: {}; nothing was imported (--skip-missing skips such rows)",
+                source.name,
+                missing(&record)
+            ))
+            .into());
+        };
+        let row = restore_row(&record, parent);
+        store.check_restore(&row).with_context(|| Error::Usage(format!("{} line {line_no}", source.name)))?;
+        let Some(seen) = &mut seen else { return Ok(()) };
+        let (stored, earlier) = match seen.get(&record, parent) {
+            Some((line, at)) => (Some(at), Some(line)),
+            None => (store.stored_updated_at(&row)?.map(|at| at.instant()), None),
+        };
+        let outcome = decide(mode, stored, record_updated_at(&record));
+        if outcome == Outcome::Conflict {
+            let why = match earlier {
+                Some(line) => format!("is also on line {line}"),
+                None => "is already stored".to_string(),
+            };
+            return Err(Error::Conflict(format!(
+                "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
+                source.name,
+                describe_row(&record, parent)
+            ))
+            .into());
+        }
+        let after = match outcome {
+            Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(&record)),
+            _ => stored.flatten(),
+        };
+        seen.insert(&record, parent, line_no, after);
+        if args.dry_run {
+            counts.add(mode, &record, outcome.into());
         }
         Ok(())
     })?;
     drop(seen);
 
     if !args.dry_run {
+        // Pass 2: the rows written, `--batch-size` of them to a transaction.
         counts = Counts { skipped_missing: counts.skipped_missing, ..Counts::default() };
-        let mut in_batch = 0;
-        let mut committed = 0;
-        let written = source.each(|line_no, record| {
+        store.begin_import()?;
+        let mut batch = Vec::new();
+        source.each(|line_no, record| {
             let Some(parent) = parents.resolve(&mut store, &record)? else { return Ok(()) };
-            if in_batch == 0 {
-                store.begin()?;
+            // A full batch is written when the next row comes, so that the last one is known.
+            if batch.len() as u64 >= args.batch_size {
+                write_batch(&mut store, mode, &source.name, &batch, &mut counts, false)?;
+                batch.clear();
             }
-            let outcome = write(&mut store, mode, &record, parent)?;
-            if outcome == Outcome::Conflict {
-                // Another session stored the key since the first pass found it missing.
-                return Err(Error::Conflict(format!(
-                    "{} line {line_no}: {} was stored by another session during the import; this batch \
-                     was rolled back, and the {committed} row(s) of the batches before it stay imported \
-                     (--on-conflict fail)",
-                    source.name,
-                    describe_row(&record, parent)
-                ))
-                .into());
-            }
-            counts.add(&record, outcome);
-            in_batch += 1;
-            if in_batch >= args.batch_size {
-                store.commit()?;
-                committed = counts.task_rows + counts.asset_rows;
-                in_batch = 0;
-            }
+            batch.push((line_no, record, parent));
             Ok(())
-        });
-        match written {
-            Ok(()) if in_batch > 0 => store.commit()?,
-            Ok(()) => {}
-            Err(e) => {
-                if in_batch > 0 {
-                    let _ = store.rollback();
-                }
-                return Err(e);
-            }
-        }
+        })?;
+        write_batch(&mut store, mode, &source.name, &batch, &mut counts, true)?;
     }
 
     let verb = if args.dry_run { "import --dry-run: would restore" } else { "import: restored" };
@@ -151,6 +128,63 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let plain = Some((counts.task_rows + counts.asset_rows).to_string());
     let doc = Imported { dry_run: args.dry_run, on_conflict: mode_name(mode), counts };
     output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })
+}
+
+/// Writes one batch of rows in a transaction of its own. A failure rolls the batch back; the
+/// batches before it stay committed. The commit of the last batch makes every batch durable.
+fn write_batch(
+    store: &mut Store,
+    mode: OnConflict,
+    name: &str,
+    batch: &[(u64, Record, i64)],
+    counts: &mut Counts,
+    last: bool,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<RestoreRow<'_>> =
+        batch.iter().map(|(_, record, parent)| restore_row(record, *parent)).collect();
+    let existing = match mode {
+        OnConflict::Newer => db::OnConflict::KeepNewer,
+        OnConflict::Overwrite => db::OnConflict::Replace,
+        OnConflict::Skip | OnConflict::Fail => db::OnConflict::Keep,
+    };
+    if last {
+        store.durable_commits()?;
+    }
+    store.begin()?;
+    let written = store.restore(&rows, existing);
+    let (tasks, assets) = match written {
+        Ok(done) if mode != OnConflict::Fail || done.0.left + done.1.left == 0 => done,
+        Ok(_) => {
+            store.rollback()?;
+            // Another session stored a key since the first pass found it missing.
+            let mut stored = None;
+            for ((line_no, record, parent), row) in batch.iter().zip(&rows) {
+                if store.stored_updated_at(row)?.is_some() {
+                    stored = Some((*line_no, describe_row(record, *parent)));
+                    break;
+                }
+            }
+            let (line_no, row) = stored.unwrap_or((batch[0].0, "a row of this batch".to_string()));
+            let committed = counts.task_rows + counts.asset_rows;
+            return Err(Error::Conflict(format!(
+                "{name} line {line_no}: {row} was stored by another session during the import; this batch \
+                 was rolled back, and the {committed} row(s) of the batches before it stay imported \
+                 (--on-conflict fail)"
+            ))
+            .into());
+        }
+        Err(e) => {
+            let _ = store.rollback();
+            return Err(e);
+        }
+    };
+    store.commit()?;
+    counts.add_table(mode, true, tasks);
+    counts.add_table(mode, false, assets);
+    Ok(())
 }
 
 /// `{"dry_run": …, "on_conflict": "newer", "task_rows": N, "asset_rows": M, "inserted": I,
@@ -177,20 +211,19 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, record: &Record, outcome: Outcome) {
-        match outcome {
-            Outcome::Inserted => self.inserted += 1,
-            Outcome::Replaced => self.replaced += 1,
-            Outcome::KeptNewer => self.kept_newer += 1,
-            Outcome::SkippedExisting => self.skipped_existing += 1,
-            Outcome::Conflict => {}
+    fn add(&mut self, mode: OnConflict, record: &Record, done: Restored) {
+        self.add_table(mode, matches!(record, Record::Task(_)), done);
+    }
+
+    fn add_table(&mut self, mode: OnConflict, task: bool, done: Restored) {
+        self.inserted += done.inserted;
+        self.replaced += done.replaced;
+        if mode == OnConflict::Skip {
+            self.skipped_existing += done.left;
+        } else {
+            self.kept_newer += done.left;
         }
-        if matches!(outcome, Outcome::Inserted | Outcome::Replaced) {
-            match record {
-                Record::Task(_) => self.task_rows += 1,
-                Record::Asset(_) => self.asset_rows += 1,
-            }
-        }
+        *(if task { &mut self.task_rows } else { &mut self.asset_rows }) += done.inserted + done.replaced;
     }
 }
 
@@ -218,6 +251,18 @@ enum Outcome {
     Conflict,
 }
 
+impl From<Outcome> for Restored {
+    fn from(outcome: Outcome) -> Restored {
+        let one = |inserted, replaced, left| Restored { inserted, replaced, left };
+        match outcome {
+            Outcome::Inserted => one(1, 0, 0),
+            Outcome::Replaced => one(0, 1, 0),
+            Outcome::KeptNewer | Outcome::SkippedExisting => one(0, 0, 1),
+            Outcome::Conflict => one(0, 0, 0),
+        }
+    }
+}
+
 /// The outcome of a row written at `exported` when the row stored with its key was written
 /// at `stored` (`None`: no such row; `Some(None)`: a row whose `updated_at` cannot be read,
 /// which is never taken for the newer one, as the upsert's comparison would not either).
@@ -229,30 +274,6 @@ fn decide(mode: OnConflict, stored: Option<Option<Timestamp>>, exported: Timesta
         OnConflict::Skip => Outcome::SkippedExisting,
         OnConflict::Fail => Outcome::Conflict,
     }
-}
-
-/// Writes one row as `mode` says, in the open transaction, and says what it did. `skip` and
-/// `fail` insert only, in one statement that leaves a stored row alone, so a row another
-/// session stores meanwhile is never replaced; `newer` and `overwrite` read the stored row
-/// first to tell an insert from a replacement (the upsert's count cannot tell them apart on
-/// every database), and `newer`'s upsert compares `updated_at` again when it writes.
-fn write(store: &mut Store, mode: OnConflict, record: &Record, parent: i64) -> Result<Outcome> {
-    if matches!(mode, OnConflict::Skip | OnConflict::Fail) {
-        let inserted = restore(store, record, parent, db::OnConflict::Keep)? > 0;
-        return Ok(match (inserted, mode) {
-            (true, _) => Outcome::Inserted,
-            (false, OnConflict::Skip) => Outcome::SkippedExisting,
-            (false, _) => Outcome::Conflict,
-        });
-    }
-    let stored = stored_updated_at(store, record, parent)?;
-    let outcome = decide(mode, stored, record_updated_at(record));
-    let existing =
-        if mode == OnConflict::Newer { db::OnConflict::KeepNewer } else { db::OnConflict::Replace };
-    if outcome != Outcome::KeptNewer {
-        restore(store, record, parent, existing)?;
-    }
-    Ok(outcome)
 }
 
 /// The keys the first pass has met, each with the line it was last on and the `updated_at`
@@ -326,7 +347,8 @@ fn missing(record: &Record) -> String {
 /// The dag run ids and asset ids of the rows, looked up once each.
 #[derive(Default)]
 struct Parents {
-    dag_runs: HashMap<(String, String), Option<i64>>,
+    /// By dag_id, then run_id: found without copying either.
+    dag_runs: HashMap<String, HashMap<String, Option<i64>>>,
     assets: HashMap<(i64, Option<String>, Option<String>), Option<i64>>,
 }
 
@@ -337,12 +359,12 @@ impl Parents {
     fn resolve(&mut self, store: &mut Store, record: &Record) -> Result<Option<i64>> {
         match record {
             Record::Task(t) => {
-                let key = (t.scope.dag_id.clone(), t.scope.run_id.clone());
-                if let Some(found) = self.dag_runs.get(&key) {
+                let (dag_id, run_id) = (&t.scope.dag_id, &t.scope.run_id);
+                if let Some(found) = self.dag_runs.get(dag_id).and_then(|runs| runs.get(run_id)) {
                     return Ok(*found);
                 }
-                let found = store.dag_run_id(&key.0, &key.1)?;
-                self.dag_runs.insert(key, found);
+                let found = store.dag_run_id(dag_id, run_id)?;
+                self.dag_runs.entry(dag_id.clone()).or_default().insert(run_id.clone(), found);
                 Ok(found)
             }
             Record::Asset(a) => {
@@ -367,58 +389,26 @@ fn asset_ref(id: i64) -> Asset {
     Asset { id, name: String::new(), uri: String::new(), active: false }
 }
 
-/// The `updated_at` of the row stored now with the record's key: `None` when there is none,
-/// `Some(None)` when its text cannot be read as an instant.
-fn stored_updated_at(store: &mut Store, record: &Record, parent: i64) -> Result<Option<Option<Timestamp>>> {
-    let stored = match record {
-        Record::Task(t) => store.task_entry(&t.scope, &t.key)?.map(|e| e.updated_at),
-        Record::Asset(a) => store.asset_entry(&asset_ref(parent), &a.key)?.map(|e| e.updated_at),
-    };
-    Ok(stored.map(|at| match at {
-        StoredTime::At(at) => Some(at),
-        _ => None,
-    }))
-}
-
-/// A row as the restore upserts take it, with its dag run or asset resolved.
-enum Restore<'a> {
-    Task(TaskWrite<'a>),
-    Asset(AssetRestore<'a>),
-}
-
-fn restore_of(record: &Record, parent: i64) -> Restore<'_> {
+/// A record as the restore upserts take it, with its dag run or asset resolved.
+fn restore_row(record: &Record, parent: i64) -> RestoreRow<'_> {
     match record {
-        Record::Task(TaskRecord { scope, key, value, updated_at, expires_at }) => Restore::Task(TaskWrite {
-            dag_run_id: parent,
-            scope,
-            key,
-            value,
-            updated_at: *updated_at,
-            expires_at: *expires_at,
-        }),
-        Record::Asset(a) => Restore::Asset(AssetRestore {
+        Record::Task(TaskRecord { scope, key, value, updated_at, expires_at }) => {
+            RestoreRow::Task(TaskWrite {
+                dag_run_id: parent,
+                scope,
+                key,
+                value,
+                updated_at: *updated_at,
+                expires_at: *expires_at,
+            })
+        }
+        Record::Asset(a) => RestoreRow::Asset(AssetRestore {
             asset_id: parent,
             key: &a.key,
             value: &a.value,
             updated_at: a.updated_at,
             writer: &a.writer,
         }),
-    }
-}
-
-/// What the dialect's columns cannot hold (MySQL's 2038 limit, characters outside the BMP…)
-/// is found in the first pass, before anything is written.
-fn check(store: &Store, record: &Record, parent: i64) -> Result<()> {
-    match restore_of(record, parent) {
-        Restore::Task(w) => store.check_restore_task(&w),
-        Restore::Asset(w) => store.check_restore_asset(&w),
-    }
-}
-
-fn restore(store: &mut Store, record: &Record, parent: i64, existing: db::OnConflict) -> Result<u64> {
-    match restore_of(record, parent) {
-        Restore::Task(w) => store.restore_task(&w, existing),
-        Restore::Asset(w) => store.restore_asset(&w, existing),
     }
 }
 
@@ -451,34 +441,73 @@ impl Source {
         Ok(source)
     }
 
-    /// Calls `f` with each non-blank line's number and record, in order.
+    /// Calls `f` with each non-blank line's number and record, in order. The lines are read
+    /// and parsed on a thread of their own, a few hundred ahead of `f`, so that parsing the
+    /// file overlaps the database's work.
     fn each(&self, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result<()> {
         let file =
             File::open(&self.path).with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
+        let (sender, receiver) = std::sync::mpsc::sync_channel(AHEAD_BATCHES);
+        std::thread::scope(|scope| {
+            // The sender moves to the reader: when it ends, so does this loop.
+            scope.spawn(move || self.read(file, sender));
+            for parsed in receiver {
+                for (line_no, record) in parsed? {
+                    f(line_no, record)?;
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Sends the parsed lines of `file` in batches, and the first error last; stops early
+    /// when nobody receives any more.
+    fn read(&self, file: File, sender: SyncSender<Result<Vec<(u64, Record)>>>) {
         let mut reader = BufReader::new(file);
         let mut buf = Vec::new();
         let mut line_no = 0;
-        loop {
+        let mut parsed = Vec::with_capacity(AHEAD_LINES);
+        let end = loop {
             buf.clear();
-            let read = reader
-                .read_until(b'\n', &mut buf)
-                .with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
-            if read == 0 {
-                return Ok(());
+            match reader.read_until(b'\n', &mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(_) => {}
+                Err(e) => {
+                    break Err(
+                        anyhow::Error::new(e).context(Error::Usage(format!("cannot read {}", self.name)))
+                    );
+                }
             }
             line_no += 1;
-            let line = std::str::from_utf8(&buf)
-                .map_err(|_| Error::Usage(format!("{} line {line_no}: not UTF-8 text", self.name)))?;
+            let Ok(line) = std::str::from_utf8(&buf) else {
+                break Err(Error::Usage(format!("{} line {line_no}: not UTF-8 text", self.name)).into());
+            };
             let line = line.trim_end_matches(['\n', '\r']);
             if line.trim().is_empty() {
                 continue;
             }
-            let record = parse_line(line)
-                .map_err(|problem| Error::Usage(format!("{} line {line_no}: {problem}", self.name)))?;
-            f(line_no, record)?;
+            match parse_line(line) {
+                Ok(record) => parsed.push((line_no, record)),
+                Err(problem) => {
+                    break Err(Error::Usage(format!("{} line {line_no}: {problem}", self.name)).into());
+                }
+            }
+            if parsed.len() == AHEAD_LINES && sender.send(Ok(std::mem::take(&mut parsed))).is_err() {
+                return;
+            }
+        };
+        if !parsed.is_empty() && sender.send(Ok(parsed)).is_err() {
+            return;
+        }
+        if let Err(e) = end {
+            let _ = sender.send(Err(e));
         }
     }
 }
+
+/// Lines parsed ahead of the database, in batches of this many.
+const AHEAD_LINES: usize = 256;
+const AHEAD_BATCHES: usize = 4;
 
 impl Drop for Source {
     fn drop(&mut self) {

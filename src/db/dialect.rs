@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use super::doctor::Finding;
 use super::query::{Decoded, Fields, Param, Query, Row};
+use super::restore::Restored;
 use super::{Batch, TaskWrite};
 use crate::error::{Cause, Error, Result};
 use crate::time::Timestamp;
@@ -186,7 +187,7 @@ pub(crate) struct Upsert {
 }
 
 /// What an [`Upsert`] does to the row already holding the same unique key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum OnConflict {
     /// The new values replace it.
     Replace,
@@ -200,17 +201,38 @@ pub(crate) enum OnConflict {
 }
 
 impl Upsert {
-    /// The statement for `values` (one per column), with what it does to an existing row.
+    /// The statement for one row's `values` (one per column), with what it does to an existing
+    /// row.
     pub(crate) fn query<'a>(
         &self,
         dialect: Dialect,
         values: &[Param<'a>],
         existing: OnConflict,
     ) -> Query<'a> {
-        const MARKS: &str = "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
-        let marks = MARKS.get(..(values.len() * 3).saturating_sub(2)).unwrap_or(MARKS);
-        let query = Query::new("INSERT INTO ").push(self.table).push(" (").push(self.columns);
-        let mut query = values.iter().fold(query.push(") VALUES (").push(marks).push(")"), |q, v| q.bind(*v));
+        self.rows(dialect, &[values], existing)
+    }
+
+    /// The statement for several rows at once, no unique key twice among them (PostgreSQL
+    /// refuses to update a row twice in one statement).
+    ///
+    /// MySQL rebinds a single row's new values rather than reading them with `VALUES(col)`,
+    /// which MySQL 8.0.20 deprecated; MariaDB lacks MySQL's replacement syntax, so several rows
+    /// read them with `VALUES(col)`, and a `KeepNewer` of several rows counts the rows it keeps
+    /// in the session variable `@kept` (the number the MySQL connection reports as left alone).
+    pub(crate) fn rows<'a>(
+        &self,
+        dialect: Dialect,
+        rows: &[&[Param<'a>]],
+        existing: OnConflict,
+    ) -> Query<'a> {
+        const MARKS: &str = "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?";
+        let mut query = Query::new("INSERT INTO ").push(self.table).push(" (").push(self.columns);
+        let mut glue = ") VALUES ";
+        for values in rows {
+            let marks = MARKS.get(..(values.len() * 3).saturating_sub(1)).unwrap_or(MARKS);
+            query = query.push(std::mem::replace(&mut glue, ", ")).push(marks).push(")");
+            query = values.iter().fold(query, |q, v| q.bind(*v));
+        }
         let mysql = dialect == Dialect::Mysql;
         if existing == OnConflict::Keep {
             // MySQL has no DO NOTHING, and INSERT IGNORE would also turn other errors
@@ -225,7 +247,8 @@ impl Upsert {
         let columns: Vec<&str> = self.columns.split(", ").collect();
         let value_of = |column: &str| {
             let at = columns.iter().position(|c| *c == column);
-            at.and_then(|i| values.get(i).copied()).unwrap_or(Param::Text(None))
+            at.and_then(|i| rows.first().and_then(|values| values.get(i)).copied())
+                .unwrap_or(Param::Text(None))
         };
         let mut glue = " ON DUPLICATE KEY UPDATE ";
         if !mysql {
@@ -234,21 +257,40 @@ impl Upsert {
         }
         for column in self.update.split(", ") {
             query = query.push(std::mem::replace(&mut glue, ", ")).push(column);
-            // MySQL's new values are bound again rather than read with VALUES(), which MySQL
-            // 8.0.20 deprecated; MariaDB lacks MySQL's replacement syntax.
-            query = match (mysql, keep_newer) {
-                (true, true) => {
+            query = match (mysql, keep_newer, rows.len() == 1) {
+                (true, true, true) => {
                     let newer = query.and(" = IF(updated_at <= ?", value_of("updated_at"));
                     newer.and(", ?, ", value_of(column)).push(column).push(")")
                 }
-                (true, false) => query.and(" = ?", value_of(column)),
-                (false, _) => query.push(" = excluded.").push(column),
+                (true, false, true) => query.and(" = ?", value_of(column)),
+                (true, true, false) if column == "updated_at" => query.push(
+                    " = IF(updated_at <= VALUES(updated_at), VALUES(updated_at), \
+                     IF((@kept := @kept + 1) > 0, updated_at, updated_at))",
+                ),
+                (true, true, false) => query
+                    .push(" = IF(updated_at <= VALUES(updated_at), VALUES(")
+                    .push(column)
+                    .push("), ")
+                    .push(column)
+                    .push(")"),
+                (true, false, false) => query.push(" = VALUES(").push(column).push(")"),
+                (false, _, _) => query.push(" = excluded.").push(column),
             };
         }
         if keep_newer && !mysql {
             query = query.push(" WHERE ").push(self.table).push(".updated_at <= excluded.updated_at");
         }
         query
+    }
+
+    /// The names of the unique key's columns.
+    pub(crate) fn key_columns(&self) -> impl Iterator<Item = &'static str> {
+        self.key.split(", ")
+    }
+
+    /// Where `column` is among the values of a row.
+    pub(crate) fn position(&self, column: &str) -> Option<usize> {
+        self.columns.split(", ").position(|c| c == column)
     }
 }
 
@@ -315,6 +357,28 @@ pub(crate) trait Connection {
     /// when `None`) in one transaction.
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         super::clean::delete_range(self, cutoff, after, up_to)
+    }
+    /// Sets the session up for an import's batches. A database may let their commits return
+    /// before they are on disk, as long as, after [`Connection::durable_commits`], the next
+    /// commit waits for the disk and makes every commit before it durable as well.
+    fn begin_import(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Called before the last transaction of an import begins; see
+    /// [`Connection::begin_import`].
+    fn durable_commits(&mut self) -> Result<()> {
+        Ok(())
+    }
+    /// Upserts the rows of one chunk of an import in the open transaction (each row the
+    /// upsert's values in its column order; no unique key twice) and counts what they did; see
+    /// [`super::restore::row_by_row`], the portable way.
+    fn restore_rows(
+        &mut self,
+        upsert: &Upsert,
+        rows: &[&[Param<'_>]],
+        existing: OnConflict,
+    ) -> Result<Restored> {
+        super::restore::row_by_row(self, upsert, rows, existing)
     }
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.

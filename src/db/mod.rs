@@ -2,8 +2,8 @@
 //! database does differently.
 //!
 //! - [`Store`] is what the commands use: lookups, reads and writes (`store.rs`), the clean
-//!   engine's bookkeeping (`clean.rs`), `stats`' sums (`stats.rs`) and `doctor`'s checks
-//!   (`doctor.rs`); [`Sandbox`] creates and fills throw-away metastores (`sandbox.rs`).
+//!   engine's bookkeeping (`clean.rs`), `import`'s batched writes (`restore.rs`), `stats`'
+//!   sums (`stats.rs`) and `doctor`'s checks (`doctor.rs`); [`Sandbox`] creates and fills throw-away metastores (`sandbox.rs`).
 //! - They build [`query::Query`]s: statement text made only of string literals, with bound
 //!   parameters, in the neutral form that [`dialect`] spells for each database.
 //! - A [`dialect::Connection`] runs them. Each dialect module (`sqlite/`, `postgres/`,
@@ -22,6 +22,7 @@ mod mysql;
 #[cfg(feature = "postgres")]
 mod postgres;
 mod query;
+mod restore;
 mod sandbox;
 mod schema;
 #[cfg(feature = "sqlite")]
@@ -32,6 +33,7 @@ mod store;
 pub(crate) use clean::{AssetCount, Batch, DagCount};
 pub(crate) use dialect::OnConflict;
 pub(crate) use doctor::{Finding, FoundRow, Place};
+pub(crate) use restore::{RestoreRow, Restored};
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
 pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};

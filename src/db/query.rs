@@ -16,7 +16,7 @@ use crate::model::StoredTime;
 use crate::time::Timestamp;
 
 /// A value bound to a `?` of a statement.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Param<'a> {
     Int(Option<i64>),
     Text(Option<&'a str>),

@@ -77,14 +77,14 @@ pub(super) const ASSET_ROWS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.val
 const ACTIVE_ASSET: &str =
     "SELECT a.id, a.name, a.uri, 1 FROM asset a JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
-const TASK_UPSERT: Upsert = Upsert {
+pub(super) const TASK_UPSERT: Upsert = Upsert {
     table: "task_state_store",
     columns: r#"dag_run_id, task_id, map_index, "key", dag_id, run_id, value, updated_at, expires_at"#,
     key: r#"dag_run_id, task_id, map_index, "key""#,
     update: "value, expires_at, updated_at",
 };
 
-const ASSET_UPSERT: Upsert = Upsert {
+pub(super) const ASSET_UPSERT: Upsert = Upsert {
     table: "asset_state_store",
     columns: "asset_id, \"key\", value, updated_at, last_updated_by_kind, last_updated_by_dag_id, \
         last_updated_by_run_id, last_updated_by_task_id, last_updated_by_map_index",
@@ -139,6 +139,37 @@ fn asset(f: &mut Fields) -> Decoded<Asset> {
 /// A `LIMIT … OFFSET …` of a page.
 fn page<'a>(query: Query<'a>, page: Page) -> Query<'a> {
     query.and(" LIMIT ?", Param::Limit(page.limit)).and(" OFFSET ?", page.offset)
+}
+
+/// A task row's values in [`TASK_UPSERT`]'s column order.
+pub(super) fn task_values<'a>(w: &TaskWrite<'a>) -> [Param<'a>; 9] {
+    [
+        w.dag_run_id.into(),
+        w.scope.task_id.as_str().into(),
+        w.scope.map_index.into(),
+        w.key.into(),
+        w.scope.dag_id.as_str().into(),
+        w.scope.run_id.as_str().into(),
+        w.value.into(),
+        w.updated_at.into(),
+        w.expires_at.into(),
+    ]
+}
+
+/// An asset row of `import` in [`ASSET_UPSERT`]'s column order, its writer as exported.
+pub(super) fn asset_restore_values<'a>(w: &AssetRestore<'a>) -> [Param<'a>; 9] {
+    let writer = w.writer;
+    [
+        w.asset_id.into(),
+        w.key.into(),
+        w.value.into(),
+        w.updated_at.into(),
+        writer.kind.as_deref().into(),
+        writer.dag_id.as_deref().into(),
+        writer.run_id.as_deref().into(),
+        writer.task_id.as_deref().into(),
+        writer.map_index.into(),
+    ]
 }
 
 impl Store {
@@ -325,23 +356,9 @@ impl Store {
         all(&mut *self.conn, "cannot read task_state_store", &query, task_entry_and_id)
     }
 
-    fn task_values<'a>(w: &TaskWrite<'a>) -> [Param<'a>; 9] {
-        [
-            w.dag_run_id.into(),
-            w.scope.task_id.as_str().into(),
-            w.scope.map_index.into(),
-            w.key.into(),
-            w.scope.dag_id.as_str().into(),
-            w.scope.run_id.as_str().into(),
-            w.value.into(),
-            w.updated_at.into(),
-            w.expires_at.into(),
-        ]
-    }
-
     pub(crate) fn upsert_task(&mut self, w: &TaskWrite<'_>) -> Result<()> {
         self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), OnConflict::Replace);
+        let query = TASK_UPSERT.query(self.conn.dialect(), &task_values(w), OnConflict::Replace);
         self.conn.run("cannot write task_state_store", &query).map(drop)
     }
 
@@ -380,43 +397,6 @@ impl Store {
         let query = update.and(" WHERE asset_id = ?", w.asset_id);
         let query = query.matching(r#" AND "key" = ?"#, ("asset_state_store", "key"), w.key);
         self.conn.run("cannot write asset_state_store", &query)
-    }
-
-    /// The upserts of `import`: every column as given (nothing is stamped now), and what
-    /// happens to an existing row is `existing`'s (`import --on-conflict`). The count of
-    /// changed rows; with [`OnConflict::Keep`] it is 1 for an insert and 0 for a row left alone.
-    pub(crate) fn restore_task(&mut self, w: &TaskWrite<'_>, existing: OnConflict) -> Result<u64> {
-        self.conn.check_task_row(w)?;
-        let query = TASK_UPSERT.query(self.conn.dialect(), &Self::task_values(w), existing);
-        self.conn.run("cannot restore into task_state_store", &query)
-    }
-
-    pub(crate) fn restore_asset(&mut self, w: &AssetRestore<'_>, existing: OnConflict) -> Result<u64> {
-        self.check_restore_asset(w)?;
-        let writer = w.writer;
-        let values = [
-            w.asset_id.into(),
-            w.key.into(),
-            w.value.into(),
-            w.updated_at.into(),
-            writer.kind.as_deref().into(),
-            writer.dag_id.as_deref().into(),
-            writer.run_id.as_deref().into(),
-            writer.task_id.as_deref().into(),
-            writer.map_index.into(),
-        ];
-        let query = ASSET_UPSERT.query(self.conn.dialect(), &values, existing);
-        self.conn.run("cannot restore into asset_state_store", &query)
-    }
-
-    /// Whether the columns can hold the row, checked without writing (`import` checks every
-    /// row before it writes any). The writes check again.
-    pub(crate) fn check_restore_task(&self, w: &TaskWrite<'_>) -> Result<()> {
-        self.conn.check_task_row(w)
-    }
-
-    pub(crate) fn check_restore_asset(&self, w: &AssetRestore<'_>) -> Result<()> {
-        self.conn.check_asset_row(w.key, w.value, w.updated_at, w.writer.map_index)
     }
 
     /// An explicit transaction around several statements (one batch of an import); without

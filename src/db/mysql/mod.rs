@@ -16,8 +16,9 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Params, Value};
 
-use super::dialect::{Connection, Dialect, all, first};
-use super::query::{Cell, Param, Query, Row};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
+use super::query::{Cell, Fields, Param, Query, Row};
+use super::restore::{ChunkSql, Restored};
 use super::schema::ddl_statements;
 use super::{Access, Batch, TaskWrite, sandbox};
 use crate::error::{Cause, Error, Result};
@@ -45,6 +46,7 @@ pub(crate) struct MysqlConnection {
     narrow: Vec<(String, String)>,
     /// The server's `VERSION()`.
     version: String,
+    chunks: ChunkSql,
 }
 
 /// The driver's error in plain words. A write of a large value that the server cuts off is,
@@ -106,7 +108,13 @@ fn cell(value: Value) -> Cell {
 impl MysqlConnection {
     pub(super) fn open(url: &DbUrl, access: Access) -> Result<Self> {
         let (conn, location) = connect::connect(url)?;
-        let mut my = MysqlConnection { conn, location, narrow: Vec::new(), version: String::new() };
+        let mut my = MysqlConnection {
+            conn,
+            location,
+            narrow: Vec::new(),
+            version: String::new(),
+            chunks: ChunkSql::default(),
+        };
         let setup = match access {
             // Every later statement, autocommitted or not, runs in a read-only transaction.
             Access::ReadOnly => "SET SESSION TRANSACTION READ ONLY",
@@ -126,6 +134,26 @@ impl MysqlConnection {
         my.version =
             first(&mut my, "cannot read the server version", &version, |f| Ok(f.text()))?.unwrap_or_default();
         Ok(my)
+    }
+
+    /// Runs rendered SQL; the count of rows it changed.
+    fn exec_sql(&mut self, sql: &str, params: &[Param<'_>]) -> std::result::Result<u64, Cause> {
+        let done = if params.is_empty() {
+            // Without parameters, the text protocol: START TRANSACTION and ROLLBACK cannot be
+            // prepared.
+            self.conn.query_drop(sql)
+        } else {
+            self.conn.exec_drop(sql, Params::Positional(params.iter().map(value).collect()))
+        };
+        done.map_err(|error| {
+            const LARGE: usize = 1 << 20;
+            let largest = params.iter().filter_map(|p| match p {
+                Param::Text(Some(text)) => Some(text.len()),
+                _ => None,
+            });
+            Box::new(MysqlError { error, large_value: largest.max().filter(|n| *n > LARGE) }) as Cause
+        })?;
+        Ok(self.conn.affected_rows())
     }
 
     fn error(&self, what: &str, e: mysql::Error) -> Error {
@@ -183,23 +211,7 @@ impl Connection for MysqlConnection {
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
-        let sql = Dialect::Mysql.render(&query.text(), query.params());
-        let done = if query.params().is_empty() {
-            // Without parameters, the text protocol: START TRANSACTION and ROLLBACK cannot be
-            // prepared.
-            self.conn.query_drop(sql)
-        } else {
-            self.conn.exec_drop(sql, Params::Positional(query.params().iter().map(value).collect()))
-        };
-        done.map_err(|error| {
-            const LARGE: usize = 1 << 20;
-            let largest = query.params().iter().filter_map(|p| match p {
-                Param::Text(Some(text)) => Some(text.len()),
-                _ => None,
-            });
-            Box::new(MysqlError { error, large_value: largest.max().filter(|n| *n > LARGE) }) as Cause
-        })?;
-        Ok(self.conn.affected_rows())
+        self.exec_sql(&Dialect::Mysql.render(&query.text(), query.params()), query.params())
     }
 
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
@@ -264,6 +276,49 @@ impl Connection for MysqlConnection {
             // MySQL has no DELETE … RETURNING: find the batch's last id, then delete up to it.
             super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
         }
+    }
+
+    /// A chunk of several rows is one multi-row upsert. The server counts the rows it changed:
+    /// 1 for each insert and 2 for each update that changed a row in its count of affected
+    /// rows, the updates again in its info (`Records: 3  Duplicates: 1  Warnings: 0`).
+    /// `KeepNewer` counts in `@kept` the rows it left as they were (see `Upsert::rows`); a row
+    /// as it was stored is replaced by itself. A single row gets no info: it is read, then
+    /// written.
+    fn restore_rows(
+        &mut self,
+        upsert: &Upsert,
+        rows: &[&[Param<'_>]],
+        existing: OnConflict,
+    ) -> Result<Restored> {
+        let what = "cannot restore rows";
+        if rows.len() < 2 {
+            return super::restore::row_by_row(self, upsert, rows, existing);
+        }
+        if existing == OnConflict::KeepNewer {
+            self.run(what, &Query::new("SET @kept = 0"))?;
+        }
+        let sql = self.chunks.get(Dialect::Mysql, upsert, rows, existing, "");
+        let affected = self.exec_sql(&sql, &rows.concat());
+        let affected = affected.map_err(|e| Error::db(format!("{what} in {}", self.location), e))?;
+        let info = self.conn.info_str();
+        let updated =
+            info.split("Duplicates:").nth(1).and_then(|n| n.split_whitespace().next()?.parse().ok());
+        let updated: u64 = updated.ok_or_else(|| {
+            Error::db(
+                format!("{what} in {}", self.location),
+                format!("the server's count of rows is {info:?}"),
+            )
+        })?;
+        let inserted = usize::try_from(affected.saturating_sub(2 * updated)).unwrap_or(usize::MAX);
+        let left = match existing {
+            OnConflict::Keep => rows.len().saturating_sub(inserted),
+            OnConflict::Replace => 0,
+            OnConflict::KeepNewer => {
+                let kept = first(self, what, &Query::new("SELECT @kept"), Fields::count)?.unwrap_or(0);
+                usize::try_from(kept).unwrap_or(usize::MAX)
+            }
+        };
+        Ok(Restored::of(rows.len(), inserted, rows.len().saturating_sub(left)))
     }
 
     /// MySQL cannot select from the table a DELETE changes, but a single-table DELETE takes a

@@ -16,8 +16,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
-use super::dialect::{Connection, Dialect, first};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
 use super::query::{Cell, Fields, Param, Query, Row};
+use super::restore::{ChunkSql, Restored};
 use super::schema::{SchemaProblem, ddl_statements};
 use super::{Access, TaskWrite, sandbox};
 use crate::error::{Cause, Error, Result};
@@ -29,12 +30,16 @@ use connect::{describe, pg_err};
 /// The tables of a sandbox, as `airflow db migrate` leaves them.
 const SCHEMA: &str = include_str!("schema.sql");
 
+/// Prepared statements kept per connection.
+const PREPARED: usize = 64;
+
 pub(crate) struct PostgresConnection {
     client: Client,
     location: String,
     /// `[database] sql_alchemy_schema`, when it names one.
     schema: Option<String>,
     prepared: HashMap<String, Statement>,
+    chunks: ChunkSql,
 }
 
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
@@ -144,6 +149,7 @@ impl PostgresConnection {
             location,
             schema: schema.map(str::to_string),
             prepared: HashMap::new(),
+            chunks: ChunkSql::default(),
         })
     }
 
@@ -153,9 +159,18 @@ impl PostgresConnection {
         query: &Query<'_>,
         suffix: &str,
     ) -> std::result::Result<Statement, postgres::Error> {
-        let sql = Dialect::Postgres.render(&query.text(), query.params()) + suffix;
+        self.prepare_sql(Dialect::Postgres.render(&query.text(), query.params()) + suffix)
+    }
+
+    /// The statement of rendered SQL, prepared on first use.
+    fn prepare_sql(&mut self, sql: String) -> std::result::Result<Statement, postgres::Error> {
         if let Some(statement) = self.prepared.get(&sql) {
             return Ok(statement.clone());
+        }
+        // The tool's statements are a fixed set, but for an import's multi-row upserts, one
+        // per chunk size: a few are kept, the server freeing those dropped.
+        if self.prepared.len() >= PREPARED {
+            self.prepared.clear();
         }
         let statement = self.client.prepare(&sql)?;
         self.prepared.insert(sql, statement.clone());
@@ -247,6 +262,24 @@ impl Connection for PostgresConnection {
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         clean::delete_range(self, cutoff, after, up_to)
+    }
+
+    /// A chunk is one multi-row upsert. A row it inserted has no `xmax` yet, a row it
+    /// updated has this transaction's, and a row it leaves alone returns nothing.
+    fn restore_rows(
+        &mut self,
+        upsert: &Upsert,
+        rows: &[&[Param<'_>]],
+        existing: OnConflict,
+    ) -> Result<Restored> {
+        let sql = self.chunks.get(Dialect::Postgres, upsert, rows, existing, " RETURNING xmax = 0");
+        let returned = self.prepare_sql(sql).and_then(|statement| {
+            let rows = self.client.query(&statement, &refs(&bound(&rows.concat())))?;
+            rows.iter().map(|row| row.try_get::<_, bool>(0)).collect::<std::result::Result<Vec<bool>, _>>()
+        });
+        let inserted =
+            returned.map_err(|e| Error::db(format!("cannot restore rows in {}", self.location), cause(e)))?;
+        Ok(Restored::of(rows.len(), inserted.iter().filter(|new| **new).count(), inserted.len()))
     }
 
     /// As for task rows: rows a writer holds are skipped, the next run takes them.

@@ -101,7 +101,7 @@ pub(super) fn finish(sqlite: &mut SqliteConnection) {
 /// Settings for the clean's own connection only; they end with it. Measured on 1,000,000
 /// rows with 500,012 expired at batch 10,000 (docs/performance.md): each batch deletes
 /// entries spread over the whole expired part of the `expires_at` index.
-fn tune(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
+pub(super) fn tune(conn: &rusqlite::Connection) -> rusqlite::Result<()> {
     // SQLite's default 2 MiB page cache spills those dirty pages to the WAL several times
     // within one batch; 32 MiB holds most of one batch's pages, so each is written about once per
     // commit (64 MiB measured no faster, at 35 MB more memory).
