@@ -62,6 +62,14 @@ class Run:
         return self.rows_deleted / self.wall_s if self.wall_s > 0 else 0.0
 
 
+def log_run(run):
+    """Reports a finished run on stderr; returns it."""
+    status = "ok" if run.ok else f"FAILED: {run.problem}"
+    log(f"{run.dialect}: {run.label}: {run.rows_deleted:,} rows in {run.wall_s:.2f}s, "
+        f"{run.rss_kb / 1024:.1f} MB peak RSS ({status})")
+    return run
+
+
 def median_run(label, samples):
     """One line of the report from repeated runs: the median wall time (the upper one of an
     even count), the highest peak RSS, every sample kept for the JSON file."""
@@ -353,10 +361,7 @@ class Bench:
             run.ok, run.problem = False, str(e)
         finally:
             db.drop(target)
-        status = "ok" if run.ok else f"FAILED: {run.problem}"
-        log(f"{db.dialect}: {run.label}: {run.rows_deleted:,} rows in {run.wall_s:.2f}s, "
-            f"{run.rss_kb / 1024:.1f} MB peak RSS ({status})")
-        return run
+        return log_run(run)
 
     def dialect(self, db):
         args = self.args

@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# The clean benchmark of docs/performance.md in one command: builds the release binary, then
-# runs bench/bench.py (seed, clean at batch sizes 0/1,000/10,000, the plain-SQL floor, Airflow's
-# own clean when installed) and prints a markdown table.
+# The benchmarks of docs/performance.md in one command: builds the release binary, then runs
+# bench/bench.py (seed, clean at batch sizes 0/1,000/10,000, the plain-SQL floor, Airflow's own
+# clean when installed) and bench/import_bench.py (export, then import into an empty table
+# beside the client's bulk insert of the same rows), and prints a markdown table of each.
 #
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
+#   ./bench/run.sh --only clean|import [options]   # one of the two
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2
 #
@@ -41,11 +43,18 @@ if [[ "${1:-}" == "--install-airflow" ]]; then
     exit 0
 fi
 
-# --baseline REV (or --baseline=REV) is run.sh's own; everything else goes to bench.py.
+# --baseline REV (or --baseline=REV) and --only are run.sh's own; everything else goes to
+# bench.py and bench/import_bench.py (which ignores the clean benchmark's own options).
 baseline_rev=""
+only=""
 bench_args=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --only)
+            [[ $# -ge 2 && ( "$2" == clean || "$2" == import ) ]] || { echo "run.sh: --only takes clean or import" >&2; exit 2; }
+            only="$2"
+            shift 2
+            ;;
         --baseline)
             [[ $# -ge 2 && -n "$2" ]] || { echo "run.sh: --baseline needs a git revision" >&2; exit 2; }
             baseline_rev="$2"
@@ -105,4 +114,13 @@ if [[ -n "$baseline_rev" ]]; then
     bench_args=(--baseline-bin "$bin" --baseline-label "$baseline_rev ($short)" "${bench_args[@]}")
 fi
 
-exec python3 bench/bench.py "${bench_args[@]}"
+# The clean benchmark, then the import benchmark (bench/import_bench.py) with the same rows,
+# dialects, repeats and baseline; each prints its own table. --only clean|import runs one.
+status=0
+if [[ "$only" != import ]]; then
+    python3 bench/bench.py "${bench_args[@]}" || status=$?
+fi
+if [[ "$only" != clean ]]; then
+    python3 bench/import_bench.py "${bench_args[@]}" || status=$?
+fi
+exit "$status"
