@@ -168,9 +168,6 @@ enum AnyLine {
 /// Parses one line of an export. The message of an error says what is wrong, not where:
 /// the caller adds the line number.
 pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
-    // A line serde_json refuses is read again field by field, for a message that names the
-    // field, and by json.loads's rules, which accept some texts serde_json does not (a key
-    // given twice, the last one winning).
     // `export` writes the kind first; the rest of such a line is read straight into its
     // struct, without the buffering of every field that a tagged enum needs (measured: a third
     // less time per line).
@@ -185,6 +182,9 @@ pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
     {
         return asset_record(asset);
     }
+    // A line serde_json refuses is read again field by field, for a message that names the
+    // field, and by json.loads's rules, which accept some texts serde_json does not (a key
+    // given twice, the last one winning).
     match serde_json::from_str::<AnyLine>(line) {
         Ok(AnyLine::Task(task)) => task_record(task),
         Ok(AnyLine::Asset(asset)) => asset_record(asset),

@@ -7,9 +7,10 @@
 //! (exit 9) is found before anything changes. The second pass writes, one transaction per
 //! `--batch-size` rows, each in multi-row statements (`db::restore`); the last batch commits
 //! durably, and with it every batch before it. In both passes the lines are parsed on a
-//! thread of their own, ahead of the database's work. What a row does to a stored row with the same key is
-//! `--on-conflict`'s: by default (`newer`) a row older than the stored one is left alone and
-//! counted as "kept newer", so restoring an archive never overwrites a value written since.
+//! thread of their own, ahead of the database's work. What a row does to a stored row with
+//! the same key is `--on-conflict`'s: by default (`newer`) a row older than the stored one is
+//! left alone and counted as "kept newer", so restoring an archive never overwrites a value
+//! written since.
 //! Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
 
 use anyhow::Context as _;

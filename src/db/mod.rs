@@ -3,7 +3,8 @@
 //!
 //! - [`Store`] is what the commands use: lookups, reads and writes (`store.rs`), the clean
 //!   engine's bookkeeping (`clean.rs`), `import`'s batched writes (`restore.rs`), `stats`'
-//!   sums (`stats.rs`) and `doctor`'s checks (`doctor.rs`); [`Sandbox`] creates and fills throw-away metastores (`sandbox.rs`).
+//!   sums (`stats.rs`) and `doctor`'s checks (`doctor.rs`); [`Sandbox`] creates and fills
+//!   throw-away metastores (`sandbox.rs`).
 //! - They build [`query::Query`]s: statement text made only of string literals, with bound
 //!   parameters, in the neutral form that [`dialect`] spells for each database.
 //! - A [`dialect::Connection`] runs them. Each dialect module (`sqlite/`, `postgres/`,
