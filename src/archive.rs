@@ -9,13 +9,13 @@
 //! reading goes field by field so that an error names the field it is about.
 
 use std::fmt;
-use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize, de};
 
 use crate::db::AssetWriter;
+use crate::fs::{self, AppendLines, Output, Tail};
 use crate::json::{self, Style, Value};
 use crate::model::{AssetEntry, TaskEntry, TaskScope};
 use crate::text::quote;
@@ -265,75 +265,140 @@ fn non_empty(key: &str) -> Result<(), String> {
     if key.is_empty() { Err("\"key\" must not be empty".to_string()) } else { Ok(()) }
 }
 
-/// Where export lines go: stdout or a file, buffered, with the rows written counted.
+/// Where export lines go: stdout, an `export --file` (replaced atomically when it is
+/// complete), or an `--archive` (appended to in whole lines); with the rows counted. A row is
+/// counted once its line is written whole: for an archive, once [`Sink::sync`] made it durable.
 pub(crate) struct Sink {
-    out: BufWriter<Box<dyn Write>>,
-    file: Option<(File, PathBuf)>,
+    target: Target,
+    path: Option<PathBuf>,
     pub task_rows: u64,
     pub asset_rows: u64,
+    /// Rows written since the last sync, counted when it succeeds.
+    held: (u64, u64),
+}
+
+enum Target {
+    Stdout(BufWriter<io::Stdout>),
+    File(Option<Output>),
+    Archive(AppendLines),
 }
 
 impl Sink {
+    fn new(target: Target, path: Option<&Path>) -> Sink {
+        Sink { target, path: path.map(Path::to_path_buf), task_rows: 0, asset_rows: 0, held: (0, 0) }
+    }
+
     pub(crate) fn stdout() -> Sink {
-        Sink { out: BufWriter::new(Box::new(io::stdout())), file: None, task_rows: 0, asset_rows: 0 }
+        Sink::new(Target::Stdout(BufWriter::new(io::stdout())), None)
     }
 
-    /// A file, created or emptied (`export --file`), or appended to (`--archive`: an archive
-    /// never loses what an earlier run put there).
-    pub(crate) fn file(path: &Path, append: bool) -> io::Result<Sink> {
-        let mut options = File::options();
-        options.create(true);
-        if append {
-            options.append(true);
-        } else {
-            options.write(true).truncate(true);
-        }
-        let file = options.open(path)?;
-        let writer = file.try_clone()?;
-        Ok(Sink {
-            out: BufWriter::new(Box::new(writer)),
-            file: Some((file, path.to_path_buf())),
-            task_rows: 0,
-            asset_rows: 0,
-        })
+    /// `export --file`: a new file that replaces `path` only once it is complete
+    /// ([`Sink::finish`]); until then the old file stays as it was.
+    pub(crate) fn file(path: &Path) -> crate::error::Result<Sink> {
+        let output = Output::create("--file", path, fs::default_mode())?;
+        Ok(Sink::new(Target::File(Some(output)), Some(path)))
     }
 
-    /// Opens an `--archive` file for appending, or says which file cannot be written.
+    /// Opens an `--archive` file for appending (an archive never loses what an earlier run put
+    /// there), or says which file cannot be written. A partial last line, left by a run that
+    /// was killed or ran out of space before its batch was synced (so before that batch's
+    /// DELETE, which comes after the sync), is cut off, and the cut is reported.
     pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
-        Ok(Sink::file(path, true).map_err(|e| archive_error(path, e))?)
+        let whole = |line: &[u8]| std::str::from_utf8(line).is_ok_and(|text| parse_line(text).is_ok());
+        let (lines, tail) = AppendLines::open("--archive", path, whole)?;
+        match tail {
+            Tail::Whole => {}
+            Tail::Cut(bytes) => crate::output::warn(&format!(
+                "archive {} ended in a partial line (a run stopped before its batch was synced, \
+                 so before its rows were deleted); cut its last {bytes} byte(s) so that it holds whole lines",
+                path.display()
+            )),
+            Tail::Completed => crate::output::warn(&format!(
+                "archive {} ended without a newline after its last line; added one",
+                path.display()
+            )),
+        }
+        Ok(Sink::new(Target::Archive(lines), Some(path)))
     }
 
     pub(crate) fn path(&self) -> Option<&Path> {
-        self.file.as_ref().map(|(_, p)| p.as_path())
+        self.path.as_deref()
     }
 
     pub(crate) fn task(&mut self, entry: &TaskEntry) -> io::Result<()> {
         self.line(&Line { kind: "task", row: entry })?;
-        self.task_rows += 1;
+        self.held.0 += 1;
         Ok(())
     }
 
     pub(crate) fn asset(&mut self, entry: &AssetEntry) -> io::Result<()> {
         self.line(&Line { kind: "asset", row: entry })?;
-        self.asset_rows += 1;
+        self.held.1 += 1;
         Ok(())
     }
 
     /// Non-ASCII text as UTF-8: the lines are for `import`, and for people reading the file.
     fn line(&mut self, line: &impl Serialize) -> io::Result<()> {
-        json::write(&mut self.out, line, Style::Unicode)?;
-        self.out.write_all(b"\n")
+        let written = match &mut self.target {
+            Target::Stdout(out) => write_line(out, line),
+            Target::File(Some(out)) => write_line(out, line),
+            Target::File(None) => Err(io::Error::other("the file was already finished")),
+            Target::Archive(out) => write_line(out, line),
+        };
+        if written.is_err() {
+            self.drop_held();
+        }
+        written
     }
 
-    /// Flushes, and for a file waits until the lines are on disk: an archive must be durable
-    /// before the rows it holds are deleted.
+    /// A failed write: the rows since the last sync are not counted, and an archive is cut
+    /// back to its last sync.
+    fn drop_held(&mut self) {
+        self.held = (0, 0);
+        if let Target::Archive(out) = &mut self.target {
+            out.rollback();
+        }
+    }
+
+    /// Flushes, and for an archive waits until the lines are on disk: an archive must be
+    /// durable before the rows it holds are deleted. On failure, the lines since the last
+    /// sync are cut off the archive and not counted.
     pub(crate) fn sync(&mut self) -> io::Result<()> {
-        self.out.flush()?;
-        if let Some((file, _)) = &self.file {
-            file.sync_all()?;
+        let synced = match &mut self.target {
+            Target::Stdout(out) => out.flush(),
+            Target::File(Some(out)) => out.flush(),
+            Target::File(None) => Ok(()),
+            Target::Archive(out) => out.commit(),
+        };
+        match synced {
+            Ok(()) => {
+                self.task_rows += self.held.0;
+                self.asset_rows += self.held.1;
+                self.held = (0, 0);
+                Ok(())
+            }
+            Err(e) => {
+                self.drop_held();
+                Err(e)
+            }
+        }
+    }
+
+    /// The end of the output: an `export --file` is fsynced and renamed over its path.
+    pub(crate) fn finish(&mut self) -> io::Result<()> {
+        self.sync()?;
+        if let Target::File(out) = &mut self.target
+            && let Some(out) = out.take()
+        {
+            out.commit()?;
         }
         Ok(())
     }
+}
+
+fn write_line(out: &mut impl Write, line: &impl Serialize) -> io::Result<()> {
+    json::write(&mut *out, line, Style::Unicode)?;
+    out.write_all(b"\n")
 }
 
 /// A write to an archive file failed: the output error (exit 6), naming the file. Nothing is

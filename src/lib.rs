@@ -12,6 +12,7 @@ mod commands;
 mod config;
 mod db;
 mod error;
+mod fs;
 mod json;
 mod metrics;
 mod model;

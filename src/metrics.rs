@@ -3,17 +3,21 @@
 //!
 //! The file is replaced at the end of every run that got past its command line, success or
 //! failure, by writing a temporary file in the same directory and renaming it over the old
-//! one, so the collector never reads half a file. The temporary name starts with a dot and
-//! does not end in `.prom`, so the collector never reads it either. A run that fails keeps the
+//! one (`fs::replace`), so the collector never reads half a file. The temporary name starts
+//! with a dot and does not end in `.prom`, so the collector never reads it either; it is
+//! created 0600 under a random name and never through a symlink, and a new metrics file is
+//! 0644 (the collector runs as another user), a replaced one keeps its mode. A run that fails keeps the
 //! time of the last successful run from the file it replaces: "no success in two days" is an
 //! alert on that one series.
 
 use std::fmt::Write as _;
 use std::fs;
-use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
+
+/// The mode of a new metrics file: node_exporter reads it as another user.
+const MODE: u32 = 0o644;
 
 /// The series that survives failed runs.
 const LAST_SUCCESS: &str = "state_store_clean_last_success_timestamp_seconds";
@@ -51,6 +55,11 @@ impl MetricsFile {
         if path.file_name().is_none() || path.is_dir() {
             return Err(usage("is a directory, not a file".to_string()).into());
         }
+        // Renaming over a device, a FIFO or a socket would replace it (as root, `/dev/null`
+        // itself) with a regular file.
+        if fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
+            return Err(usage("is not a regular file (a device, FIFO or socket)".to_string()).into());
+        }
         let dir = directory(path);
         if !dir.is_dir() {
             return Err(usage(format!("the directory {} does not exist", dir.display())).into());
@@ -58,18 +67,25 @@ impl MetricsFile {
         Ok(MetricsFile { path: path.to_path_buf() })
     }
 
+    /// Refuses (exit 2) a path that is the database the run opened, or one of its files.
+    pub(crate) fn check(&self) -> Result<()> {
+        crate::fs::refuse_database("--metrics-file", &self.path)
+    }
+
     /// Replaces the file with this run's metrics, atomically.
     pub(crate) fn write(&self, run: &CleanRun) -> Result<()> {
-        let previous = fs::read_to_string(&self.path).ok();
+        // Read only from a regular file: a FIFO planted since the run started would block.
+        let previous = fs::metadata(&self.path)
+            .is_ok_and(|m| m.is_file())
+            .then(|| fs::read_to_string(&self.path).ok())
+            .flatten();
         let last_success = if run.exit_code == 0 {
             Some(seconds(run.ended))
         } else {
             previous.as_deref().and_then(last_success)
         };
         let text = render(run, last_success.as_deref());
-        replace(&self.path, text.as_bytes())
-            .map_err(|e| Error::output_file(format!("metrics file {}", self.path.display()), e))?;
-        Ok(())
+        crate::fs::replace("metrics file", &self.path, text.as_bytes(), MODE)
     }
 }
 
@@ -78,23 +94,6 @@ fn directory(path: &Path) -> &Path {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
     }
-}
-
-/// Writes `bytes` to a temporary file beside `path`, flushes it to disk, and renames it over
-/// `path`; on failure the temporary file is removed and `path` is left as it was.
-fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let temporary = directory(path).join(format!(".{name}.{}.tmp", std::process::id()));
-    let written = (|| {
-        let mut file = fs::File::create(&temporary)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        fs::rename(&temporary, path)
-    })();
-    if written.is_err() {
-        let _ = fs::remove_file(&temporary);
-    }
-    written
 }
 
 /// The value of the last-success series in a file this tool wrote, as it was written.

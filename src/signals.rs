@@ -41,6 +41,9 @@ pub(crate) fn install() {
                     let _ = out.write_all(words(signal).as_bytes());
                     let _ = out.flush();
                 }
+                // Temporary files exist by name only while being written: none may outlive
+                // the process.
+                crate::fs::remove_temporaries();
                 std::process::exit(128 + signal);
             }
         }

@@ -213,6 +213,11 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         return dry_run(&ctx, &mut store, &options, args, report);
     }
     let mut store = ctx.open(Access::ReadWrite)?;
+    if let Some(Err(e)) = report.metrics.as_ref().map(MetricsFile::check) {
+        // The metrics file is the database: the failed run's metrics must not be written either.
+        report.metrics = None;
+        return Err(e);
+    }
     if !store.begin_clean(lock_timeout)? {
         return Err(Error::Busy(format!(
             "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",

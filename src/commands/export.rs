@@ -1,6 +1,7 @@
 //! `export`: the rows `list` would select, as JSON Lines that `import` restores exactly. Rows
 //! are read a page at a time and written as they come, so memory stays bounded whatever the
-//! table holds.
+//! table holds. A `--file` is written beside its path and renamed over it once complete and
+//! fsynced (`fs::Output`), so a failed or stopped export leaves the previous file as it was.
 
 use serde::Serialize;
 
@@ -49,7 +50,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         None => Error::stdout(e),
     };
     let mut sink = match &args.file {
-        Some(path) => Sink::file(path, false).map_err(file_error)?,
+        Some(path) => Sink::file(path)?,
         None => Sink::stdout(),
     };
     if tasks {
@@ -93,7 +94,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
             offset += PAGE_ROWS;
         }
     }
-    sink.sync().map_err(file_error)?;
+    sink.finish().map_err(file_error)?;
     let place = sink.path().map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
     output::note(&format!(
         "exported {} task row(s) and {} asset row(s) to {place}",

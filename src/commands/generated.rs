@@ -71,12 +71,18 @@ pub(crate) fn man(args: &ManArgs) -> Result<()> {
     Ok(std::io::stdout().lock().write_all(&page).map_err(Error::stdout)?)
 }
 
+/// Every page is replaced atomically (`fs::replace`), and every path is checked before the
+/// first is written, so a refused one leaves the directory as it was.
 fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
     let failed = |e: std::io::Error| Error::output_file(dir.display().to_string(), e);
     std::fs::create_dir_all(dir).map_err(failed)?;
+    let path = |page: &Page| dir.join(format!("{}.1", page.name));
     for page in pages {
-        std::fs::write(dir.join(format!("{}.1", page.name)), render(page).map_err(failed)?)
-            .map_err(failed)?;
+        crate::fs::refuse_database("man --out-dir", &path(page))?;
+    }
+    for page in pages {
+        let roff = render(page).map_err(failed)?;
+        crate::fs::replace("man --out-dir", &path(page), &roff, crate::fs::default_mode())?;
     }
     crate::output::note(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
     Ok(())

@@ -417,37 +417,29 @@ fn restore_row(record: &Record, parent: i64) -> RestoreRow<'_> {
 struct Source {
     path: PathBuf,
     name: String,
-    /// A copy of stdin, removed when the import ends.
-    spooled: bool,
+    /// A private copy of stdin (`import -`), which has no name and goes with the process.
+    spool: Option<crate::fs::Spool>,
 }
 
 impl Source {
     fn open(path: &Path) -> Result<Source> {
         if path.as_os_str() != "-" {
             File::open(path).with_context(|| Error::Usage(format!("cannot read {}", path.display())))?;
-            return Ok(Source { path: path.to_path_buf(), name: path.display().to_string(), spooled: false });
+            return Ok(Source { path: path.to_path_buf(), name: path.display().to_string(), spool: None });
         }
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let spool =
-            std::env::temp_dir().join(format!("state-store-import-{}-{nanos}.jsonl", std::process::id()));
-        let copy = || -> std::io::Result<()> {
-            let mut file = File::options().write(true).create_new(true).open(&spool)?;
-            std::io::copy(&mut std::io::stdin().lock(), &mut file)?;
-            file.sync_all()
-        };
-        let source = Source { path: spool.clone(), name: "stdin".to_string(), spooled: true };
-        copy().with_context(|| Error::Usage(format!("cannot copy stdin to {}", spool.display())))?;
-        Ok(source)
+        let spool = crate::fs::spool("stdin", std::io::stdin().lock())?;
+        Ok(Source { path: PathBuf::from("-"), name: "stdin".to_string(), spool: Some(spool) })
     }
 
     /// Calls `f` with each non-blank line's number and record, in order. The lines are read
     /// and parsed on a thread of their own, a few hundred ahead of `f`, so that parsing the
     /// file overlaps the database's work.
     fn each(&self, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result<()> {
-        let file =
-            File::open(&self.path).with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
+        let file = match &self.spool {
+            Some(spool) => spool.reader(),
+            None => File::open(&self.path),
+        }
+        .with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(AHEAD_BATCHES);
         std::thread::scope(|scope| {
             // The sender moves to the reader: when it ends, so does this loop.
@@ -509,14 +501,6 @@ impl Source {
 /// Lines parsed ahead of the database, in batches of this many.
 const AHEAD_LINES: usize = 256;
 const AHEAD_BATCHES: usize = 4;
-
-impl Drop for Source {
-    fn drop(&mut self) {
-        if self.spooled {
-            let _ = std::fs::remove_file(&self.path);
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {

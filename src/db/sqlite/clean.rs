@@ -20,6 +20,10 @@ const CLEAN_LOCK_SUFFIX: &str = ".state-store-clean.lock";
 
 /// The one-clean-at-a-time guard of a SQLite database: an exclusive `flock` on
 /// `<database>.state-store-clean.lock`, a file that exists only while a clean holds it.
+/// `<database>` is the file's real path (every symlink and `..` resolved), so two cleans that
+/// name one database by different paths take the same lock. The file is opened with
+/// `O_NOFOLLOW` (`fs::open_lock`): a symlink planted at its name never makes a clean (run as
+/// root, say) create or open the link's target.
 ///
 /// Removing a lock file races with the next run taking it: a run may open the file, and the
 /// holder unlink it and let go, before that run's `flock`, which then succeeds on a file no
@@ -44,19 +48,14 @@ impl CleanLock {
             Error::db(format!("cannot {what} the clean lock file {shown}"), e)
         };
         loop {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|e| fail("open", e))?;
+            let file = crate::fs::open_lock(&path).map_err(|e| fail("open", e))?;
             match file.try_lock() {
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
                 Err(std::fs::TryLockError::Error(e)) => return Err(fail("lock", e).into()),
             }
             let locked = file.metadata().map_err(|e| fail("read", e))?;
-            match std::fs::metadata(&path) {
+            match std::fs::symlink_metadata(&path) {
                 Ok(named) if (named.dev(), named.ino()) == (locked.dev(), locked.ino()) => {
                     return Ok(Some(CleanLock { file, path }));
                 }
@@ -85,7 +84,10 @@ pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Re
     // too (a lock on the database, or on a table of it, is a write lock), so the guard is a
     // lock file beside the database (see `CleanLock`).
     let Some(path) = &sqlite.path else { return Ok(true) };
-    let mut lock_path = path.clone().into_os_string();
+    // Keyed by the file, not by how the URL spells its path (see `CleanLock`).
+    let real = std::fs::canonicalize(path)
+        .map_err(|e| Error::db(format!("cannot resolve the path of {}", sqlite.location), e))?;
+    let mut lock_path = real.into_os_string();
     lock_path.push(CLEAN_LOCK_SUFFIX);
     sqlite.clean_lock = CleanLock::acquire(lock_path.into())?;
     Ok(sqlite.clean_lock.is_some())

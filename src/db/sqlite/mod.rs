@@ -112,7 +112,11 @@ impl SqliteConnection {
             ),
             (SqliteTarget::File(path), purpose) => {
                 let location = format!("SQLite database {}", path.display());
-                (open_file(&path, &location, purpose)?, location, Some(path))
+                let conn = open_file(&path, &location, purpose)?;
+                // From now on no output of this process may be this file or its -wal, -shm
+                // or -journal.
+                crate::fs::protect_database(&path);
+                (conn, location, Some(path))
             }
         };
         let connection =

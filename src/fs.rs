@@ -1,0 +1,711 @@
+//! Every file the tool writes, and the edges each one keeps, in one place, so that a new
+//! command gets them for free (node_exporter's textfile convention and pt-archiver's whole
+//! archive lines are the models):
+//!
+//! - **No output is the open database.** An output path that names the SQLite database a
+//!   command opened, or its `-wal`, `-shm` or `-journal`, is refused (exit 2) before a byte is
+//!   written. Files are compared by device and inode, and a file that does not exist yet by
+//!   its directory's identity and its name, never by spelling: a symlink, a hard link or
+//!   `./x/../airflow.db` is the same file.
+//! - **A file is replaced atomically** ([`Output`]): written to a temporary file in the same
+//!   directory, fsynced, renamed over the target, and the directory fsynced; a failure or a
+//!   signal leaves the old file as it was. A path that cannot be renamed over (a pipe, a FIFO,
+//!   a terminal, `/dev/stdout`) is written in place as a stream, and never fsynced.
+//! - **An archive is appended to in whole lines only** ([`AppendLines`]): a partial last line
+//!   left by a killed run is cut off before anything is appended, and a batch whose write fails
+//!   is cut off again, so the file always holds whole lines.
+//! - **A temporary or lock file is created safely** ([`Temporary`], [`open_lock`], [`spool`]):
+//!   `O_EXCL | O_NOFOLLOW` (a planted symlink is never followed), mode 0600, an unpredictable
+//!   name, and removed on every exit that runs code: errors, the end of the run, and signals
+//!   (`signals` calls [`remove_temporaries`]). A spool is never named at all (`O_TMPFILE`), so
+//!   it cannot outlive the process even after `kill -9`.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::hash::{BuildHasher, Hasher};
+use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{Error, Result};
+
+/// The files SQLite keeps beside a database, by the suffix of their names.
+const DATABASE_FILES: &[(&str, &str)] =
+    &[("", "the database"), ("-wal", "its WAL"), ("-shm", "its shared memory"), ("-journal", "its journal")];
+
+/// A database file a command opened: its directory (as given and resolved) and its name.
+struct Protected {
+    shown: PathBuf,
+    places: Vec<(PathBuf, OsString)>,
+}
+
+static DATABASES: Mutex<Vec<Protected>> = Mutex::new(Vec::new());
+
+/// Temporary files that exist by name, removed when a signal ends the process.
+static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Records that the process has the SQLite database at `path` open: from now on no output
+/// may be it or one of the files SQLite keeps beside it. SQLite names those files after the
+/// database's real path (it resolves symlinks), so both directories are kept.
+pub(crate) fn protect_database(path: &Path) {
+    let mut places = Vec::new();
+    if let (Some(dir), Some(name)) = (parent(path).map(Path::to_path_buf), path.file_name()) {
+        places.push((dir, name.to_os_string()));
+    }
+    if let Ok(real) = fs::canonicalize(path)
+        && let (Some(dir), Some(name)) = (real.parent(), real.file_name())
+    {
+        places.push((dir.to_path_buf(), name.to_os_string()));
+    }
+    lock(&DATABASES).push(Protected { shown: path.to_path_buf(), places });
+}
+
+/// Refuses (exit 2) an output path that is an open database or one of its files. `what`
+/// names the flag (`--file`), for the message.
+pub(crate) fn refuse_database(what: &str, path: &Path) -> Result<()> {
+    let databases = lock(&DATABASES);
+    for database in databases.iter() {
+        for (dir, name) in &database.places {
+            for (suffix, part) in DATABASE_FILES {
+                let mut file_name = name.clone();
+                file_name.push(suffix);
+                if same_file(path, &dir.join(&file_name)) {
+                    return Err(Error::Usage(format!(
+                        "{what} {}: is {part} of the SQLite database {} this command opened; \
+                         refusing to write over it (nothing was written)",
+                        path.display(),
+                        database.shown.display()
+                    ))
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Whether writing `output` would write `file`: the same inode when it exists, else the same
+/// directory and name, where `output` or the file a symlink at `output` points to would be
+/// created.
+fn same_file(output: &Path, file: &Path) -> bool {
+    let id = |m: &fs::Metadata| (m.dev(), m.ino());
+    let file_meta = fs::metadata(file).ok();
+    if let (Ok(out), Some(f)) = (fs::metadata(output), &file_meta) {
+        return id(&out) == id(f);
+    }
+    let place = |p: &Path| -> Option<((u64, u64), OsString)> {
+        let dir = fs::metadata(parent(p)?).ok()?;
+        Some((id(&dir), p.file_name()?.to_os_string()))
+    };
+    let Some(target) = place(file) else { return false };
+    let mut candidates = vec![output.to_path_buf()];
+    if let Ok(resolved) = resolve(output) {
+        candidates.push(resolved.path);
+    }
+    candidates.iter().any(|c| place(c).is_some_and(|p| p == target))
+}
+
+/// The directory a path's last component is in; `.` for a bare name.
+fn parent(path: &Path) -> Option<&Path> {
+    match path.parent() {
+        Some(dir) if dir.as_os_str().is_empty() => Some(Path::new(".")),
+        other => other,
+    }
+}
+
+/// Where a path leads once every symlink on the way is followed (even a dangling one), and
+/// whether the way passes through `/proc` (`/dev/stdout`, `/dev/fd/1`: a file descriptor of
+/// this process, which a rename cannot replace).
+struct Resolved {
+    path: PathBuf,
+    through_proc: bool,
+}
+
+fn resolve(path: &Path) -> io::Result<Resolved> {
+    let mut hop = path.to_path_buf();
+    let mut through_proc = false;
+    // Linux's own limit of symlinks followed in one lookup.
+    for _ in 0..40 {
+        let dir = fs::canonicalize(parent(&hop).unwrap_or(Path::new("/")))?;
+        through_proc |= dir.starts_with("/proc");
+        let name = hop.file_name().ok_or_else(|| io::Error::other("not a file name"))?;
+        let here = dir.join(name);
+        match fs::symlink_metadata(&here) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let target = fs::read_link(&here)?;
+                hop = if target.is_absolute() { target } else { dir.join(target) };
+            }
+            _ => return Ok(Resolved { path: here, through_proc }),
+        }
+    }
+    Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// An unpredictable file name part: std's `RandomState` is keyed from the operating
+/// system's random source once per thread (and changes on every use), so no crate is needed.
+fn random_name() -> String {
+    static DRAWN: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u64(DRAWN.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    hasher.write_u128(nanos.as_nanos());
+    format!("{:016x}", hasher.finish())
+}
+
+/// A temporary file that exists by name until it is renamed ([`Temporary::keep`]) or
+/// dropped, and that a signal ending the process removes too.
+pub(crate) struct Temporary {
+    path: PathBuf,
+    kept: bool,
+}
+
+impl Temporary {
+    /// Creates `.NAME.RANDOM.tmp` in `dir` with `O_EXCL | O_NOFOLLOW` at mode 0600. The
+    /// leading dot and the `.tmp` keep it out of a textfile collector's `*.prom`.
+    pub(crate) fn create(dir: &Path, name: &str) -> io::Result<(File, Temporary)> {
+        loop {
+            let path = dir.join(format!(".{name}.{}.tmp", random_name()));
+            // Listed before it exists: a signal between the two finds nothing to remove, where
+            // the other order could leave the file behind.
+            lock(&TEMPORARIES).push(path.clone());
+            let temporary = Temporary { path, kept: false };
+            match OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&temporary.path)
+            {
+                Ok(file) => return Ok((file, temporary)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    // Someone else's file: never ours to remove.
+                    let mut kept = temporary;
+                    kept.kept = true;
+                    forget(&kept.path);
+                }
+                Err(e) => {
+                    let mut kept = temporary;
+                    kept.kept = true;
+                    forget(&kept.path);
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// The file was renamed away: nothing is left to remove.
+    fn keep(mut self) {
+        self.kept = true;
+        forget(&self.path);
+    }
+}
+
+impl Drop for Temporary {
+    fn drop(&mut self) {
+        if !self.kept {
+            let _ = fs::remove_file(&self.path);
+            forget(&self.path);
+        }
+    }
+}
+
+fn forget(path: &Path) {
+    lock(&TEMPORARIES).retain(|p| p != path);
+}
+
+/// Removes every temporary file that still exists by name: a signal is ending the process.
+pub(crate) fn remove_temporaries() {
+    for path in lock(&TEMPORARIES).drain(..) {
+        let _ = fs::remove_file(path);
+    }
+}
+
+/// The mode `File::create` would give a new file: 0666 less this process's umask, which
+/// Linux shows in `/proc/self/status` (reading it with `umask(2)` would change it).
+pub(crate) fn default_mode() -> u32 {
+    fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
+            u32::from_str_radix(line.trim(), 8).ok()
+        })
+        .map_or(0o644, |umask| 0o666 & !umask)
+}
+
+/// A file being written in full: replaced atomically at [`Output::commit`], or a stream
+/// written in place. Dropped before `commit`, it leaves the old file as it was.
+pub(crate) struct Output {
+    out: BufWriter<File>,
+    mode: OutputMode,
+}
+
+enum OutputMode {
+    Replace { temporary: Temporary, target: PathBuf, permissions: u32 },
+    Stream { regular: bool },
+}
+
+impl Output {
+    /// Opens `path` for writing in full. `what` names the flag for messages; `mode` is the
+    /// new file's mode when none exists (a file replaced keeps its own). A symlink at `path`
+    /// is replaced, not followed: a planted one cannot redirect the write.
+    pub(crate) fn create(what: &str, path: &Path, mode: u32) -> Result<Output> {
+        refuse_database(what, path)?;
+        let failed = |e: io::Error| Error::output_file(format!("{what} {}", path.display()), e);
+        let existing = fs::metadata(path).ok();
+        if existing.as_ref().is_some_and(fs::Metadata::is_dir) {
+            return Err(Error::Usage(format!("{what} {}: is a directory, not a file", path.display())).into());
+        }
+        let stream =
+            existing.as_ref().is_some_and(|m| !m.is_file()) || resolve(path).is_ok_and(|r| r.through_proc);
+        if stream {
+            // Appending: `/dev/stdout` redirected to a file with `>>` keeps what it held.
+            let file = OpenOptions::new().append(true).open(path).map_err(failed)?;
+            let regular = file.metadata().is_ok_and(|m| m.is_file());
+            return Ok(Output { out: BufWriter::new(file), mode: OutputMode::Stream { regular } });
+        }
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        let dir = parent(path).unwrap_or(Path::new("."));
+        let (file, temporary) = Temporary::create(dir, &name).map_err(failed)?;
+        let permissions = fs::symlink_metadata(path)
+            .ok()
+            .filter(fs::Metadata::is_file)
+            .map_or(mode, |m| m.permissions().mode() & 0o7777);
+        Ok(Output {
+            out: BufWriter::new(file),
+            mode: OutputMode::Replace { temporary, target: path.to_path_buf(), permissions },
+        })
+    }
+
+    /// Makes the new content the file's: flushed, fsynced, given its mode, renamed over the
+    /// target, the directory fsynced so the rename survives a crash. A stream is flushed
+    /// only: a pipe or a terminal cannot be fsynced.
+    pub(crate) fn commit(self) -> io::Result<()> {
+        let file = self.out.into_inner().map_err(io::IntoInnerError::into_error)?;
+        match self.mode {
+            OutputMode::Stream { regular } => {
+                if regular {
+                    file.sync_all()?;
+                }
+                Ok(())
+            }
+            OutputMode::Replace { temporary, target, permissions } => {
+                file.set_permissions(fs::Permissions::from_mode(permissions))?;
+                file.sync_all()?;
+                fs::rename(&temporary.path, &target)?;
+                temporary.keep();
+                sync_directory(parent(&target).unwrap_or(Path::new(".")));
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.out.write(buf)
+    }
+
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.out.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// Replaces `path` with `bytes`, atomically (see [`Output`]).
+pub(crate) fn replace(what: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut output = Output::create(what, path, mode)?;
+    let written = output.write_all(bytes).and_then(|()| output.commit());
+    Ok(written.map_err(|e| Error::output_file(format!("{what} {}", path.display()), e))?)
+}
+
+/// A rename or a new name is durable once its directory is fsynced. Some file systems
+/// cannot fsync a directory; the data itself is on disk already, so that is not an error.
+fn sync_directory(dir: &Path) {
+    if let Ok(dir) = File::open(dir) {
+        let _ = dir.sync_all();
+    }
+}
+
+/// What [`AppendLines::open`] found after the last whole line of the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tail {
+    /// Nothing: the file was empty, new, or ended in a newline.
+    Whole,
+    /// A partial line of this many bytes, cut off.
+    Cut(u64),
+    /// A whole line that only lacked its newline, which was added.
+    Completed,
+}
+
+/// The longest unterminated last line that is read to judge whether it is whole.
+const JUDGED_TAIL: u64 = 64 << 20;
+/// Bytes held before they are written: a batch is written as a few large writes.
+const APPEND_BUFFER: usize = 1 << 20;
+
+/// A file appended to in batches of whole lines. Lines are held, then written, and
+/// [`AppendLines::commit`] fsyncs them; a batch that cannot be written whole (a full disk, an
+/// I/O error, a file size limit) is cut off again, back to the length the file had after the
+/// last commit. The file is locked (`flock`) while open, so two runs never interleave.
+pub(crate) struct AppendLines {
+    file: File,
+    committed: u64,
+    held: Vec<u8>,
+}
+
+impl AppendLines {
+    /// Opens (or creates) `path`, cuts off a partial last line, and says what it found there.
+    /// `whole` judges an unterminated last line: a line that is whole only lacks its newline
+    /// (a hand-edited file), and is kept. `what` names the flag, for messages.
+    pub(crate) fn open(
+        what: &str,
+        path: &Path,
+        whole: impl Fn(&[u8]) -> bool,
+    ) -> Result<(AppendLines, Tail)> {
+        refuse_database(what, path)?;
+        let shown = || format!("{what} {}", path.display());
+        if let Ok(meta) = fs::metadata(path)
+            && !meta.is_file()
+        {
+            return Err(Error::Usage(format!(
+                "{}: is not a regular file; an archive must be a file that can be fsynced before rows are deleted",
+                shown()
+            ))
+            .into());
+        }
+        let failed = |e: io::Error| Error::output_file(shown(), e);
+        let created = fs::symlink_metadata(path).is_err();
+        let file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create(true)
+            .custom_flags(libc::O_CLOEXEC)
+            .open(path)
+            .map_err(failed)?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Busy(format!(
+                    "{}: another state-store run is appending to it; nothing was deleted",
+                    shown()
+                ))
+                .into());
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
+        }
+        if created {
+            sync_directory(parent(path).unwrap_or(Path::new(".")));
+        }
+        let mut lines = AppendLines { file, committed: 0, held: Vec::new() };
+        let tail = lines.repair(&whole).map_err(failed)?;
+        Ok((lines, tail))
+    }
+
+    /// Cuts the file back to its last newline, unless what follows it is a whole line.
+    fn repair(&mut self, whole: &impl Fn(&[u8]) -> bool) -> io::Result<Tail> {
+        let len = self.file.metadata()?.len();
+        let end = last_line_end(&self.file, len)?;
+        self.committed = len;
+        if end == len {
+            return Ok(Tail::Whole);
+        }
+        let partial = len - end;
+        if partial <= JUDGED_TAIL {
+            let mut line = vec![0; usize::try_from(partial).unwrap_or(usize::MAX)];
+            self.file.read_exact_at(&mut line, end)?;
+            if whole(&line) {
+                self.file.write_all(b"\n")?;
+                self.file.sync_all()?;
+                self.committed = len + 1;
+                return Ok(Tail::Completed);
+            }
+        }
+        self.file.set_len(end)?;
+        self.file.sync_all()?;
+        self.committed = end;
+        Ok(Tail::Cut(partial))
+    }
+
+    /// Writes what is held, cutting the batch off on failure.
+    fn spill(&mut self) -> io::Result<()> {
+        if let Err(e) = self.file.write_all(&self.held) {
+            self.rollback();
+            return Err(e);
+        }
+        self.held.clear();
+        Ok(())
+    }
+
+    /// Makes the lines written since the last commit durable; on failure they are cut off,
+    /// and the file ends where it did after the last commit.
+    pub(crate) fn commit(&mut self) -> io::Result<()> {
+        self.spill()?;
+        if let Err(e) = self.file.sync_all() {
+            self.rollback();
+            return Err(e);
+        }
+        self.committed = self.file.metadata()?.len();
+        Ok(())
+    }
+
+    /// Forgets the lines held and cuts off those written since the last commit. If even the
+    /// cut fails, the next open cuts the partial line.
+    pub(crate) fn rollback(&mut self) {
+        self.held.clear();
+        if self.file.set_len(self.committed).is_ok() {
+            let _ = self.file.sync_all();
+        }
+    }
+}
+
+impl Write for AppendLines {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.held.extend_from_slice(buf);
+        if self.held.len() >= APPEND_BUFFER {
+            self.spill()?;
+        }
+        Ok(buf.len())
+    }
+
+    /// Nothing is written until there is enough to write, or [`AppendLines::commit`].
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The length of the file up to and including its last newline (0 when it has none).
+fn last_line_end(file: &File, len: u64) -> io::Result<u64> {
+    let mut chunk = vec![0; 64 * 1024];
+    let mut end = len;
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let piece = &mut chunk[..usize::try_from(end - start).unwrap_or(0)];
+        file.read_exact_at(piece, start)?;
+        if let Some(at) = piece.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
+}
+
+/// A private copy of a stream (stdin), readable from the start as many times as needed. The
+/// file has no name (`O_TMPFILE`; where the file system cannot, it is created 0600 with
+/// `O_EXCL | O_NOFOLLOW` and unlinked at once), so no other user can open it and no exit, not
+/// even `kill -9`, leaves it behind.
+pub(crate) struct Spool {
+    file: File,
+}
+
+impl Spool {
+    /// The copy, from its first byte. (Readers share one offset: one at a time.)
+    pub(crate) fn reader(&self) -> io::Result<File> {
+        let mut file = self.file.try_clone()?;
+        file.seek(SeekFrom::Start(0))?;
+        Ok(file)
+    }
+}
+
+/// Copies `input` into a new spool in `$TMPDIR`. A spool that cannot be created or written
+/// (a missing or full `$TMPDIR`) is an output error (exit 6); `input` that cannot be read is
+/// a usage error (exit 2). `what` names the input (`stdin`).
+pub(crate) fn spool(what: &str, mut input: impl Read) -> Result<Spool> {
+    let dir = std::env::temp_dir();
+    let failed = |e: io::Error| Error::output_file(format!("a copy of {what} in {}", dir.display()), e);
+    let mut file = unnamed(&dir).map_err(failed)?;
+    let mut buf = vec![0; 256 * 1024];
+    loop {
+        let n = match input.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(anyhow::Error::new(e).context(Error::Usage(format!("cannot read {what}")))),
+        };
+        file.write_all(&buf[..n]).map_err(failed)?;
+    }
+    Ok(Spool { file })
+}
+
+fn unnamed(dir: &Path) -> io::Result<File> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .open(dir);
+    match opened {
+        // No O_TMPFILE in this kernel or file system.
+        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+            let (file, temporary) = Temporary::create(dir, "state-store-spool")?;
+            drop(temporary);
+            Ok(file)
+        }
+        other => other,
+    }
+}
+
+/// Opens (creating it if needed) a lock file: never through a symlink (a planted one would
+/// make a root run create or open its target), never a FIFO or device (`O_NONBLOCK`, then
+/// checked: a FIFO would block the open), mode 0600 when created, never truncated.
+pub(crate) fn open_lock(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("state-store-fs-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_partial_last_line_is_cut_and_a_whole_one_completed() {
+        let dir = temp_dir("tail");
+        let path = dir.join("a.jsonl");
+        let whole = |line: &[u8]| line.ends_with(b"}");
+        fs::write(&path, b"{1}\n{2}\n{3").unwrap();
+        let (mut lines, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        assert_eq!(tail, Tail::Cut(2));
+        lines.write_all(b"{4}\n").unwrap();
+        lines.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n{4}\n");
+        // Lines written but not committed are cut off by a rollback.
+        lines.write_all(b"{5}\n{6").unwrap();
+        lines.spill().unwrap();
+        lines.rollback();
+        assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n{4}\n");
+        drop(lines);
+        fs::write(&path, b"{1}\n{2}").unwrap();
+        let (_, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        assert_eq!(tail, Tail::Completed);
+        assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n");
+        fs::write(&path, b"no newline at all").unwrap();
+        let (_, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        assert_eq!(tail, Tail::Cut(17));
+        assert_eq!(fs::read(&path).unwrap(), b"");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_second_appender_is_refused_while_the_first_holds_the_file() {
+        let dir = temp_dir("busy");
+        let path = dir.join("a.jsonl");
+        let (_first, _) = AppendLines::open("--archive", &path, |_| false).unwrap();
+        let err = AppendLines::open("--archive", &path, |_| false).err().unwrap();
+        assert!(err.to_string().contains("another state-store run"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_replacement_is_atomic_keeps_the_mode_and_leaves_no_temporary() {
+        let dir = temp_dir("replace");
+        let path = dir.join("backup.jsonl");
+        fs::write(&path, b"old\n").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
+        let mut output = Output::create("--file", &path, 0o644).unwrap();
+        output.write_all(b"new\n").unwrap();
+        output.flush().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"old\n", "the old file stays until the commit");
+        let temporary = names(&dir).into_iter().find(|n| n.ends_with(".tmp")).unwrap();
+        let meta = fs::metadata(dir.join(&temporary)).unwrap();
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600, "{temporary}");
+        output.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"new\n");
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
+        assert_eq!(names(&dir), ["backup.jsonl"]);
+        // Dropped before its commit: the old file is untouched and the temporary gone.
+        let mut output = Output::create("--file", &path, 0o644).unwrap();
+        output.write_all(b"partial").unwrap();
+        drop(output);
+        assert_eq!(fs::read(&path).unwrap(), b"new\n");
+        assert_eq!(names(&dir), ["backup.jsonl"]);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn temporary_names_are_unpredictable_and_never_follow_a_symlink() {
+        let a = random_name();
+        let b = random_name();
+        assert_ne!(a, b);
+        assert_eq!(a.len(), 16);
+        let dir = temp_dir("lockfile");
+        let victim = dir.join("victim");
+        let link = dir.join("x.lock");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        let err = open_lock(&link).unwrap_err();
+        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        assert!(!victim.exists(), "the symlink's target is never created");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_spool_has_no_name_and_reads_from_the_start_each_time() {
+        let spool = spool("stdin", &b"line 1\nline 2\n"[..]).unwrap();
+        for _ in 0..2 {
+            let mut text = String::new();
+            spool.reader().unwrap().read_to_string(&mut text).unwrap();
+            assert_eq!(text, "line 1\nline 2\n");
+        }
+        let meta = spool.file.metadata().unwrap();
+        assert_eq!(meta.nlink(), 0, "no name in any directory");
+        assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    }
+
+    #[test]
+    fn the_database_and_its_files_are_refused_however_they_are_spelt() {
+        let dir = temp_dir("guard");
+        let db = dir.join("guarded.db");
+        fs::write(&db, b"").unwrap();
+        fs::create_dir(dir.join("x")).unwrap();
+        protect_database(&db);
+        let link = dir.join("link");
+        std::os::unix::fs::symlink(&db, &link).unwrap();
+        let hard = dir.join("hard");
+        fs::hard_link(&db, &hard).unwrap();
+        for spelt in [db.clone(), dir.join("x/../guarded.db"), link, hard, dir.join("guarded.db-wal")] {
+            let err = refuse_database("--file", &spelt).unwrap_err();
+            assert!(err.to_string().contains("refusing to write over it"), "{}: {err}", spelt.display());
+        }
+        let dangling = dir.join("to-journal");
+        std::os::unix::fs::symlink(dir.join("guarded.db-journal"), &dangling).unwrap();
+        assert!(refuse_database("--archive", &dangling).is_err(), "a dangling link to a journal");
+        assert!(refuse_database("--file", &dir.join("guarded.db.bak")).is_ok());
+        assert!(refuse_database("--file", &dir.join("x/guarded.db")).is_ok());
+        lock(&DATABASES).retain(|p| p.shown != db);
+        fs::remove_dir_all(&dir).unwrap();
+    }
+}
