@@ -1231,3 +1231,330 @@ fn passwords_outside_the_userinfo_are_masked_too() {
     assert!(run.stderr.ends_with(" postgresql://airflow:***@db/airflow\n"), "{run:?}");
     assert!(!run.stderr.contains(&LONG_PASSWORD[..4]), "{run:?}");
 }
+
+// ---------------------------------------------------------------- files and paths
+
+/// The files the tool writes: archives always whole lines, an export replaced only when
+/// complete, no output path that is the database, temporary and lock files other users cannot
+/// redirect (docs/reliability.md, "Files and paths").
+mod files {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    use std::path::{Path, PathBuf};
+
+    /// Runs a command of the bench with its file size limit (`RLIMIT_FSIZE`) at `bytes`, and
+    /// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with
+    /// ENOSPC (a tmpfs of a chosen size needs root).
+    fn run_with_file_limit(bench: &Bench, bytes: u64, args: &[&str]) -> Run {
+        let plain = bench.cmd(args);
+        let mut c = Command::new("sh");
+        c.arg("-c").arg(format!("trap '' XFSZ; exec prlimit --fsize={bytes} -- \"$0\" \"$@\""));
+        c.arg(plain.get_program()).args(plain.get_args());
+        for (key, value) in plain.get_envs() {
+            match value {
+                Some(value) => c.env(key, value),
+                None => c.env_remove(key),
+            };
+        }
+        let out = c.stdin(Stdio::null()).output().expect("sh and prlimit (util-linux)");
+        Run {
+            args: args.iter().map(|s| s.to_string()).collect(),
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// The file holds whole lines only, each a JSON object; their number.
+    #[track_caller]
+    fn whole_lines(path: &Path) -> usize {
+        let text = std::fs::read_to_string(path).unwrap();
+        assert!(text.is_empty() || text.ends_with('\n'), "{} ends in a partial line", path.display());
+        support::json_lines(&text).len()
+    }
+
+    /// The rows a clean's summary line says it archived.
+    #[track_caller]
+    fn summary_archived(stderr: &str) -> usize {
+        let line = stderr.lines().find(|l| l.starts_with("clean: ")).unwrap_or_else(|| panic!("{stderr}"));
+        let rest = line.split("; archived ").nth(1).unwrap_or_else(|| panic!("{line}"));
+        rest.split(' ').next().unwrap().parse().unwrap()
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn temporaries(dir: &Path) -> Vec<String> {
+        names(dir).into_iter().filter(|n| n.ends_with(".tmp")).collect()
+    }
+
+    fn mkfifo(path: &Path) {
+        assert!(Command::new("mkfifo").arg(path).status().unwrap().success());
+    }
+
+    contract! {
+        /// An archive a killed run left with a partial last line: the next `clean --archive`
+        /// (and `clear --archive`) cuts it off with a warning that names the file and the bytes
+        /// dropped, appends whole lines, and `import` restores every row of the file.
+        fn archive_cut_mid_line_is_repaired_and_importable(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 300, 3);
+            let archive = bench.dir.path().join("expired.jsonl");
+            let path = archive.display().to_string();
+            bench.run(&["clean", "--archive", &path, "--batch-size", "10", "--max-rows", "50"]).success();
+            assert_eq!(whole_lines(&archive), 50);
+            // What a run killed between its write and its fsync leaves: the start of a line of
+            // a row it never deleted.
+            let next = bench.run(&["export", "--expired"]).success().stdout;
+            let partial = &next.lines().next().unwrap()[..60];
+            let mut file = std::fs::OpenOptions::new().append(true).open(&archive).unwrap();
+            std::io::Write::write_all(&mut file, partial.as_bytes()).unwrap();
+            let run = bench.run(&["clean", "--archive", &path, "--batch-size", "10"]).success();
+            assert!(
+                run.stderr.contains(&format!("warning: archive {path} ended in a partial line"))
+                    && run.stderr.contains("cut its last 60 byte(s)"),
+                "{}",
+                run.stderr
+            );
+            assert_eq!(summary_archived(&run.stderr), 50);
+            assert_eq!(whole_lines(&archive), 100);
+            assert_eq!(count(&bench, EXPIRED), 0);
+            // A file cut short (truncated) before `clear --archive`.
+            bench.run(&cmd(&["set", "kept", "1"], &task(&[]))).success();
+            let len = std::fs::metadata(&archive).unwrap().len();
+            file.set_len(len - 25).unwrap();
+            let run = bench.run(&cmd(&["clear", "--yes", "--archive", &path], &task(&[]))).success();
+            assert!(run.stderr.contains("cut its last"), "{}", run.stderr);
+            assert_eq!(whole_lines(&archive), 100, "99 whole lines and the cleared key");
+            let run = bench.run(&["import", &path]).success();
+            assert!(run.stderr.contains("100 task row(s)"), "{}", run.stderr);
+            assert_eq!(count(&bench, EXPIRED), 99);
+        }
+
+        /// A write that fails mid-batch (a full disk; here a file size limit): the batch is cut
+        /// off the archive and not deleted, the file is whole lines, the summary counts exactly
+        /// the rows whose lines are in it, and a rerun finishes with an importable archive.
+        fn archive_write_failure_leaves_whole_lines(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 600, 1);
+            let archive = bench.dir.path().join("expired.jsonl");
+            let path = archive.display().to_string();
+            // An archive of earlier runs, larger than the database's own files, so that only
+            // the archive reaches the limit.
+            let earlier = bench.run(&["export"]).success().stdout.repeat(12);
+            std::fs::write(&archive, &earlier).unwrap();
+            let before = earlier.lines().count();
+            let limit = earlier.len() as u64 + 20_000;
+            let run = run_with_file_limit(&bench, limit, &["clean", "--archive", &path, "--batch-size", "20"]);
+            assert_eq!(run.code, 6, "{run:?}");
+            assert!(clean_error_line(&run.stderr).contains(&path), "{}", run.stderr);
+            let appended = whole_lines(&archive) - before;
+            let deleted = usize::try_from(600 - count(&bench, EXPIRED)).unwrap();
+            assert!(deleted > 0 && deleted < 600, "stopped part-way: {deleted}");
+            assert_eq!((appended, summary_archived(&run.stderr)), (deleted, deleted), "{}", run.stderr);
+            bench.run(&["clean", "--archive", &path, "--batch-size", "20"]).success();
+            assert_eq!(whole_lines(&archive), before + 600);
+            bench.run(&["import", &path]).success();
+            assert_eq!(count(&bench, EXPIRED), 600);
+        }
+
+        /// `export --file` over an earlier backup: a write that fails (a file size limit), or a
+        /// SIGTERM, leaves the old backup byte for byte and no temporary file; a complete export
+        /// replaces it and keeps its mode.
+        fn export_file_is_replaced_only_when_complete(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 30_000, 2);
+            let backup = bench.dir.path().join("backup.jsonl");
+            let path = backup.display().to_string();
+            std::fs::write(&backup, "the old backup\n").unwrap();
+            set_mode(&backup, 0o640);
+            let run = run_with_file_limit(&bench, 64 * 1024, &["export", "--file", &path]);
+            assert_eq!(run.code, 6, "{run:?}");
+            assert_eq!(std::fs::read_to_string(&backup).unwrap(), "the old backup\n");
+            assert_eq!(temporaries(bench.dir.path()), Vec::<String>::new());
+            // SIGTERM while the new file is being written.
+            let mut stopped = false;
+            for _ in 0..5 {
+                let mut child = bench.cmd(&["export", "--file", &path]).stderr(Stdio::null()).spawn().unwrap();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while temporaries(bench.dir.path()).is_empty() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                let _ = Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+                let status = child.wait().unwrap();
+                if status.code() == Some(143) {
+                    stopped = true;
+                    break;
+                }
+                // Finished before the signal: try again from the old file.
+                std::fs::write(&backup, "the old backup\n").unwrap();
+                set_mode(&backup, 0o640);
+            }
+            assert!(stopped, "no export was stopped mid-file in five tries");
+            assert_eq!(std::fs::read_to_string(&backup).unwrap(), "the old backup\n");
+            assert_eq!(temporaries(bench.dir.path()), Vec::<String>::new(), "the signal removed it");
+            let inode = std::fs::metadata(&backup).unwrap().ino();
+            bench.run(&["export", "--file", &path]).success();
+            assert_eq!(whole_lines(&backup), 30_000);
+            let meta = std::fs::metadata(&backup).unwrap();
+            assert_ne!(meta.ino(), inode, "renamed over, not written in place");
+            assert_eq!(meta.permissions().mode() & 0o777, 0o640);
+            assert_eq!(temporaries(bench.dir.path()), Vec::<String>::new());
+        }
+
+        /// `export --file` to what cannot be fsynced or renamed over: `/dev/stdout` (a pipe, or
+        /// a regular file the shell opened), a FIFO. The lines arrive, exit 0.
+        fn export_file_to_a_pipe_or_fifo_is_streamed(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 30, 2);
+            let run = bench.run(&["export", "--file", "/dev/stdout"]).success();
+            assert_eq!(support::json_lines(&run.stdout).len(), 30);
+            let out = bench.dir.path().join("redirected.jsonl");
+            let status = bench
+                .cmd(&["export", "--file", "/dev/stdout"])
+                .stdout(std::fs::File::create(&out).unwrap())
+                .status()
+                .unwrap();
+            assert_eq!(status.code(), Some(0));
+            assert_eq!(whole_lines(&out), 30);
+            let fifo = bench.dir.path().join("fifo");
+            mkfifo(&fifo);
+            let reader = {
+                let fifo = fifo.clone();
+                std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+            };
+            bench.run(&["export", "--file", &fifo.display().to_string()]).success();
+            assert_eq!(support::json_lines(&reader.join().unwrap()).len(), 30);
+        }
+
+        /// `import -` copies stdin to a file no other user can open and no exit leaves
+        /// behind: it has no name in `$TMPDIR` while the import runs, is 0600, and a `kill -9`
+        /// leaves nothing; a `$TMPDIR` that does not exist is an output error (exit 6).
+        fn import_from_stdin_leaves_no_file_behind(d: Dialect) {
+            let bench = with_run(d);
+            bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+            let lines = bench.run(&["export"]).success().stdout;
+            let tmp = bench.dir.path().join("tmp");
+            std::fs::create_dir(&tmp).unwrap();
+            let mut child = bench
+                .cmd(&["import", "-"])
+                .env("TMPDIR", &tmp)
+                .stdin(Stdio::piped())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap();
+            let mut stdin = child.stdin.take().unwrap();
+            std::io::Write::write_all(&mut stdin, lines.as_bytes()).unwrap();
+            // The spool is open once a descriptor of the process leads into $TMPDIR.
+            let fds = PathBuf::from(format!("/proc/{}/fd", child.id()));
+            let mut spool = None;
+            wait_until(30, "import opens its spool", || {
+                spool = std::fs::read_dir(&fds).ok().and_then(|entries| {
+                    entries.filter_map(Result::ok).map(|e| e.path()).find(|fd| {
+                        std::fs::read_link(fd).is_ok_and(|target| target.starts_with(&tmp))
+                    })
+                });
+                spool.is_some()
+            });
+            assert_eq!(names(&tmp), Vec::<String>::new(), "the spool has no name");
+            let meta = std::fs::metadata(spool.unwrap()).unwrap();
+            assert_eq!((meta.permissions().mode() & 0o777, meta.nlink()), (0o600, 0));
+            assert!(Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap().success());
+            child.wait().unwrap();
+            drop(stdin);
+            assert_eq!(names(&tmp), Vec::<String>::new());
+            let mut bench = bench;
+            bench.env("TMPDIR", &tmp.display().to_string());
+            bench.run_with_stdin(&["import", "-"], &lines).success();
+            assert_eq!(names(&tmp), Vec::<String>::new());
+            bench.env("TMPDIR", &bench.dir.path().join("missing").display().to_string());
+            bench.unchanged(|| bench.run_with_stdin(&["import", "-"], &lines).fails(6, "a copy of stdin"));
+        }
+    }
+
+    /// Every output path that names the open SQLite database or a file SQLite keeps beside it,
+    /// however it is spelt (the path, `x/../`, a symlink, a hard link, the `-wal` and
+    /// `-journal` that do not exist yet), is refused with exit 2 before anything is written:
+    /// the file is byte for byte as it was. A `--metrics-file` that is not a regular file is
+    /// refused before the database is opened.
+    #[test]
+    fn sqlite_output_paths_that_name_the_database_are_refused() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        seed_bulk(&bench, 20, 2);
+        bench.exec("PRAGMA wal_checkpoint(TRUNCATE)");
+        let dir = bench.dir.path();
+        std::fs::create_dir(dir.join("x")).unwrap();
+        std::os::unix::fs::symlink(&bench.db, dir.join("link.db")).unwrap();
+        std::fs::hard_link(&bench.db, dir.join("hard.db")).unwrap();
+        let spellings: Vec<String> = ["airflow.db", "x/../airflow.db", "link.db", "hard.db", "airflow.db-wal", "airflow.db-journal"]
+            .iter()
+            .map(|name| dir.join(name).display().to_string())
+            .collect();
+        let before = file_bytes(&bench.db);
+        for spelt in &spellings {
+            let cases: Vec<Vec<&str>> = vec![
+                vec!["export", "--file", spelt],
+                vec!["clean", "--archive", spelt],
+                vec!["clean", "--metrics-file", spelt],
+                cmd(&["clear", "--yes", "--archive", spelt], &task(&[])),
+            ];
+            for args in cases {
+                bench.unchanged(|| bench.run(&args).fails(2, "refusing to write over it"));
+                assert!(before == file_bytes(&bench.db), "{args:?} changed the file");
+            }
+        }
+        assert!(!dir.join("airflow.db-journal").exists());
+        // Not a regular file: refused before the database is opened (it does not exist).
+        let fifo = dir.join("fifo");
+        mkfifo(&fifo);
+        let nowhere = format!("sqlite:///{}", dir.join("no-such.db").display());
+        for path in ["/dev/null".to_string(), fifo.display().to_string(), dir.display().to_string()] {
+            bench.run(&["clean", "--conn", &nowhere, "--metrics-file", &path]).code(2);
+        }
+        use std::os::unix::fs::FileTypeExt;
+        assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+    }
+
+    /// A symlink planted where the clean lock file goes: the clean refuses it (exit 4) and
+    /// never creates the link's target (as root, that could be any file).
+    #[test]
+    fn sqlite_clean_lock_file_never_follows_a_symlink() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 20, 2);
+        let victim = bench.dir.path().join("victim");
+        let lock = bench.dir.path().join("airflow.db.state-store-clean.lock");
+        std::os::unix::fs::symlink(&victim, &lock).unwrap();
+        bench.unchanged(|| bench.run(&["clean"]).fails(4, "clean lock file"));
+        assert!(!victim.exists(), "the symlink's target was created");
+        std::fs::remove_file(&lock).unwrap();
+        bench.run(&["clean"]).success();
+    }
+
+    /// One clean at a time per database file, whatever path names it: while a clean runs
+    /// through the real path, one through a symlink or `x/../` exits 7.
+    #[test]
+    fn sqlite_one_clean_at_a_time_whatever_the_path_spelling() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 2000, 1);
+        let dir = bench.dir.path();
+        std::fs::create_dir(dir.join("x")).unwrap();
+        std::os::unix::fs::symlink(&bench.db, dir.join("link.db")).unwrap();
+        let mut first =
+            bench.cmd(&["clean", "--batch-size", "1", "--sleep", "100ms"]).stderr(Stdio::null()).spawn().unwrap();
+        let lock = dir.join("airflow.db.state-store-clean.lock");
+        wait_until(30, "the first clean takes its lock", || lock.exists());
+        for other in ["link.db", "x/../airflow.db"] {
+            let url = format!("sqlite:///{}", dir.join(other).display());
+            bench.run(&["clean", "--conn", &url]).fails(7, "another state-store clean is running");
+        }
+        assert!(Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
+        assert_eq!(first.wait().unwrap().code(), Some(143));
+    }
+}
