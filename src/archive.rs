@@ -295,7 +295,7 @@ impl Sink {
     /// `export --file`: a new file that replaces `path` only once it is complete
     /// ([`Sink::finish`]); until then the old file stays as it was.
     pub(crate) fn file(path: &Path) -> crate::error::Result<Sink> {
-        let output = Output::create("--file", path, fs::default_mode())?;
+        let output = Output::create("--file", "", path, fs::default_mode())?;
         Ok(Sink::new(Target::File(Some(output)), Some(path)))
     }
 
@@ -305,7 +305,7 @@ impl Sink {
     /// DELETE, which comes after the sync), is cut off, and the cut is reported.
     pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
         let whole = |line: &[u8]| std::str::from_utf8(line).is_ok_and(|text| parse_line(text).is_ok());
-        let (lines, tail) = AppendLines::open("--archive", path, whole)?;
+        let (lines, tail) = AppendLines::open("--archive", "archive", path, whole)?;
         match tail {
             Tail::Whole => {}
             Tail::Cut(bytes) => crate::output::warn(&format!(

@@ -253,12 +253,13 @@ enum OutputMode {
 }
 
 impl Output {
-    /// Opens `path` for writing in full. `what` names the flag for messages; `mode` is the
-    /// new file's mode when none exists (a file replaced keeps its own). A symlink at `path`
-    /// is replaced, not followed: a planted one cannot redirect the write.
-    pub(crate) fn create(what: &str, path: &Path, mode: u32) -> Result<Output> {
+    /// Opens `path` for writing in full. `what` names the flag and `label` the file in
+    /// messages (see [`target`]); `mode` is the new file's mode when none exists (a file
+    /// replaced keeps its own). A symlink at `path` is replaced, not followed: a planted one
+    /// cannot redirect the write.
+    pub(crate) fn create(what: &str, label: &str, path: &Path, mode: u32) -> Result<Output> {
         refuse_database(what, path)?;
-        let failed = |e: io::Error| Error::output_file(format!("{what} {}", path.display()), e);
+        let failed = |e: io::Error| Error::output_file(target(label, path), e);
         let existing = fs::metadata(path).ok();
         if existing.as_ref().is_some_and(fs::Metadata::is_dir) {
             return Err(Error::Usage(format!("{what} {}: is a directory, not a file", path.display())).into());
@@ -323,10 +324,15 @@ impl Write for Output {
 }
 
 /// Replaces `path` with `bytes`, atomically (see [`Output`]).
-pub(crate) fn replace(what: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let mut output = Output::create(what, path, mode)?;
+pub(crate) fn replace(what: &str, label: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut output = Output::create(what, label, path, mode)?;
     let written = output.write_all(bytes).and_then(|()| output.commit());
-    Ok(written.map_err(|e| Error::output_file(format!("{what} {}", path.display()), e))?)
+    Ok(written.map_err(|e| Error::output_file(target(label, path), e))?)
+}
+
+/// How an output error names the file: `archive PATH`, or the path alone.
+fn target(label: &str, path: &Path) -> String {
+    if label.is_empty() { path.display().to_string() } else { format!("{label} {}", path.display()) }
 }
 
 /// A rename or a new name is durable once its directory is fsynced. Some file systems
@@ -366,14 +372,16 @@ pub(crate) struct AppendLines {
 impl AppendLines {
     /// Opens (or creates) `path`, cuts off a partial last line, and says what it found there.
     /// `whole` judges an unterminated last line: a line that is whole only lacks its newline
-    /// (a hand-edited file), and is kept. `what` names the flag, for messages.
+    /// (a hand-edited file), and is kept. `what` names the flag and `label` the file in
+    /// messages.
     pub(crate) fn open(
         what: &str,
+        label: &str,
         path: &Path,
         whole: impl Fn(&[u8]) -> bool,
     ) -> Result<(AppendLines, Tail)> {
         refuse_database(what, path)?;
-        let shown = || format!("{what} {}", path.display());
+        let shown = || target(label, path);
         if let Ok(meta) = fs::metadata(path)
             && !meta.is_file()
         {
@@ -598,7 +606,7 @@ mod tests {
         let path = dir.join("a.jsonl");
         let whole = |line: &[u8]| line.ends_with(b"}");
         fs::write(&path, b"{1}\n{2}\n{3").unwrap();
-        let (mut lines, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        let (mut lines, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
         assert_eq!(tail, Tail::Cut(2));
         lines.write_all(b"{4}\n").unwrap();
         lines.commit().unwrap();
@@ -610,11 +618,11 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n{4}\n");
         drop(lines);
         fs::write(&path, b"{1}\n{2}").unwrap();
-        let (_, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        let (_, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
         assert_eq!(tail, Tail::Completed);
         assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n");
         fs::write(&path, b"no newline at all").unwrap();
-        let (_, tail) = AppendLines::open("--archive", &path, whole).unwrap();
+        let (_, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
         assert_eq!(tail, Tail::Cut(17));
         assert_eq!(fs::read(&path).unwrap(), b"");
         fs::remove_dir_all(&dir).unwrap();
@@ -624,8 +632,8 @@ mod tests {
     fn a_second_appender_is_refused_while_the_first_holds_the_file() {
         let dir = temp_dir("busy");
         let path = dir.join("a.jsonl");
-        let (_first, _) = AppendLines::open("--archive", &path, |_| false).unwrap();
-        let err = AppendLines::open("--archive", &path, |_| false).err().unwrap();
+        let (_first, _) = AppendLines::open("--archive", "archive", &path, |_| false).unwrap();
+        let err = AppendLines::open("--archive", "archive", &path, |_| false).err().unwrap();
         assert!(err.to_string().contains("another state-store run"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }
@@ -636,7 +644,7 @@ mod tests {
         let path = dir.join("backup.jsonl");
         fs::write(&path, b"old\n").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-        let mut output = Output::create("--file", &path, 0o644).unwrap();
+        let mut output = Output::create("--file", "", &path, 0o644).unwrap();
         output.write_all(b"new\n").unwrap();
         output.flush().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"old\n", "the old file stays until the commit");
@@ -648,7 +656,7 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
         assert_eq!(names(&dir), ["backup.jsonl"]);
         // Dropped before its commit: the old file is untouched and the temporary gone.
-        let mut output = Output::create("--file", &path, 0o644).unwrap();
+        let mut output = Output::create("--file", "", &path, 0o644).unwrap();
         output.write_all(b"partial").unwrap();
         drop(output);
         assert_eq!(fs::read(&path).unwrap(), b"new\n");

@@ -85,7 +85,7 @@ impl MetricsFile {
             previous.as_deref().and_then(last_success)
         };
         let text = render(run, last_success.as_deref());
-        crate::fs::replace("metrics file", &self.path, text.as_bytes(), MODE)
+        crate::fs::replace("--metrics-file", "metrics file", &self.path, text.as_bytes(), MODE)
     }
 }
 

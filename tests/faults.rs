@@ -1493,10 +1493,11 @@ mod files {
         std::fs::create_dir(dir.join("x")).unwrap();
         std::os::unix::fs::symlink(&bench.db, dir.join("link.db")).unwrap();
         std::fs::hard_link(&bench.db, dir.join("hard.db")).unwrap();
-        let spellings: Vec<String> = ["airflow.db", "x/../airflow.db", "link.db", "hard.db", "airflow.db-wal", "airflow.db-journal"]
-            .iter()
-            .map(|name| dir.join(name).display().to_string())
-            .collect();
+        let spellings: Vec<String> =
+            ["airflow.db", "x/../airflow.db", "link.db", "hard.db", "airflow.db-wal", "airflow.db-journal"]
+                .iter()
+                .map(|name| dir.join(name).display().to_string())
+                .collect();
         let before = file_bytes(&bench.db);
         for spelt in &spellings {
             let cases: Vec<Vec<&str>> = vec![
@@ -1546,8 +1547,11 @@ mod files {
         let dir = bench.dir.path();
         std::fs::create_dir(dir.join("x")).unwrap();
         std::os::unix::fs::symlink(&bench.db, dir.join("link.db")).unwrap();
-        let mut first =
-            bench.cmd(&["clean", "--batch-size", "1", "--sleep", "100ms"]).stderr(Stdio::null()).spawn().unwrap();
+        let mut first = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "100ms"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
         let lock = dir.join("airflow.db.state-store-clean.lock");
         wait_until(30, "the first clean takes its lock", || lock.exists());
         for other in ["link.db", "x/../airflow.db"] {
