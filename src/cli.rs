@@ -323,8 +323,8 @@ pub(crate) struct ClearArgs {
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
     pub yes: bool,
-    /// Before deleting, append the rows to this file in the export format (fsynced first);
-    /// `import` restores them
+    /// Before deleting, append the rows to this file in the export format (whole lines,
+    /// fsynced first); `import` restores them
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
 }
@@ -364,7 +364,8 @@ pub(crate) struct ExportArgs {
     /// Only keys whose value is an external reference ({"__airflow_state_ref__": "<ref>"})
     #[arg(long)]
     pub external: bool,
-    /// Write to this file (created or emptied, then fsynced) instead of stdout
+    /// Write to this file instead of stdout: written beside it, fsynced and renamed over it once
+    /// complete, so a failed export leaves the old file (a pipe or FIFO is written in place)
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
 }
@@ -447,7 +448,7 @@ pub(crate) struct CleanArgs {
     #[arg(short = 'v', long)]
     pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
-    /// format (fsynced first); `import` restores them
+    /// format (whole lines, fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
     pub archive: Option<PathBuf>,
     /// At the end of every run, success or failure, replace this file with the run's metrics

@@ -32,8 +32,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crate::error::{Error, Result};
 
 /// The files SQLite keeps beside a database, by the suffix of their names.
-const DATABASE_FILES: &[(&str, &str)] =
-    &[("", "the database"), ("-wal", "its WAL"), ("-shm", "its shared memory"), ("-journal", "its journal")];
+const DATABASE_FILES: &[(&str, &str)] = &[
+    ("", "the SQLite database"),
+    ("-wal", "the -wal file of the SQLite database"),
+    ("-shm", "the -shm file of the SQLite database"),
+    ("-journal", "the -journal file of the SQLite database"),
+];
 
 /// A database file a command opened: its directory (as given and resolved) and its name.
 struct Protected {
@@ -77,8 +81,8 @@ pub(crate) fn refuse_database(what: &str, path: &Path) -> Result<()> {
                 file_name.push(suffix);
                 if same_file(path, &dir.join(&file_name)) {
                     return Err(Error::Usage(format!(
-                        "{what} {}: is {part} of the SQLite database {} this command opened; \
-                         refusing to write over it (nothing was written)",
+                        "{what} {}: is {part} {} this command has open; refusing to write over it \
+                         (nothing was written)",
                         path.display(),
                         database.shown.display()
                     ))
