@@ -16,8 +16,10 @@
 use anyhow::Context as _;
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
+use std::collections::hash_map::Entry;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
+use std::io::Read as _;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::SyncSender;
@@ -36,18 +38,41 @@ use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
-    let source = Source::open(&args.file)?;
+    let mut source = Source::open(&args.file)?;
     let mut store = ctx.open(if args.dry_run { Access::ReadOnly } else { Access::ReadWrite })?;
+    let limit = &ctx.settings.max_value_storage_bytes;
+    // The largest value a row may carry: the configured limit, unless --allow-large, and never
+    // more than the database's column holds.
+    let max_value = match limit.value {
+        0 => store.max_value_bytes(),
+        _ if args.allow_large => store.max_value_bytes(),
+        n => n.min(store.max_value_bytes()),
+    };
+    source.max_line = max_line(max_value);
+    source.skip_damaged = args.skip_damaged;
+    let name = source.name.clone();
     let mode = args.on_conflict;
     let mut parents = Parents::default();
     let mut counts = Counts::default();
+    let mut damaged = Damaged::default();
     // A dry run counts what the writes would do, and `fail` refuses a key the file repeats:
     // both need what the rows before have done to the keys, which the database does not hold
     // yet.
     let mut seen = (args.dry_run || mode == OnConflict::Fail).then(Seen::default);
+    // Where the unique keys pad with spaces, lines whose keys differ only in trailing spaces
+    // are one row to the database: such a pair is refused, as MySQL's other limits are.
+    let mut padded = store.key_text("x ").ne("x ").then(Padded::default);
 
-    // Pass 1: every line parsed, every parent found; nothing written.
-    source.each(|line_no, record| {
+    // Pass 1: every line parsed and checked, every parent found; nothing written.
+    source.each(|item| {
+        let (line_no, record) = match item {
+            Item::Damaged(line_no, problem) => {
+                damaged.add(line_no);
+                output::warn(&format!("{} line {line_no}: damaged, skipped: {problem}", name));
+                return Ok(());
+            }
+            Item::Row(line_no, record) => (line_no, record),
+        };
         let Some(parent) = parents.resolve(&mut store, &record)? else {
             if args.skip_missing {
                 counts.skipped_missing += 1;
@@ -55,15 +80,35 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
             }
             return Err(Error::NotFound(format!(
                 "{} line {line_no}: {}; nothing was imported (--skip-missing skips such rows)",
-                source.name,
+                name,
                 missing(&record)
             ))
             .into());
         };
         let row = restore_row(&record, parent);
-        store.check_restore(&row).with_context(|| Error::Usage(format!("{} line {line_no}", source.name)))?;
+        let at_line = || Error::Usage(format!("{} line {line_no}", name));
+        store.check_restore(&row).with_context(at_line)?;
+        let size = record_value(&record).len() as u64;
+        if limit.value > 0 && size > limit.value && !args.allow_large {
+            return Err(Error::Usage(format!(
+                "{} line {line_no}: the value is {size} bytes as stored, over [state_store] \
+                 max_value_storage_bytes = {} (from {}); nothing was imported (--allow-large imports it anyway)",
+                name, limit.value, limit.source
+            ))
+            .into());
+        }
+        if let Some(padded) = &mut padded {
+            padded.check(&store, &record, parent, line_no).map_err(|earlier| {
+                Error::Usage(format!(
+                    "{} line {line_no}: {} differs from the one on line {earlier} only in trailing spaces, which \
+                     the database's collation ignores (PAD SPACE): it cannot hold both rows; nothing was imported",
+                    name,
+                    describe_row(&record, parent)
+                ))
+            })?;
+        }
         let Some(seen) = &mut seen else { return Ok(()) };
-        let (stored, earlier) = match seen.get(&record, parent) {
+        let (stored, earlier) = match seen.get(&store, &record, parent) {
             Some((line, at)) => (Some(at), Some(line)),
             None => (store.stored_updated_at(&row)?.map(|at| at.instant()), None),
         };
@@ -75,7 +120,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
             };
             return Err(Error::Conflict(format!(
                 "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
-                source.name,
+                name,
                 describe_row(&record, parent)
             ))
             .into());
@@ -84,31 +129,48 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
             Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(&record)),
             _ => stored.flatten(),
         };
-        seen.insert(&record, parent, line_no, after);
+        seen.insert(&store, &record, parent, line_no, after);
         if args.dry_run {
             counts.add(mode, &record, outcome.into());
         }
         Ok(())
     })?;
     drop(seen);
+    drop(padded);
 
     if !args.dry_run {
-        // Pass 2: the rows written, `--batch-size` of them to a transaction.
-        counts = Counts { skipped_missing: counts.skipped_missing, ..Counts::default() };
+        // Pass 2: the rows written, `--batch-size` of them to a transaction, from exactly the
+        // bytes pass 1 checked. Its counts are its own: a row it does not write (its parent
+        // missing, its line damaged) is counted here again, never dropped unseen.
+        counts = Counts::default();
         store.begin_import()?;
         let mut batch = Vec::new();
-        source.each(|line_no, record| {
-            let Some(parent) = parents.resolve(&mut store, &record)? else { return Ok(()) };
+        let written = source.each(|item| {
+            let Item::Row(line_no, record) = item else { return Ok(()) };
+            let Some(parent) = parents.resolve(&mut store, &record)? else {
+                counts.skipped_missing += 1;
+                return Ok(());
+            };
             // A full batch is written when the next row comes, so that the last one is known.
             if batch.len() as u64 >= args.batch_size {
-                write_batch(&mut store, mode, &source.name, &batch, &mut counts, false)?;
+                write_batch(&mut store, mode, &name, &batch, &mut counts, false)?;
                 batch.clear();
             }
             batch.push((line_no, record, parent));
             Ok(())
-        })?;
-        write_batch(&mut store, mode, &source.name, &batch, &mut counts, true)?;
+        });
+        let written = written.and_then(|()| write_batch(&mut store, mode, &name, &batch, &mut counts, true));
+        if let Err(e) = written {
+            if matches!(crate::error::kind(&e), Some(Error::Conflict(_))) {
+                return Err(e);
+            }
+            let committed = counts.task_rows + counts.asset_rows;
+            return Err(e.context(format!(
+                "import of {name} stopped: the {committed} row(s) the batches before committed stay imported"
+            )));
+        }
     }
+    counts.skipped_damaged = damaged.count;
 
     let verb = if args.dry_run { "import --dry-run: would restore" } else { "import: restored" };
     // Only the mode's own way of leaving a stored row is named; the document has every count.
@@ -117,18 +179,67 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         OnConflict::Skip => format!("{} skipped (the key is already stored), ", counts.skipped_existing),
         OnConflict::Overwrite | OnConflict::Fail => String::new(),
     };
+    let damaged_note = if args.skip_damaged {
+        format!(", {} damaged line(s) skipped", damaged.count)
+    } else {
+        String::new()
+    };
     output::note(&format!(
-        "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced); {existing}{} skipped (dag run or asset missing)",
-        counts.task_rows,
-        counts.asset_rows,
-        source.name,
-        counts.inserted,
-        counts.replaced,
-        counts.skipped_missing
+        "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced); {existing}{} skipped (dag run or asset missing){damaged_note}",
+        counts.task_rows, counts.asset_rows, name, counts.inserted, counts.replaced, counts.skipped_missing
     ));
     let plain = Some((counts.task_rows + counts.asset_rows).to_string());
     let doc = Imported { dry_run: args.dry_run, on_conflict: mode_name(mode), counts };
-    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })
+    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })?;
+    if damaged.count > 0 {
+        return Err(Error::Damaged(format!(
+            "{}: {} damaged line(s) skipped ({}); every whole line was {}",
+            name,
+            damaged.count,
+            damaged.describe(),
+            if args.dry_run { "checked" } else { "restored" }
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The longest line a row whose value holds up to `max_value` bytes can take: each byte of
+/// the value may be written as a six-character escape (`\u0000`), and the other fields
+/// (keys, ids, names, timestamps) take at most [`FIELD_BYTES`]. A longer line is refused
+/// before it is read whole.
+fn max_line(max_value: u64) -> u64 {
+    max_value.saturating_mul(6).saturating_add(FIELD_BYTES)
+}
+
+/// Room for a line's fields other than its value: a 512-character key and a dozen
+/// 250-character ids or names, each character escaped as a surrogate pair at worst, and
+/// the field names.
+const FIELD_BYTES: u64 = 64 << 10;
+
+/// The damaged lines the first pass skipped: how many, and the first few line numbers, for
+/// the final message (each is named on stderr as it is met).
+#[derive(Default)]
+struct Damaged {
+    count: u64,
+    first: Vec<u64>,
+}
+
+impl Damaged {
+    const NAMED: usize = 5;
+
+    fn add(&mut self, line_no: u64) {
+        self.count += 1;
+        if self.first.len() < Self::NAMED {
+            self.first.push(line_no);
+        }
+    }
+
+    fn describe(&self) -> String {
+        let lines: Vec<String> = self.first.iter().map(u64::to_string).collect();
+        let more = if self.count > self.first.len() as u64 { ", …" } else { "" };
+        format!("line {}{more}", lines.join(", "))
+    }
 }
 
 /// Writes one batch of rows in a transaction of its own. A failure rolls the batch back; the
@@ -179,7 +290,9 @@ fn write_batch(
         }
         Err(e) => {
             let _ = store.rollback();
-            return Err(e);
+            let (first, last) = (batch[0].0, batch[batch.len() - 1].0);
+            let lines = if first == last { format!("line {first}") } else { format!("lines {first}-{last}") };
+            return Err(e.context(format!("{name} {lines}: this batch was rolled back")));
         }
     };
     store.commit()?;
@@ -189,7 +302,8 @@ fn write_batch(
 }
 
 /// `{"dry_run": …, "on_conflict": "newer", "task_rows": N, "asset_rows": M, "inserted": I,
-/// "replaced": R, "kept_newer": K, "skipped_existing": E, "skipped_missing": S}`.
+/// "replaced": R, "kept_newer": K, "skipped_existing": E, "skipped_missing": S,
+/// "skipped_damaged": D}`.
 #[derive(Serialize)]
 struct Imported {
     dry_run: bool,
@@ -209,6 +323,7 @@ struct Counts {
     kept_newer: u64,
     skipped_existing: u64,
     skipped_missing: u64,
+    skipped_damaged: u64,
 }
 
 impl Counts {
@@ -279,32 +394,67 @@ fn decide(mode: OnConflict, stored: Option<Option<Timestamp>>, exported: Timesta
 
 /// The keys the first pass has met, each with the line it was last on and the `updated_at`
 /// its row holds after that line. A key is kept as a 128-bit fingerprint rather than as its
-/// text, so that a file of millions of rows needs tens of bytes per row, not hundreds.
+/// text, so that a file of millions of rows needs tens of bytes per row, not hundreds. The
+/// fingerprint is of the key as the database compares it ([`Store::key_text`]).
 #[derive(Default)]
 struct Seen(HashMap<u128, (u64, Option<Timestamp>)>);
 
 impl Seen {
-    fn fingerprint(record: &Record, parent: i64) -> u128 {
-        let half = |salt: u8| {
-            let mut hasher = DefaultHasher::new();
-            salt.hash(&mut hasher);
-            match record {
-                Record::Task(t) => {
-                    (0u8, parent, &t.scope.task_id, t.scope.map_index, &t.key).hash(&mut hasher)
-                }
-                Record::Asset(a) => (1u8, parent, &a.key).hash(&mut hasher),
+    fn get(&self, store: &Store, record: &Record, parent: i64) -> Option<(u64, Option<Timestamp>)> {
+        self.0.get(&fingerprint(record, parent, |text| store.key_text(text))).copied()
+    }
+
+    fn insert(&mut self, store: &Store, record: &Record, parent: i64, line_no: u64, at: Option<Timestamp>) {
+        self.0.insert(fingerprint(record, parent, |text| store.key_text(text)), (line_no, at));
+    }
+}
+
+/// A row's unique key as 128 bits: its parent, and for a task row its task id and map index,
+/// with its key, each text as `text` gives it.
+fn fingerprint<'r>(record: &'r Record, parent: i64, text: impl Fn(&'r str) -> &'r str) -> u128 {
+    let half = |salt: u8| {
+        let mut hasher = DefaultHasher::new();
+        salt.hash(&mut hasher);
+        match record {
+            Record::Task(t) => {
+                (0u8, parent, text(&t.scope.task_id), t.scope.map_index, text(&t.key)).hash(&mut hasher);
             }
-            hasher.finish()
-        };
-        (u128::from(half(0)) << 64) | u128::from(half(1))
-    }
+            Record::Asset(a) => (1u8, parent, text(&a.key)).hash(&mut hasher),
+        }
+        hasher.finish()
+    };
+    (u128::from(half(0)) << 64) | u128::from(half(1))
+}
 
-    fn get(&self, record: &Record, parent: i64) -> Option<(u64, Option<Timestamp>)> {
-        self.0.get(&Self::fingerprint(record, parent)).copied()
-    }
+/// Where the unique keys pad with spaces (MySQL), the rows met so far by their key as the
+/// database compares it, each with its line and a fingerprint of its exact text: a row whose
+/// key is the same to the database but not the same text would overwrite the other.
+#[derive(Default)]
+struct Padded(HashMap<u128, (u64, u128)>);
 
-    fn insert(&mut self, record: &Record, parent: i64, line_no: u64, at: Option<Timestamp>) {
-        self.0.insert(Self::fingerprint(record, parent), (line_no, at));
+impl Padded {
+    /// The line of an earlier row the database would take for this one although its text
+    /// differs.
+    fn check(&mut self, store: &Store, record: &Record, parent: i64, line_no: u64) -> Result<(), u64> {
+        let exact = fingerprint(record, parent, |text| text);
+        match self.0.entry(fingerprint(record, parent, |text| store.key_text(text))) {
+            Entry::Occupied(seen) if seen.get().1 != exact => Err(seen.get().0),
+            Entry::Occupied(mut seen) => {
+                seen.insert((line_no, exact));
+                Ok(())
+            }
+            Entry::Vacant(new) => {
+                new.insert((line_no, exact));
+                Ok(())
+            }
+        }
+    }
+}
+
+fn record_value(record: &Record) -> &str {
+    match record {
+        Record::Task(t) => &t.value,
+        Record::Asset(a) => &a.value,
     }
 }
 
@@ -413,19 +563,43 @@ fn restore_row(record: &Record, parent: i64) -> RestoreRow<'_> {
     }
 }
 
-/// The file to import, readable as many times as needed.
+/// The file to import, readable as many times as needed: the second time exactly as far as
+/// the first, so that what is written is what was checked.
 struct Source {
     path: PathBuf,
     name: String,
     /// A copy of stdin, removed when the import ends.
     spooled: bool,
+    /// The longest line accepted, in bytes without its line end.
+    max_line: u64,
+    /// Damaged lines are handed over as [`Item::Damaged`] rather than refusing the file.
+    skip_damaged: bool,
+    /// What the first pass read, which every later pass reads again.
+    checked: Option<Checked>,
+}
+
+/// The bytes the first pass read: how many, and a digest of each block of lines it handed
+/// over. A later pass stops at the same length, and checks each block before handing over any
+/// of its lines, so that a file appended to meanwhile (an archive cron keeps writing) is read
+/// as it was checked, and a file rewritten or cut meanwhile is an error, not other data.
+#[derive(Clone)]
+struct Checked {
+    len: u64,
+    blocks: Vec<u64>,
+}
+
+/// A line of the file, as the passes see it.
+enum Item {
+    Row(u64, Record),
+    /// A line that cannot be read (`--skip-damaged`), and why.
+    Damaged(u64, String),
 }
 
 impl Source {
     fn open(path: &Path) -> Result<Source> {
         if path.as_os_str() != "-" {
             File::open(path).with_context(|| Error::Usage(format!("cannot read {}", path.display())))?;
-            return Ok(Source { path: path.to_path_buf(), name: path.display().to_string(), spooled: false });
+            return Ok(Source::new(path.to_path_buf(), path.display().to_string(), false));
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -437,73 +611,176 @@ impl Source {
             std::io::copy(&mut std::io::stdin().lock(), &mut file)?;
             file.sync_all()
         };
-        let source = Source { path: spool.clone(), name: "stdin".to_string(), spooled: true };
+        let source = Source::new(spool.clone(), "stdin".to_string(), true);
         copy().with_context(|| Error::Usage(format!("cannot copy stdin to {}", spool.display())))?;
         Ok(source)
     }
 
-    /// Calls `f` with each non-blank line's number and record, in order. The lines are read
-    /// and parsed on a thread of their own, a few hundred ahead of `f`, so that parsing the
-    /// file overlaps the database's work.
-    fn each(&self, mut f: impl FnMut(u64, Record) -> Result<()>) -> Result<()> {
+    fn new(path: PathBuf, name: String, spooled: bool) -> Source {
+        Source { path, name, spooled, max_line: u64::MAX - 1, skip_damaged: false, checked: None }
+    }
+
+    /// Calls `f` with each non-blank line, in order. The lines are read and parsed on a
+    /// thread of their own, a few hundred ahead of `f`, so that parsing the file overlaps the
+    /// database's work. The first call reads to the end of the file and records what it read;
+    /// every later call reads exactly that again.
+    fn each(&mut self, mut f: impl FnMut(Item) -> Result<()>) -> Result<()> {
         let file =
             File::open(&self.path).with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(AHEAD_BATCHES);
-        std::thread::scope(|scope| {
+        let this = &*self;
+        let checked = std::thread::scope(|scope| {
             // The sender moves to the reader: when it ends, so does this loop.
-            scope.spawn(move || self.read(file, sender));
+            let reader = scope.spawn(move || this.read(file, sender));
             for parsed in receiver {
-                for (line_no, record) in parsed? {
-                    f(line_no, record)?;
+                for item in parsed? {
+                    f(item)?;
                 }
             }
-            Ok(())
-        })
+            reader.join().map_err(|_| anyhow::anyhow!("the reader of {} stopped", this.name))
+        })?;
+        self.checked = Some(checked);
+        Ok(())
     }
 
-    /// Sends the parsed lines of `file` in batches, and the first error last; stops early
-    /// when nobody receives any more.
-    fn read(&self, file: File, sender: SyncSender<Result<Vec<(u64, Record)>>>) {
-        let mut reader = BufReader::new(file);
+    /// Sends the parsed lines of `file` in blocks, and the first error last; stops early when
+    /// nobody receives any more. Returns what it read.
+    fn read(&self, file: File, sender: SyncSender<Result<Vec<Item>>>) -> Checked {
+        let again = self.checked.as_ref();
+        let mut reader = BufReader::new(file.take(again.map_or(u64::MAX, |c| c.len)));
         let mut buf = Vec::new();
         let mut line_no = 0;
+        let mut read = Checked { len: 0, blocks: Vec::new() };
+        let mut digest = DefaultHasher::new();
         let mut parsed = Vec::with_capacity(AHEAD_LINES);
         let end = loop {
             buf.clear();
-            match reader.read_until(b'\n', &mut buf) {
+            // At most one byte past the longest line: a longer one is never held whole.
+            match (&mut reader).take(self.max_line.saturating_add(1)).read_until(b'\n', &mut buf) {
                 Ok(0) => break Ok(()),
-                Ok(_) => {}
+                Ok(n) => read.len += n as u64,
                 Err(e) => {
                     break Err(
                         anyhow::Error::new(e).context(Error::Usage(format!("cannot read {}", self.name)))
                     );
                 }
             }
+            digest.write(&buf);
             line_no += 1;
-            let Ok(line) = std::str::from_utf8(&buf) else {
-                break Err(Error::Usage(format!("{} line {line_no}: not UTF-8 text", self.name)).into());
-            };
-            let line = line.trim_end_matches(['\n', '\r']);
-            if line.trim().is_empty() {
-                continue;
+            let whole = buf.last() == Some(&b'\n');
+            if !whole && buf.len() as u64 > self.max_line {
+                break Err(Error::Usage(format!(
+                    "{} line {line_no}: the line is longer than {} bytes, more than a row the database \
+                     and [state_store] max_value_storage_bytes allow can take; nothing was imported",
+                    self.name, self.max_line
+                ))
+                .into());
             }
-            match parse_line(line) {
-                Ok(record) => parsed.push((line_no, record)),
+            match parse(&buf, whole) {
+                Ok(Some(record)) => parsed.push(Item::Row(line_no, record)),
+                Ok(None) => {}
+                Err(problem) if self.skip_damaged => {
+                    parsed.push(Item::Damaged(line_no, problem));
+                    if let Some((cut, record)) = after_a_cut_row(&buf) {
+                        if let Some(Item::Damaged(_, problem)) = parsed.last_mut() {
+                            *problem = format!(
+                                "its first {cut} bytes are a row cut short, and the whole row after them is restored"
+                            );
+                        }
+                        parsed.push(Item::Row(line_no, record));
+                    }
+                }
                 Err(problem) => {
-                    break Err(Error::Usage(format!("{} line {line_no}: {problem}", self.name)).into());
+                    break Err(Error::Usage(format!(
+                        "{} line {line_no}: {problem}; nothing was imported (--skip-damaged imports every whole line)",
+                        self.name
+                    ))
+                    .into());
                 }
             }
-            if parsed.len() == AHEAD_LINES && sender.send(Ok(std::mem::take(&mut parsed))).is_err() {
-                return;
+            if parsed.len() == AHEAD_LINES {
+                if let Err(e) = self.block(&mut read, &mut digest, again, line_no) {
+                    break Err(e);
+                }
+                if sender.send(Ok(std::mem::take(&mut parsed))).is_err() {
+                    return read;
+                }
             }
         };
-        if !parsed.is_empty() && sender.send(Ok(parsed)).is_err() {
-            return;
+        let end = end.and_then(|()| {
+            self.block(&mut read, &mut digest, again, line_no)?;
+            match again {
+                Some(c) if read.len != c.len || read.blocks.len() != c.blocks.len() => {
+                    Err(Error::Usage(format!(
+                        "{} changed after the first pass checked it: it is {} bytes long, not {}",
+                        self.name, read.len, c.len
+                    ))
+                    .into())
+                }
+                _ => Ok(()),
+            }
+        });
+        if end.is_ok() && !parsed.is_empty() && sender.send(Ok(parsed)).is_err() {
+            return read;
         }
         if let Err(e) = end {
             let _ = sender.send(Err(e));
         }
+        read
     }
+
+    /// Ends a block of lines at `line_no`: records its digest, or, when reading again, checks
+    /// it against the first pass's.
+    fn block(
+        &self,
+        read: &mut Checked,
+        digest: &mut DefaultHasher,
+        again: Option<&Checked>,
+        line_no: u64,
+    ) -> Result<()> {
+        let sum = std::mem::take(digest).finish();
+        if let Some(c) = again
+            && c.blocks.get(read.blocks.len()) != Some(&sum)
+        {
+            return Err(Error::Usage(format!(
+                "{} changed after the first pass checked it (in the lines up to line {line_no})",
+                self.name
+            ))
+            .into());
+        }
+        read.blocks.push(sum);
+        Ok(())
+    }
+}
+
+/// One line's record, `None` for a blank line; or what is wrong with it. A line without a line
+/// end is the file's last, and one that is not a whole row was cut short.
+fn parse(bytes: &[u8], whole: bool) -> Result<Option<Record>, String> {
+    let cut = |problem: &str| {
+        if whole {
+            problem.to_string()
+        } else {
+            format!("cut short: the file ends inside this line, without a line end ({problem})")
+        }
+    };
+    let Ok(line) = std::str::from_utf8(bytes) else { return Err(cut("not UTF-8 text")) };
+    let line = line.trim_end_matches(['\n', '\r']);
+    if line.trim().is_empty() {
+        return Ok(None);
+    }
+    parse_line(line).map(Some).map_err(|problem| cut(&problem))
+}
+
+/// A damaged line that ends in a whole row: what a write cut short and then appended to
+/// leaves (`clean --archive` after a crash). Every line `export` writes begins `{"kind":`,
+/// which cannot occur unescaped inside a row's strings, so the row is the text after one of
+/// them that reads as a whole row; the bytes before it are the row that was cut.
+fn after_a_cut_row(bytes: &[u8]) -> Option<(usize, Record)> {
+    const START: &[u8] = b"{\"kind\":";
+    let ends = bytes.len() - bytes.iter().rev().take_while(|b| matches!(b, b'\n' | b'\r')).count();
+    (1..ends.saturating_sub(START.len()))
+        .filter(|&at| bytes[at..].starts_with(START))
+        .find_map(|at| Some((at, parse_line(std::str::from_utf8(&bytes[at..ends]).ok()?).ok()?)))
 }
 
 /// Lines parsed ahead of the database, in batches of this many.
@@ -539,19 +816,63 @@ mod tests {
         assert_eq!(decided(OnConflict::Fail), [Inserted, Conflict, Conflict, Conflict, Conflict]);
     }
 
+    fn line(map_index: i64, task_id: &str, key: &str) -> String {
+        format!(
+            r#"{{"kind": "task", "dag_id": "d", "run_id": "r", "task_id": "{task_id}", "map_index": {map_index}, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+        )
+    }
+
     #[test]
     fn a_key_is_the_same_key_only_in_the_same_scope() {
-        let line = |map_index: i64, key: &str| {
-            parse_line(&format!(
-                r#"{{"kind": "task", "dag_id": "d", "run_id": "r", "task_id": "t", "map_index": {map_index}, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
-            ))
-            .unwrap()
-        };
-        let mut seen = Seen::default();
-        seen.insert(&line(-1, "k"), 7, 3, None);
-        assert_eq!(seen.get(&line(-1, "k"), 7), Some((3, None)));
-        assert_eq!(seen.get(&line(0, "k"), 7), None, "another map index");
-        assert_eq!(seen.get(&line(-1, "k"), 8), None, "another dag run");
-        assert_eq!(seen.get(&line(-1, "K"), 7), None, "another key");
+        let record = |map_index: i64, key: &str| parse_line(&line(map_index, "t", key)).unwrap();
+        let exact = |record: &Record, parent| fingerprint(record, parent, |text| text);
+        let k = exact(&record(-1, "k"), 7);
+        assert_eq!(exact(&record(-1, "k"), 7), k);
+        assert_ne!(exact(&record(0, "k"), 7), k, "another map index");
+        assert_ne!(exact(&record(-1, "k"), 8), k, "another dag run");
+        assert_ne!(exact(&record(-1, "K"), 7), k, "another key");
+        assert_ne!(exact(&record(-1, "k "), 7), k, "trailing spaces count where keys do not pad");
+        let padded = |record: &Record| fingerprint(record, 7, |text| text.trim_end_matches(' '));
+        assert_eq!(padded(&record(-1, "k  ")), padded(&record(-1, "k")), "PAD SPACE");
+        let spaced_task = parse_line(&line(-1, "t ", "k")).unwrap();
+        assert_eq!(padded(&spaced_task), padded(&record(-1, "k")), "PAD SPACE in the task id");
+        assert_ne!(padded(&record(-1, " k")), padded(&record(-1, "k")), "leading spaces count");
+    }
+
+    #[test]
+    fn a_cut_line_is_named_as_cut_and_the_whole_row_after_it_is_found() {
+        let whole = line(-1, "t", "k");
+        assert!(parse(format!("{whole}\n").as_bytes(), true).unwrap().is_some());
+        assert!(parse(whole.as_bytes(), false).unwrap().is_some(), "a whole last row without a line end");
+        assert!(parse(b"  \r\n", true).unwrap().is_none());
+        let half = &whole[..whole.len() / 2];
+        assert!(parse(half.as_bytes(), false).unwrap_err().starts_with("cut short: "));
+        assert!(parse(half.as_bytes(), true).unwrap_err().starts_with("not JSON"));
+        // A cut inside a multi-byte character.
+        let bytes = "{\"kind\": \"task\", \"key\": \"é".as_bytes();
+        assert!(parse(&bytes[..bytes.len() - 1], false).unwrap_err().contains("not UTF-8"));
+
+        let glued = format!("{half}{whole}\n");
+        let (cut, record) = after_a_cut_row(glued.as_bytes()).expect("the whole row");
+        assert_eq!(cut, half.len());
+        assert_eq!(record, parse_line(&whole).unwrap());
+        // Two cut rows before a whole one; a cut row alone; a whole row alone.
+        let twice = format!("{half}{half}{whole}");
+        assert_eq!(after_a_cut_row(twice.as_bytes()).map(|(cut, _)| cut), Some(2 * half.len()));
+        assert!(after_a_cut_row(format!("{half}{half}\n").as_bytes()).is_none());
+        assert!(after_a_cut_row(whole.as_bytes()).is_none(), "a row is never cut from its own start");
+    }
+
+    #[test]
+    fn lines_are_bounded_by_the_largest_row() {
+        assert_eq!(max_line(65_535), 65_535 * 6 + 65_536);
+        assert_eq!(max_line(u64::MAX), u64::MAX);
+        // The longest a 512-character key and ids can take in the export's escapes.
+        let long = format!(
+            r#"{{"kind": "asset", "asset_id": 1, "asset_name": "{n}", "asset_uri": "{n}", "key": {k}, "value": "", "updated_at": "2026-01-01T00:00:00.000000Z", "last_updated_by_kind": "task", "last_updated_by_dag_id": "{n}", "last_updated_by_run_id": "{n}", "last_updated_by_task_id": "{n}", "last_updated_by_map_index": 0}}"#,
+            n = "\\u0000".repeat(1500),
+            k = crate::json::dumps(&crate::json::Value::String("\u{1F680}".repeat(512))),
+        );
+        assert!((long.len() as u64) < FIELD_BYTES, "{}", long.len());
     }
 }

@@ -312,6 +312,16 @@ pub(crate) trait Connection {
     fn can_match(&self, _table: &str, _column: &str, _text: &str) -> bool {
         true
     }
+    /// Whether the unique keys compare text with PAD SPACE (MySQL's `_bin` collations): `x`
+    /// and `x ` are then one key, and a write of one updates the row stored with the other.
+    fn pads_spaces(&self) -> bool {
+        false
+    }
+    /// The largest value, in bytes, the `value` columns hold: SQLite's default
+    /// `SQLITE_MAX_LENGTH` of a string, below PostgreSQL's 1 GiB per field.
+    fn max_value_bytes(&self) -> u64 {
+        1_000_000_000
+    }
     /// Refuses text `table.column` cannot hold, before anything is written.
     fn check_text(&self, _table: &str, _column: &str, _text: &str) -> Result<()> {
         Ok(())

@@ -25,7 +25,8 @@ use crate::error::{Cause, Error, Result};
 use crate::time::Timestamp;
 use crate::url::DbUrl;
 use columns::{
-    fits_latin1, fits_utf8mb3, require_latin1, require_storable_time, require_utf8mb3, require_value_size,
+    MEDIUMTEXT_BYTES, fits_latin1, fits_utf8mb3, require_latin1, require_storable_time, require_utf8mb3,
+    require_value_size,
 };
 use connect::describe;
 
@@ -224,6 +225,14 @@ impl Connection for MysqlConnection {
             ("asset", _) => fits_latin1(text),
             _ => fits_utf8mb3(text) || !self.narrow.iter().any(|(t, c)| t == table && c == column),
         }
+    }
+
+    fn pads_spaces(&self) -> bool {
+        true
+    }
+
+    fn max_value_bytes(&self) -> u64 {
+        MEDIUMTEXT_BYTES as u64
     }
 
     fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {
