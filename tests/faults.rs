@@ -1423,4 +1423,53 @@ mod import_edges {
             );
         }
     }
+
+    /// MySQL's `_bin` collations are PAD SPACE: `'x'` and `'x '` are one key to its unique keys
+    /// and equal to its `=`. Every filter and lookup still matches exactly, and `import` refuses
+    /// two rows the database would merge, in a dry run and with `--on-conflict fail` too, naming
+    /// both lines, before anything is written.
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_pad_space_keys_are_one_row_and_filters_match_exactly() {
+        let bench = with_run(Dialect::Mysql);
+        bench.add_dag_run_with("padded", "r1", &["load"]);
+        bench.add_dag_run_with("padded ", "r2", &["load"]);
+        for (dag, run) in [("padded", "r1"), ("padded ", "r2")] {
+            bench.run(&["set", "k", "1", "--dag-id", dag, "--run-id", run, "--task-id", "load"]).success();
+        }
+        let listed = |args: &[&str]| {
+            let run = bench.run(&cmd(&["list", "-o", "json"], args)).success();
+            run.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["run_id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(listed(&["--dag-id", "padded"]), ["r1"]);
+        assert_eq!(listed(&["--dag-id", "padded "]), ["r2"]);
+        assert_eq!(listed(&["--dag-id", "padded", "--task-id", "load "]), Vec::<String>::new());
+        let scope = ["--dag-id", "padded", "--run-id", "r1", "--task-id", "load"];
+        bench.run(&cmd(&["get", "k "], &scope)).code(1);
+        bench.run(&cmd(&["get", "k"], &scope)).success();
+        bench
+            .unchanged(|| bench.run(&cmd(&["delete", "k "], &scope)).success().stderr_has("nothing deleted"));
+        let spaced = ["--dag-id", "padded", "--run-id", "r1 ", "--task-id", "load"];
+        bench.unchanged(|| bench.run(&cmd(&["clear", "--yes"], &spaced)).code(1));
+        bench.add_asset("orders", "s3://orders/", true);
+        bench.unchanged(|| bench.run(&["set", "k", "1", "--asset", "orders "]).fails(1, "no asset found"));
+
+        let file = bench.dir.path().join("padded.jsonl");
+        let path = file.to_str().unwrap();
+        std::fs::write(&file, format!("{}\n{}\n", import_line(RUN, "p", "1"), import_line(RUN, "p ", "2")))
+            .unwrap();
+        for extra in [&[][..], &["--dry-run"][..], &["--on-conflict", "fail"][..]] {
+            let run = bench.unchanged(|| bench.run(&cmd(&["import", path], extra)).code(2));
+            assert!(
+                run.stderr.starts_with(&format!("error: {path} line 2: task key \"p \" of dag_id=\"{DAG}\"")),
+                "{run:?}"
+            );
+            assert!(run.stderr.contains("differs from the one on line 1 only in trailing spaces"), "{run:?}");
+        }
+    }
 }

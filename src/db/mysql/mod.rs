@@ -205,14 +205,15 @@ impl Connection for MysqlConnection {
     }
 
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
-        let sql = Dialect::Mysql.render(&query.text(), query.params());
-        let params = Params::Positional(query.params().iter().map(value).collect());
+        let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
+        let params = Params::Positional(params.iter().map(value).collect());
         let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
         Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
-        self.exec_sql(&Dialect::Mysql.render(&query.text(), query.params()), query.params())
+        let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
+        self.exec_sql(&sql, &params)
     }
 
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
