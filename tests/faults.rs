@@ -1471,5 +1471,24 @@ mod import_edges {
             );
             assert!(run.stderr.contains("differs from the one on line 1 only in trailing spaces"), "{run:?}");
         }
+        // A row of the file and a stored row that MySQL takes for one, either way round.
+        bench.run(&cmd(&["set", "q ", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "s", "1"], &task(&[]))).success();
+        for (line, stored) in [("q", "\"q \" of task_id=\"load\""), ("s ", "\"s\" of task_id=\"load\"")] {
+            std::fs::write(
+                &file,
+                format!("{}\n{}\n", import_line(RUN, "new", "1"), import_line(RUN, line, "2")),
+            )
+            .unwrap();
+            for extra in [&[][..], &["--dry-run"][..]] {
+                let run = bench.unchanged(|| bench.run(&cmd(&["import", path], extra)).code(2));
+                assert!(run.stderr.contains(&format!("line 2: task key \"{line}\"")), "{run:?}");
+                assert!(
+                    run.stderr
+                        .contains(&format!("differs from the stored key {stored} only in trailing spaces")),
+                    "{run:?}"
+                );
+            }
+        }
     }
 }

@@ -1,10 +1,14 @@
 //! `import FILE`: restores the rows of an `export` (or of a clean/clear `--archive`) by
 //! upsert, with their value text, timestamps and writer fields exactly as exported.
 //!
-//! The file is read twice. The first pass parses every line and finds every row's dag run or
-//! asset, writing nothing, so a malformed line (exit 2), a row whose parent is gone (exit 1,
-//! unless `--skip-missing`) or, with `--on-conflict fail`, a row whose key is already stored
-//! (exit 9) is found before anything changes. The second pass writes, one transaction per
+//! The file is read twice. The first pass parses every line, finds every row's dag run or
+//! asset and checks the row as the database will (`Store::check_restore`, and
+//! `max_value_storage_bytes`), writing nothing, so a malformed line or a row the database
+//! cannot hold (exit 2), a row whose parent is gone (exit 1, unless `--skip-missing`) or, with
+//! `--on-conflict fail`, a row whose key is already stored (exit 9) is found before anything
+//! changes. `--skip-damaged` names and skips the lines that are not whole rows instead (exit
+//! 10 at the end). The second pass reads exactly the bytes the first read, block by block
+//! checked against the first pass's digests, and writes, one transaction per
 //! `--batch-size` rows, each in multi-row statements (`db::restore`); the last batch commits
 //! durably, and with it every batch before it. In both passes the lines are parsed on a
 //! thread of their own, ahead of the database's work. What a row does to a stored row with
@@ -48,6 +52,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         _ if args.allow_large => store.max_value_bytes(),
         n => n.min(store.max_value_bytes()),
     };
+    source.max_value = max_value;
     source.max_line = max_line(max_value);
     source.skip_damaged = args.skip_damaged;
     let name = source.name.clone();
@@ -98,14 +103,22 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
             .into());
         }
         if let Some(padded) = &mut padded {
-            padded.check(&store, &record, parent, line_no).map_err(|earlier| {
-                Error::Usage(format!(
-                    "{} line {line_no}: {} differs from the one on line {earlier} only in trailing spaces, which \
-                     the database's collation ignores (PAD SPACE): it cannot hold both rows; nothing was imported",
-                    name,
+            let other = match padded.check(&mut store, &record, parent, &row, line_no)? {
+                None => None,
+                Some(Twin::Line(line)) => Some(format!("the one on line {line}")),
+                Some(Twin::Stored { task_id, key }) if matches!(record, Record::Task(_)) => {
+                    Some(format!("the stored key {} of task_id={}", quote(&key), quote(&task_id)))
+                }
+                Some(Twin::Stored { key, .. }) => Some(format!("the stored key {}", quote(&key))),
+            };
+            if let Some(other) = other {
+                return Err(Error::Usage(format!(
+                    "{name} line {line_no}: {} differs from {other} only in trailing spaces, which the \
+                     database's collation ignores (PAD SPACE): it cannot hold both rows; nothing was imported",
                     describe_row(&record, parent)
                 ))
-            })?;
+                .into());
+            }
         }
         let Some(seen) = &mut seen else { return Ok(()) };
         let (stored, earlier) = match seen.get(&store, &record, parent) {
@@ -428,26 +441,58 @@ fn fingerprint<'r>(record: &'r Record, parent: i64, text: impl Fn(&'r str) -> &'
 
 /// Where the unique keys pad with spaces (MySQL), the rows met so far by their key as the
 /// database compares it, each with its line and a fingerprint of its exact text: a row whose
-/// key is the same to the database but not the same text would overwrite the other.
+/// key is the same to the database as an earlier row's or a stored one's, but not the same
+/// text, would overwrite the other under its name.
 #[derive(Default)]
-struct Padded(HashMap<u128, (u64, u128)>);
+struct Padded {
+    rows: HashMap<u128, (u64, u128)>,
+    /// Whether a dag run (`true`) or asset has stored keys or task ids ending in a space.
+    spaced: HashMap<(bool, i64), bool>,
+}
+
+/// The other row a PAD SPACE collation takes for a row of the file.
+enum Twin {
+    Line(u64),
+    Stored { task_id: String, key: String },
+}
 
 impl Padded {
-    /// The line of an earlier row the database would take for this one although its text
-    /// differs.
-    fn check(&mut self, store: &Store, record: &Record, parent: i64, line_no: u64) -> Result<(), u64> {
+    fn check(
+        &mut self,
+        store: &mut Store,
+        record: &Record,
+        parent: i64,
+        row: &RestoreRow<'_>,
+        line_no: u64,
+    ) -> Result<Option<Twin>> {
         let exact = fingerprint(record, parent, |text| text);
-        match self.0.entry(fingerprint(record, parent, |text| store.key_text(text))) {
-            Entry::Occupied(seen) if seen.get().1 != exact => Err(seen.get().0),
+        match self.rows.entry(fingerprint(record, parent, |text| store.key_text(text))) {
+            Entry::Occupied(seen) if seen.get().1 != exact => return Ok(Some(Twin::Line(seen.get().0))),
             Entry::Occupied(mut seen) => {
                 seen.insert((line_no, exact));
-                Ok(())
             }
             Entry::Vacant(new) => {
                 new.insert((line_no, exact));
-                Ok(())
             }
         }
+        // The stored rows: looked up for a row with a trailing space, or in a dag run or asset
+        // that stores such keys; almost always neither, and one query per parent decides.
+        let (task, spaced) = match record {
+            Record::Task(t) => (true, t.key.ends_with(' ') || t.scope.task_id.ends_with(' ')),
+            Record::Asset(a) => (false, a.key.ends_with(' ')),
+        };
+        let stored_spaced = match self.spaced.get(&(task, parent)) {
+            Some(known) => *known,
+            None => {
+                let found = store.stores_spaced_keys(task, parent)?;
+                self.spaced.insert((task, parent), found);
+                found
+            }
+        };
+        if !spaced && !stored_spaced {
+            return Ok(None);
+        }
+        Ok(store.stored_twin(row)?.map(|(task_id, key)| Twin::Stored { task_id, key }))
     }
 }
 
@@ -570,7 +615,9 @@ struct Source {
     name: String,
     /// A copy of stdin, removed when the import ends.
     spooled: bool,
-    /// The longest line accepted, in bytes without its line end.
+    /// The largest value a row may hold, in bytes, and so the longest line accepted, in bytes
+    /// without its line end.
+    max_value: u64,
     max_line: u64,
     /// Damaged lines are handed over as [`Item::Damaged`] rather than refusing the file.
     skip_damaged: bool,
@@ -617,7 +664,15 @@ impl Source {
     }
 
     fn new(path: PathBuf, name: String, spooled: bool) -> Source {
-        Source { path, name, spooled, max_line: u64::MAX - 1, skip_damaged: false, checked: None }
+        Source {
+            path,
+            name,
+            spooled,
+            max_value: u64::MAX,
+            max_line: u64::MAX - 1,
+            skip_damaged: false,
+            checked: None,
+        }
     }
 
     /// Calls `f` with each non-blank line, in order. The lines are read and parsed on a
@@ -670,9 +725,10 @@ impl Source {
             let whole = buf.last() == Some(&b'\n');
             if !whole && buf.len() as u64 > self.max_line {
                 break Err(Error::Usage(format!(
-                    "{} line {line_no}: the line is longer than {} bytes, more than a row the database \
-                     and [state_store] max_value_storage_bytes allow can take; nothing was imported",
-                    self.name, self.max_line
+                    "{} line {line_no}: the line is longer than {} bytes, the most a row can take whose \
+                     value is at most {} bytes ([state_store] max_value_storage_bytes, or with --allow-large \
+                     what the database's column holds); nothing was imported",
+                    self.name, self.max_line, self.max_value
                 ))
                 .into());
             }

@@ -144,6 +144,46 @@ impl Store {
         if self.conn.pads_spaces() { text.trim_end_matches(' ') } else { text }
     }
 
+    /// Whether any row of a dag run (`task`) or asset has a key or task id that ends in a
+    /// space: only then can a row without one be the same key as a stored one to a PAD SPACE
+    /// collation. Answered from the unique key's index (its first column is the parent).
+    pub(crate) fn stores_spaced_keys(&mut self, task: bool, parent: i64) -> Result<bool> {
+        let query = if task {
+            Query::new(
+                r#"SELECT 1 FROM task_state_store WHERE dag_run_id = ? AND ("key" LIKE '% ' OR task_id LIKE '% ') LIMIT 1"#,
+            )
+        } else {
+            Query::new(r#"SELECT 1 FROM asset_state_store WHERE asset_id = ? AND "key" LIKE '% ' LIMIT 1"#)
+        };
+        let what = "cannot read the stored keys";
+        Ok(first(&mut *self.conn, what, &query.bind(parent), |f: &mut Fields| f.int())?.is_some())
+    }
+
+    /// The key (and for a task row the task id) of the row stored under the row's unique key
+    /// as the database compares it, when its text is not the row's: the stored row a write of
+    /// this one would update under another name (a PAD SPACE collation).
+    pub(crate) fn stored_twin(&mut self, row: &RestoreRow<'_>) -> Result<Option<(String, String)>> {
+        let upsert = row.upsert();
+        let values = row.values();
+        let query = match row {
+            RestoreRow::Task(_) => Query::new(r#"SELECT task_id, "key" FROM "#),
+            RestoreRow::Asset(_) => Query::new(r#"SELECT '', "key" FROM "#),
+        };
+        let mut query = query.push(upsert.table);
+        let mut glue = " WHERE ";
+        // A plain `=`, as the unique key compares: not `Query::matching`'s exact one.
+        for (column, value) in upsert.key_columns().zip(&values) {
+            query = query.push(std::mem::replace(&mut glue, " AND ")).push(column).and(" = ?", *value);
+        }
+        let what = format!("cannot read {}", upsert.table);
+        let stored = first(&mut *self.conn, &what, &query, |f: &mut Fields| Ok((f.text(), f.text())))?;
+        let (task_id, key) = match row {
+            RestoreRow::Task(w) => (w.scope.task_id.as_str(), w.key),
+            RestoreRow::Asset(w) => ("", w.key),
+        };
+        Ok(stored.filter(|(t, k)| t != task_id || k != key))
+    }
+
     /// The largest value the `value` columns hold, in bytes.
     pub(crate) fn max_value_bytes(&self) -> u64 {
         self.conn.max_value_bytes()
