@@ -1407,21 +1407,22 @@ mod import_edges {
             assert_eq!(count(&bench, "task_state_store"), 2000);
 
             // A dag run deleted between the passes: its batch fails, and says where.
-            bench.exec("DELETE FROM task_state_store");
-            let two = format!("{}\n{}\n{cut}", import_line(RUN, "k0000", "1"), import_line("second", "b", "1"));
-            std::fs::write(&file, two).unwrap();
-            let holder = hold();
-            let import = Importing::start(&bench, &["import", path, "--skip-damaged", "--batch-size", "1", "--on-conflict", "overwrite"]);
-            import.wait_for("damaged, skipped");
-            holder.commit_with("DELETE FROM dag_run WHERE run_id = 'second';");
-            let run = import.finish().code(4);
-            assert!(
-                run.stderr.contains(&format!(
-                    "error: import of {path} stopped: the 1 row(s) the batches before committed stay imported: {path} line 2: this batch was rolled back: "
-                )),
-                "{run:?}"
-            );
-        }
+        bench.exec("DELETE FROM task_state_store");
+        let lines = [import_line(RUN, "k0000", "1"), import_line(RUN, "a", "1"), import_line("second", "b", "1"), import_line(RUN, "c", "1")];
+        std::fs::write(&file, format!("{}\n{cut}", lines.join("\n"))).unwrap();
+        let holder = hold();
+        let import = Importing::start(&bench, &["import", path, "--skip-damaged", "--batch-size", "2", "--on-conflict", "overwrite"]);
+        import.wait_for("damaged, skipped");
+        holder.commit_with("DELETE FROM dag_run WHERE run_id = 'second';");
+        let run = import.finish().code(4);
+        assert!(
+            run.stderr.contains(&format!(
+                "error: import of {path} stopped: the 2 row(s) the batches before committed stay imported: {path} line 3: this batch (lines 3-4) was rolled back: "
+            )),
+            "{run:?}"
+        );
+        assert_eq!(count(&bench, "task_state_store"), 2);
+    }
     }
 
     /// MySQL's `_bin` collations are PAD SPACE: `'x'` and `'x '` are one key to its unique keys

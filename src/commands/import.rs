@@ -304,14 +304,36 @@ fn write_batch(
         Err(e) => {
             let _ = store.rollback();
             let (first, last) = (batch[0].0, batch[batch.len() - 1].0);
-            let lines = if first == last { format!("line {first}") } else { format!("lines {first}-{last}") };
-            return Err(e.context(format!("{name} {lines}: this batch was rolled back")));
+            let at = if first == last {
+                format!("line {first}: this batch was rolled back")
+            } else {
+                let line = failing_line(store, batch, &rows, existing);
+                let line = line.map_or_else(|| "a line of".to_string(), |n| format!("line {n}:"));
+                format!("{line} this batch (lines {first}-{last}) was rolled back")
+            };
+            return Err(e.context(format!("{name} {at}")));
         }
     };
     store.commit()?;
     counts.add_table(mode, true, tasks);
     counts.add_table(mode, false, assets);
     Ok(())
+}
+
+/// The line of the first row of a failed batch that fails again on its own: the row the
+/// database refused. The rows are tried one at a time in a transaction that is rolled back;
+/// `None` when none fails alone (a deadlock, a lost connection: the batch's lines are named).
+fn failing_line(
+    store: &mut Store,
+    batch: &[(u64, Record, i64)],
+    rows: &[RestoreRow<'_>],
+    existing: db::OnConflict,
+) -> Option<u64> {
+    store.begin().ok()?;
+    let failed =
+        batch.iter().zip(rows).find(|(_, row)| store.restore(std::slice::from_ref(*row), existing).is_err());
+    let _ = store.rollback();
+    failed.map(|((line_no, ..), _)| *line_no)
 }
 
 /// `{"dry_run": …, "on_conflict": "newer", "task_rows": N, "asset_rows": M, "inserted": I,
