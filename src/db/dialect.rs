@@ -37,15 +37,14 @@ impl Dialect {
     /// `SAME`).
     pub(crate) fn render_bound<'a>(self, text: &str, params: &[Param<'a>]) -> (String, Vec<Param<'a>>) {
         let mut out = String::with_capacity(text.len() + 32);
-        let mut bound = Vec::with_capacity(params.len());
+        let mut bound = Bound { next: 0, order: Vec::with_capacity(params.len()) };
         self.spell(text, params, &mut bound, &mut out);
-        let params = bound.into_iter().filter_map(|i| params.get(i).copied()).collect();
+        let params = bound.order.into_iter().filter_map(|i| params.get(i).copied()).collect();
         (out, params)
     }
 
-    /// Spells `text` into `out`; `bound` gets the index in `params` of each placeholder
-    /// written.
-    fn spell(self, text: &str, params: &[Param<'_>], bound: &mut Vec<usize>, out: &mut String) {
+    /// Spells `text` into `out`, noting in `bound` the parameter each placeholder takes.
+    fn spell(self, text: &str, params: &[Param<'_>], bound: &mut Bound, out: &mut String) {
         let mut rest = text;
         while let Some(c) = rest.chars().next() {
             if c == '\'' || c == '"' {
@@ -60,8 +59,9 @@ impl Dialect {
                 }
                 rest = &rest[end..];
             } else if c == '?' {
-                let n = bound.iter().max().map_or(0, |i| i + 1);
-                bound.push(n);
+                let n = bound.next;
+                bound.next += 1;
+                bound.order.push(n);
                 self.placeholder(n + 1, params.get(n), out);
                 rest = &rest[1..];
             } else if let Some((function, inner, after)) = function_call(rest) {
@@ -99,12 +99,12 @@ impl Dialect {
     /// collations are PAD SPACE, where `'x' = 'x '`; the same length in characters as well
     /// makes the comparison exact, whatever the column's character set, and the `=` alone
     /// still finds the row through its index.
-    fn same(self, spelt: &str, bound: &mut Vec<usize>, out: &mut String) {
+    fn same(self, spelt: &str, bound: &mut Bound, out: &mut String) {
         let (column, value) = spelt.rsplit_once(", ").unwrap_or((spelt, "NULL"));
         out.push_str(&format!("{column} = {value}"));
         if self == Dialect::Mysql {
-            if let Some(last) = bound.last().copied() {
-                bound.push(last);
+            if let Some(last) = bound.order.last().copied() {
+                bound.order.push(last);
             }
             out.push_str(&format!(" AND CHAR_LENGTH({column}) = CHAR_LENGTH({value})"));
         }
@@ -181,6 +181,13 @@ impl Dialect {
             Dialect::Mysql => "REPLACE(UUID(), '-', '')",
         }
     }
+}
+
+/// The parameters a statement's text takes: the next one, and the one each placeholder
+/// written so far takes.
+struct Bound {
+    next: usize,
+    order: Vec<usize>,
 }
 
 /// `BYTES(…)`, `OCTETS(…)`, `CHARS(…)` or `SAME(…)` at the start of `text`: the token, its argument and

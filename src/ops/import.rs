@@ -473,8 +473,14 @@ impl Padded {
         row: &RestoreRow<'_>,
         line_no: u64,
     ) -> Result<Option<Twin>> {
-        let exact = fingerprint(record, parent, |text| text);
-        match self.rows.entry(fingerprint(record, parent, |text| store.key_text(text))) {
+        let (task, spaced) = match record {
+            Record::Task(t) => (true, t.key.ends_with(' ') || t.scope.task_id.ends_with(' ')),
+            Record::Asset(a) => (false, a.key.ends_with(' ')),
+        };
+        let key = fingerprint(record, parent, |text| store.key_text(text));
+        // Without a trailing space the text is the key as the database compares it.
+        let exact = if spaced { fingerprint(record, parent, |text| text) } else { key };
+        match self.rows.entry(key) {
             Entry::Occupied(seen) if seen.get().1 != exact => return Ok(Some(Twin::Line(seen.get().0))),
             Entry::Occupied(mut seen) => {
                 seen.insert((line_no, exact));
@@ -485,10 +491,6 @@ impl Padded {
         }
         // The stored rows: looked up for a row with a trailing space, or in a dag run or asset
         // that stores such keys; almost always neither, and one query per parent decides.
-        let (task, spaced) = match record {
-            Record::Task(t) => (true, t.key.ends_with(' ') || t.scope.task_id.ends_with(' ')),
-            Record::Asset(a) => (false, a.key.ends_with(' ')),
-        };
         let stored_spaced = match self.spaced.get(&(task, parent)) {
             Some(known) => *known,
             None => {
