@@ -19,6 +19,7 @@ Exit codes:
   7    another clean of the same database is running
   8    doctor found problems in the state store
   9    import --on-conflict fail: a row of the file is already stored
+  11   import --skip-damaged: the whole lines were restored, damaged lines skipped
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
 
@@ -384,6 +385,13 @@ pub(crate) struct ImportArgs {
     /// Rows per transaction (at least 1); each is written in multi-row statements of up to 1,000
     #[arg(long, value_name = "N", default_value_t = 10_000, allow_negative_numbers = true, value_parser = positive)]
     pub batch_size: u64,
+    /// Restore every whole line of a damaged file (cut by a crash or a full disk): each damaged
+    /// line is named on stderr and counted, and the import exits 11 instead of 0
+    #[arg(long)]
+    pub skip_damaged: bool,
+    /// Import values longer than [state_store] max_value_storage_bytes too
+    #[arg(long)]
+    pub allow_large: bool,
     /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
     /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)
     #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]

@@ -27,6 +27,8 @@ pub(crate) mod exit {
     pub(crate) const UNHEALTHY: i32 = 8;
     /// `import --on-conflict fail` found a row whose key is already stored.
     pub(crate) const CONFLICT: i32 = 9;
+    /// `import --skip-damaged` restored every whole line and skipped damaged ones.
+    pub(crate) const DAMAGED: i32 = 11;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
     pub(crate) const INTERNAL: i32 = 70;
     pub(crate) const SIGINT: i32 = 130;
@@ -76,6 +78,10 @@ pub(crate) enum Error {
     /// so a script can tell "already there" from a malformed file (2) or a missing parent (1).
     #[error("{0}")]
     Conflict(String),
+    /// `import --skip-damaged` skipped damaged lines (its summary was already printed): exit
+    /// 10, so a script can tell "restored, but the file was damaged" from a clean import.
+    #[error("{0}")]
+    Damaged(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
     #[error("stopped by {}", if *signal == 15 { "SIGTERM" } else { "SIGINT" })]
     Interrupted { signal: i32 },
@@ -119,6 +125,7 @@ impl Error {
             Error::Busy(_) => exit::BUSY,
             Error::Unhealthy(_) => exit::UNHEALTHY,
             Error::Conflict(_) => exit::CONFLICT,
+            Error::Damaged(_) => exit::DAMAGED,
         }
     }
 }

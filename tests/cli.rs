@@ -575,8 +575,8 @@ contract! {
     /// stored ones, and one whose dag run is gone (--skip-missing). A dry run counts exactly
     /// what the import then does, and `fail` refuses the file naming its first stored row.
     fn import_on_conflict_modes_count_each_outcome(d: Dialect) {
-        let doc_keys = ["dry_run", "on_conflict", "task_rows", "asset_rows", "inserted", "replaced", "kept_newer", "skipped_existing", "skipped_missing"];
-        let counted = &doc_keys[2..];
+        let doc_keys = ["dry_run", "on_conflict", "task_rows", "asset_rows", "inserted", "replaced", "kept_newer", "skipped_existing", "skipped_missing", "skipped_damaged"];
+        let counted = &doc_keys[2..9];
         // task_rows, asset_rows, inserted, replaced, kept_newer, skipped_existing, skipped_missing
         for (mode, counts, k, m) in [
             ("newer", json!([4, 3, 1, 6, 1, 0, 1]), "\"fresh\"", "[1, 2]"),

@@ -1562,3 +1562,265 @@ mod files {
         assert_eq!(first.wait().unwrap().code(), Some(143));
     }
 }
+
+// ---------------------------------------------------------------- import_edges
+//
+// What `import` does with a file a crash cut short, with rows the database cannot hold, with
+// a file that changes between its two passes, and with keys MySQL's collation takes for one.
+
+mod import_edges {
+    use super::*;
+
+    /// An export line of a task row of the bench's run, as `export` writes it.
+    fn import_line(run_id: &str, key: &str, value: &str) -> String {
+        let value = serde_json::to_string(value).unwrap();
+        let key = serde_json::to_string(key).unwrap();
+        format!(
+            r#"{{"kind": "task", "dag_id": "{DAG}", "run_id": "{run_id}", "task_id": "load", "map_index": -1, "key": {key}, "value": {value}, "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+        )
+    }
+
+    /// `import` started in the background, its stderr in a file that `wait_for` polls.
+    struct Importing {
+        child: std::process::Child,
+        stderr: std::path::PathBuf,
+    }
+
+    impl Importing {
+        fn start(bench: &Bench, args: &[&str]) -> Importing {
+            let stderr = bench.dir.path().join(format!("import-{}.err", std::process::id()));
+            let child = bench
+                .cmd(args)
+                .stdout(Stdio::piped())
+                .stderr(std::fs::File::create(&stderr).unwrap())
+                .spawn()
+                .unwrap();
+            Importing { child, stderr }
+        }
+
+        fn wait_for(&self, needle: &str) {
+            wait_until(60, needle, || {
+                std::fs::read_to_string(&self.stderr).unwrap_or_default().contains(needle)
+            });
+        }
+
+        fn finish(self) -> Run {
+            let out = self.child.wait_with_output().unwrap();
+            Run {
+                args: Vec::new(),
+                code: out.status.code().unwrap_or(-1),
+                stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+                stderr: std::fs::read_to_string(&self.stderr).unwrap(),
+            }
+        }
+    }
+
+    contract! {
+        /// An archive cut by a crash: its last line half a row, or a half row with the next run's
+        /// rows appended after it. Without --skip-damaged the file is refused and nothing is
+        /// written; with it every whole row is restored, each damaged line is named, counted and
+        /// the exit code is 11, in a dry run too.
+        fn restore_every_whole_line_of_a_cut_archive(d: Dialect) {
+            let bench = with_run(d);
+            let lines: Vec<String> = (0..4).map(|i| import_line(RUN, &format!("k{i}"), &i.to_string())).collect();
+            let half = |line: &str| line[..line.len() / 2].to_string();
+            let file = bench.dir.path().join("archive.jsonl");
+            let path = file.to_str().unwrap();
+            let cut_last = format!("{}\n{}\n{}", lines[0], lines[1], half(&lines[2]));
+            let glued = format!("{}\n{}{}\n{}\n", lines[0], half(&lines[1]), lines[2], lines[3]);
+            for (text, restored, bad_line, why) in
+                [(&cut_last, 2, 3, "cut short"), (&glued, 3, 2, "cut short, and the whole row after them is restored")]
+            {
+                std::fs::write(&file, text).unwrap();
+                let refused = bench.unchanged(|| bench.run(&["import", path]).code(2));
+                assert!(refused.stderr.starts_with(&format!("error: {path} line {bad_line}: ")), "{refused:?}");
+                assert!(refused.stderr.contains("--skip-damaged"), "{refused:?}");
+                let dry = bench.unchanged(|| bench.run(&["import", path, "--skip-damaged", "--dry-run", "-o", "json"]).code(11));
+                assert_eq!(fields(&dry.json(), &["task_rows", "skipped_damaged"]), json!([restored, 1]), "{dry:?}");
+                let run = bench.run(&["import", path, "--skip-damaged", "--batch-size", "1", "-o", "json"]).code(11);
+                assert_eq!(fields(&run.json(), &["task_rows", "inserted", "skipped_damaged"]), json!([restored, restored, 1]));
+                assert!(run.stderr.contains(&format!("warning: {path} line {bad_line}: damaged, skipped: ")), "{run:?}");
+                assert!(run.stderr.contains(why), "{run:?}");
+                assert!(run.stderr.contains(", 1 damaged line(s) skipped"), "{run:?}");
+                assert!(
+                    run.stderr.ends_with(&format!("error: {path}: 1 damaged line(s) skipped (line {bad_line}); every whole line was restored\n")),
+                    "{run:?}"
+                );
+                assert_eq!(count(&bench, "task_state_store"), restored);
+                bench.exec("DELETE FROM task_state_store");
+            }
+        }
+
+        /// Rows the database cannot hold fail the first pass, naming their line, with nothing
+        /// written, however many good rows come before them and however small the batches.
+        fn refuse_rows_the_database_cannot_hold_before_writing(d: Dialect) {
+            let bench = with_run(d);
+            let good: String = (0..5).map(|i| import_line(RUN, &format!("k{i}"), "1") + "\n").collect();
+            let long_task = import_line(RUN, "k", "1").replace("\"task_id\": \"load\"", &format!("\"task_id\": \"{}\"", "t".repeat(251)));
+            let mut cases = vec![
+                (import_line(RUN, &"é".repeat(513), "1"), "\"key\" is 513 characters long"),
+                (long_task, "\"task_id\" is 251 characters long"),
+                (import_line(RUN, "k", "1").replace("\"map_index\": -1", "\"map_index\": 2147483648"), "\"map_index\" 2147483648 is out of range"),
+                (import_line(RUN, "big", &"x".repeat(65_536)), "max_value_storage_bytes = 65535"),
+            ];
+            if d == Dialect::Postgres {
+                cases.push((import_line(RUN, "nul\u{0}key", "1"), "NUL"));
+            }
+            let file = bench.dir.path().join("in.jsonl");
+            let path = file.to_str().unwrap();
+            for (bad, needle) in cases {
+                std::fs::write(&file, format!("{good}{bad}\n")).unwrap();
+                for extra in [&["--batch-size", "1"][..], &["--dry-run"][..]] {
+                    let run = bench.unchanged(|| bench.run(&cmd(&["import", path], extra)).code(2));
+                    assert!(run.stderr.starts_with(&format!("error: {path} line 6: ")), "{run:?}");
+                    assert!(run.stderr.contains(needle), "{needle}: {run:?}");
+                }
+            }
+            // --allow-large takes a value over the configured limit.
+            std::fs::write(&file, import_line(RUN, "big", &"x".repeat(65_536)) + "\n").unwrap();
+            bench.run(&["import", path, "--allow-large"]).success();
+            // A line longer than any row the limits allow is refused by its length, unread.
+            std::fs::write(&file, format!("{good}{}\n", import_line(RUN, "huge", &"x".repeat(2 << 20)))).unwrap();
+            let run = bench.unchanged(|| bench.run(&["import", path]).code(2));
+            assert!(run.stderr.starts_with(&format!("error: {path} line 6: the line is longer than 458746 bytes")), "{run:?}");
+        }
+
+        /// The second pass reads exactly what the first checked. Each import is held between its
+        /// passes by a lock on the row its first batch writes; meanwhile the file is appended to
+        /// (the rows appended are not imported, and nothing goes uncounted), rewritten near its
+        /// end (the import stops before the changed lines, saying how many rows the batches before
+        /// committed), or a dag run is deleted (the batch that fails names its line and the rows
+        /// committed before it).
+        fn pass_two_reads_the_bytes_pass_one_checked(d: Dialect) {
+            use std::io::Write;
+            let bench = with_run(d);
+            bench.add_dag_run_with(DAG, "second", &["load"]);
+            let k = bench.key_col();
+            let rows: String = (0..3000).map(|i| import_line(RUN, &format!("k{i:04}"), "1") + "\n").collect();
+            let cut = &import_line(RUN, "cut", "1")[..40];
+            let file = bench.dir.path().join("archive.jsonl");
+            let path = file.to_str().unwrap();
+            let args = ["import", path, "--skip-damaged", "--batch-size", "1000", "--on-conflict", "overwrite", "-o", "json"];
+            let hold = || {
+                bench.run(&cmd(&["set", "k0000", "0"], &task(&[]))).success();
+                bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k0000'"))
+            };
+
+            // Appended to: only the checked bytes are read.
+            std::fs::write(&file, format!("{rows}{cut}")).unwrap();
+            let holder = hold();
+            let import = Importing::start(&bench, &args);
+            import.wait_for("damaged, skipped");
+            let mut append = std::fs::OpenOptions::new().append(true).open(&file).unwrap();
+            write!(append, "\n{}\n{}\n", import_line(RUN, "late", "1"), import_line("no_such_run", "late", "1")).unwrap();
+            holder.commit_with("");
+            let run = import.finish().code(11);
+            assert_eq!(fields(&run.json(), &["task_rows", "skipped_missing", "skipped_damaged"]), json!([3000, 0, 1]));
+            assert_eq!(count(&bench, &format!("task_state_store WHERE {k} = 'late'")), 0);
+
+            // Rewritten near its end: the import stops before the changed lines.
+            bench.exec("DELETE FROM task_state_store");
+            std::fs::write(&file, format!("{rows}{cut}")).unwrap();
+            let holder = hold();
+            let import = Importing::start(&bench, &args);
+            import.wait_for("damaged, skipped");
+            // One byte of line 2999's value, in place, so that the lines before stay as they were.
+        let at = rows.find("\"k2999\", \"value\": \"1\"").unwrap() + "\"k2999\", \"value\": \"".len();
+        std::os::unix::fs::FileExt::write_at(&std::fs::OpenOptions::new().write(true).open(&file).unwrap(), b"7", at as u64).unwrap();
+            holder.commit_with("");
+            let run = import.finish().code(2);
+            assert!(
+                run.stderr.contains(&format!(
+                    "error: import of {path} stopped: the 2000 row(s) the batches before committed stay imported: {path} changed after the first pass checked it"
+                )),
+                "{run:?}"
+            );
+            assert_eq!(count(&bench, "task_state_store"), 2000);
+
+            // A dag run deleted between the passes: its batch fails, and says where.
+        bench.exec("DELETE FROM task_state_store");
+        let lines = [import_line(RUN, "k0000", "1"), import_line(RUN, "a", "1"), import_line("second", "b", "1"), import_line(RUN, "c", "1")];
+        std::fs::write(&file, format!("{}\n{cut}", lines.join("\n"))).unwrap();
+        let holder = hold();
+        let import = Importing::start(&bench, &["import", path, "--skip-damaged", "--batch-size", "2", "--on-conflict", "overwrite"]);
+        import.wait_for("damaged, skipped");
+        holder.commit_with("DELETE FROM dag_run WHERE run_id = 'second';");
+        let run = import.finish().code(4);
+        assert!(
+            run.stderr.contains(&format!(
+                "error: import of {path} stopped: the 2 row(s) the batches before committed stay imported: {path} line 3: this batch (lines 3-4) was rolled back: "
+            )),
+            "{run:?}"
+        );
+        assert_eq!(count(&bench, "task_state_store"), 2);
+    }
+    }
+
+    /// MySQL's `_bin` collations are PAD SPACE: `'x'` and `'x '` are one key to its unique keys
+    /// and equal to its `=`. Every filter and lookup still matches exactly, and `import` refuses
+    /// two rows the database would merge, in a dry run and with `--on-conflict fail` too, naming
+    /// both lines, before anything is written.
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_pad_space_keys_are_one_row_and_filters_match_exactly() {
+        let bench = with_run(Dialect::Mysql);
+        bench.add_dag_run_with("padded", "r1", &["load"]);
+        bench.add_dag_run_with("padded ", "r2", &["load"]);
+        for (dag, run) in [("padded", "r1"), ("padded ", "r2")] {
+            bench.run(&["set", "k", "1", "--dag-id", dag, "--run-id", run, "--task-id", "load"]).success();
+        }
+        let listed = |args: &[&str]| {
+            let run = bench.run(&cmd(&["list", "-o", "json"], args)).success();
+            run.json()
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|e| e["run_id"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(listed(&["--dag-id", "padded"]), ["r1"]);
+        assert_eq!(listed(&["--dag-id", "padded "]), ["r2"]);
+        assert_eq!(listed(&["--dag-id", "padded", "--task-id", "load "]), Vec::<String>::new());
+        let scope = ["--dag-id", "padded", "--run-id", "r1", "--task-id", "load"];
+        bench.run(&cmd(&["get", "k "], &scope)).code(1);
+        bench.run(&cmd(&["get", "k"], &scope)).success();
+        bench
+            .unchanged(|| bench.run(&cmd(&["delete", "k "], &scope)).success().stderr_has("nothing deleted"));
+        let spaced = ["--dag-id", "padded", "--run-id", "r1 ", "--task-id", "load"];
+        bench.unchanged(|| bench.run(&cmd(&["clear", "--yes"], &spaced)).code(1));
+        bench.add_asset("orders", "s3://orders/", true);
+        bench.unchanged(|| bench.run(&["set", "k", "1", "--asset", "orders "]).fails(1, "no asset found"));
+
+        let file = bench.dir.path().join("padded.jsonl");
+        let path = file.to_str().unwrap();
+        std::fs::write(&file, format!("{}\n{}\n", import_line(RUN, "p", "1"), import_line(RUN, "p ", "2")))
+            .unwrap();
+        for extra in [&[][..], &["--dry-run"][..], &["--on-conflict", "fail"][..]] {
+            let run = bench.unchanged(|| bench.run(&cmd(&["import", path], extra)).code(2));
+            assert!(
+                run.stderr.starts_with(&format!("error: {path} line 2: task key \"p \" of dag_id=\"{DAG}\"")),
+                "{run:?}"
+            );
+            assert!(run.stderr.contains("differs from the one on line 1 only in trailing spaces"), "{run:?}");
+        }
+        // A row of the file and a stored row that MySQL takes for one, either way round.
+        bench.run(&cmd(&["set", "q ", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "s", "1"], &task(&[]))).success();
+        for (line, stored) in [("q", "\"q \" of task_id=\"load\""), ("s ", "\"s\" of task_id=\"load\"")] {
+            std::fs::write(
+                &file,
+                format!("{}\n{}\n", import_line(RUN, "new", "1"), import_line(RUN, line, "2")),
+            )
+            .unwrap();
+            for extra in [&[][..], &["--dry-run"][..]] {
+                let run = bench.unchanged(|| bench.run(&cmd(&["import", path], extra)).code(2));
+                assert!(run.stderr.contains(&format!("line 2: task key \"{line}\"")), "{run:?}");
+                assert!(
+                    run.stderr
+                        .contains(&format!("differs from the stored key {stored} only in trailing spaces")),
+                    "{run:?}"
+                );
+            }
+        }
+    }
+}

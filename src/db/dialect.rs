@@ -8,7 +8,9 @@
 //! - `BYTES(x)` is `x` compared and sorted by its bytes, the order SQLite gives text: PostgreSQL's
 //!   `COLLATE "C"`, MySQL's `CAST(… AS BINARY)` (Airflow's `_bin` collations pad with spaces, and
 //!   a metastore upgraded from 3.2 has case-insensitive keys);
-//! - `OCTETS(x)` and `CHARS(x)` are the length of `x` in bytes and in characters.
+//! - `OCTETS(x)` and `CHARS(x)` are the length of `x` in bytes and in characters;
+//! - `SAME(x, ?)` is `x = ?` compared exactly: MySQL's PAD SPACE collations take `'x '` for
+//!   `'x'`, so MySQL also compares the lengths, binding the parameter a second time.
 //!
 //! A `'…'` literal is copied as it is. An upsert is the one statement whose shape differs, so
 //! [`Upsert`] builds it. What a connection does differently beyond SQL text (what its columns
@@ -27,13 +29,22 @@ pub(crate) use crate::url::Dialect;
 impl Dialect {
     /// The statement text this database runs for a neutral `text` bound to `params`.
     pub(crate) fn render(self, text: &str, params: &[Param<'_>]) -> String {
-        let mut out = String::with_capacity(text.len() + 32);
-        let mut bound = 0;
-        self.spell(text, params, &mut bound, &mut out);
-        out
+        self.render_bound(text, params).0
     }
 
-    fn spell(self, text: &str, params: &[Param<'_>], bound: &mut usize, out: &mut String) {
+    /// The statement text, with the parameters in the order its placeholders take them: the
+    /// same as `params` except where a dialect spells a token with a parameter twice (MySQL's
+    /// `SAME`).
+    pub(crate) fn render_bound<'a>(self, text: &str, params: &[Param<'a>]) -> (String, Vec<Param<'a>>) {
+        let mut out = String::with_capacity(text.len() + 32);
+        let mut bound = Bound { next: 0, order: Vec::with_capacity(params.len()) };
+        self.spell(text, params, &mut bound, &mut out);
+        let params = bound.order.into_iter().filter_map(|i| params.get(i).copied()).collect();
+        (out, params)
+    }
+
+    /// Spells `text` into `out`, noting in `bound` the parameter each placeholder takes.
+    fn spell(self, text: &str, params: &[Param<'_>], bound: &mut Bound, out: &mut String) {
         let mut rest = text;
         while let Some(c) = rest.chars().next() {
             if c == '\'' || c == '"' {
@@ -48,12 +59,19 @@ impl Dialect {
                 }
                 rest = &rest[end..];
             } else if c == '?' {
-                *bound += 1;
-                self.placeholder(*bound, params.get(*bound - 1), out);
+                let n = bound.next;
+                bound.next += 1;
+                bound.order.push(n);
+                self.placeholder(n + 1, params.get(n), out);
                 rest = &rest[1..];
             } else if let Some((function, inner, after)) = function_call(rest) {
                 let mut spelt = String::new();
                 self.spell(inner, params, bound, &mut spelt);
+                if function == "SAME" {
+                    self.same(&spelt, bound, out);
+                    rest = after;
+                    continue;
+                }
                 out.push_str(&match (function, self) {
                     ("BYTES", Dialect::Sqlite) => spelt,
                     ("BYTES", Dialect::Postgres) => format!("{spelt} COLLATE \"C\""),
@@ -74,6 +92,21 @@ impl Dialect {
                 out.push_str(&rest[..end]);
                 rest = &rest[end..];
             }
+        }
+    }
+
+    /// `SAME(x, ?)`, spelt as `x, ?` in `spelt`: `x` equals the text exactly. MySQL's `_bin`
+    /// collations are PAD SPACE, where `'x' = 'x '`; the same length in characters as well
+    /// makes the comparison exact, whatever the column's character set, and the `=` alone
+    /// still finds the row through its index.
+    fn same(self, spelt: &str, bound: &mut Bound, out: &mut String) {
+        let (column, value) = spelt.rsplit_once(", ").unwrap_or((spelt, "NULL"));
+        out.push_str(&format!("{column} = {value}"));
+        if self == Dialect::Mysql {
+            if let Some(last) = bound.order.last().copied() {
+                bound.order.push(last);
+            }
+            out.push_str(&format!(" AND CHAR_LENGTH({column}) = CHAR_LENGTH({value})"));
         }
     }
 
@@ -150,10 +183,17 @@ impl Dialect {
     }
 }
 
-/// `BYTES(…)`, `OCTETS(…)` or `CHARS(…)` at the start of `text`: the token, its argument and
+/// The parameters a statement's text takes: the next one, and the one each placeholder
+/// written so far takes.
+struct Bound {
+    next: usize,
+    order: Vec<usize>,
+}
+
+/// `BYTES(…)`, `OCTETS(…)`, `CHARS(…)` or `SAME(…)` at the start of `text`: the token, its argument and
 /// what follows the closing parenthesis.
 fn function_call(text: &str) -> Option<(&'static str, &str, &str)> {
-    let function = ["BYTES", "OCTETS", "CHARS"]
+    let function = ["BYTES", "OCTETS", "CHARS", "SAME"]
         .into_iter()
         .find(|f| text.strip_prefix(f).is_some_and(|rest| rest.starts_with('(')))?;
     let body = &text[function.len() + 1..];
@@ -311,6 +351,16 @@ pub(crate) trait Connection {
     /// row, and is answered without asking (MySQL refuses such a comparison outright).
     fn can_match(&self, _table: &str, _column: &str, _text: &str) -> bool {
         true
+    }
+    /// Whether the unique keys compare text with PAD SPACE (MySQL's `_bin` collations): `x`
+    /// and `x ` are then one key, and a write of one updates the row stored with the other.
+    fn pads_spaces(&self) -> bool {
+        false
+    }
+    /// The largest value, in bytes, the `value` columns hold: SQLite's default
+    /// `SQLITE_MAX_LENGTH` of a string, below PostgreSQL's 1 GiB per field.
+    fn max_value_bytes(&self) -> u64 {
+        1_000_000_000
     }
     /// Refuses text `table.column` cannot hold, before anything is written.
     fn check_text(&self, _table: &str, _column: &str, _text: &str) -> Result<()> {
@@ -482,6 +532,36 @@ mod tests {
         assert_eq!(
             spelt(Dialect::Mysql, text, &params),
             "SELECT `key` FROM t WHERE id > ? AND `key` = ? AND LENGTH(t.value) > ? ORDER BY CAST(s.`key` AS BINARY)"
+        );
+    }
+
+    #[test]
+    fn exact_matches_bind_twice_on_mysql_only() {
+        let query = Query::new("SELECT id FROM t")
+            .matching(" WHERE dag_id = ?", ("t", "dag_id"), "x ")
+            .matching(r#" AND s."key" = ? ORDER BY id"#, ("t", "key"), "k")
+            .and(" LIMIT ?", Param::Int(Some(5)));
+        let (x, k, five) = (Param::Text(Some("x ")), Param::Text(Some("k")), Param::Int(Some(5)));
+        let render = |dialect: Dialect| dialect.render_bound(&query.text(), query.params());
+        assert_eq!(
+            render(Dialect::Sqlite),
+            (
+                r#"SELECT id FROM t WHERE dag_id = ? AND s."key" = ? ORDER BY id LIMIT ?"#.to_string(),
+                vec![x, k, five]
+            )
+        );
+        assert_eq!(
+            render(Dialect::Postgres).0,
+            r#"SELECT id FROM t WHERE dag_id = $1::text AND s."key" = $2::text ORDER BY id LIMIT $3::bigint"#
+        );
+        assert_eq!(
+            render(Dialect::Mysql),
+            (
+                "SELECT id FROM t WHERE dag_id = ? AND CHAR_LENGTH(dag_id) = CHAR_LENGTH(?) \
+                 AND s.`key` = ? AND CHAR_LENGTH(s.`key`) = CHAR_LENGTH(?) ORDER BY id LIMIT ?"
+                    .to_string(),
+                vec![x, x, k, k, five]
+            )
         );
     }
 

@@ -81,10 +81,12 @@ impl<'a> Query<'a> {
         self.push(sql).bind(param)
     }
 
-    /// Appends a clause that compares `(table, column)` with `text` (its one `?`) and binds it.
-    /// Text the column cannot hold (MySQL's `utf8mb3` and emoji) equals no stored value: the
-    /// statement then matches no row, and is answered without asking the database, which
-    /// would refuse the comparison outright.
+    /// Appends a clause that compares `(table, column)` with `text` (its one `… x = ?`) and
+    /// binds it. The comparison is exact on every database: it is spelt `SAME(x, ?)`, which
+    /// MySQL, whose collations ignore trailing spaces, compares by length too. Text the column
+    /// cannot hold (MySQL's `utf8mb3` and emoji) equals no stored value: the statement then
+    /// matches no row, and is answered without asking the database, which would refuse the
+    /// comparison outright.
     #[must_use]
     pub(crate) fn matching(
         mut self,
@@ -93,7 +95,10 @@ impl<'a> Query<'a> {
         text: &'a str,
     ) -> Self {
         self.compared.push((table, column, text));
-        self.and(sql, text)
+        // `sql` is `<glue> x = ?<rest>`, `x` the last word before ` = ?`.
+        let Some((head, rest)) = sql.split_once(" = ?") else { return self.and(sql, text) };
+        let at = head.rfind(' ').map_or(0, |i| i + 1);
+        self.push(&head[..at]).push("SAME(").push(&head[at..]).push(", ?)").bind(text).push(rest)
     }
 
     /// The `(table, column, text)` of every [`Query::matching`] clause.

@@ -17,8 +17,8 @@ use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
 use super::query::{Fields, Param, Query};
 use super::store::{ASSET_UPSERT, TASK_UPSERT, asset_restore_values, task_values};
 use super::{AssetRestore, TaskWrite};
-use crate::error::Result;
-use crate::model::StoredTime;
+use crate::error::{Error, Result};
+use crate::model::{MAX_ID_CHARS, MAX_KEY_CHARS, StoredTime};
 
 /// Rows in one statement: 9,000 parameters, below every database's limit (SQLite 32,766;
 /// PostgreSQL and MySQL 65,535).
@@ -79,14 +79,114 @@ impl RestoreRow<'_> {
 
 impl Store {
     /// Whether the columns can hold the row, checked without writing (`import` checks every
-    /// row before it writes any). The writes check again.
+    /// row before it writes any, so that nothing the database would refuse fails a batch
+    /// after others committed). The writes check again. On every dialect: what `set` refuses
+    /// (an empty key or id) and the lengths Airflow's columns declare (SQLite does not enforce
+    /// them, but Airflow's API and `set` do); then each text as its column holds it (NUL on
+    /// PostgreSQL, MySQL's character sets) and the connection's own limits.
     pub(crate) fn check_restore(&self, row: &RestoreRow<'_>) -> Result<()> {
+        let (table, texts, map_index) = match row {
+            RestoreRow::Task(w) => {
+                let texts = [
+                    ("dag_id", Some(w.scope.dag_id.as_str())),
+                    ("run_id", Some(&w.scope.run_id)),
+                    ("task_id", Some(&w.scope.task_id)),
+                    ("key", Some(w.key)),
+                    ("value", Some(w.value)),
+                ];
+                ("task_state_store", texts, Some(("map_index", w.scope.map_index)))
+            }
+            RestoreRow::Asset(w) => {
+                let texts = [
+                    ("key", Some(w.key)),
+                    ("value", Some(w.value)),
+                    ("last_updated_by_dag_id", w.writer.dag_id.as_deref()),
+                    ("last_updated_by_run_id", w.writer.run_id.as_deref()),
+                    ("last_updated_by_task_id", w.writer.task_id.as_deref()),
+                ];
+                let map_index = w.writer.map_index.map(|n| ("last_updated_by_map_index", n));
+                ("asset_state_store", texts, map_index)
+            }
+        };
+        for (column, text) in texts {
+            let Some(text) = text else { continue };
+            if let Some(chars) = declared_chars(column) {
+                check_chars(column, text, chars, table != "asset_state_store" || column == "key")?;
+            }
+            self.conn.check_text(table, column, text)?;
+        }
+        if let Some((column, n)) = map_index {
+            check_map_index(column, n)?;
+        }
+        let value = match row {
+            RestoreRow::Task(w) => w.value,
+            RestoreRow::Asset(w) => w.value,
+        };
+        let max = self.conn.max_value_bytes();
+        if value.len() as u64 > max {
+            return Err(Error::Usage(format!(
+                "the value is {} bytes; the database's {table}.value column holds at most {max}",
+                value.len()
+            ))
+            .into());
+        }
         match row {
             RestoreRow::Task(w) => self.conn.check_task_row(w),
             RestoreRow::Asset(w) => {
                 self.conn.check_asset_row(w.key, w.value, w.updated_at, w.writer.map_index)
             }
         }
+    }
+
+    /// `text` as the unique keys compare it: without its trailing spaces where they pad
+    /// (MySQL), so that two texts are one key exactly when they are for the database.
+    pub(crate) fn key_text<'t>(&self, text: &'t str) -> &'t str {
+        if self.conn.pads_spaces() { text.trim_end_matches(' ') } else { text }
+    }
+
+    /// Whether any row of a dag run (`task`) or asset has a key or task id that ends in a
+    /// space: only then can a row without one be the same key as a stored one to a PAD SPACE
+    /// collation. Answered from the unique key's index (its first column is the parent).
+    pub(crate) fn stores_spaced_keys(&mut self, task: bool, parent: i64) -> Result<bool> {
+        let query = if task {
+            Query::new(
+                r#"SELECT 1 FROM task_state_store WHERE dag_run_id = ? AND ("key" LIKE '% ' OR task_id LIKE '% ') LIMIT 1"#,
+            )
+        } else {
+            Query::new(r#"SELECT 1 FROM asset_state_store WHERE asset_id = ? AND "key" LIKE '% ' LIMIT 1"#)
+        };
+        let what = "cannot read the stored keys";
+        Ok(first(&mut *self.conn, what, &query.bind(parent), |f: &mut Fields| f.int())?.is_some())
+    }
+
+    /// The key (and for a task row the task id) of the row stored under the row's unique key
+    /// as the database compares it, when its text is not the row's: the stored row a write of
+    /// this one would update under another name (a PAD SPACE collation).
+    pub(crate) fn stored_twin(&mut self, row: &RestoreRow<'_>) -> Result<Option<(String, String)>> {
+        let upsert = row.upsert();
+        let values = row.values();
+        let query = match row {
+            RestoreRow::Task(_) => Query::new(r#"SELECT task_id, "key" FROM "#),
+            RestoreRow::Asset(_) => Query::new(r#"SELECT '', "key" FROM "#),
+        };
+        let mut query = query.push(upsert.table);
+        let mut glue = " WHERE ";
+        // A plain `=`, as the unique key compares: not `Query::matching`'s exact one.
+        for (column, value) in upsert.key_columns().zip(&values) {
+            query = query.push(std::mem::replace(&mut glue, " AND ")).push(column).and(" = ?", *value);
+        }
+        let what = format!("cannot read {}", upsert.table);
+        let stored = first(&mut *self.conn, &what, &query, |f: &mut Fields| Ok((f.text(), f.text())))?;
+        let (task_id, key) = match row {
+            RestoreRow::Task(w) => (w.scope.task_id.as_str(), w.key),
+            RestoreRow::Asset(w) => ("", w.key),
+        };
+        Ok(stored.filter(|(t, k)| t != task_id || k != key))
+    }
+
+    /// The largest value the `value` columns hold, in bytes.
+    pub(crate) fn max_value_bytes(&self) -> u64 {
+        self.conn.max_value_bytes()
     }
 
     /// The `updated_at` of the row stored now with the row's unique key, if there is one.
@@ -128,6 +228,53 @@ impl Store {
         }
         Ok(counts)
     }
+}
+
+/// The length in characters a column of the state tables declares: `VARCHAR(512)` for keys,
+/// `VARCHAR(250)` for Airflow's ids, the same on every dialect (see each `schema.sql`).
+fn declared_chars(column: &str) -> Option<usize> {
+    match column {
+        "key" => Some(MAX_KEY_CHARS),
+        "dag_id"
+        | "run_id"
+        | "task_id"
+        | "last_updated_by_dag_id"
+        | "last_updated_by_run_id"
+        | "last_updated_by_task_id" => Some(MAX_ID_CHARS),
+        _ => None,
+    }
+}
+
+/// Refuses text longer than its column's `VARCHAR(chars)`, and empty text where `set` refuses
+/// it (`required`: keys and a task row's ids).
+fn check_chars(column: &str, text: &str, chars: usize, required: bool) -> Result<()> {
+    if required && text.is_empty() {
+        return Err(Error::Usage(format!("\"{column}\" must not be empty")).into());
+    }
+    // Bytes bound characters from above: most texts are counted without decoding them.
+    if text.len() > chars {
+        let n = text.chars().count();
+        if n > chars {
+            return Err(Error::Usage(format!(
+                "\"{column}\" is {n} characters long; Airflow's column (VARCHAR({chars})) holds at most {chars}"
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// Airflow's map index columns are 32-bit `INTEGER`s on every dialect, and -1 means unmapped;
+/// SQLite would store a wider number, which Airflow's own reads and writes never make.
+fn check_map_index(column: &str, n: i64) -> Result<()> {
+    if n < -1 || i32::try_from(n).is_err() {
+        return Err(Error::Usage(format!(
+            "\"{column}\" {n} is out of range: Airflow's column (INTEGER) holds -1 (unmapped) to {}",
+            i32::MAX
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// The rows cut into statements: at most [`CHUNK_ROWS`] rows and [`CHUNK_BYTES`] of text

@@ -4,3 +4,4 @@
 
 pub(crate) mod clean;
 pub(crate) mod doctor;
+pub(crate) mod import;

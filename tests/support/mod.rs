@@ -691,3 +691,20 @@ pub fn fields(v: &serde_json::Value, keys: &[&str]) -> serde_json::Value {
 pub fn json_lines(text: &str) -> Vec<serde_json::Value> {
     text.lines().map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))).collect()
 }
+
+impl Holder {
+    /// Runs `sql` (statements that print nothing, each ending in `;`) in the held
+    /// transaction, commits it and ends the session, which releases its locks.
+    pub fn commit_with(mut self, sql: &str) {
+        match &mut self {
+            Holder::Sqlite(conn) => conn.execute_batch(&format!("{sql} COMMIT")).expect("commit"),
+            Holder::Client(child) => {
+                use std::io::Write;
+                let mut stdin = child.stdin.take().expect("stdin");
+                writeln!(stdin, "{sql} COMMIT;").expect("write");
+                drop(stdin);
+                assert!(child.wait().expect("wait").success(), "the holding session failed");
+            }
+        }
+    }
+}

@@ -18,7 +18,7 @@ const TIMESTAMP_FIRST_MICROS: i64 = 1_000_000;
 const TIMESTAMP_LAST_MICROS: i64 = 2_147_483_647_999_999;
 
 /// `MEDIUMTEXT` holds at most 2^24 - 1 bytes.
-const MEDIUMTEXT_BYTES: usize = 16_777_215;
+pub(super) const MEDIUMTEXT_BYTES: usize = 16_777_215;
 
 /// Whether `utf8mb3` (MySQL's three-byte UTF-8) can hold the text: only characters of the
 /// Basic Multilingual Plane.

@@ -25,7 +25,8 @@ use crate::error::{Cause, Error, Result};
 use crate::time::Timestamp;
 use crate::url::DbUrl;
 use columns::{
-    fits_latin1, fits_utf8mb3, require_latin1, require_storable_time, require_utf8mb3, require_value_size,
+    MEDIUMTEXT_BYTES, fits_latin1, fits_utf8mb3, require_latin1, require_storable_time, require_utf8mb3,
+    require_value_size,
 };
 use connect::describe;
 
@@ -204,14 +205,15 @@ impl Connection for MysqlConnection {
     }
 
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
-        let sql = Dialect::Mysql.render(&query.text(), query.params());
-        let params = Params::Positional(query.params().iter().map(value).collect());
+        let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
+        let params = Params::Positional(params.iter().map(value).collect());
         let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
         Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
-        self.exec_sql(&Dialect::Mysql.render(&query.text(), query.params()), query.params())
+        let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
+        self.exec_sql(&sql, &params)
     }
 
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
@@ -224,6 +226,14 @@ impl Connection for MysqlConnection {
             ("asset", _) => fits_latin1(text),
             _ => fits_utf8mb3(text) || !self.narrow.iter().any(|(t, c)| t == table && c == column),
         }
+    }
+
+    fn pads_spaces(&self) -> bool {
+        true
+    }
+
+    fn max_value_bytes(&self) -> u64 {
+        MEDIUMTEXT_BYTES as u64
     }
 
     fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {

@@ -227,6 +227,23 @@ impl Connection for PostgresConnection {
         Ok(Fields::new(row).int()?)
     }
 
+    /// PostgreSQL's text types cannot hold NUL: such text matches nothing (the server would
+    /// refuse the parameter outright) and is refused before anything is written.
+    fn can_match(&self, _table: &str, _column: &str, text: &str) -> bool {
+        !text.contains('\0')
+    }
+
+    fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {
+        if let Some(at) = text.find('\0') {
+            return Err(Error::Usage(format!(
+                "\"{column}\" holds a NUL character (byte {}), which PostgreSQL's {table}.{column} cannot store",
+                at + 1
+            ))
+            .into());
+        }
+        Ok(())
+    }
+
     fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {
         check_storable_map_index(row.scope.map_index)
     }
