@@ -174,9 +174,20 @@ pub(crate) fn child_started(pid: u32) {
     CHILD_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
 }
 
+/// Kills the process group of the `_cmd` command `pid` started (it is over, or must be), and
+/// forgets it.
+pub(crate) fn child_ended(pid: u32) {
+    let group = i32::try_from(pid).unwrap_or(0);
+    let _ = CHILD_GROUP.compare_exchange(group, 0, Ordering::SeqCst, Ordering::SeqCst);
+    kill_group(group);
+}
+
 /// Kills the recorded `_cmd` process group, if any, and forgets it.
-pub(crate) fn kill_child_group() {
-    let group = CHILD_GROUP.swap(0, Ordering::SeqCst);
+fn kill_child_group() {
+    kill_group(CHILD_GROUP.swap(0, Ordering::SeqCst));
+}
+
+fn kill_group(group: i32) {
     if let Some(pid) = rustix::process::Pid::from_raw(group) {
         // Already gone is fine: the group may have ended on its own.
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
