@@ -229,11 +229,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         sleep,
         verbose: args.verbose,
     };
+    // --lock-timeout bounds every lock wait of the run, a dry run's reads included; the
+    // server keeps the session through --sleep's pauses.
+    let timeouts = ctx.timeouts().with_lock(lock_timeout).with_pause(sleep.unwrap_or_default());
     if args.dry_run {
-        let mut store = ctx.open(Access::ReadOnly)?;
+        let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
         return dry_run(&ctx, &mut store, &options, args, report);
     }
-    let mut store = ctx.open(Access::ReadWrite)?;
+    let mut store = ctx.open_with(Access::ReadWrite, &timeouts)?;
     if !store.begin_clean(lock_timeout)? {
         return Err(Error::Busy(format!(
             "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",
