@@ -818,8 +818,7 @@ mod tests {
 
     #[test]
     fn command_failures() {
-        let e =
-            run_cmd("sh -c 'echo s3cret; echo first >&2; echo second >&2; exit 3'").expect_err("fails");
+        let e = run_cmd("sh -c 'echo s3cret; echo first >&2; echo second >&2; exit 3'").expect_err("fails");
         assert_eq!(e, "`sh` exited with status 3: first");
         assert_eq!(run_cmd("true"), Err("`true` printed nothing".to_owned()));
         assert_eq!(run_cmd("printf '\\n\\n'"), Err("`printf` printed nothing".to_owned()));
@@ -846,8 +845,8 @@ mod tests {
         )
         .expect_err("fails");
         assert_eq!(e, "`sh` exited with status 1: error: e rejected for postgresql://u:***@h/db");
-        let e = run_cmd("sh -c 'echo airflow; echo airflow_x: airflow expired >&2; exit 1'")
-            .expect_err("fails");
+        let e =
+            run_cmd("sh -c 'echo airflow; echo airflow_x: airflow expired >&2; exit 1'").expect_err("fails");
         assert_eq!(e, "`sh` exited with status 1: airflow_x: *** expired");
         let e = run_cmd(&format!(
             "sh -c 'echo {} postgresql://u:Zq7LongHiddenWord@h/db >&2; exit 1'",

@@ -296,6 +296,10 @@ enum SslMode {
 /// name (`MySqlError { ERROR 1045 (28000): … }`), which means nothing to a user.
 pub(super) fn describe(e: &mysql::Error) -> String {
     match e {
+        // What the socket's read and write timeouts give (EAGAIN on Linux).
+        e if timed_out(e) => "no answer from the server in time: the connection stalled ([state_store] \
+             database_timeout bounds every wait)"
+            .to_string(),
         mysql::Error::IoError(inner) => inner.to_string(),
         mysql::Error::CodecError(inner) => inner.to_string(),
         mysql::Error::MySqlError(inner) => inner.to_string(),
@@ -304,6 +308,25 @@ pub(super) fn describe(e: &mysql::Error) -> String {
         mysql::Error::TlsError(inner) => format!("TLS: {inner}"),
         other => other.to_string(),
     }
+}
+
+/// Whether the error is a socket timeout, directly or in the packet codec's error.
+fn timed_out(e: &mysql::Error) -> bool {
+    // The driver's own error does not name its source: start from the inner ones.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        mysql::Error::IoError(inner) => Some(inner),
+        mysql::Error::CodecError(inner) => Some(inner),
+        other => Some(other),
+    };
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
 }
 
 /// Connects within the plan's timeout, handshake, TLS, login and session setup included.

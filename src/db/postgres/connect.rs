@@ -522,7 +522,8 @@ fn session_setup(access: Access, timeouts: &Timeouts, url_options: Option<&str>)
         sql.push_str("SET default_transaction_read_only = on; ");
     }
     if !settings.is_empty() {
-        let values: Vec<String> = settings.iter().map(|(name, value)| format!("('{name}', '{value}')")).collect();
+        let values: Vec<String> =
+            settings.iter().map(|(name, value)| format!("('{name}', '{value}')")).collect();
         sql.push_str(&format!(
             "SELECT set_config(v.name, v.value, false) FROM (VALUES {}) AS v(name, value) \
              JOIN pg_settings s ON s.name = v.name",

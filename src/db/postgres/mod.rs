@@ -21,8 +21,8 @@ use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::{ChunkSql, Restored};
 use super::schema::{SchemaProblem, ddl_statements};
 use super::{Access, TaskWrite, Timeouts, sandbox};
-use crate::signals::{Stall, StallGuard};
 use crate::error::{Cause, Error, Result};
+use crate::signals::{Stall, StallGuard};
 use crate::text::quote;
 use crate::time::Timestamp;
 use crate::url::DbUrl;
@@ -144,7 +144,12 @@ fn check_storable_map_index(map_index: i64) -> Result<()> {
 }
 
 impl PostgresConnection {
-    pub(super) fn open(url: &DbUrl, schema: Option<&str>, access: Access, timeouts: &Timeouts) -> Result<Self> {
+    pub(super) fn open(
+        url: &DbUrl,
+        schema: Option<&str>,
+        access: Access,
+        timeouts: &Timeouts,
+    ) -> Result<Self> {
         let (client, location) = connect::connect(url, schema, access, timeouts)?;
         Ok(PostgresConnection {
             client,
