@@ -218,9 +218,9 @@ impl PostgresConnection {
 fn stall_guard(location: &str, timeouts: &Timeouts) -> StallGuard {
     Stall::guard(timeouts.stall(), || {
         format!(
-            "no answer from {location} within {} s: the connection stalled ([state_store] database_timeout is {} s)",
-            timeouts.stall().as_secs(),
-            timeouts.statement.as_secs()
+            "no answer from {location} within {} s: the connection stalled (a call waits at most \
+             [state_store] database_timeout, or --lock-timeout when longer, + 5 s)",
+            timeouts.stall().as_secs()
         )
     })
 }
