@@ -238,3 +238,29 @@ fn not_built(url: &DbUrl) -> Error {
 
 /// The two tables of the state store.
 pub(crate) const STATE_TABLES: &[&str] = &["task_state_store", "asset_state_store"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeouts_follow_database_timeout_and_clean_flags() {
+        let t = Timeouts::new(Duration::from_secs(30));
+        assert_eq!(
+            (t.statement, t.lock, t.idle),
+            (Duration::from_secs(30), DEFAULT_LOCK_TIMEOUT, Duration::from_secs(120))
+        );
+        assert_eq!(t.stall(), Duration::from_secs(35));
+        // A short database_timeout caps the lock wait; a longer --lock-timeout raises the
+        // statement bound, so a lock wait is never cut short by it.
+        assert_eq!(Timeouts::new(Duration::from_secs(3)).lock, Duration::from_secs(3));
+        let long = t.with_lock(Duration::from_secs(60));
+        assert_eq!(
+            (long.lock, long.statement, long.stall()),
+            (Duration::from_secs(60), Duration::from_secs(60), Duration::from_secs(65))
+        );
+        // 0 would mean "wait forever" to PostgreSQL.
+        assert_eq!(t.with_lock(Duration::ZERO).lock, Duration::from_millis(1));
+        assert_eq!(t.with_pause(Duration::from_secs(5)).idle, Duration::from_secs(125));
+    }
+}

@@ -399,6 +399,21 @@ mod tests {
     }
 
     #[test]
+    fn every_session_gets_the_bounds() {
+        let t = Timeouts::new(Duration::from_secs(30));
+        assert_eq!(
+            session_bounds(&t),
+            [
+                "SET SESSION innodb_lock_wait_timeout = 10, SESSION lock_wait_timeout = 10".to_string(),
+                "SET SESSION wait_timeout = 120, SESSION net_read_timeout = 35, SESSION net_write_timeout = 35"
+                    .to_string(),
+            ]
+        );
+        // Whole seconds, at least 1: 0 is not a wait MySQL takes.
+        assert!(session_bounds(&t.with_lock(Duration::from_millis(300)))[0].contains("= 1,"));
+    }
+
+    #[test]
     fn connect_timeout_is_bounded_and_overridable() {
         assert_eq!(
             plan("mysql://db/a?connect_timeout=3").expect("plan").connect_timeout,

@@ -714,6 +714,28 @@ mod tests {
     }
 
     #[test]
+    fn every_session_gets_the_bounds() {
+        let t = Timeouts::new(Duration::from_secs(30)).with_lock(Duration::from_secs(2));
+        let sql = session_setup(Access::ReadWrite, &t, None);
+        for part in [
+            "('lock_timeout', '2000')",
+            "('statement_timeout', '30000')",
+            "('idle_in_transaction_session_timeout', '120000')",
+            "('idle_session_timeout', '120000')",
+            "('tcp_user_timeout', '35000')",
+            "JOIN pg_settings",
+        ] {
+            assert!(sql.contains(part), "{part}: {sql}");
+        }
+        assert!(!sql.contains("read_only"), "{sql}");
+        assert!(session_setup(Access::ReadOnly, &t, None).contains("default_transaction_read_only = on"));
+        // What the URL's options set is left as they say.
+        let sql = session_setup(Access::ReadOnly, &t, Some("-c statement_timeout=5000"));
+        assert!(!sql.contains("statement_timeout'"), "{sql}");
+        assert!(sql.contains("('lock_timeout', '2000')"), "{sql}");
+    }
+
+    #[test]
     fn schema_names_are_quoted_exactly() {
         assert_eq!(quote_schema("airflow").ok(), Some("\"airflow\"".to_string()));
         assert_eq!(quote_schema("Airflow Prod").ok(), Some("\"Airflow Prod\"".to_string()));
