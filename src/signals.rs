@@ -101,9 +101,11 @@ pub(crate) fn install() {
 pub(crate) fn end_now(ending: &Ending) -> ! {
     kill_child_group();
     // Held until the process ends: whoever prints the document holds this lock, so it is
-    // printed once, whole, by the ending or by the command.
-    let words = LAST_WORDS.lock();
-    if let Ok(words) = &words
+    // printed once, whole, by the ending or by the command. A command blocked while it prints
+    // its own (a stdout nobody reads) must not block the ending too: after a short wait it
+    // goes without.
+    let words = lock_within(&LAST_WORDS, Duration::from_secs(1));
+    if let Some(words) = &words
         && let Some(words) = words.as_ref()
     {
         let mut out = std::io::stdout().lock();
@@ -114,6 +116,20 @@ pub(crate) fn end_now(ending: &Ending) -> ! {
         crate::output::note(&format!("error: {message}"));
     }
     std::process::exit(ending.exit_code());
+}
+
+fn lock_within<T>(mutex: &Mutex<T>, patience: Duration) -> Option<std::sync::MutexGuard<'_, T>> {
+    let until = Instant::now() + patience;
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
 }
 
 /// Ends the process with `ending()` once `delay` has passed, unless it has ended by then.
