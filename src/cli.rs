@@ -431,7 +431,8 @@ pub(crate) struct CleanArgs {
     /// Stop after deleting this many task rows, at least 1 (the rest is left for the next run)
     #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = positive)]
     pub max_rows: Option<u64>,
-    /// Stop starting new batches after this long (e.g. 90s, 10m, 1h)
+    /// Stop starting new batches after this long (e.g. 90s, 10m, 1h); the process ends by this
+    /// + 15 s whatever the database or the network does (exit 4)
     #[arg(long, value_name = "DURATION")]
     pub max_duration: Option<String>,
     /// Pause after each batch that deleted rows, to throttle the load on the database (e.g.
@@ -444,7 +445,8 @@ pub(crate) struct CleanArgs {
     /// Delete the keys of inactive assets only; leave expired task keys alone
     #[arg(long)]
     pub orphans_only: bool,
-    /// Longest wait for a lock held by another session before a batch fails
+    /// Longest wait for a lock held by another session before a batch (or a dry run's read)
+    /// fails
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub lock_timeout: String,
     /// Interval between plain progress lines on stderr when it is not a terminal; 0 prints

@@ -1,24 +1,81 @@
-//! SIGINT and SIGTERM.
+//! SIGINT and SIGTERM, and every other way the process is ended from outside its main thread.
 //!
 //! Most commands are one short transaction: a signal ends the process at once with 130/143,
 //! and the database discards the unfinished transaction. `clean` runs for minutes, so while it
 //! runs a signal only raises a flag; the current batch commits or rolls back as a whole, the
 //! summary is printed with `interrupted: true`, and a second signal ends the process at once.
-//! A process ended at once still prints the one document `clean -o json` promises, if one is
-//! registered (see [`on_exit_print`]).
+//! A first signal that the run does not answer within [`SIGNAL_GRACE`] (a batch blocked on a
+//! database that does not answer, an `open` of a FIFO) ends it at once too: a blocked system
+//! call is restarted after the handler, so only a timer can keep that promise.
+//!
+//! The same ending serves the other watchdogs: a database call that gets no answer within its
+//! bound ([`Stall`]), and `clean --max-duration`'s hard deadline ([`after`]). A process ended
+//! at once still prints the one document `clean -o json` promises, if one is registered (see
+//! [`on_exit_print`]), and kills the process group of a `_cmd` command still running (see
+//! [`child_started`]), so that nothing the tool started outlives it.
 
 use std::io::Write;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook::iterator::Signals;
 
+/// How long a first signal may wait for a clean to stop on its own, after which the process
+/// ends at once. A responsive clean stops well within it: its batches are bounded, and its
+/// sleeps end early on a signal.
+pub(crate) const SIGNAL_GRACE: Duration = Duration::from_secs(10);
+
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// The process group of the `_cmd` command running now (0: none).
+static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
 
-/// Builds, from the signal's number, what stdout gets when a signal ends the process at once.
-type LastWords = Box<dyn Fn(i32) -> String + Send>;
+/// Why the process ends at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ending {
+    /// A signal, by number: a second one, or a first one outside a clean's run.
+    Signal(i32),
+    /// A first signal the run did not answer within [`SIGNAL_GRACE`].
+    GraceOver(i32),
+    /// A watchdog's verdict: the `error:` line's text and the exit code.
+    Failed { message: String, exit_code: i32 },
+}
+
+impl Ending {
+    pub(crate) fn exit_code(&self) -> i32 {
+        match self {
+            Ending::Signal(signal) | Ending::GraceOver(signal) => 128 + signal,
+            Ending::Failed { exit_code, .. } => *exit_code,
+        }
+    }
+
+    /// The `error:` line's text, when the ending has one (an ending by a signal has none).
+    pub(crate) fn message(&self) -> Option<String> {
+        match self {
+            Ending::Signal(_) => None,
+            Ending::GraceOver(signal) => Some(format!(
+                "{} was not answered within {} s (the run is blocked): stopped at once; the batch in \
+                 progress, if any, is rolled back",
+                signal_name(*signal),
+                SIGNAL_GRACE.as_secs()
+            )),
+            Ending::Failed { message, .. } => Some(message.clone()),
+        }
+    }
+}
+
+pub(crate) fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        SIGINT => "SIGINT",
+        SIGTERM => "SIGTERM",
+        _ => "a signal",
+    }
+}
+
+/// Builds, from the ending, what stdout gets when the process ends at once.
+type LastWords = Box<dyn Fn(&Ending) -> String + Send>;
 static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
 
 /// Starts the thread that receives SIGINT/SIGTERM. Without it the defaults apply (the
@@ -30,36 +87,71 @@ pub(crate) fn install() {
     std::thread::spawn(move || {
         for signal in signals.forever() {
             let first = RECEIVED.swap(signal, Ordering::SeqCst) == 0;
-            if !(GRACEFUL.load(Ordering::SeqCst) && first) {
-                // Held until the process ends: whoever prints the document holds this lock, so
-                // it is printed once, whole, by the signal or by the command.
-                let words = LAST_WORDS.lock();
-                if let Ok(words) = &words
-                    && let Some(words) = words.as_ref()
-                {
-                    let mut out = std::io::stdout().lock();
-                    let _ = out.write_all(words(signal).as_bytes());
-                    let _ = out.flush();
-                }
-                // Temporary files exist by name only while being written: none may outlive
-                // the process.
-                crate::fs::remove_temporaries();
-                std::process::exit(128 + signal);
+            if GRACEFUL.load(Ordering::SeqCst) && first {
+                after(SIGNAL_GRACE, move || Ending::GraceOver(signal));
+            } else {
+                end_now(&Ending::Signal(signal));
             }
         }
     });
 }
 
-/// What to print on stdout if a signal ends the process at once from now on (replacing what
-/// was registered before).
-pub(crate) fn on_exit_print(words: impl Fn(i32) -> String + Send + 'static) {
+/// Ends the process now: prints the registered document on stdout and the ending's `error:`
+/// line on stderr, kills a running `_cmd` command's process group, and exits.
+pub(crate) fn end_now(ending: &Ending) -> ! {
+    kill_child_group();
+    // Held until the process ends: whoever prints the document holds this lock, so it is
+    // printed once, whole, by the ending or by the command. A command blocked while it prints
+    // its own (a stdout nobody reads) must not block the ending too: after a short wait it
+    // goes without.
+    let words = lock_within(&LAST_WORDS, Duration::from_secs(1));
+    if let Some(words) = &words
+        && let Some(words) = words.as_ref()
+    {
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(words(ending).as_bytes());
+        let _ = out.flush();
+    }
+    if let Some(message) = ending.message() {
+        crate::output::note(&format!("error: {message}"));
+    }
+    // Temporary files exist by name only while being written: none may outlive the process.
+    crate::fs::remove_temporaries();
+    std::process::exit(ending.exit_code());
+}
+
+fn lock_within<T>(mutex: &Mutex<T>, patience: Duration) -> Option<std::sync::MutexGuard<'_, T>> {
+    let until = Instant::now() + patience;
+    loop {
+        match mutex.try_lock() {
+            Ok(guard) => return Some(guard),
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => return Some(poisoned.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(std::sync::TryLockError::WouldBlock) => return None,
+        }
+    }
+}
+
+/// Ends the process with `ending()` once `delay` has passed, unless it has ended by then.
+pub(crate) fn after(delay: Duration, ending: impl FnOnce() -> Ending + Send + 'static) {
+    std::thread::spawn(move || {
+        std::thread::sleep(delay);
+        end_now(&ending());
+    });
+}
+
+/// What to print on stdout if the process ends at once from now on (replacing what was
+/// registered before).
+pub(crate) fn on_exit_print(words: impl Fn(&Ending) -> String + Send + 'static) {
     if let Ok(mut last) = LAST_WORDS.lock() {
         *last = Some(Box::new(words));
     }
 }
 
-/// Prints the command's own document with `print` instead of the registered one: a signal
-/// that ends the process meanwhile or later prints nothing more.
+/// Prints the command's own document with `print` instead of the registered one: an ending
+/// meanwhile or later prints nothing more.
 pub(crate) fn print_instead<T>(print: impl FnOnce() -> T) -> T {
     let mut last = LAST_WORDS.lock();
     if let Ok(last) = &mut last {
@@ -75,14 +167,14 @@ pub(crate) fn defer() {
 
 /// Sleeps for `pause`, returning early when a signal arrives, so `--sleep` never delays a
 /// stop by more than a few milliseconds.
-pub(crate) fn sleep(pause: std::time::Duration) {
-    let until = std::time::Instant::now() + pause;
+pub(crate) fn sleep(pause: Duration) {
+    let until = Instant::now() + pause;
     while stop_requested().is_none() {
-        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
             return;
         }
-        std::thread::sleep(left.min(std::time::Duration::from_millis(20)));
+        std::thread::sleep(left.min(Duration::from_millis(20)));
     }
 }
 
@@ -91,5 +183,95 @@ pub(crate) fn stop_requested() -> Option<i32> {
     match RECEIVED.load(Ordering::SeqCst) {
         0 => None,
         signal => Some(signal),
+    }
+}
+
+/// Records the process group of a `_cmd` command just started (its own group, `process_group(0)`),
+/// so that an ending kills it with everything it started.
+pub(crate) fn child_started(pid: u32) {
+    CHILD_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
+}
+
+/// Kills the process group of the `_cmd` command `pid` started (it is over, or must be), and
+/// forgets it.
+pub(crate) fn child_ended(pid: u32) {
+    let group = i32::try_from(pid).unwrap_or(0);
+    let _ = CHILD_GROUP.compare_exchange(group, 0, Ordering::SeqCst, Ordering::SeqCst);
+    kill_group(group);
+}
+
+/// Kills the recorded `_cmd` process group, if any, and forgets it.
+fn kill_child_group() {
+    kill_group(CHILD_GROUP.swap(0, Ordering::SeqCst));
+}
+
+fn kill_group(group: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(group) {
+        // Already gone is fine: the group may have ended on its own.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// The watchdog of database calls: while a [`StallGuard`] is held, a call that has not
+/// returned within its bound ends the process with exit 4 and the guard's message. It is for
+/// drivers that cannot bound a read themselves (the PostgreSQL driver has no socket timeout,
+/// and keepalives do not notice a peer whose kernel still acknowledges, such as a proxy that
+/// stopped forwarding); one thread serves every call.
+pub(crate) struct Stall;
+
+struct Armed {
+    until: Instant,
+    message: String,
+}
+
+static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
+static ARMED_CHANGED: Condvar = Condvar::new();
+static WATCHING: AtomicBool = AtomicBool::new(false);
+
+/// Disarms the watchdog when the call returns.
+pub(crate) struct StallGuard(());
+
+impl Stall {
+    /// Arms the watchdog for one call that must return within `bound`; `message` is the
+    /// `error:` line if it does not.
+    pub(crate) fn guard(bound: Duration, message: impl FnOnce() -> String) -> StallGuard {
+        if !WATCHING.swap(true, Ordering::SeqCst) {
+            std::thread::spawn(watch);
+        }
+        if let Ok(mut armed) = ARMED.lock() {
+            *armed = Some(Armed { until: Instant::now() + bound, message: message() });
+            ARMED_CHANGED.notify_all();
+        }
+        StallGuard(())
+    }
+}
+
+impl Drop for StallGuard {
+    fn drop(&mut self) {
+        if let Ok(mut armed) = ARMED.lock() {
+            *armed = None;
+        }
+    }
+}
+
+fn watch() {
+    let Ok(mut armed) = ARMED.lock() else { return };
+    loop {
+        let wait = match armed.as_ref() {
+            None => Duration::from_secs(3600),
+            Some(call) => {
+                let left = call.until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    let message = call.message.clone();
+                    drop(armed);
+                    end_now(&Ending::Failed { message, exit_code: crate::error::exit::DATABASE });
+                }
+                left
+            }
+        };
+        armed = match ARMED_CHANGED.wait_timeout(armed, wait) {
+            Ok((guard, _)) => guard,
+            Err(_) => return,
+        };
     }
 }

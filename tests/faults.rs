@@ -1824,3 +1824,414 @@ mod import_edges {
         }
     }
 }
+
+// ---------------------------------------------------------------- hangs and timeouts
+
+/// Every wait has an edge: a connection that stalls (through a proxy that stops forwarding),
+/// a lock held by another session, a `_cmd` command that never ends or never stops printing,
+/// and a signal that reaches a blocked clean. Each run is bounded here too, so a regression
+/// fails the test instead of hanging it.
+mod hangs {
+    use super::*;
+    use std::process::Child;
+
+    /// The outcome of a run that the test ends itself if it outlives `limit`.
+    struct Ended {
+        code: Option<i32>,
+        stdout: String,
+        stderr: String,
+        took: Duration,
+    }
+
+    fn spawn(bench: &Bench, args: &[&str]) -> (Child, Instant) {
+        let mut command = bench.cmd(args);
+        if bench.dialect == Dialect::Sqlite {
+            // The `_cmd` tests' URL comes from the config file's command.
+            command.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+        }
+        let child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn state-store");
+        (child, Instant::now())
+    }
+
+    /// Waits for `child` at most `limit` from `started`; kills it (and fails) past that.
+    #[track_caller]
+    fn ended_within(mut child: Child, started: Instant, limit: Duration, what: &str) -> Ended {
+        while child.try_wait().unwrap().is_none() {
+            if started.elapsed() > limit {
+                let _ = child.kill();
+                let out = child.wait_with_output().unwrap();
+                panic!(
+                    "{what}: still running after {:?}; stderr: {}",
+                    limit,
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let took = started.elapsed();
+        let out = child.wait_with_output().unwrap();
+        Ended {
+            code: out.status.code(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            took,
+        }
+    }
+
+    fn run_within(bench: &Bench, args: &[&str], limit: Duration) -> Ended {
+        let (child, started) = spawn(bench, args);
+        ended_within(child, started, limit, &args.join(" "))
+    }
+
+    /// A lock another session holds on the task table, which every read of it waits for.
+    fn table_lock(bench: &Bench) -> support::Holder {
+        bench.hold(match bench.dialect {
+            Dialect::Postgres => "LOCK TABLE task_state_store IN ACCESS EXCLUSIVE MODE",
+            _ => "LOCK TABLES task_state_store WRITE",
+        })
+    }
+
+    /// Whether a session of the bench's database is waiting for a lock now.
+    fn waiting_for_lock(bench: &Bench) -> bool {
+        let db = database_name(bench);
+        let sql = match bench.dialect {
+            Dialect::Postgres => format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND wait_event_type = 'Lock'"
+            ),
+            _ => format!(
+                "SELECT count(*) FROM information_schema.processlist WHERE db = '{db}' \
+                 AND state LIKE 'Waiting for table%'"
+            ),
+        };
+        bench.scalar(&sql).trim() != "0"
+    }
+
+    /// Whether the bench's database has a session of the tool (through the proxy or not).
+    fn tool_sessions(bench: &Bench) -> usize {
+        let db = database_name(bench);
+        let sql = match bench.dialect {
+            Dialect::Postgres => format!(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = '{db}' AND application_name = 'state-store'"
+            ),
+            _ => format!(
+                "SELECT count(*) FROM information_schema.processlist WHERE db = '{db}' AND id <> CONNECTION_ID()"
+            ),
+        };
+        bench.scalar(&sql).trim().parse().unwrap()
+    }
+
+    /// Reads behind a table lock (`LOCK TABLE`, `LOCK TABLES … WRITE`: what `ALTER` and
+    /// `airflow db migrate` take) end with exit 4 after the bounded lock wait, `clean
+    /// --dry-run` after its `--lock-timeout`. They used to wait for as long as the lock was held.
+    fn reads_behind_a_table_lock_end_in_bounded_time(d: Dialect) {
+        let mut bench = with_run(d);
+        seed_bulk(&bench, 10, 2);
+        bench.env("AIRFLOW__STATE_STORE__DATABASE_TIMEOUT", "3");
+        let _lock = table_lock(&bench);
+        let get = ["get", "--dag-id", DAG, "--run-id", RUN, "--task-id", "t", "k100001"];
+        let dry_run = ["clean", "--dry-run", "--lock-timeout", "1s"];
+        for (args, bound) in [
+            (&get[..], 3),
+            (&["list"][..], 3),
+            (&["export"][..], 3),
+            (&["stats"][..], 3),
+            (&["doctor"][..], 3),
+            (&dry_run[..], 1),
+        ] {
+            let ended = run_within(&bench, args, Duration::from_secs(20));
+            assert_eq!(ended.code, Some(4), "{args:?}: {}", ended.stderr);
+            assert!(ended.stderr.contains("error: "), "{args:?}: {}", ended.stderr);
+            assert!(ended.took < Duration::from_secs(bound + 4), "{args:?} took {:?}", ended.took);
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_reads_behind_a_table_lock_end_in_bounded_time() {
+        reads_behind_a_table_lock_end_in_bounded_time(Dialect::Postgres);
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_reads_behind_a_table_lock_end_in_bounded_time() {
+        reads_behind_a_table_lock_end_in_bounded_time(Dialect::Mysql);
+    }
+
+    /// `list` and `get` whose connection stalls mid-statement (the proxy stops forwarding while
+    /// the statement waits behind a lock, so the server's own answer never arrives) end with
+    /// exit 4 within `database_timeout` + 5 s of the statement. They used to hang for good.
+    fn stalled_reads_end_with_exit_4(d: Dialect) {
+        for args in
+            [&["list"][..], &["get", "--dag-id", DAG, "--run-id", RUN, "--task-id", "t", "k100001"][..]]
+        {
+            let mut bench = with_run(d);
+            seed_bulk(&bench, 10, 2);
+            let (proxy, url) = bench.via_proxy();
+            bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &url);
+            bench.env("AIRFLOW__STATE_STORE__DATABASE_TIMEOUT", "3");
+            let lock = table_lock(&bench);
+            let (child, started) = spawn(&bench, args);
+            wait_until(20, "the read waits for the lock", || waiting_for_lock(&bench));
+            proxy.stall();
+            let ended = ended_within(child, started, Duration::from_secs(30), &args.join(" "));
+            drop(lock);
+            assert_eq!(ended.code, Some(4), "{args:?}: {}", ended.stderr);
+            assert!(ended.stderr.contains("stalled"), "{args:?}: {}", ended.stderr);
+            assert!(ended.stderr.contains("127.0.0.1") || d == Dialect::Mysql, "{}", ended.stderr);
+            // 3 s statement bound + 5 s, plus the start-up and a loaded machine's slack.
+            assert!(ended.took < Duration::from_secs(8 + 4), "{args:?} took {:?}", ended.took);
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_stalled_reads_end_with_exit_4() {
+        stalled_reads_end_with_exit_4(Dialect::Postgres);
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_stalled_reads_end_with_exit_4() {
+        stalled_reads_end_with_exit_4(Dialect::Mysql);
+    }
+
+    /// A clean running through a proxy: `n` expired rows deleted one per batch with a pause,
+    /// stalled once the first batch is gone.
+    fn stalled_clean(bench: &mut Bench, extra: &[&str]) -> (Child, Instant) {
+        seed_bulk(bench, 200, 2);
+        let (proxy, url) = bench.via_proxy();
+        bench.env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &url);
+        let mut args = vec!["clean", "--batch-size", "1", "--sleep", "200ms", "-o", "json"];
+        args.extend_from_slice(extra);
+        let (child, started) = spawn(bench, &args);
+        wait_until(30, "the clean deletes a batch", || count(bench, EXPIRED) < 100);
+        proxy.stall();
+        // The proxy, and the stalled connections with it, live as long as the test.
+        std::mem::forget(proxy);
+        (child, started)
+    }
+
+    /// `clean --max-duration 2s` whose connection stalls ends by 2 s + the 15 s grace, exit 4,
+    /// with its one JSON document (the batches committed so far and the error), however long
+    /// the connection's own bound (35 s by default). It used to run on for good.
+    fn stalled_clean_ends_by_its_max_duration(d: Dialect) {
+        let mut bench = with_run(d);
+        let (child, started) = stalled_clean(&mut bench, &["--max-duration", "2s"]);
+        let ended = ended_within(child, started, Duration::from_secs(2 + 15 + 10), "stalled clean");
+        println!("stalled clean --max-duration 2s on {d:?} ended after {:?}", ended.took);
+        assert_eq!(ended.code, Some(4), "{}", ended.stderr);
+        assert!(ended.stderr.contains("--max-duration 2s passed 15 s ago"), "{}", ended.stderr);
+        assert!(ended.took < Duration::from_secs(2 + 15 + 3), "took {:?}", ended.took);
+        let doc: Value =
+            serde_json::from_str(ended.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", ended.stdout));
+        assert_eq!(doc["error"]["exit_code"], 4, "{doc}");
+        let deleted = doc["task_rows_deleted"].as_i64().unwrap();
+        assert!(deleted >= 1, "{doc}");
+        assert!(100 - count(&bench, EXPIRED) >= deleted, "{doc}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_stalled_clean_ends_by_its_max_duration() {
+        stalled_clean_ends_by_its_max_duration(Dialect::Postgres);
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_stalled_clean_ends_by_its_max_duration() {
+        stalled_clean_ends_by_its_max_duration(Dialect::Mysql);
+    }
+
+    /// A clean whose connection stalls ends with exit 4 within `database_timeout` + 5 s, and the
+    /// server ends the abandoned session within `database_timeout` × 4 (+ `--sleep`) of its
+    /// last statement, freeing the clean lock: a later clean is refused (exit 7) no longer than
+    /// that. (A 2 s bound here keeps the test short; by default it is 30 s, so 2 min idle.)
+    /// The lock used to stay taken, every later clean refused, for hours.
+    fn stalled_clean_ends_and_frees_its_lock(d: Dialect) {
+        let mut bench = with_run(d);
+        bench.env("AIRFLOW__STATE_STORE__DATABASE_TIMEOUT", "2");
+        let (child, started) = stalled_clean(&mut bench, &["--lock-timeout", "1s"]);
+        let stalled = Instant::now();
+        let ended = ended_within(child, started, Duration::from_secs(30), "stalled clean");
+        println!("stalled clean (database_timeout 2) on {d:?} ended after {:?}", ended.took);
+        assert_eq!(ended.code, Some(4), "{}", ended.stderr);
+        assert!(ended.stderr.contains("stalled"), "{}", ended.stderr);
+        assert!(stalled.elapsed() < Duration::from_secs(2 + 5 + 3), "took {:?}", ended.took);
+        let doc: Value =
+            serde_json::from_str(ended.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", ended.stdout));
+        assert_eq!(doc["error"]["exit_code"], 4, "{doc}");
+        // A later clean, straight to the server (the proxy still holds the stalled connection
+        // open), is taken once the server has ended the abandoned session.
+        let mut refused = 0;
+        loop {
+            let run = bench
+                .cmd(&["clean"])
+                .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+                .output()
+                .unwrap();
+            match run.status.code() {
+                Some(0) => break,
+                Some(7) => refused += 1,
+                other => panic!("{other:?}: {}", String::from_utf8_lossy(&run.stderr)),
+            }
+            assert!(
+                stalled.elapsed() < Duration::from_secs(30),
+                "still locked out {:?} after the stall",
+                stalled.elapsed()
+            );
+            std::thread::sleep(Duration::from_millis(250));
+        }
+        println!(
+            "a later clean on {d:?} was refused {refused} time(s); taken {:?} after the stall",
+            stalled.elapsed()
+        );
+        // 2 s × 4 idle + 0.2 s sleep, from the last statement the server saw.
+        assert!(stalled.elapsed() < Duration::from_secs(8 + 4), "{:?}", stalled.elapsed());
+        assert_eq!(tool_sessions(&bench), 0, "the abandoned session is gone");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_stalled_clean_ends_and_frees_its_lock() {
+        stalled_clean_ends_and_frees_its_lock(Dialect::Postgres);
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_stalled_clean_ends_and_frees_its_lock() {
+        stalled_clean_ends_and_frees_its_lock(Dialect::Mysql);
+    }
+
+    /// A first SIGTERM to a clean blocked on a stalled connection ends it within the 10 s grace,
+    /// exit 143, with its document; it used to do nothing until the network came back.
+    fn first_sigterm_ends_a_stalled_clean_within_the_grace(d: Dialect) {
+        let mut bench = with_run(d);
+        let (child, _) = stalled_clean(&mut bench, &[]);
+        // Let the clean block on its next statement first.
+        std::thread::sleep(Duration::from_millis(500));
+        let signalled = Instant::now();
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        let ended =
+            ended_within(child, signalled, Duration::from_secs(10 + 10), "SIGTERM to a stalled clean");
+        println!("stalled clean on {d:?} ended {:?} after SIGTERM", ended.took);
+        assert_eq!(ended.code, Some(143), "{}", ended.stderr);
+        assert!(ended.took < Duration::from_secs(10 + 3), "took {:?}", ended.took);
+        assert!(ended.stderr.contains("SIGTERM was not answered within 10 s"), "{}", ended.stderr);
+        let doc: Value =
+            serde_json::from_str(ended.stdout.trim()).unwrap_or_else(|e| panic!("{e}: {}", ended.stdout));
+        assert_eq!(doc["error"]["exit_code"], 143, "{doc}");
+        assert_eq!(doc["interrupted"], true, "{doc}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_first_sigterm_ends_a_stalled_clean_within_the_grace() {
+        first_sigterm_ends_a_stalled_clean_within_the_grace(Dialect::Postgres);
+    }
+
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_first_sigterm_ends_a_stalled_clean_within_the_grace() {
+        first_sigterm_ends_a_stalled_clean_within_the_grace(Dialect::Mysql);
+    }
+
+    /// Whether a process group has a live member. `kill -0 -- -PGID` would say so, but it also
+    /// counts zombies, which stay where PID 1 does not reap orphans (some container inits):
+    /// a member counts here when /proc shows it in the group and not a zombie.
+    fn group_alive(pgid: &str) -> bool {
+        let pgid = pgid.trim();
+        let signalled = Command::new("kill")
+            .args(["-0", "--", &format!("-{pgid}")])
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+            .success();
+        signalled
+            && std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+                let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { return false };
+                // pid (comm) state ppid pgrp …, where comm may hold spaces.
+                let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+                let fields: Vec<&str> = rest.split(' ').collect();
+                fields.len() > 2 && fields[2] == pgid && fields[0] != "Z"
+            })
+    }
+
+    /// A bench whose URL comes from a `_cmd` that records its pid (its process group's id, as
+    /// the tool starts it in a group of its own), leaves a child behind, and never ends.
+    fn endless_cmd() -> (Bench, std::path::PathBuf) {
+        let mut bench = Bench::new();
+        let pid_file = bench.dir.path().join("cmd.pid");
+        let cfg = bench.write_config(
+            "airflow.cfg",
+            &format!(
+                "[database]\nsql_alchemy_conn_cmd = sh -c 'echo $$ > {}; sleep 1000 & sleep 1000'\n",
+                pid_file.display()
+            ),
+        );
+        bench.env("AIRFLOW_CONFIG", cfg.to_str().unwrap());
+        (bench, pid_file)
+    }
+
+    /// A `_cmd` that never ends is stopped after `[state_store] cmd_timeout`, exit 3 naming the
+    /// option, and its whole process group is killed. It used to hang the tool for good.
+    #[test]
+    fn endless_cmd_times_out_and_its_group_is_killed() {
+        let (mut bench, pid_file) = endless_cmd();
+        bench.env("AIRFLOW__STATE_STORE__CMD_TIMEOUT", "1");
+        let ended = run_within(&bench, &["list"], Duration::from_secs(20));
+        assert_eq!(ended.code, Some(3), "{}", ended.stderr);
+        assert!(ended.stderr.contains("[state_store] cmd_timeout"), "{}", ended.stderr);
+        assert!(ended.took < Duration::from_secs(5), "took {:?}", ended.took);
+        let pgid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(!group_alive(pgid.trim()), "the command's process group is gone");
+    }
+
+    /// A SIGTERM while a `_cmd` runs ends the tool (143) and kills the command's group.
+    #[test]
+    fn sigterm_kills_a_running_cmds_group() {
+        let (bench, pid_file) = endless_cmd();
+        let (child, _) = spawn(&bench, &["list"]);
+        wait_until(10, "the command starts", || {
+            std::fs::read_to_string(&pid_file).is_ok_and(|p| p.ends_with('\n'))
+        });
+        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        let ended = ended_within(child, Instant::now(), Duration::from_secs(10), "SIGTERM during _cmd");
+        assert_eq!(ended.code, Some(143), "{}", ended.stderr);
+        let pgid = std::fs::read_to_string(&pid_file).unwrap();
+        assert!(!group_alive(pgid.trim()), "the command's process group is gone");
+    }
+
+    /// A `_cmd` that prints 10 MB is refused (exit 3, never its output) once it passes 64 KiB,
+    /// with the tool's memory bounded: it used to hold all of it (500 MB took 984 MB).
+    #[test]
+    fn a_cmd_printing_10_mb_is_refused_with_bounded_memory() {
+        let mut bench = Bench::new();
+        let cfg = bench.write_config(
+            "airflow.cfg",
+            "[database]\nsql_alchemy_conn_cmd = sh -c 'yes sqlite:////x.db | head -c 10000000'\n",
+        );
+        bench.env("AIRFLOW_CONFIG", cfg.to_str().unwrap());
+        let mut command = Command::new("/usr/bin/time");
+        let mut probe = bench.cmd(&["list"]);
+        probe.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+        command.args(["-f", "maxrss_kb=%M", probe.get_program().to_str().unwrap(), "list"]);
+        for (key, value) in probe.get_envs() {
+            match value {
+                Some(value) => command.env(key, value),
+                None => command.env_remove(key),
+            };
+        }
+        let out = command.stdin(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let tool_lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("error: ")).collect();
+        assert_eq!(tool_lines.len(), 1, "{stderr}");
+        assert!(tool_lines[0].contains("more than 64 KiB"), "{stderr}");
+        assert!(!tool_lines[0].contains("x.db"), "never the output: {stderr}");
+        let rss: u64 = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("maxrss_kb="))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{stderr}"));
+        assert!(rss < 64 * 1024, "peak RSS {rss} KiB");
+    }
+}

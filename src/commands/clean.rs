@@ -20,9 +20,13 @@ use crate::ops::{
 use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
 use crate::progress::{self, Progress};
 use crate::redact;
-use crate::signals;
+use crate::signals::{self, Ending};
 use crate::text::quote;
 use crate::time::{self, Timestamp};
+
+/// How long after `--max-duration` a run that has not stopped on its own is ended at once.
+/// A responsive run stops at its next batch boundary, well within it.
+pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
@@ -74,10 +78,13 @@ impl Report {
             started: Instant::now(),
         };
         if report.structured() {
-            signals::on_exit_print(move |signal| {
-                let stop = Error::Interrupted { signal };
-                let message = redact::mask(&stop.to_string());
-                output::document(format, &Failed::new(None, &message, stop.exit_code()), false)
+            signals::on_exit_print(move |ending| {
+                let message = match ending {
+                    Ending::Signal(signal) => Error::Interrupted { signal: *signal }.to_string(),
+                    other => other.message().unwrap_or_default(),
+                };
+                let message = redact::mask(&message);
+                output::document(format, &Failed::new(None, &message, ending.exit_code()), false)
                     .unwrap_or_default()
             });
         }
@@ -177,6 +184,20 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         duration("--progress-every", &Some(args.progress_every.clone()))?.unwrap_or_default();
     let (max_duration, sleep) =
         (duration("--max-duration", &args.max_duration)?, duration("--sleep", &args.sleep)?);
+    if let Some(max) = max_duration {
+        // The hard deadline: a run that has not stopped by itself MAX_DURATION_GRACE after
+        // --max-duration (a batch blocked on a database or a file that does not answer)
+        // ends at once, with the document of the batches committed until then.
+        let shown = args.max_duration.clone().unwrap_or_default();
+        signals::after(max.saturating_add(MAX_DURATION_GRACE), move || Ending::Failed {
+            message: format!(
+                "--max-duration {shown} passed {} s ago and the run has not stopped (a database or file \
+                 that does not answer): stopped at once; the batch in progress, if any, is rolled back",
+                MAX_DURATION_GRACE.as_secs()
+            ),
+            exit_code: crate::error::exit::DATABASE,
+        });
+    }
     let ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
     if !ctx.settings.is_builtin_backend() {
         // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
@@ -208,11 +229,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         sleep,
         verbose: args.verbose,
     };
+    // --lock-timeout bounds every lock wait of the run, a dry run's reads included; the
+    // server keeps the session through --sleep's pauses.
+    let timeouts = ctx.timeouts().with_lock(lock_timeout).with_pause(sleep.unwrap_or_default());
     if args.dry_run {
-        let mut store = ctx.open(Access::ReadOnly)?;
+        let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
         return dry_run(&ctx, &mut store, &options, args, report);
     }
-    let mut store = ctx.open(Access::ReadWrite)?;
+    let mut store = ctx.open_with(Access::ReadWrite, &timeouts)?;
     if let Some(Err(e)) = report.metrics.as_ref().map(MetricsFile::check) {
         // The metrics file is the database: the failed run's metrics must not be written either.
         report.metrics = None;
@@ -286,15 +310,25 @@ impl Watch for Watcher {
         );
         let Some(format) = self.last_words.filter(|_| deleted) else { return };
         let (summary, started) = (summary.clone(), self.started);
-        signals::on_exit_print(move |signal| {
+        signals::on_exit_print(move |ending| {
             let mut summary = summary.clone();
             summary.seconds = started.elapsed().as_secs_f64();
-            summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(signal)));
-            let message = format!(
-                "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
-                Stop::Signal(signal).name()
-            );
-            output::document(format, &Failed::new(Some(summary.doc()), &message, 128 + signal), false)
+            let message = match ending {
+                Ending::Signal(signal) => {
+                    summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(*signal)));
+                    format!(
+                        "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
+                        Stop::Signal(*signal).name()
+                    )
+                }
+                Ending::GraceOver(signal) => {
+                    summary.stopped_by = Some(Stop::Signal(*signal));
+                    ending.message().unwrap_or_default()
+                }
+                Ending::Failed { .. } => ending.message().unwrap_or_default(),
+            };
+            let message = redact::mask(&message);
+            output::document(format, &Failed::new(Some(summary.doc()), &message, ending.exit_code()), false)
                 .unwrap_or_default()
         });
     }

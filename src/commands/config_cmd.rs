@@ -38,6 +38,8 @@ fn options(ctx: &Context) -> Vec<Shown> {
             source: s.clear_on_success.source.to_string(),
         },
         shown("state_store", "max_value_storage_bytes", &s.max_value_storage_bytes),
+        shown("state_store", "database_timeout", &s.database_timeout),
+        shown("state_store", "cmd_timeout", &s.cmd_timeout),
         Shown {
             section: "database",
             key: "sql_alchemy_conn",

@@ -29,6 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
         &ctx.url,
         ctx.settings.sql_alchemy_schema.value.as_deref(),
         Access::ReadOnly,
+        &ctx.timeouts(),
     ))?;
     let unrecognised = match &diagnosis {
         Diagnosis::Unrecognised(problem) => Some(problem.clone()),

@@ -18,7 +18,7 @@ mod stats;
 
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
-use crate::db::{self, Access, Store};
+use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
@@ -83,8 +83,18 @@ impl Context {
     /// command that reads or writes them says so (`clean` skips before it gets here, as
     /// Airflow's does).
     pub(crate) fn open(&self, access: Access) -> Result<Store> {
+        self.open_with(access, &self.timeouts())
+    }
+
+    /// [`Context::open`] with other bounds than the configured ones (clean's `--lock-timeout`).
+    pub(crate) fn open_with(&self, access: Access, timeouts: &Timeouts) -> Result<Store> {
         self.warn_custom_backend();
-        self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access))
+        self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access, timeouts))
+    }
+
+    /// The bounds of every wait on the database, from `[state_store] database_timeout`.
+    pub(crate) fn timeouts(&self) -> Timeouts {
+        Timeouts::new(std::time::Duration::from_secs(self.settings.database_timeout.value))
     }
 
     /// A database or schema error of opening the metastore, with where its URL came from: the

@@ -24,8 +24,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
         ))
         .into());
     }
-    let mut sandbox =
-        ctx.located(db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref()))?;
+    let mut sandbox = ctx.located(db::open_sandbox(
+        &ctx.url,
+        ctx.settings.sql_alchemy_schema.value.as_deref(),
+        &ctx.timeouts(),
+    ))?;
     // The new id is the one thing a caller needs: table and plain print it alone.
     let (doc, id) = match command {
         SandboxCommand::Create { sample_data } => {
@@ -87,7 +90,8 @@ const DAY: i64 = 24 * HOUR;
 /// mapped-task offsets, some keys already expired, one never expiring, and an inactive asset
 /// whose keys are orphans.
 fn add_sample_data(ctx: &Context) -> Result<()> {
-    let mut sandbox = db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref())?;
+    let mut sandbox =
+        db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref(), &ctx.timeouts())?;
     let runs = [
         ("incremental_orders", "scheduled__2026-11-20T00:00:00+00:00"),
         ("incremental_orders", "scheduled__2026-11-28T00:00:00+00:00"),

@@ -23,6 +23,7 @@ mod toml_file;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::text::quote;
 use ini::{parse_ini, py_space};
@@ -33,6 +34,10 @@ use toml_file::parse_toml;
 
 /// The built-in state store backend, the default of `[state_store] backend`.
 pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBackend";
+
+/// How long a `_cmd` command may run before reading `[state_store] cmd_timeout` (which has no
+/// `_cmd` form itself, so nothing runs before it is known).
+const DEFAULT_CMD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Other dotted paths that name that very class. Airflow's clean checks
 /// `isinstance(backend, MetastoreBackend)` on whatever `import_string` returns, and these two
@@ -136,6 +141,11 @@ pub(crate) struct Settings {
     /// An SQLAlchemy URL, possibly with a password: never print it whole.
     pub sql_alchemy_conn: Sourced<String>,
     pub sql_alchemy_schema: Sourced<Option<String>>,
+    /// Seconds: how long a database statement may run, and with a few seconds more, how long
+    /// the tool waits for a database that does not answer (see `db::Timeouts`).
+    pub database_timeout: Sourced<u64>,
+    /// Seconds a `_cmd` command may run.
+    pub cmd_timeout: Sourced<u64>,
 }
 
 impl fmt::Debug for Settings {
@@ -150,6 +160,8 @@ impl fmt::Debug for Settings {
             .field("max_value_storage_bytes", &self.max_value_storage_bytes)
             .field("sql_alchemy_conn", &self.sql_alchemy_conn.source)
             .field("sql_alchemy_schema", &self.sql_alchemy_schema)
+            .field("database_timeout", &self.database_timeout)
+            .field("cmd_timeout", &self.cmd_timeout)
             .finish()
     }
 }
@@ -204,7 +216,12 @@ pub(crate) fn load(
         Err(missing) => (None, Some(missing)),
     };
     let file = config_file.as_deref().map(read_config_file).transpose()?;
-    let resolver = Resolver { vars: &vars, file: file.as_ref() };
+    let mut resolver = Resolver { vars: &vars, file: file.as_ref(), cmd_timeout: DEFAULT_CMD_TIMEOUT };
+    // Read before any option whose `_cmd` form runs a command: these two have none.
+    let cmd_timeout = positive_seconds(&CMD_TIMEOUT, resolver.resolve(&CMD_TIMEOUT, None, "30")?)?;
+    resolver.cmd_timeout = std::time::Duration::from_secs(cmd_timeout.value);
+    let database_timeout =
+        positive_seconds(&DATABASE_TIMEOUT, resolver.resolve(&DATABASE_TIMEOUT, None, "30")?)?;
 
     let backend = resolver.resolve(&BACKEND, None, METASTORE_BACKEND)?;
     if backend.value.trim_matches(py_space).is_empty() {
@@ -263,12 +280,18 @@ pub(crate) fn load(
         max_value_storage_bytes,
         sql_alchemy_conn,
         sql_alchemy_schema,
+        database_timeout,
+        cmd_timeout,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn run_cmd(command: &str) -> Result<String, String> {
+        run_command(command, Duration::from_secs(30))
+    }
     use std::collections::HashMap;
 
     /// A scratch directory removed again when the test ends.
@@ -786,29 +809,28 @@ mod tests {
     #[test]
     fn commands_run_without_a_shell_and_are_trimmed() {
         // python3: shlex.split('echo "a  b"   $HOME | cat') == ['echo', 'a  b', '$HOME', '|', 'cat']
-        assert_eq!(run_command("echo \"a  b\"   $HOME | cat").as_deref(), Ok("a  b $HOME | cat"));
-        assert_eq!(run_command("printf 'x\\n\\r\\n\\n'").as_deref(), Ok("x"));
-        assert_eq!(run_command("printf ' x \\n'").as_deref(), Ok(" x "));
+        assert_eq!(run_cmd("echo \"a  b\"   $HOME | cat").as_deref(), Ok("a  b $HOME | cat"));
+        assert_eq!(run_cmd("printf 'x\\n\\r\\n\\n'").as_deref(), Ok("x"));
+        assert_eq!(run_cmd("printf ' x \\n'").as_deref(), Ok(" x "));
         // undecodable bytes are dropped, like Airflow's decode(..., "ignore")
-        assert_eq!(run_command("printf 'a\\377b'").as_deref(), Ok("ab"));
+        assert_eq!(run_cmd("printf 'a\\377b'").as_deref(), Ok("ab"));
     }
 
     #[test]
     fn command_failures() {
-        let e =
-            run_command("sh -c 'echo s3cret; echo first >&2; echo second >&2; exit 3'").expect_err("fails");
+        let e = run_cmd("sh -c 'echo s3cret; echo first >&2; echo second >&2; exit 3'").expect_err("fails");
         assert_eq!(e, "`sh` exited with status 3: first");
-        assert_eq!(run_command("true"), Err("`true` printed nothing".to_owned()));
-        assert_eq!(run_command("printf '\\n\\n'"), Err("`printf` printed nothing".to_owned()));
-        assert_eq!(run_command("false"), Err("`false` exited with status 1".to_owned()));
-        assert_eq!(run_command("   "), Err("the command is empty".to_owned()));
+        assert_eq!(run_cmd("true"), Err("`true` printed nothing".to_owned()));
+        assert_eq!(run_cmd("printf '\\n\\n'"), Err("`printf` printed nothing".to_owned()));
+        assert_eq!(run_cmd("false"), Err("`false` exited with status 1".to_owned()));
+        assert_eq!(run_cmd("   "), Err("the command is empty".to_owned()));
         assert_eq!(
-            run_command("echo 'oops"),
+            run_cmd("echo 'oops"),
             Err("cannot split the command: a quotation is not closed".to_owned())
         );
-        let e = run_command("/nonexistent/state-store-test-program").expect_err("fails");
+        let e = run_cmd("/nonexistent/state-store-test-program").expect_err("fails");
         assert!(e.starts_with("cannot run `/nonexistent/state-store-test-program`: "), "{e}");
-        let e = run_command("sh -c 'kill -9 $$'").expect_err("fails");
+        let e = run_cmd("sh -c 'kill -9 $$'").expect_err("fails");
         assert_eq!(e, "`sh` was killed by signal 9");
     }
 
@@ -818,21 +840,35 @@ mod tests {
     /// it is cut.
     #[test]
     fn command_failures_mask_what_the_command_printed() {
-        let e = run_command(
+        let e = run_cmd(
             "sh -c 'echo postgresql://u:e@h/db; echo \"error: e rejected for postgresql://u:e@h/db\" >&2; exit 1'",
         )
         .expect_err("fails");
         assert_eq!(e, "`sh` exited with status 1: error: e rejected for postgresql://u:***@h/db");
-        let e = run_command("sh -c 'echo airflow; echo airflow_x: airflow expired >&2; exit 1'")
-            .expect_err("fails");
+        let e =
+            run_cmd("sh -c 'echo airflow; echo airflow_x: airflow expired >&2; exit 1'").expect_err("fails");
         assert_eq!(e, "`sh` exited with status 1: airflow_x: *** expired");
-        let e = run_command(&format!(
+        let e = run_cmd(&format!(
             "sh -c 'echo {} postgresql://u:Zq7LongHiddenWord@h/db >&2; exit 1'",
             "x".repeat(MAX_STDERR_EXCERPT - 25)
         ))
         .expect_err("fails");
         assert!(!e.contains("Zq7"), "{e}");
         assert!(e.ends_with("postgresql://u:***@h/db"), "{e}");
+    }
+
+    #[test]
+    fn commands_are_bounded_in_time_and_output() {
+        let started = Instant::now();
+        let e = run_command("sh -c 'sleep 100 & sleep 100'", Duration::from_secs(1)).expect_err("slow");
+        assert!(e.contains("within 1 s ([state_store] cmd_timeout)"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        let e = run_command("head -c 10000000 /dev/zero", Duration::from_secs(30)).expect_err("long");
+        assert!(e.contains("more than 64 KiB"), "{e}");
+        // What a command leaves running in its group is killed, so the pipe closes at once.
+        let started = Instant::now();
+        assert_eq!(run_command("sh -c 'sleep 100 & echo ok'", Duration::from_secs(30)).as_deref(), Ok("ok"));
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]

@@ -40,6 +40,12 @@ pub(super) const CLEAR_ON_SUCCESS: Spec =
 pub(super) const MAX_VALUE_STORAGE_BYTES: Spec =
     Spec { section: "state_store", key: "max_value_storage_bytes", deprecated: None, sensitive: false };
 
+pub(super) const DATABASE_TIMEOUT: Spec =
+    Spec { section: "state_store", key: "database_timeout", deprecated: None, sensitive: false };
+
+pub(super) const CMD_TIMEOUT: Spec =
+    Spec { section: "state_store", key: "cmd_timeout", deprecated: None, sensitive: false };
+
 pub(super) const SQL_ALCHEMY_CONN: Spec = Spec {
     section: "database",
     key: "sql_alchemy_conn",
@@ -90,6 +96,16 @@ pub(super) fn non_negative<T: TryFrom<i128>>(
         Ok(value) => Ok(Sourced { value, source: raw.source }),
         Err(_) => Err(invalid(spec, raw, "too large")),
     }
+}
+
+/// A whole number of seconds, at least 1: a bound of 0 would refuse every wait.
+pub(super) fn positive_seconds(spec: &Spec, raw: Sourced<String>) -> Result<Sourced<u64>, ConfigError> {
+    let copy = raw.clone();
+    let seconds = non_negative::<u64>(spec, raw)?;
+    if seconds.value == 0 {
+        return Err(invalid(spec, copy, "must be at least 1 (seconds)"));
+    }
+    Ok(seconds)
 }
 
 /// Airflow's `getboolean`: case-insensitive `t`/`true`/`1` or `f`/`false`/`0`, and anything from

@@ -200,16 +200,19 @@ pub(super) const MAX_STDERR_EXCERPT: usize = 200;
 /// command's output, which is a secret by design; it may quote the first line of its stderr,
 /// with what the command printed on stdout masked there (a vault client that fails may echo
 /// the URL or the password it printed), and any URL's password too.
-pub(super) fn run_command(command: &str) -> Result<String, String> {
+///
+/// Unlike Airflow's, the command is bounded: it runs in a process group of its own, which is
+/// killed when it runs past `timeout` (`[state_store] cmd_timeout`), prints more than
+/// [`MAX_COMMAND_OUTPUT`], or when the tool itself is ended by a signal; after the command
+/// ends, whatever it left running in its group is killed too. A hung secrets client would
+/// otherwise hang every cron run before it even takes the clean lock, and one that prints
+/// without end would take all memory.
+pub(super) fn run_command(command: &str, timeout: Duration) -> Result<String, String> {
     let words = shlex_split(command).map_err(|e| format!("cannot split the command: {e}"))?;
     let Some((program, args)) = words.split_first() else {
         return Err("the command is empty".to_owned());
     };
-    let output = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    let output = run_bounded(program, args, timeout)?;
     let mut text = String::with_capacity(output.stdout.len());
     for chunk in output.stdout.utf8_chunks() {
         text.push_str(chunk.valid());
@@ -235,6 +238,116 @@ pub(super) fn run_command(command: &str) -> Result<String, String> {
         return Err(format!("`{program}` printed nothing"));
     }
     Ok(text)
+}
+
+/// The most a `_cmd` command may print on stdout: a URL or a password is a few hundred bytes.
+pub(super) const MAX_COMMAND_OUTPUT: usize = 64 * 1024;
+/// The most of its stderr kept (the rest is read and dropped), for the excerpt of an error.
+const MAX_COMMAND_STDERR: usize = 64 * 1024;
+
+/// What a bounded command left: its status and what it printed.
+struct Bounded {
+    status: std::process::ExitStatus,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+}
+
+/// Runs `program` in a process group of its own, as described at [`run_command`].
+fn run_bounded(program: &str, args: &[String], timeout: Duration) -> Result<Bounded, String> {
+    use std::os::unix::process::CommandExt as _;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let started = Instant::now();
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .map_err(|e| format!("cannot run `{program}`: {e}"))?;
+    crate::signals::child_started(child.id());
+    let too_much = Arc::new(AtomicBool::new(false));
+    let (out_tx, out_rx) = std::sync::mpsc::channel();
+    let (err_tx, err_rx) = std::sync::mpsc::channel();
+    if let Some(stdout) = child.stdout.take() {
+        let too_much = Arc::clone(&too_much);
+        std::thread::spawn(move || {
+            let (kept, over) = read_capped(stdout, MAX_COMMAND_OUTPUT, true);
+            too_much.store(over, Ordering::SeqCst);
+            let _ = out_tx.send(kept);
+        });
+    }
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || {
+            let _ = err_tx.send(read_capped(stderr, MAX_COMMAND_STDERR, false).0);
+        });
+    }
+    let status = loop {
+        if too_much.load(Ordering::SeqCst) {
+            break Err(format!(
+                "`{program}` printed more than {} KiB: stopped (a value is never that long)",
+                MAX_COMMAND_OUTPUT / 1024
+            ));
+        }
+        match child.try_wait() {
+            Ok(Some(status)) => break Ok(status),
+            Ok(None) if started.elapsed() >= timeout => {
+                break Err(format!(
+                    "`{program}` did not finish within {} s ([state_store] cmd_timeout): stopped",
+                    timeout.as_secs()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+            Err(e) => break Err(format!("cannot wait for `{program}`: {e}")),
+        }
+    };
+    // The command's group goes, whatever happened: nothing it started outlives this call, and
+    // the pipes' other ends close, so the readers end.
+    crate::signals::child_ended(child.id());
+    let status = match status {
+        Ok(status) => status,
+        Err(reason) => {
+            let _ = child.wait();
+            return Err(reason);
+        }
+    };
+    let patience = Duration::from_secs(1);
+    let stdout = out_rx.recv_timeout(patience).unwrap_or_default();
+    if too_much.load(Ordering::SeqCst) {
+        return Err(format!(
+            "`{program}` printed more than {} KiB: stopped (a value is never that long)",
+            MAX_COMMAND_OUTPUT / 1024
+        ));
+    }
+    let stderr = err_rx.recv_timeout(patience).unwrap_or_default();
+    Ok(Bounded { status, stdout, stderr })
+}
+
+/// Reads `from` to its end, keeping at most `cap` bytes. With `stop`, reading ends as soon as
+/// there are more (the second value says so); without, the rest is read and dropped.
+fn read_capped(mut from: impl std::io::Read, cap: usize, stop: bool) -> (Vec<u8>, bool) {
+    let mut kept = Vec::new();
+    let mut chunk = [0_u8; 8192];
+    loop {
+        match from.read(&mut chunk) {
+            Ok(0) => return (kept, false),
+            Ok(n) => {
+                let room = cap.saturating_sub(kept.len());
+                if n > room {
+                    kept.extend_from_slice(&chunk[..room]);
+                    if stop {
+                        return (kept, true);
+                    }
+                } else {
+                    kept.extend_from_slice(&chunk[..n]);
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return (kept, false),
+        }
+    }
 }
 
 pub(super) fn describe_status(status: std::process::ExitStatus) -> String {

@@ -119,6 +119,8 @@ pub(super) fn find_config_file(
 pub(super) struct Resolver<'a> {
     pub(super) vars: &'a Vars<'a>,
     pub(super) file: Option<&'a ConfigFile>,
+    /// How long a `_cmd` command may run.
+    pub(super) cmd_timeout: std::time::Duration,
 }
 
 impl Resolver<'_> {
@@ -142,11 +144,12 @@ impl Resolver<'_> {
     }
 
     pub(super) fn command(
+        &self,
         spec: &Spec,
         command: &str,
         source: Source,
     ) -> Result<Sourced<String>, ConfigError> {
-        match run_command(command) {
+        match run_command(command, self.cmd_timeout) {
             Ok(value) => Ok(Sourced { value, source }),
             Err(reason) => Err(ConfigError::Command { option: spec.name(), origin: source, reason }),
         }
@@ -176,7 +179,7 @@ impl Resolver<'_> {
             }
             let cmd_var = format!("{var}_CMD");
             if let Some(command) = self.vars.get(&cmd_var) {
-                return Self::command(spec, &command, Source::EnvCmd(cmd_var));
+                return self.command(spec, &command, Source::EnvCmd(cmd_var));
             }
             let secret_var = format!("{var}_SECRET");
             if self.vars.get(&secret_var).is_some() {
@@ -196,7 +199,7 @@ impl Resolver<'_> {
                 for (section, key) in spec.locations() {
                     if let Some(found) = file.get(section, &format!("{key}_cmd"))? {
                         let source = Source::FileCmd { path: file.path().to_path_buf(), line: found.line };
-                        return Self::command(spec, &found.value, source);
+                        return self.command(spec, &found.value, source);
                     }
                 }
                 for (section, key) in spec.locations() {

@@ -73,7 +73,7 @@ pub(crate) struct Report {
 /// first pass meets it.
 pub(crate) fn run(
     store: &mut Store,
-    open: &dyn Fn() -> std::io::Result<File>,
+    open: &(dyn Fn() -> std::io::Result<File> + Sync),
     name: &str,
     options: &Options,
     mut damaged_line: impl FnMut(u64, &str),
@@ -617,7 +617,7 @@ fn restore_row(record: &Record, parent: i64) -> RestoreRow<'_> {
 /// as the first, so that what is written is what was checked.
 struct LineFile<'a> {
     /// Opens the file from its first byte: a path's file, or the copy of stdin.
-    open: &'a dyn Fn() -> std::io::Result<File>,
+    open: &'a (dyn Fn() -> std::io::Result<File> + Sync),
     name: &'a str,
     /// The largest value a row may hold, in bytes, and so the longest line accepted, in bytes
     /// without its line end.
@@ -652,8 +652,7 @@ impl LineFile<'_> {
     /// database's work. The first call reads to the end of the file and records what it read;
     /// every later call reads exactly that again.
     fn each(&mut self, mut f: impl FnMut(Item) -> Result<()>) -> Result<()> {
-        let file =
-            (self.open)().with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
+        let file = (self.open)().with_context(|| Error::Usage(format!("cannot read {}", self.name)))?;
         let (sender, receiver) = std::sync::mpsc::sync_channel(AHEAD_BATCHES);
         let this = &*self;
         let checked = std::thread::scope(|scope| {
@@ -915,8 +914,9 @@ mod tests {
 
         fn run(&mut self, options: &Options) -> (Result<Report>, Vec<(u64, String)>) {
             let mut damaged = Vec::new();
-            let report =
-                run(&mut self.store, &|| File::open(&self.path), "f", options, |n, why| damaged.push((n, why.to_string())));
+            let report = run(&mut self.store, &|| File::open(&self.path), "f", options, |n, why| {
+                damaged.push((n, why.to_string()))
+            });
             (report, damaged)
         }
 

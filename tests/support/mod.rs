@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod proxy;
 pub mod shells;
 
 /// One `#[test]` per dialect for each function: `on_sqlite::name` always, `on_postgres::name`
@@ -150,6 +151,21 @@ impl Bench {
             (dialect, Some(name)) => format!("{}/{name}", server(dialect).base),
             (_, None) => unreachable!("server benches have a database"),
         }
+    }
+
+    /// The bench's URL with the server's host and port replaced by a [`proxy::Proxy`] to it,
+    /// and the proxy.
+    pub fn via_proxy(&self) -> (proxy::Proxy, String) {
+        let srv = server(self.dialect);
+        let default = if self.dialect == Dialect::Postgres { "5432" } else { "3306" };
+        let port = if srv.port.is_empty() { default } else { &srv.port };
+        let proxy = proxy::Proxy::to(&format!("{}:{port}", srv.host));
+        let url = self.url();
+        let hostport =
+            if srv.port.is_empty() { srv.host.clone() } else { format!("{}:{}", srv.host, srv.port) };
+        let url = url.replacen(&format!("@{hostport}/"), &format!("@127.0.0.1:{}/", proxy.port), 1);
+        assert!(url.contains(&format!(":{}/", proxy.port)), "{url}");
+        (proxy, url)
     }
 
     /// The URL of the server with other credentials and database, for connection tests.

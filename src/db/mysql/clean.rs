@@ -1,28 +1,24 @@
 //! What a clean does its own way on MySQL and MariaDB: a named lock, and MariaDB's
 //! `DELETE … RETURNING`, which finds and deletes a batch in one statement.
 
-use std::time::Duration;
-
 use mysql::prelude::Queryable;
 use mysql::{Params, Value};
 
 use super::{MysqlConnection, cause};
 use crate::db::clean::Batch;
-use crate::db::dialect::{Connection, first};
+use crate::db::dialect::first;
 use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
-pub(super) fn begin(my: &mut MysqlConnection, lock_timeout: Duration) -> Result<bool> {
+/// The session's lock waits are already `--lock-timeout`, set as it connected
+/// (`connect::session_bounds`).
+pub(super) fn begin(my: &mut MysqlConnection) -> Result<bool> {
     let what = "cannot take the clean lock";
     let database = first(my, what, &Query::new("SELECT DATABASE()"), |f| Ok(f.text()))?.unwrap_or_default();
     let name = clean_lock_name(&database);
     let lock = Query::new("SELECT GET_LOCK(?, 0)").bind(name.as_str());
     let locked = first(my, what, &lock, Fields::opt_int)?.flatten() == Some(1);
-    // Both timeouts are whole seconds, at least 1: row locks (InnoDB) and table metadata.
-    let seconds = lock_timeout.as_secs().max(1);
-    let timeouts = Query::new("SET SESSION innodb_lock_wait_timeout = ?, SESSION lock_wait_timeout = ?");
-    my.run("cannot set the lock timeouts", &timeouts.bind(seconds).bind(seconds))?;
     Ok(locked)
 }
 

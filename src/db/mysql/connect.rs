@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use mysql::{Conn, OptsBuilder, SslOpts};
 
+use crate::db::Timeouts;
 use crate::error::{Error, Result};
 use crate::text::quote;
 use crate::url::DbUrl;
@@ -28,6 +29,25 @@ const SESSION_SETUP: [&str; 3] = [
     "SET time_zone = '+00:00'",
     "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED",
 ];
+
+/// The bounds of `timeouts` on a session, whole seconds of at least 1: lock waits on rows
+/// (InnoDB waits 50 s by default) and on tables' metadata (`LOCK TABLES`, `ALTER`, `airflow db
+/// migrate`: a day by default, reads included); how long the server waits for a client in the
+/// middle of a packet; and `wait_timeout`, how long it keeps a session nobody uses (8 hours by
+/// default), which also frees the `GET_LOCK` of a clean whose client is gone. The values are
+/// numbers formatted here, never text from outside.
+fn session_bounds(timeouts: &Timeouts) -> [String; 2] {
+    let secs = |d: Duration| d.as_secs().max(1);
+    let lock = secs(timeouts.lock);
+    let stall = secs(timeouts.stall());
+    [
+        format!("SET SESSION innodb_lock_wait_timeout = {lock}, SESSION lock_wait_timeout = {lock}"),
+        format!(
+            "SET SESSION wait_timeout = {}, SESSION net_read_timeout = {stall}, SESSION net_write_timeout = {stall}",
+            secs(timeouts.idle)
+        ),
+    ]
+}
 
 /// 1 GiB, the largest `max_allowed_packet` MySQL and MariaDB know.
 const CLIENT_MAX_PACKET: usize = 1 << 30;
@@ -148,7 +168,10 @@ impl ConnectPlan {
         }
     }
 
-    fn opts(&self) -> OptsBuilder {
+    fn opts(&self, timeouts: &Timeouts) -> OptsBuilder {
+        let stall = timeouts.stall();
+        let mut init: Vec<String> = SESSION_SETUP.iter().map(|s| (*s).to_string()).collect();
+        init.extend(session_bounds(timeouts));
         let builder = OptsBuilder::new()
             .user(self.user.clone())
             .pass(self.password.as_ref().map(|p| p.0.clone()))
@@ -161,7 +184,16 @@ impl ConnectPlan {
             // driver takes the server's `max_allowed_packet` (16 MiB on MariaDB) and then
             // refuses to read back a row whose MEDIUMTEXT value is close to 16 MiB.
             .max_allowed_packet(Some(CLIENT_MAX_PACKET))
-            .init(SESSION_SETUP.to_vec());
+            // Socket timeouts: a server or a network that stops answering (a proxy or NAT that
+            // stalls, a failover without a reset) fails the call in `stall`, exit 4. Keepalives
+            // find a peer that is gone in about 25 s while nothing is being sent.
+            .read_timeout(Some(stall))
+            .write_timeout(Some(stall))
+            .tcp_keepalive_time_ms(Some(10_000))
+            .tcp_keepalive_probe_interval_secs(Some(5))
+            .tcp_keepalive_probe_count(Some(3))
+            .tcp_user_timeout_ms(u32::try_from(stall.as_millis()).ok())
+            .init(init);
         let builder = match &self.endpoint {
             Endpoint::Tcp { host, port } => builder.ip_or_hostname(Some(host.clone())).tcp_port(*port),
             Endpoint::Socket(path) => builder.socket(Some(path.to_string_lossy().into_owned())),
@@ -264,6 +296,10 @@ enum SslMode {
 /// name (`MySqlError { ERROR 1045 (28000): … }`), which means nothing to a user.
 pub(super) fn describe(e: &mysql::Error) -> String {
     match e {
+        // What the socket's read and write timeouts give (EAGAIN on Linux).
+        e if timed_out(e) => "no answer from the server in time: the connection stalled ([state_store] \
+             database_timeout bounds every wait)"
+            .to_string(),
         mysql::Error::IoError(inner) => inner.to_string(),
         mysql::Error::CodecError(inner) => inner.to_string(),
         mysql::Error::MySqlError(inner) => inner.to_string(),
@@ -274,12 +310,31 @@ pub(super) fn describe(e: &mysql::Error) -> String {
     }
 }
 
+/// Whether the error is a socket timeout, directly or in the packet codec's error.
+fn timed_out(e: &mysql::Error) -> bool {
+    // The driver's own error does not name its source: start from the inner ones.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        mysql::Error::IoError(inner) => Some(inner),
+        mysql::Error::CodecError(inner) => Some(inner),
+        other => Some(other),
+    };
+    while let Some(error) = source {
+        if let Some(io) = error.downcast_ref::<std::io::Error>()
+            && matches!(io.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut)
+        {
+            return true;
+        }
+        source = error.source();
+    }
+    false
+}
+
 /// Connects within the plan's timeout, handshake, TLS, login and session setup included.
-pub(super) fn connect(url: &DbUrl) -> Result<(Conn, String)> {
+pub(super) fn connect(url: &DbUrl, timeouts: &Timeouts) -> Result<(Conn, String)> {
     let plan = ConnectPlan::from_url(url)?;
     let location = plan.location();
     let context = format!("cannot connect to {location}");
-    let opts = plan.opts();
+    let opts = plan.opts(timeouts);
     match crate::db::within(plan.connect_timeout, move || Conn::new(opts)) {
         Some(Ok(conn)) => Ok((conn, location)),
         Some(Err(e)) => Err(Error::db(context, describe(&e)).into()),
@@ -341,6 +396,21 @@ mod tests {
             assert!(matches!(kind(&err), Some(Error::Config(_))), "{url}: {err}");
             assert!(!err.to_string().contains("secret"), "{err}");
         }
+    }
+
+    #[test]
+    fn every_session_gets_the_bounds() {
+        let t = Timeouts::new(Duration::from_secs(30));
+        assert_eq!(
+            session_bounds(&t),
+            [
+                "SET SESSION innodb_lock_wait_timeout = 10, SESSION lock_wait_timeout = 10".to_string(),
+                "SET SESSION wait_timeout = 120, SESSION net_read_timeout = 35, SESSION net_write_timeout = 35"
+                    .to_string(),
+            ]
+        );
+        // Whole seconds, at least 1: 0 is not a wait MySQL takes.
+        assert!(session_bounds(&t.with_lock(Duration::from_millis(300)))[0].contains("= 1,"));
     }
 
     #[test]

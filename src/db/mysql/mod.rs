@@ -20,7 +20,7 @@ use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::{ChunkSql, Restored};
 use super::schema::ddl_statements;
-use super::{Access, Batch, TaskWrite, sandbox};
+use super::{Access, Batch, TaskWrite, Timeouts, sandbox};
 use crate::error::{Cause, Error, Result};
 use crate::time::Timestamp;
 use crate::url::DbUrl;
@@ -107,8 +107,8 @@ fn cell(value: Value) -> Cell {
 }
 
 impl MysqlConnection {
-    pub(super) fn open(url: &DbUrl, access: Access) -> Result<Self> {
-        let (conn, location) = connect::connect(url)?;
+    pub(super) fn open(url: &DbUrl, access: Access, timeouts: &Timeouts) -> Result<Self> {
+        let (conn, location) = connect::connect(url, timeouts)?;
         let mut my = MysqlConnection {
             conn,
             location,
@@ -116,14 +116,11 @@ impl MysqlConnection {
             version: String::new(),
             chunks: ChunkSql::default(),
         };
-        let setup = match access {
-            // Every later statement, autocommitted or not, runs in a read-only transaction.
-            Access::ReadOnly => "SET SESSION TRANSACTION READ ONLY",
-            // InnoDB waits 50 s for a row lock by default; a write behind a stuck worker fails
-            // after 10 s with a message instead, as on PostgreSQL (clean sets --lock-timeout).
-            Access::ReadWrite => "SET SESSION innodb_lock_wait_timeout = 10",
-        };
-        my.run("cannot use", &Query::new(setup))?;
+        // Every later statement, autocommitted or not, runs in a read-only transaction. The
+        // session's bounds are set as it connects (`connect::session_bounds`).
+        if access == Access::ReadOnly {
+            my.run("cannot use", &Query::new("SET SESSION TRANSACTION READ ONLY"))?;
+        }
         let narrow = Query::new(
             "SELECT table_name, column_name FROM information_schema.columns \
              WHERE table_schema = DATABASE() AND character_set_name IN ('utf8', 'utf8mb3') \
@@ -274,8 +271,8 @@ impl Connection for MysqlConnection {
         require_storable_time("updated_at", updated_at)
     }
 
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
-        clean::begin(self, lock_timeout)
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<bool> {
+        clean::begin(self)
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {

@@ -2,8 +2,6 @@
 //! session that only deletes, batches bounded by the primary key alone, and deletes that skip
 //! the rows a worker holds instead of waiting for them.
 
-use std::time::Duration;
-
 use super::PostgresConnection;
 use crate::db::clean::Batch;
 use crate::db::dialect::{Connection, first};
@@ -11,7 +9,9 @@ use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
-pub(super) fn begin(pg: &mut PostgresConnection, lock_timeout: Duration) -> Result<bool> {
+/// The session's lock wait is already `--lock-timeout`, set as it connected
+/// (`connect::session_setup`).
+pub(super) fn begin(pg: &mut PostgresConnection) -> Result<bool> {
     // A session-level advisory lock, keyed by the schema so that two Airflow installations
     // sharing a server in different schemas do not block each other's cleans.
     let lock = Query::new("SELECT pg_try_advisory_lock(hashtext('state-store clean ' || current_schema()))");
@@ -28,13 +28,6 @@ pub(super) fn begin(pg: &mut PostgresConnection, lock_timeout: Duration) -> Resu
     // as an unprepared statement is (on the benchmark the two measured the same).
     let custom = Query::new("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)");
     pg.run("cannot set plan_cache_mode", &custom)?;
-    let millis = i64::try_from(lock_timeout.as_millis()).unwrap_or(i64::MAX).max(1);
-    // SET takes no bind parameters; set_config does the same for this session.
-    let timeout = format!("{millis}ms");
-    pg.run(
-        "cannot set lock_timeout",
-        &Query::new("SELECT set_config('lock_timeout', ?, false)").bind(&timeout),
-    )?;
     Ok(locked)
 }
 
@@ -89,16 +82,22 @@ pub(super) fn delete_range(
             .bind(cutoff),
     };
     // BEGIN and SET LOCAL in one round trip.
+    let stall = pg.stall_guard();
     pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(super::pg_err(&context))?;
+    drop(stall);
     match pg.execute_raw(&plain) {
         Ok(deleted) => {
+            let _stall = pg.stall_guard();
             pg.client.batch_execute("COMMIT").map_err(super::pg_err(&context))?;
             return Ok(deleted);
         }
         Err(e) => {
             // The transaction is aborted either way; a connection that is gone has none left
             // to roll back, and the first error is the one to report.
-            let rolled_back = pg.client.batch_execute("ROLLBACK");
+            let rolled_back = {
+                let _stall = pg.stall_guard();
+                pg.client.batch_execute("ROLLBACK")
+            };
             if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
                 return Err(Error::db(context, super::cause(e)).into());
             }

@@ -11,7 +11,7 @@ use postgres::Client;
 use postgres::config::{SslMode, TargetSessionAttrs};
 use postgres_openssl::MakeTlsConnector;
 
-use crate::db::Access;
+use crate::db::{Access, Timeouts};
 use crate::error::{Error, Result};
 use crate::text::quote;
 use crate::url::DbUrl;
@@ -19,6 +19,11 @@ use crate::url::DbUrl;
 /// Without `connect_timeout` in the URL libpq waits for as long as the kernel does (minutes);
 /// a cron job against a server that is down must fail fast instead.
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// TCP keepalive defaults (libpq's `keepalives_idle`, `keepalives_interval`,
+/// `keepalives_count`), when the URL gives none.
+const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(5);
+const KEEPALIVE_COUNT: u32 = 3;
 /// libpq's floor for `connect_timeout`.
 const MIN_CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 const DEFAULT_PORT: u16 = 5432;
@@ -204,6 +209,18 @@ impl ConnectOptions {
         }
         if let Some(on) = url.query_value("keepalives") {
             config.keepalives(on.trim() != "0");
+        }
+        // Unless the URL says otherwise, a peer that is gone (a NAT or firewall that dropped
+        // the connection, a failover without a reset) is noticed in about 25 s instead of the
+        // kernel's two hours and more: probes after 10 s of silence, every 5 s, 3 of them.
+        if url.query_value("keepalives_idle").is_none() {
+            config.keepalives_idle(KEEPALIVE_IDLE);
+        }
+        if url.query_value("keepalives_interval").is_none() {
+            config.keepalives_interval(KEEPALIVE_INTERVAL);
+        }
+        if url.query_value("keepalives_count").is_none() {
+            config.keepalives_retries(KEEPALIVE_COUNT);
         }
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         // As SQLAlchemy passes them to psycopg2: the query's user, password and dbname win
@@ -481,10 +498,55 @@ pub(super) fn pg_err(context: impl Into<String>) -> impl FnOnce(postgres::Error)
     move |e| Error::db(context, super::cause(e))
 }
 
+/// What every session runs first, one round trip: UTC as Airflow's sessions, read-only for the
+/// commands that only read, and the bounds of `timeouts`: a lock wait (PostgreSQL waits for
+/// a lock forever by default, reads behind `LOCK TABLE` or `ALTER` included), a statement's
+/// run, and how long the server keeps a session that is idle in a transaction or idle at all
+/// (`idle_session_timeout`, PostgreSQL 14+), so that the advisory lock of a clean whose client
+/// is gone is freed. A setting the URL's `options` names is left as it says; one the server
+/// does not know (an older version) is skipped by the `pg_settings` join. Every value is a
+/// number formatted here, never text from outside.
+fn session_setup(access: Access, timeouts: &Timeouts, url_options: Option<&str>) -> String {
+    let ms = |d: Duration| d.as_millis().to_string();
+    let mut settings = vec![
+        ("lock_timeout", ms(timeouts.lock)),
+        ("statement_timeout", ms(timeouts.statement)),
+        ("idle_in_transaction_session_timeout", ms(timeouts.idle)),
+        ("idle_session_timeout", ms(timeouts.idle)),
+        // The server's side of the socket: its unacknowledged writes to a client that is gone.
+        ("tcp_user_timeout", ms(timeouts.stall())),
+    ];
+    settings.retain(|(name, _)| !url_options.is_some_and(|options| options.contains(name)));
+    let mut sql = String::from("SET TIME ZONE 'UTC'; ");
+    if access == Access::ReadOnly {
+        sql.push_str("SET default_transaction_read_only = on; ");
+    }
+    if !settings.is_empty() {
+        let values: Vec<String> =
+            settings.iter().map(|(name, value)| format!("('{name}', '{value}')")).collect();
+        sql.push_str(&format!(
+            "SELECT set_config(v.name, v.value, false) FROM (VALUES {}) AS v(name, value) \
+             JOIN pg_settings s ON s.name = v.name",
+            values.join(", ")
+        ));
+    }
+    sql
+}
+
 /// Opens a connection and prepares the session; the schema, when given, is already quoted.
-pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<(Client, String)> {
+pub(super) fn connect(
+    url: &DbUrl,
+    schema: Option<&str>,
+    access: Access,
+    timeouts: &Timeouts,
+) -> Result<(Client, String)> {
     let quoted = schema.map(quote_schema).transpose()?;
-    let options = ConnectOptions::from_url(url)?;
+    let mut options = ConnectOptions::from_url(url)?;
+    // The kernel gives up on data the server never acknowledges (a peer that is gone) when
+    // the client would give up on an answer anyway.
+    if url.query_value("tcp_user_timeout").is_none() {
+        options.config.tcp_user_timeout(timeouts.stall());
+    }
     let location = options.location(schema);
     let tls = options.tls_connector(url)?;
     let (config, deadline) = (options.config.clone(), options.connect_deadline());
@@ -499,14 +561,9 @@ pub(super) fn connect(url: &DbUrl, schema: Option<&str>, access: Access) -> Resu
             return Err(Error::db(format!("cannot connect to {location}"), waited).into());
         }
     };
-    // Airflow's sessions run in UTC.
-    let setup = match access {
-        Access::ReadOnly => "SET TIME ZONE 'UTC'; SET default_transaction_read_only = on",
-        // PostgreSQL waits for a row lock forever by default; a `set` behind a stuck worker
-        // fails after 10 s with a message instead (clean sets its own --lock-timeout).
-        Access::ReadWrite => "SET TIME ZONE 'UTC'; SET lock_timeout = '10s'",
-    };
-    client.batch_execute(setup).map_err(pg_err(format!("cannot use {location}")))?;
+    let _stall = super::stall_guard(&location, timeouts);
+    let setup = session_setup(access, timeouts, url.query_value("options"));
+    client.batch_execute(&setup).map_err(pg_err(format!("cannot use {location}")))?;
     if let Some(quoted) = &quoted {
         // The quoted name is the setting's bound value, never statement text.
         client
@@ -654,6 +711,28 @@ mod tests {
         assert!(refused("postgresql://h/db?client_encoding=latin1").contains("UTF8"));
         assert!(refused("postgresql://h/db?target_session_attrs=standby").contains("standby"));
         assert!(refused("postgresql://h/db?gssencmode=require").contains("GSSAPI"));
+    }
+
+    #[test]
+    fn every_session_gets_the_bounds() {
+        let t = Timeouts::new(Duration::from_secs(30)).with_lock(Duration::from_secs(2));
+        let sql = session_setup(Access::ReadWrite, &t, None);
+        for part in [
+            "('lock_timeout', '2000')",
+            "('statement_timeout', '30000')",
+            "('idle_in_transaction_session_timeout', '120000')",
+            "('idle_session_timeout', '120000')",
+            "('tcp_user_timeout', '35000')",
+            "JOIN pg_settings",
+        ] {
+            assert!(sql.contains(part), "{part}: {sql}");
+        }
+        assert!(!sql.contains("read_only"), "{sql}");
+        assert!(session_setup(Access::ReadOnly, &t, None).contains("default_transaction_read_only = on"));
+        // What the URL's options set is left as they say.
+        let sql = session_setup(Access::ReadOnly, &t, Some("-c statement_timeout=5000"));
+        assert!(!sql.contains("statement_timeout'"), "{sql}");
+        assert!(sql.contains("('lock_timeout', '2000')"), "{sql}");
     }
 
     #[test]

@@ -20,8 +20,9 @@ use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::{ChunkSql, Restored};
 use super::schema::{SchemaProblem, ddl_statements};
-use super::{Access, TaskWrite, sandbox};
+use super::{Access, TaskWrite, Timeouts, sandbox};
 use crate::error::{Cause, Error, Result};
+use crate::signals::{Stall, StallGuard};
 use crate::text::quote;
 use crate::time::Timestamp;
 use crate::url::DbUrl;
@@ -40,6 +41,7 @@ pub(crate) struct PostgresConnection {
     schema: Option<String>,
     prepared: HashMap<String, Statement>,
     chunks: ChunkSql,
+    timeouts: Timeouts,
 }
 
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
@@ -142,11 +144,17 @@ fn check_storable_map_index(map_index: i64) -> Result<()> {
 }
 
 impl PostgresConnection {
-    pub(super) fn open(url: &DbUrl, schema: Option<&str>, access: Access) -> Result<Self> {
-        let (client, location) = connect::connect(url, schema, access)?;
+    pub(super) fn open(
+        url: &DbUrl,
+        schema: Option<&str>,
+        access: Access,
+        timeouts: &Timeouts,
+    ) -> Result<Self> {
+        let (client, location) = connect::connect(url, schema, access, timeouts)?;
         Ok(PostgresConnection {
             client,
             location,
+            timeouts: *timeouts,
             schema: schema.map(str::to_string),
             prepared: HashMap::new(),
             chunks: ChunkSql::default(),
@@ -172,7 +180,10 @@ impl PostgresConnection {
         if self.prepared.len() >= PREPARED {
             self.prepared.clear();
         }
-        let statement = self.client.prepare(&sql)?;
+        let statement = {
+            let _stall = self.stall_guard();
+            self.client.prepare(&sql)?
+        };
         self.prepared.insert(sql, statement.clone());
         Ok(statement)
     }
@@ -184,13 +195,34 @@ impl PostgresConnection {
         suffix: &str,
     ) -> std::result::Result<Vec<postgres::Row>, postgres::Error> {
         let statement = self.prepare(query, suffix)?;
+        let _stall = self.stall_guard();
         self.client.query(&statement, &refs(&bound(query.params())))
     }
 
     fn execute_raw(&mut self, query: &Query<'_>) -> std::result::Result<u64, postgres::Error> {
         let statement = self.prepare(query, "")?;
+        let _stall = self.stall_guard();
         self.client.execute(&statement, &refs(&bound(query.params())))
     }
+
+    /// Bounds the driver's call that follows (see [`stall_guard`]).
+    fn stall_guard(&self) -> StallGuard {
+        stall_guard(&self.location, &self.timeouts)
+    }
+}
+
+/// Arms the watchdog for one call of the driver, which has no read timeout of its own: a server
+/// or a network that stops answering (a proxy or NAT that stalls, which keepalives do not
+/// notice when a kernel still acknowledges) ends the command with exit 4 in
+/// [`Timeouts::stall`], after the server's own `statement_timeout` has had its chance.
+fn stall_guard(location: &str, timeouts: &Timeouts) -> StallGuard {
+    Stall::guard(timeouts.stall(), || {
+        format!(
+            "no answer from {location} within {} s: the connection stalled (a call waits at most \
+             [state_store] database_timeout, or --lock-timeout when longer, + 5 s)",
+            timeouts.stall().as_secs()
+        )
+    })
 }
 
 fn refs<'a>(params: &'a [Box<dyn ToSql + Sync + 'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
@@ -269,8 +301,8 @@ impl Connection for PostgresConnection {
         )))
     }
 
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
-        clean::begin(self, lock_timeout)
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<bool> {
+        clean::begin(self)
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
@@ -291,6 +323,7 @@ impl Connection for PostgresConnection {
     ) -> Result<Restored> {
         let sql = self.chunks.get(Dialect::Postgres, upsert, rows, existing, " RETURNING xmax = 0");
         let returned = self.prepare_sql(sql).and_then(|statement| {
+            let _stall = self.stall_guard();
             let rows = self.client.query(&statement, &refs(&bound(&rows.concat())))?;
             rows.iter().map(|row| row.try_get::<_, bool>(0)).collect::<std::result::Result<Vec<bool>, _>>()
         });
@@ -319,6 +352,7 @@ impl Connection for PostgresConnection {
                 let setting =
                     Query::new("SELECT set_config('state_store.sandbox_schema', ?, true)").bind(&name);
                 pg.run(what, &setting)?;
+                let _stall = pg.stall_guard();
                 pg.client
                     .batch_execute(
                         "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
@@ -327,6 +361,7 @@ impl Connection for PostgresConnection {
                     .map_err(pg_err(&context))?;
             }
             for statement in ddl_statements(SCHEMA) {
+                let _stall = pg.stall_guard();
                 pg.client.batch_execute(statement).map_err(pg_err(&context))?;
             }
             sandbox::stamp(pg, what)

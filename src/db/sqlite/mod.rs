@@ -93,7 +93,15 @@ fn cell(value: ValueRef<'_>) -> Cell {
 }
 
 impl SqliteConnection {
-    pub(super) fn open(url: &DbUrl, access: Access, purpose: Purpose) -> Result<Self> {
+    /// SQLite waits only for another connection's lock, a file on this machine: its own busy
+    /// timeout bounds that (clean's --lock-timeout sets it), and `timeouts` has nothing more
+    /// to bound.
+    pub(super) fn open(
+        url: &DbUrl,
+        access: Access,
+        purpose: Purpose,
+        _timeouts: &super::Timeouts,
+    ) -> Result<Self> {
         let target = url.sqlite_target().ok_or_else(|| {
             Error::Config(format!("[database] sql_alchemy_conn {} is not a SQLite URL", url.redacted()))
         })?;
