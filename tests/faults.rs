@@ -1231,3 +1231,40 @@ fn passwords_outside_the_userinfo_are_masked_too() {
     assert!(run.stderr.ends_with(" postgresql://airflow:***@db/airflow\n"), "{run:?}");
     assert!(!run.stderr.contains(&LONG_PASSWORD[..4]), "{run:?}");
 }
+
+// ---------------------------------------------------------------- messages and memory
+
+/// What the tool says when something is wrong, with which exit code, and how much it holds:
+/// `list` streams its rows, error lines are escaped and bounded, a defect is exit 70.
+mod messages {
+    use super::*;
+
+    contract! {
+        /// `list --limit 0` writes rows as it reads them; a table, which holds its rows to size its
+        /// columns, shows at most 10,000 and says how to see the rest.
+        fn list_streams_and_bounds_a_table(d: Dialect) {
+            let bench = with_run(d);
+            let keys: Vec<String> = (0..10_001).map(|i| format!("k{i:05}")).collect();
+            let rows: Vec<_> =
+                keys.iter().map(|k| ("load", -1, k.as_str(), "1", "2020-01-01 00:00:00.000000", None)).collect();
+            bench.insert_task_rows(DAG, RUN, &rows);
+            let plain = bench.run(&["list", "--limit", "0", "-o", "plain"]).success();
+            assert_eq!(plain.stdout.lines().count(), 10_001);
+            assert_eq!(plain.stderr, "");
+            let json = bench.run(&["list", "--limit", "0", "-o", "json"]).success();
+            assert_eq!(json.json().as_array().unwrap().len(), 10_001);
+            let yaml = bench.run(&["list", "--limit", "0", "-o", "yaml"]).success();
+            assert_eq!(yaml.stdout.lines().filter(|l| l.starts_with("- ")).count(), 10_001);
+            let table = bench
+                .run(&["list", "--limit", "0"])
+                .success()
+                .stderr_has("showing 10000 rows from offset 0; more follow (a table shows at most 10000 rows");
+            assert_eq!(table.stdout.lines().count(), 10_002, "a header, its rule and 10,000 rows");
+            assert!(table.stdout.contains("k09999") && !table.stdout.contains("k10000"));
+            // The next page starts where the table stopped; a --limit under the bound is as before.
+            let next = bench.run(&["list", "--offset", "10000", "--limit", "0"]).success();
+            assert!(next.stdout.contains("k10000") && next.stderr.is_empty(), "{}", next.stderr);
+            bench.run(&["list", "--limit", "3"]).success().stderr_has("--offset 3 for the next page, --limit 0 for all");
+        }
+    }
+}

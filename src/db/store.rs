@@ -6,8 +6,10 @@
 //! cannot hold (MySQL's `utf8mb3` columns and emoji) matches nothing and is answered without
 //! a query; a write of such text is refused before anything is written.
 
+use std::ops::ControlFlow;
+
 use super::Store;
-use super::dialect::{Connection, OnConflict, Upsert, all, count, first};
+use super::dialect::{Connection, OnConflict, Upsert, all, count, each, first};
 use super::query::{Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
@@ -323,13 +325,43 @@ impl Store {
     }
 
     pub(crate) fn list_task(&mut self, filter: &TaskFilter, window: Page) -> Result<Vec<TaskEntry>> {
+        all(&mut *self.conn, "cannot read task_state_store", &Self::task_list(filter, window), task_entry)
+    }
+
+    /// [`Self::list_task`]'s rows handed to `each` one at a time as they are read, none held.
+    pub(crate) fn each_task(
+        &mut self,
+        filter: &TaskFilter,
+        window: Page,
+        each_row: impl FnMut(TaskEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let query = Self::task_list(filter, window);
+        each(&mut *self.conn, "cannot read task_state_store", &query, task_entry, each_row)
+    }
+
+    fn task_list<'a>(filter: &'a TaskFilter, window: Page) -> Query<'a> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
         let query = Self::task_filter(select, filter, None)
             .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
-        all(&mut *self.conn, "cannot read task_state_store", &page(query, window), task_entry)
+        page(query, window)
     }
 
     pub(crate) fn list_asset(&mut self, filter: &AssetFilter, window: Page) -> Result<Vec<AssetEntry>> {
+        all(&mut *self.conn, "cannot read asset_state_store", &Self::asset_list(filter, window), asset_entry)
+    }
+
+    /// [`Self::list_asset`]'s rows handed to `each` one at a time as they are read, none held.
+    pub(crate) fn each_asset(
+        &mut self,
+        filter: &AssetFilter,
+        window: Page,
+        each_row: impl FnMut(AssetEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let query = Self::asset_list(filter, window);
+        each(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry, each_row)
+    }
+
+    fn asset_list(filter: &AssetFilter, window: Page) -> Query<'static> {
         let mut query = Query::new("SELECT ").push(ASSET_ROWS).push(" WHERE 1 = 1");
         if let Some(asset_id) = filter.asset_id {
             query = query.and(" AND s.asset_id = ?", asset_id);
@@ -337,8 +369,7 @@ impl Store {
         if filter.external_only {
             query = query.and(" AND s.value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE);
         }
-        let query = page(query.push(r#" ORDER BY s.asset_id, BYTES(s."key")"#), window);
-        all(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry)
+        page(query.push(r#" ORDER BY s.asset_id, BYTES(s."key")"#), window)
     }
 
     /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,

@@ -161,6 +161,25 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
     };
     let now = Timestamp::now();
     for entry in list {
+        let forms = Forms::of(entry, truncate, now);
+        view.table.rows.push(forms.row);
+        view.plain_rows.push(forms.plain_row);
+        view.plain_values.push(forms.plain_value);
+        view.docs.push(forms.doc);
+    }
+    view
+}
+
+/// One entry in every form, its value parsed once for all of them.
+pub(super) struct Forms<D> {
+    pub row: Vec<String>,
+    pub plain_row: String,
+    pub plain_value: String,
+    pub doc: D,
+}
+
+impl<D> Forms<D> {
+    pub(super) fn of<E: Entry<Doc = D>>(entry: &E, truncate: bool, now: Timestamp) -> Forms<D> {
         let value = stored_value(entry.key(), entry.value_text());
         // An offloaded value is shown as its reference and never fetched or decoded: the
         // payload lives in the worker-side backend, out of this tool's reach.
@@ -170,14 +189,16 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
             Some(reference) => format!("→ ref: {reference}"),
             None => text.clone(),
         };
-        view.table.rows.push(entry.row(&cell, truncate, now));
+        let row = entry.row(&cell, truncate, now);
         let mut fields = entry.plain_fields();
         fields.push(text);
-        view.plain_rows.push(fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"));
-        view.plain_values.push(plain_value(&value));
-        view.docs.push(entry.doc(value, reference, now));
+        Forms {
+            row,
+            plain_row: fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"),
+            plain_value: plain_value(&value),
+            doc: entry.doc(value, reference, now),
+        }
     }
-    view
 }
 
 impl<D> Entries<D> {

@@ -11,6 +11,7 @@ mod columns;
 mod connect;
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use mysql::prelude::Queryable;
@@ -208,6 +209,23 @@ impl Connection for MysqlConnection {
         let params = Params::Positional(query.params().iter().map(value).collect());
         let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
         Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
+    }
+
+    /// `exec_iter` reads each row off the socket as it is asked for.
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let sql = Dialect::Mysql.render(&query.text(), query.params());
+        let params = Params::Positional(query.params().iter().map(value).collect());
+        let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
+        for row in result.by_ref() {
+            if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {

@@ -11,8 +11,10 @@ mod clean;
 mod connect;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
@@ -215,6 +217,26 @@ impl Connection for PostgresConnection {
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
         let rows = self.rows_of(query, "").map_err(cause)?;
         cells(&rows).map_err(cause)
+    }
+
+    /// `query_raw` reads the rows off the socket as they are asked for: the driver's channel
+    /// holds a message or so, and TCP holds the server back, so nothing piles up here.
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let statement = self.prepare(query, "").map_err(cause)?;
+        let params = bound(query.params());
+        let mut rows = self.client.query_raw(&statement, refs(&params)).map_err(cause)?;
+        while let Some(row) = rows.next().map_err(cause)? {
+            let row: std::result::Result<Row, _> =
+                (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
+            if each(row.map_err(cause)?).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {

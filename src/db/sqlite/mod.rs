@@ -7,6 +7,7 @@
 
 mod clean;
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -186,6 +187,24 @@ impl Connection for SqliteConnection {
             );
         }
         Ok(found)
+    }
+
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let sql = Dialect::Sqlite.render(&query.text(), query.params());
+        let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
+        let width = statement.column_count();
+        let mut rows = statement.query(params_from_iter(query.params())).map_err(cause)?;
+        while let Some(row) = rows.next().map_err(cause)? {
+            let row = (0..width).map(|i| row.get_ref(i).map(cell)).collect::<rusqlite::Result<Row>>();
+            if each(row.map_err(cause)?).is_break() {
+                break;
+            }
+        }
+        Ok(())
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
