@@ -1266,5 +1266,21 @@ mod messages {
             assert!(next.stdout.contains("k10000") && next.stderr.is_empty(), "{}", next.stderr);
             bench.run(&["list", "--limit", "3"]).success().stderr_has("--offset 3 for the next page, --limit 0 for all");
         }
+
+        /// A database name or path with a terminal escape in it, and 700 characters long: the
+        /// `error:` line escapes it, keeps the password masked, and stops at 500 characters.
+        fn error_lines_are_escaped_and_bounded(d: Dialect) {
+            let bench = Bench::on(d);
+            let name = format!("no\u{1b}[31m{}", "x".repeat(700));
+            let url = match d {
+                Dialect::Sqlite => format!("sqlite:////nonexistent/{name}.db"),
+                _ => Bench::server_url(d, "someone:hunter2secret", &name),
+            };
+            let run = bench.run(&["list", "--conn", &url]).fails(4, "no\\x1b[31mxxx");
+            let line = run.stderr.trim_end_matches('\n');
+            assert!(!line.contains('\u{1b}') && !run.stderr.contains("hunter2"), "{line}");
+            assert_eq!(line.chars().count(), 500, "{line}");
+            assert!(line.ends_with('…'));
+        }
     }
 }
