@@ -1282,5 +1282,31 @@ mod messages {
             assert_eq!(line.chars().count(), 500, "{line}");
             assert!(line.ends_with('…'));
         }
+
+        /// A map index past Airflow's 32-bit column is "out of range" (exit 2) for every command
+        /// that takes `--map-index`, before the database is asked; SQLite said "not found".
+        fn a_map_index_past_32_bits_is_out_of_range(d: Dialect) {
+            let bench = with_run(d);
+            bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+            bench.add_asset("orders", "s3://orders/", true);
+            let big = "2147483648";
+            for head in [
+                vec!["set", "k", "1", "--map-index", big],
+                vec!["set", "k", "1", "--allow-missing-task-instance", "--map-index", big],
+                vec!["get", "k", "--map-index", big],
+                vec!["delete", "k", "--map-index", big],
+                vec!["clear", "--yes", "--map-index", big],
+                vec!["list", "--map-index", big],
+                vec!["export", "--map-index", big],
+            ] {
+                let args = if head[0] == "list" || head[0] == "export" {
+                    cmd(&head, &["--dag-id", DAG])
+                } else {
+                    cmd(&head, &task(&[]))
+                };
+                bench.unchanged(|| bench.run(&args).fails(2, "--map-index 2147483648 is out of range"));
+            }
+            bench.run(&cmd(&["get", "k", "--map-index", "2147483647"], &task(&[]))).fails(1, "not found");
+        }
     }
 }
