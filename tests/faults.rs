@@ -1308,5 +1308,22 @@ mod messages {
             }
             bench.run(&cmd(&["get", "k", "--map-index", "2147483647"], &task(&[]))).fails(1, "not found");
         }
+
+        /// Adding to a sandbox what it already has is the caller's input (exit 2, as `sandbox
+        /// create` of a database with tables), in words, not the driver's `Duplicate entry`
+        /// or `UNIQUE constraint failed` (exit 4).
+        fn a_sandbox_refuses_what_it_already_has_in_words(d: Dialect) {
+            let bench = with_run(d);
+            bench.add_asset("orders", "s3://orders/", true);
+            let cases: [(&[&str], &str); 3] = [
+                (&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", RUN], "already has a dag run dag_id=\"fault_orders\""),
+                (&["sandbox", "add-task-instance", "--dag-id", DAG, "--run-id", RUN, "--task-id", "load"], "already has the task instance"),
+                (&["sandbox", "add-asset", "--name", "orders", "--uri", "s3://orders/"], "already has an asset name=\"orders\""),
+            ];
+            for (args, needle) in cases {
+                bench.unchanged(|| bench.run(args).fails(2, needle));
+            }
+            bench.run(&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", "another"]).success();
+        }
     }
 }
