@@ -1325,5 +1325,24 @@ mod messages {
             }
             bench.run(&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", "another"]).success();
         }
+
+        /// A batch whose DELETE waited for a lock and timed out was answered by the server:
+        /// nothing of it was committed, so the summary does not say it may be deleted (only a
+        /// commit that went unanswered, `connection_dropped_mid_clean`, leaves that in doubt).
+        fn a_lock_timeout_leaves_no_batch_in_doubt(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 40, 2);
+            let holder = bench.hold(match d {
+                Dialect::Sqlite => "UPDATE task_state_store SET value = value",
+                // SELECTs go on; the DELETE (ROW EXCLUSIVE) waits, locked rows or not.
+                Dialect::Postgres => "LOCK TABLE task_state_store IN SHARE MODE",
+                Dialect::Mysql => "SELECT id FROM task_state_store FOR UPDATE",
+            });
+            let run = bench.unchanged(|| bench.run(&["clean", "--lock-timeout", "1s"]).code(4));
+            drop(holder);
+            assert!(run.stderr.contains("clean: deleted 0 expired task row(s)"), "{}", run.stderr);
+            assert!(!run.stderr.contains("deleted too"), "{}", run.stderr);
+            assert_eq!(count(&bench, EXPIRED), 20);
+        }
     }
 }

@@ -316,6 +316,15 @@ pub(crate) trait Connection {
     /// Runs an insert of one row and returns the id the database gave it.
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause>;
 
+    /// Whether `cause`, the failure of a statement that commits (an autocommitted DELETE, a
+    /// COMMIT), leaves its outcome unknown: the statement was sent and no answer came back (the
+    /// connection dropped, a read timed out), so the server may have committed it. An error the
+    /// server answered with (a lock wait or statement timeout, a deadlock) committed nothing.
+    /// SQLite runs in this process and always answers, hence the default.
+    fn outcome_unknown(&self, _cause: &(dyn std::error::Error + 'static)) -> bool {
+        false
+    }
+
     /// Whether a `table.column` value can equal `text`: text a column cannot hold matches no
     /// row, and is answered without asking (MySQL refuses such a comparison outright).
     fn can_match(&self, _table: &str, _column: &str, _text: &str) -> bool {

@@ -237,6 +237,12 @@ impl Connection for MysqlConnection {
         Ok(i64::try_from(self.conn.last_insert_id())?)
     }
 
+    /// Every statement of a clean's batch is autocommitted: an error with no server reply in
+    /// it (the connection dropped or was killed, an I/O error) may follow its commit.
+    fn outcome_unknown(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
+        cause.downcast_ref::<MysqlError>().is_some_and(|e| !matches!(e.error, mysql::Error::MySqlError(_)))
+    }
+
     fn can_match(&self, table: &str, column: &str, text: &str) -> bool {
         match (table, column) {
             ("asset", _) => fits_latin1(text),

@@ -89,7 +89,10 @@ pub(super) fn delete_range(
             .bind(cutoff),
     };
     // BEGIN and SET LOCAL in one round trip.
-    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(super::pg_err(&context))?;
+    // Until COMMIT is sent nothing can be committed, whatever the error: only the COMMIT's own
+    // failure leaves the batch's outcome unknown.
+    let uncommitted = |e| Error::db(&context, super::uncommitted(e));
+    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
     match pg.execute_raw(&plain) {
         Ok(deleted) => {
             pg.client.batch_execute("COMMIT").map_err(super::pg_err(&context))?;
@@ -100,9 +103,9 @@ pub(super) fn delete_range(
             // to roll back, and the first error is the one to report.
             let rolled_back = pg.client.batch_execute("ROLLBACK");
             if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-                return Err(Error::db(context, super::cause(e)).into());
+                return Err(uncommitted(e).into());
             }
-            rolled_back.map_err(super::pg_err(&context))?;
+            rolled_back.map_err(uncommitted)?;
         }
     }
     // The inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the

@@ -47,18 +47,28 @@ pub(crate) struct PostgresConnection {
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
 /// caller can still tell its SQLSTATE.
 #[derive(Debug)]
-struct PgError(postgres::Error);
+struct PgError {
+    error: postgres::Error,
+    /// It failed inside a transaction this tool opened and never committed, so whatever it
+    /// was, nothing of it was committed (see [`Connection::outcome_unknown`]).
+    uncommitted: bool,
+}
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&describe(&self.0))
+        f.write_str(&describe(&self.error))
     }
 }
 
 impl std::error::Error for PgError {}
 
-fn cause(e: postgres::Error) -> Cause {
-    Box::new(PgError(e))
+fn cause(error: postgres::Error) -> Cause {
+    Box::new(PgError { error, uncommitted: false })
+}
+
+/// The error of a statement inside a transaction whose COMMIT was never sent.
+fn uncommitted(error: postgres::Error) -> Cause {
+    Box::new(PgError { error, uncommitted: true })
 }
 
 /// A timestamp as the binary protocol carries it: exact microseconds, no text round trip.
@@ -247,6 +257,12 @@ impl Connection for PostgresConnection {
         let rows = cells(&self.rows_of(query, " RETURNING id").map_err(cause)?).map_err(cause)?;
         let row = rows.into_iter().next().unwrap_or_default();
         Ok(Fields::new(row).int()?)
+    }
+
+    /// An error with no server reply in it (the connection closed, an I/O error, a timeout)
+    /// is one whose statement may have run to its end; `uncommitted` ones did not commit.
+    fn outcome_unknown(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
+        cause.downcast_ref::<PgError>().is_some_and(|e| !e.uncommitted && e.error.as_db_error().is_none())
     }
 
     fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {
