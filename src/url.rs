@@ -109,6 +109,35 @@ pub(crate) enum UrlError {
          supported: use sqlite:////absolute/path/to/airflow.db"
     )]
     SqliteUriFilename { scheme: String },
+    /// A query option neither Python's `sqlite3.connect` (through SQLAlchemy) nor SQLite's URI
+    /// filenames take: most likely a misspelt `mode=ro`, which must not pass for a read-write URL.
+    #[error(
+        "unsupported SQLite URL option \"{key}\" in [database] sql_alchemy_conn ({scheme} URL; \
+         state-store understands {SQLITE_KEYS})"
+    )]
+    SqliteOption { scheme: String, key: String },
+    #[error(
+        "invalid SQLite URL option {key}={value} in [database] sql_alchemy_conn ({scheme} URL): \
+         expected {expected}"
+    )]
+    SqliteOptionValue { scheme: String, key: &'static str, value: String, expected: &'static str },
+}
+
+/// The query options of a SQLite URL: those SQLAlchemy hands to Python's `sqlite3.connect`
+/// (`timeout`, `check_same_thread`, …: the Python driver's own settings, which mean nothing
+/// here and are accepted so that Airflow's URL works unchanged), and SQLite's URI parameters.
+/// Of these, `mode=ro` and `immutable=1` make the database read-only; the others change
+/// nothing this tool reads or writes.
+const SQLITE_KEYS: &str = "timeout, isolation_level, detect_types, check_same_thread, cached_statements, \
+     uri, mode, immutable, cache, nolock, psow, modeof";
+
+/// SQLite's boolean URI parameter values (`sqlite3_uri_boolean`).
+fn sqlite_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "true" | "on" => Some(true),
+        "0" | "no" | "false" | "off" => Some(false),
+        _ => None,
+    }
 }
 
 impl DbUrl {
@@ -187,7 +216,42 @@ impl DbUrl {
         }) {
             return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
         }
+        for (key, value) in &self.query {
+            if !SQLITE_KEYS.split(", ").any(|known| known == key) {
+                return Err(UrlError::SqliteOption { scheme: self.scheme.clone(), key: key.clone() });
+            }
+            let invalid = |key, expected| UrlError::SqliteOptionValue {
+                scheme: self.scheme.clone(),
+                key,
+                value: value.clone(),
+                expected,
+            };
+            match key.as_str() {
+                // `memory` would be an empty database, never the metastore.
+                "mode" if !matches!(value.as_str(), "ro" | "rw" | "rwc") => {
+                    return Err(invalid("mode", "ro (read-only), rw or rwc"));
+                }
+                "immutable" if sqlite_bool(value).is_none() => return Err(invalid("immutable", "1 or 0")),
+                _ => {}
+            }
+        }
         Ok(())
+    }
+
+    /// Why a SQLite URL opens its database read-only (`mode=ro` or `immutable=1`), if it does.
+    /// SQLAlchemy passes these to SQLite only with `uri=true`; a URL that writes them means
+    /// read-only all the same, so they are honoured: a write is refused, never made.
+    pub(crate) fn sqlite_read_only(&self) -> Option<&'static str> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        if self.query_value("mode") == Some("ro") {
+            Some("mode=ro")
+        } else if self.query_value("immutable").and_then(sqlite_bool) == Some(true) {
+            Some("immutable=1")
+        } else {
+            None
+        }
     }
 
     /// Every password the URL holds: the userinfo's, and the value of each query option that
@@ -765,6 +829,31 @@ mod tests {
             assert!(matches!(parse_err(url), UrlError::SqliteUriFilename { .. }), "{url}");
         }
         assert!(parse("sqlite:///x.db?uri=false").sqlite_target().is_some());
+    }
+
+    #[test]
+    fn sqlite_options_read_only_or_refused() {
+        assert_eq!(parse("sqlite:////a.db?mode=ro").sqlite_read_only(), Some("mode=ro"));
+        assert_eq!(
+            parse("sqlite:////a.db?immutable=on&cache=shared").sqlite_read_only(),
+            Some("immutable=1")
+        );
+        for url in
+            ["sqlite:////a.db", "sqlite:////a.db?mode=rw&immutable=0&timeout=30", "postgresql://h/db?mode=ro"]
+        {
+            assert_eq!(DbUrl::parse(url).unwrap().sqlite_read_only(), None, "{url}");
+        }
+        assert!(
+            matches!(parse_err("sqlite:////a.db?Mode=ro"), UrlError::SqliteOption { key, .. } if key == "Mode")
+        );
+        assert!(matches!(
+            parse_err("sqlite:////a.db?mode=memory"),
+            UrlError::SqliteOptionValue { key: "mode", .. }
+        ));
+        assert!(matches!(
+            parse_err("sqlite:////a.db?immutable=2"),
+            UrlError::SqliteOptionValue { key: "immutable", .. }
+        ));
     }
 
     #[test]

@@ -1345,4 +1345,49 @@ mod messages {
             assert_eq!(count(&bench, EXPIRED), 20);
         }
     }
+
+    /// A SQLite URL's `mode=ro` and `immutable=1` are honoured: every write is refused (exit
+    /// 3, the URL's doing) with the database unchanged, reads work. An option SQLAlchemy and
+    /// SQLite do not know (`mod=ro`) is refused by name, as on PostgreSQL; the options Airflow's
+    /// own URLs carry (`timeout`, `check_same_thread`) are not.
+    #[test]
+    fn sqlite_url_options_are_honoured_or_refused() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let export = bench.dir.path().join("backup.jsonl");
+        bench.run(&["export", "--file", export.to_str().unwrap()]).success();
+        for option in ["mode=ro", "immutable=1", "immutable=true&timeout=30"] {
+            let url = format!("{}?{option}", bench.url());
+            let with = |args: &[&str]| -> Vec<String> {
+                args.iter().map(ToString::to_string).chain(["--conn".to_string(), url.clone()]).collect()
+            };
+            let run = |args: Vec<String>| bench.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let why = if option.starts_with("mode") { "(mode=ro)" } else { "(immutable=1)" };
+            for args in [
+                cmd(&["set", "k", "2"], &task(&[])),
+                cmd(&["delete", "k"], &task(&[])),
+                cmd(&["clear", "--yes"], &task(&[])),
+                vec!["import", export.to_str().unwrap()],
+                vec!["clean"],
+            ] {
+                bench.unchanged(|| run(with(&args)).fails(3, &format!("opens it read-only {why}")));
+            }
+            run(with(&cmd(&["get", "k", "-o", "plain"], &task(&[])))).success().stdout_is("1\n");
+            run(with(&["list", "-o", "plain"])).success();
+            run(with(&["clean", "--dry-run"])).success();
+        }
+        for (option, needle) in [
+            ("mod=ro", "unsupported SQLite URL option \"mod\""),
+            ("mode=memory", "mode=memory"),
+            ("immutable=maybe", "immutable=maybe"),
+            ("vfs=unix-none", "\"vfs\""),
+        ] {
+            let url = format!("{}?{option}", bench.url());
+            bench.unchanged(|| {
+                bench.run(&cmd(&["set", "k", "2", "--conn", &url], &task(&[]))).fails(3, needle)
+            });
+        }
+        let airflow = format!("{}?timeout=30&check_same_thread=false&mode=rw", bench.url());
+        bench.run(&cmd(&["set", "k", "2", "--conn", &airflow], &task(&[]))).success();
+    }
 }

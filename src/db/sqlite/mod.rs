@@ -39,6 +39,9 @@ pub(crate) struct SqliteConnection {
     /// connection is closed (and its WAL checkpointed) before the lock is let go.
     clean_lock: Option<clean::CleanLock>,
     chunks: ChunkSql,
+    /// The URL's `mode=ro` or `immutable=1`: the file is opened read-only, and a command that
+    /// writes is refused up front.
+    read_only_url: Option<&'static str>,
 }
 
 /// SQLite's own words, plus what to check when they are about permissions: "attempt to write
@@ -113,11 +116,21 @@ impl SqliteConnection {
             ),
             (SqliteTarget::File(path), purpose) => {
                 let location = format!("SQLite database {}", path.display());
-                (open_file(&path, &location, purpose)?, location, Some(path))
+                let read_only = url.sqlite_read_only();
+                if let (Some(why), Purpose::Sandbox) = (read_only, purpose) {
+                    return Err(read_only_refusal(&location, why));
+                }
+                (open_file(&path, &location, purpose, read_only.is_some())?, location, Some(path))
             }
         };
-        let connection =
-            SqliteConnection { conn, location, path, clean_lock: None, chunks: ChunkSql::default() };
+        let connection = SqliteConnection {
+            conn,
+            location,
+            path,
+            clean_lock: None,
+            chunks: ChunkSql::default(),
+            read_only_url: url.sqlite_read_only(),
+        };
         connection.prepare(access)?;
         Ok(connection)
     }
@@ -146,7 +159,17 @@ impl SqliteConnection {
 
 /// Opens a database file. A metastore is never created: a mistyped path must be an error, not
 /// a new empty database; a sandbox is.
-fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::Connection> {
+/// A write through a URL that says read-only: the configuration's doing (exit 3), not the
+/// database's.
+fn read_only_refusal(location: &str, why: &str) -> anyhow::Error {
+    Error::Config(format!(
+        "cannot write to {location}: [database] sql_alchemy_conn opens it read-only ({why}); commands that \
+         only read (get, list, stats, export, doctor, clean --dry-run) still work"
+    ))
+    .into()
+}
+
+fn open_file(path: &Path, location: &str, purpose: Purpose, read_only: bool) -> Result<rusqlite::Connection> {
     let context = || format!("cannot open {location}");
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && purpose == Purpose::Metastore => {
@@ -156,7 +179,9 @@ fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::
         Ok(meta) if meta.is_dir() => return Err(Error::db(context(), "it is a directory").into()),
         _ => {}
     }
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut flags =
+        if read_only { OpenFlags::SQLITE_OPEN_READ_ONLY } else { OpenFlags::SQLITE_OPEN_READ_WRITE };
+    flags |= OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if purpose == Purpose::Sandbox {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
@@ -222,6 +247,9 @@ impl Connection for SqliteConnection {
     /// SQLite opens a file it may not write read-only without a word, and the first write
     /// fails deep inside a command (a clean after printing its summary); say it up front.
     fn check_writable(&mut self) -> Result<()> {
+        if let Some(why) = self.read_only_url {
+            return Err(read_only_refusal(&self.location, why));
+        }
         if self.conn.is_readonly(rusqlite::MAIN_DB).map_err(|e| Error::db(self.location.clone(), cause(e)))? {
             return Err(Error::db(
                 format!("cannot write to {}", self.location),
