@@ -48,6 +48,8 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
                        when the limit is 0)
   sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
                        Airflow's clean compares wrongly
+  sqlite_integers      SQLite only: task rows whose map_index or dag_run_id is not an integer
+                       (SQLite keeps text in an INTEGER column), which Airflow cannot read
   inactive_asset_rows  keys of inactive assets: a warning; `state-store clean` deletes them, and so
                        does Airflow's scheduler
   backend              information: the database (password masked), the backend, and what a

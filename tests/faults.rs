@@ -1346,6 +1346,31 @@ mod messages {
         }
     }
 
+    /// A SQLite row whose map_index is text: doctor reports the row (exit 8) where it exited 4
+    /// at the first check that read it; list and export name the row in their error.
+    #[test]
+    fn a_text_map_index_is_a_damaged_row_doctor_reports() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "good", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "bad", "2"], &task(&[]))).success();
+        bench.exec(r#"UPDATE task_state_store SET map_index = 'abc' WHERE "key" = 'bad'"#);
+        let run = bench.run(&["doctor", "-o", "json"]).code(8).stderr_has("sqlite_integers (1)");
+        let check =
+            run.json()["checks"].as_array().unwrap().iter().find(|c| c["name"] == "sqlite_integers").cloned();
+        let check = check.unwrap();
+        assert_eq!(fields(&check, &["status", "count"]), json!(["problem", 1]));
+        assert_eq!(
+            fields(&check["sample"][0], &["task_id", "map_index", "key", "detail"]),
+            json!(["load", "abc", "bad", "map_index holds text \"abc\", not an integer"])
+        );
+        let row = format!(
+            "the task row dag_id=\"{DAG}\" run_id=\"{RUN}\" task_id=\"load\" key \"bad\" has map_index \"abc\", not an integer"
+        );
+        bench.run(&["list"]).fails(4, &row);
+        bench.run(&["export"]).fails(4, &row);
+        bench.run(&["doctor"]).code(8).stderr_has("sqlite_integers (1)");
+    }
+
     /// A SQLite URL's `mode=ro` and `immutable=1` are honoured: every write is refused (exit
     /// 3, the URL's doing) with the database unchanged, reads work. An option SQLAlchemy and
     /// SQLite do not know (`mod=ro`) is refused by name, as on PostgreSQL; the options Airflow's

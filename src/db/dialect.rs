@@ -401,6 +401,11 @@ pub(crate) trait Connection {
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+    /// Rows whose integer columns hold something else (text, a float); `None` where the
+    /// database enforces its column types and the question does not arise.
+    fn mistyped_integers(&mut self, _sample: u64) -> Result<Option<Finding>> {
+        Ok(None)
+    }
     /// Timestamps stored as text that is not Airflow's form; `None` where the columns hold
     /// real timestamps and the question does not arise.
     fn malformed_timestamps(&mut self, _sample: u64) -> Result<Option<Finding>> {

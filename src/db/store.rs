@@ -10,11 +10,12 @@ use std::ops::ControlFlow;
 
 use super::Store;
 use super::dialect::{Connection, OnConflict, Upsert, all, count, each, first};
-use super::query::{Decoded, Fields, Param, Query};
+use super::query::{DecodeError, Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, TaskEntry, TaskFilter, TaskScope,
 };
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// What a write to a task scope stores.
@@ -95,16 +96,47 @@ pub(super) const ASSET_UPSERT: Upsert = Upsert {
         last_updated_by_task_id, last_updated_by_map_index, updated_at",
 };
 
-/// The dag_id, run_id, task_id and map_index of a task row, from the next four columns.
+/// The dag_id, run_id, task_id and map_index of a task row, from the next four columns. A
+/// map_index that is not an integer (SQLite stores any value in any column) is an error that
+/// names the row.
 pub(super) fn task_scope(f: &mut Fields) -> Decoded<TaskScope> {
-    Ok(TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? })
+    let (dag_id, run_id, task_id) = (f.text(), f.text(), f.text());
+    match f.int_or_text() {
+        Ok(map_index) => Ok(TaskScope { dag_id, run_id, task_id, map_index }),
+        Err(found) => Err(damaged_map_index(&dag_id, &run_id, &task_id, None, &found)),
+    }
+}
+
+/// The error of a task row whose map_index is not an integer: which row, what it holds, and
+/// where to look further.
+fn damaged_map_index(
+    dag_id: &str,
+    run_id: &str,
+    task_id: &str,
+    key: Option<&str>,
+    found: &str,
+) -> DecodeError {
+    let key = key.map(|key| format!(" key {}", quote(key))).unwrap_or_default();
+    DecodeError::new(format!(
+        "the task row dag_id={} run_id={} task_id={}{key} has map_index {found}, not an integer; \
+         `state-store doctor` lists such rows",
+        quote(dag_id),
+        quote(run_id),
+        quote(task_id),
+        found = quote(found)
+    ))
 }
 
 /// A task row in [`TASK_COLUMNS`] order.
 pub(super) fn task_entry(f: &mut Fields) -> Decoded<TaskEntry> {
+    let (dag_id, run_id, task_id) = (f.text(), f.text(), f.text());
+    let map_index = f.int_or_text();
+    let key = f.text();
+    let map_index =
+        map_index.map_err(|found| damaged_map_index(&dag_id, &run_id, &task_id, Some(&key), &found))?;
     Ok(TaskEntry {
-        scope: task_scope(f)?,
-        key: f.text(),
+        scope: TaskScope { dag_id, run_id, task_id, map_index },
+        key,
         value: f.text(),
         updated_at: f.required_time(),
         expires_at: f.time(),

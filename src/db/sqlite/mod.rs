@@ -335,6 +335,23 @@ impl Connection for SqliteConnection {
 
     /// SQLite keeps whatever a writer gives it, so another tool can leave text that is not
     /// Airflow's form, which compares wrongly with every bound timestamp.
+    /// SQLite keeps any value in an INTEGER column (type affinity converts `'5'`, not `'abc'`):
+    /// such a row cannot be read as Airflow's, which decodes the column as an int.
+    fn mistyped_integers(&mut self, sample: u64) -> Result<Option<Finding>> {
+        let what = "cannot check the integer columns";
+        let tasks = find(self, what, MISTYPED_TASK_INTEGERS, &[], sample, |f| {
+            let (place, key) = task_row(f)?;
+            let columns = [("map_index", f.text(), f.text()), ("dag_run_id", f.text(), f.text())];
+            let detail: Vec<String> = columns
+                .iter()
+                .filter(|(_, kind, _)| kind != "integer")
+                .map(|(column, kind, text)| format!("{column} holds {kind} {}, not an integer", quote(text)))
+                .collect();
+            Ok(FoundRow { place, key, detail: detail.join(", ") })
+        })?;
+        Ok(Some(tasks))
+    }
+
     fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
         let what = "cannot read the timestamps";
         let tasks = find(self, what, MALFORMED_TASK_TIMES, &[AIRFLOW_TIME_GLOB.into(); 2], sample, |f| {
@@ -376,6 +393,13 @@ const MALFORMED_TASK_TIMES: [&str; 3] = [
        typeof(t.expires_at), t.expires_at"#,
     "FROM task_state_store t WHERE NOT (typeof(t.updated_at) = 'text' AND t.updated_at GLOB ?) \
      OR (t.expires_at IS NOT NULL AND NOT (typeof(t.expires_at) = 'text' AND t.expires_at GLOB ?))",
+    "t.id",
+];
+
+const MISTYPED_TASK_INTEGERS: [&str; 3] = [
+    r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", typeof(t.map_index), t.map_index,
+       typeof(t.dag_run_id), t.dag_run_id"#,
+    "FROM task_state_store t WHERE typeof(t.map_index) <> 'integer' OR typeof(t.dag_run_id) <> 'integer'",
     "t.id",
 ];
 
