@@ -345,7 +345,8 @@ pub(crate) struct ListArgs {
     /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
     #[arg(long)]
     pub external: bool,
-    /// At most this many rows; 0 means no limit
+    /// At most this many rows; 0 means no limit (a table shows at most 10,000: -o plain, json
+    /// or yaml for more)
     #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true, value_parser = count)]
     pub limit: u64,
     /// Skip this many rows first
