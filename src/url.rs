@@ -103,10 +103,13 @@ pub(crate) enum UrlError {
          [database] sql_alchemy_conn): use sqlite:////absolute/path/to/airflow.db"
     )]
     SqliteNetloc { scheme: String },
-    /// `?uri=true` turns the database part into a SQLite `file:` URI, which is not a path.
+    /// `?uri=true` with a database part that SQLite would not read as the file meant: a
+    /// `file:` URI naming a remote host, or a plain path to which SQLAlchemy would append the
+    /// URL's options (`/x.db?mode=ro` as the file's name).
     #[error(
-        "SQLite URI filenames (uri=true, {scheme} URL in [database] sql_alchemy_conn) are not \
-         supported: use sqlite:////absolute/path/to/airflow.db"
+        "this SQLite URI filename (uri=true, {scheme} URL in [database] sql_alchemy_conn) is not \
+         supported: use sqlite:///file:/absolute/path/to/airflow.db?mode=ro&uri=true, or \
+         sqlite:////absolute/path/to/airflow.db?mode=ro without uri=true"
     )]
     SqliteUriFilename { scheme: String },
     /// A query option neither Python's `sqlite3.connect` (through SQLAlchemy) nor SQLite's URI
@@ -130,6 +133,27 @@ pub(crate) enum UrlError {
 /// nothing this tool reads or writes.
 const SQLITE_KEYS: &str = "timeout, isolation_level, detect_types, check_same_thread, cached_statements, \
      uri, mode, immutable, cache, nolock, psow, modeof";
+
+/// The options SQLAlchemy keeps for Python's `sqlite3.connect` rather than the URI.
+const PYSQLITE_KEYS: &str =
+    "timeout, isolation_level, detect_types, check_same_thread, cached_statements, uri";
+
+/// The file a SQLite `file:` URI names (what follows `file:`): `file:x.db`, `file:/abs/x.db`,
+/// `file:///abs/x.db` or `file://localhost/abs/x.db`, percent-decoded as SQLite decodes it;
+/// `None` for another host, which SQLite refuses.
+fn file_uri_path(uri: &str) -> Option<String> {
+    let path = match uri.strip_prefix("//") {
+        Some(rest) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+            if !(authority.is_empty() || authority == "localhost") {
+                return None;
+            }
+            path
+        }
+        None => uri,
+    };
+    Some(percent_decode(path))
+}
 
 /// SQLite's boolean URI parameter values (`sqlite3_uri_boolean`).
 fn sqlite_bool(value: &str) -> Option<bool> {
@@ -210,11 +234,16 @@ impl DbUrl {
         {
             return Err(UrlError::SqliteNetloc { scheme: self.scheme.clone() });
         }
-        if self.query_value("uri").is_some_and(|v| {
-            // SQLAlchemy's `asbool`, which reads the flag.
-            matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "y" | "t" | "1")
-        }) {
-            return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
+        if self.sqlite_uri() {
+            let uri_options = self.query.iter().any(|(key, _)| !PYSQLITE_KEYS.split(", ").any(|k| k == key));
+            let usable = match self.database.as_deref().and_then(|d| d.strip_prefix("file:")) {
+                Some(uri) => file_uri_path(uri).is_some(),
+                // SQLAlchemy appends the other options to the name: `x.db?mode=ro` is no file.
+                None => !uri_options,
+            };
+            if !usable {
+                return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
+            }
         }
         for (key, value) in &self.query {
             if !SQLITE_KEYS.split(", ").any(|known| known == key) {
@@ -236,6 +265,15 @@ impl DbUrl {
             }
         }
         Ok(())
+    }
+
+    /// `?uri=true`: SQLAlchemy hands the database part to SQLite as a URI filename, with the
+    /// URL's other options appended as the URI's parameters.
+    fn sqlite_uri(&self) -> bool {
+        // SQLAlchemy's `asbool`, which reads the flag.
+        self.query_value("uri").is_some_and(|v| {
+            matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "y" | "t" | "1")
+        })
     }
 
     /// Why a SQLite URL opens its database read-only (`mode=ro` or `immutable=1`), if it does.
@@ -327,7 +365,12 @@ impl DbUrl {
         if self.dialect != Dialect::Sqlite {
             return None;
         }
-        Some(match self.database.as_deref() {
+        let database = self.database.as_deref();
+        let path = match database.and_then(|d| d.strip_prefix("file:")) {
+            Some(uri) if self.sqlite_uri() => file_uri_path(uri),
+            _ => database.map(str::to_string),
+        };
+        Some(match path.as_deref() {
             None | Some("" | ":memory:") => SqliteTarget::Memory,
             Some(path) => SqliteTarget::File(PathBuf::from(path)),
         })
@@ -825,10 +868,22 @@ mod tests {
         ] {
             assert!(matches!(parse_err(url), UrlError::SqliteNetloc { .. }), "{url}");
         }
-        for url in ["sqlite:///file:x.db?mode=ro&uri=true", "sqlite:///file:x.db?uri=1"] {
+        for url in ["sqlite:///file://host/x.db?uri=true", "sqlite:////x.db?mode=ro&uri=true"] {
             assert!(matches!(parse_err(url), UrlError::SqliteUriFilename { .. }), "{url}");
         }
         assert!(parse("sqlite:///x.db?uri=false").sqlite_target().is_some());
+    }
+
+    /// The `uri=true` forms SQLAlchemy hands to SQLite as URI filenames, as Airflow reads them.
+    #[test]
+    fn sqlite_uri_filenames() {
+        let file = |p: &str| Some(SqliteTarget::File(PathBuf::from(p)));
+        let ro = parse("sqlite:///file:/srv/air%2520flow.db?mode=ro&uri=true");
+        assert_eq!((ro.sqlite_target(), ro.sqlite_read_only()), (file("/srv/air flow.db"), Some("mode=ro")));
+        assert_eq!(parse("sqlite:///file:x.db?uri=1").sqlite_target(), file("x.db"));
+        assert_eq!(parse("sqlite:///file:///a/x.db?uri=true&immutable=1").sqlite_target(), file("/a/x.db"));
+        assert_eq!(parse("sqlite:///file://localhost/a/x.db?uri=true").sqlite_target(), file("/a/x.db"));
+        assert_eq!(parse("sqlite:////a/x.db?uri=true&timeout=5").sqlite_target(), file("/a/x.db"));
     }
 
     #[test]

@@ -1374,15 +1374,22 @@ mod messages {
     /// A SQLite URL's `mode=ro` and `immutable=1` are honoured: every write is refused (exit
     /// 3, the URL's doing) with the database unchanged, reads work. An option SQLAlchemy and
     /// SQLite do not know (`mod=ro`) is refused by name, as on PostgreSQL; the options Airflow's
-    /// own URLs carry (`timeout`, `check_same_thread`) are not.
+    /// own URLs carry (`timeout`, `check_same_thread`, `file:…?mode=ro&uri=true`) are not.
     #[test]
     fn sqlite_url_options_are_honoured_or_refused() {
         let bench = with_run(Dialect::Sqlite);
         bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
         let export = bench.dir.path().join("backup.jsonl");
         bench.run(&["export", "--file", export.to_str().unwrap()]).success();
-        for option in ["mode=ro", "immutable=1", "immutable=true&timeout=30"] {
-            let url = format!("{}?{option}", bench.url());
+        // The `uri=true` form SQLAlchemy hands to SQLite as a URI filename, as Airflow does.
+        let path = bench.url().strip_prefix("sqlite:///").unwrap().to_string();
+        for url in [
+            format!("{}?mode=ro", bench.url()),
+            format!("{}?immutable=1", bench.url()),
+            format!("{}?immutable=true&timeout=30", bench.url()),
+            format!("sqlite:///file:{path}?mode=ro&uri=true"),
+        ] {
+            let option = url.rsplit('?').next().unwrap().to_string();
             let with = |args: &[&str]| -> Vec<String> {
                 args.iter().map(ToString::to_string).chain(["--conn".to_string(), url.clone()]).collect()
             };
