@@ -4,8 +4,9 @@
 //! needs every row before it can size its columns, so it holds them, at most [`TABLE_ROWS`]:
 //! `list` asks the database for no more than that in a table, and says so when rows are left.
 //!
-//! Measured on a million task rows: holding them all took 5.1 GB as a table and 2.4 GB as
-//! plain text; written as they come, every format stays near the memory of one row.
+//! Measured on a million task rows (peak RSS): holding them all took 2.4 GB as plain text,
+//! 5.0 GB as a table and 5.7 GB as JSON; written as they come, 20 MB in every format, and
+//! 54 MB for a table of 10,000 rows.
 
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::marker::PhantomData;
