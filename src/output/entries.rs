@@ -180,25 +180,49 @@ pub(super) struct Forms<D> {
 
 impl<D> Forms<D> {
     pub(super) fn of<E: Entry<Doc = D>>(entry: &E, truncate: bool, now: Timestamp) -> Forms<D> {
-        let value = stored_value(entry.key(), entry.value_text());
-        // An offloaded value is shown as its reference and never fetched or decoded: the
-        // payload lives in the worker-side backend, out of this tool's reach.
-        let reference = external_ref(entry.value_text());
-        let text = json::dumps_unicode(&value);
-        let cell = match &reference {
-            Some(reference) => format!("→ ref: {reference}"),
-            None => text.clone(),
-        };
-        let row = entry.row(&cell, truncate, now);
-        let mut fields = entry.plain_fields();
-        fields.push(text);
+        let parsed = Parsed::of(entry);
+        let text = json::dumps_unicode(&parsed.value);
         Forms {
-            row,
-            plain_row: fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"),
-            plain_value: plain_value(&value),
-            doc: entry.doc(value, reference, now),
+            row: parsed.row(entry, &text, truncate, now),
+            plain_row: plain_row(entry, text),
+            plain_value: plain_value(&parsed.value),
+            doc: entry.doc(parsed.value, parsed.reference, now),
         }
     }
+}
+
+/// An entry's stored value, parsed (a damaged one warned about) and its external reference:
+/// what every form starts from. A list written row by row makes only the form it shows.
+pub(super) struct Parsed {
+    pub value: Value,
+    pub reference: Option<String>,
+}
+
+impl Parsed {
+    pub(super) fn of<E: Entry>(entry: &E) -> Parsed {
+        Parsed {
+            value: stored_value(entry.key(), entry.value_text()),
+            // An offloaded value is shown as its reference and never fetched or decoded: the
+            // payload lives in the worker-side backend, out of this tool's reach.
+            reference: external_ref(entry.value_text()),
+        }
+    }
+
+    /// Its table row; `text` is the value's compact JSON.
+    pub(super) fn row<E: Entry>(&self, entry: &E, text: &str, truncate: bool, now: Timestamp) -> Vec<String> {
+        match &self.reference {
+            Some(reference) => entry.row(&format!("→ ref: {reference}"), truncate, now),
+            None => entry.row(text, truncate, now),
+        }
+    }
+}
+
+/// A line of `list -o plain`: the scope fields, the key and `text` (the value's compact JSON),
+/// each escaped, tab-separated.
+pub(super) fn plain_row<E: Entry>(entry: &E, text: String) -> String {
+    let mut fields = entry.plain_fields();
+    fields.push(text);
+    fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t")
 }
 
 impl<D> Entries<D> {

@@ -11,7 +11,7 @@
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::marker::PhantomData;
 
-use super::entries::{Entry, Forms};
+use super::entries::{Entry, Parsed, plain_row};
 use super::{Table, yaml};
 use crate::cli::Format;
 use crate::error::{Error, Result};
@@ -59,13 +59,19 @@ impl<E: Entry, W: Write> EntryStream<E, W> {
         Ok(self.write(entry).map_err(Error::stdout)?)
     }
 
+    /// Makes only the form the format shows (the value is parsed in every format, so a
+    /// damaged one is warned about in all of them).
     fn write(&mut self, entry: &E) -> io::Result<()> {
-        let forms = Forms::of(entry, true, self.now);
+        let parsed = Parsed::of(entry);
         match self.format {
-            Format::Plain => writeln!(self.out, "{}", forms.plain_row)?,
-            Format::Table => self.table.rows.push(forms.row),
+            Format::Plain => writeln!(self.out, "{}", plain_row(entry, json::dumps_unicode(&parsed.value)))?,
+            Format::Table => {
+                let text = json::dumps_unicode(&parsed.value);
+                self.table.rows.push(parsed.row(entry, &text, true, self.now));
+            }
             Format::Json => {
-                let text = json::to_text(&serde_json::to_value(&forms.doc)?, self.style);
+                let doc = entry.doc(parsed.value, parsed.reference, self.now);
+                let text = json::to_text(&serde_json::to_value(&doc)?, self.style);
                 match self.style {
                     // Inside the array each line of the item is one level deeper; a JSON text
                     // has no newline but those the indentation puts there.
@@ -83,7 +89,8 @@ impl<E: Entry, W: Write> EntryStream<E, W> {
             }
             // A sequence of one item is that item's `- …` lines: the items follow one another.
             Format::Yaml => {
-                let item = Value::Array(vec![serde_json::to_value(&forms.doc)?]);
+                let doc = entry.doc(parsed.value, parsed.reference, self.now);
+                let item = Value::Array(vec![serde_json::to_value(&doc)?]);
                 self.out.write_all(yaml::render(&item)?.as_bytes())?;
             }
         }
