@@ -49,6 +49,8 @@ Checks, read-only, each reported as ok, problem, warning, info or skipped:
                        when the limit is 0)
   sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
                        Airflow's clean compares wrongly
+  sqlite_integers      SQLite only: task rows whose map_index or dag_run_id is not an integer
+                       (SQLite keeps text in an INTEGER column), which Airflow cannot read
   inactive_asset_rows  keys of inactive assets: a warning; `state-store clean` deletes them, and so
                        does Airflow's scheduler
   backend              information: the database (password masked), the backend, and what a
@@ -344,7 +346,8 @@ pub(crate) struct ListArgs {
     /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
     #[arg(long)]
     pub external: bool,
-    /// At most this many rows; 0 means no limit
+    /// At most this many rows; 0 means no limit (a table shows at most 10,000: -o plain, json
+    /// or yaml for more)
     #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true, value_parser = count)]
     pub limit: u64,
     /// Skip this many rows first

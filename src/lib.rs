@@ -27,17 +27,24 @@ mod text;
 mod time;
 mod url;
 
+use std::any::Any;
 use std::io::Write;
+use std::panic::{AssertUnwindSafe, Location};
 
 use clap::Parser;
 use clap::error::ErrorKind;
 
 use crate::error::{CliError, exit};
 
+/// The longest `error:` line, in characters: a driver's message can quote a whole statement,
+/// and a path or URL can be any length; a cron mail or a log line needs the start of it.
+const ERROR_LINE_CHARS: usize = 500;
+
 /// Runs the command line of this process and returns its exit code.
 #[must_use]
 pub fn main_exit_code() -> i32 {
     signals::install();
+    install_panic_hook();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::Cli::try_parse_from(&args) {
         Ok(cli) => cli,
@@ -52,17 +59,63 @@ pub fn main_exit_code() -> i32 {
             return code;
         }
     };
-    match commands::run(cli).map_err(CliError::from) {
+    guarded(|| match commands::run(cli).map_err(CliError::from) {
         Ok(()) => exit::SUCCESS,
         Err(e) if e.is_broken_pipe() => exit::SUCCESS,
         Err(e) => {
             // A signal's report was already printed; the exit code says the rest.
             if !matches!(e.kind(), Some(error::Error::Interrupted { .. })) {
-                output::note(&format!("error: {}", e.message()));
+                print_error(&e.message());
             }
             e.exit_code
         }
-    }
+    })
+}
+
+/// The one place an `error:` line is printed (see [`error_line`]).
+fn print_error(message: &str) {
+    output::note(&error_line(message));
+}
+
+/// A failure's line on stderr: any password masked first (so that no cut can leave part of
+/// one), then control and other hidden characters escaped as in tables (a URL or a path from
+/// the configuration may hold a terminal escape sequence), then cut to [`ERROR_LINE_CHARS`].
+fn error_line(message: &str) -> String {
+    let line = format!("error: {}", redact::mask(message));
+    text::cut(&text::cell(&line), ERROR_LINE_CHARS)
+}
+
+/// Runs the command; a panic that unwinds out of it (its line already printed by the hook,
+/// and every destructor on the way run: transactions rolled back, temporary files removed)
+/// ends as exit 70.
+fn guarded(run: impl FnOnce() -> i32) -> i32 {
+    std::panic::catch_unwind(AssertUnwindSafe(run)).unwrap_or(exit::INTERNAL)
+}
+
+/// A panic is a defect: it prints the documented `error:` line instead of Rust's message and
+/// ends as exit 70 (`EX_SOFTWARE`), never 101. On the main thread it unwinds to [`guarded`];
+/// on any other thread (the signal thread, a parser) the process ends here.
+fn install_panic_hook() {
+    std::panic::set_hook(Box::new(|info| {
+        print_error(&panic_message(info.payload(), info.location()));
+        if std::thread::current().name() != Some("main") {
+            std::process::exit(exit::INTERNAL);
+        }
+    }));
+}
+
+/// What a panic says, where, and that it is the tool's defect.
+fn panic_message(payload: &(dyn Any + Send), location: Option<&Location<'_>>) -> String {
+    let what = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message");
+    let place = location.map(|l| format!(" at {}:{}", l.file(), l.line())).unwrap_or_default();
+    format!(
+        "internal error: {what}{place}; this is a defect of state-store {}, please report it",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 /// `--help` and `--version` print to stdout and succeed; any other clap error becomes the
@@ -83,7 +136,7 @@ fn clap_exit(e: &clap::Error) -> i32 {
             }
         }
         _ => {
-            output::note(&format!("error: {}", clap_message(e)));
+            print_error(&clap_message(e));
             exit::USAGE
         }
     }
@@ -135,4 +188,35 @@ fn clap_message(e: &clap::Error) -> String {
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     let tips: String = clap_tips(e).iter().map(|tip| format!(" ({tip})")).collect();
     redact::mask(&format!("{message}{tips} (see --help)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_line_is_masked_escaped_and_cut() {
+        let line = error_line("cannot open postgresql://u:secret@db/x\u{1b}[2J\r\u{7}\u{202e}: gone");
+        assert_eq!(line, "error: cannot open postgresql://u:***@db/x\\x1b[2J\\r\\x07\\u202e: gone");
+        assert!(!line.chars().any(text::is_hidden));
+        let long = error_line(&format!("cannot open {}", "x".repeat(10_000)));
+        assert_eq!(long.chars().count(), ERROR_LINE_CHARS);
+        assert!(long.starts_with("error: cannot open xxx") && long.ends_with("x…"));
+        // A password near the cut is masked before the cut, so no part of it is left.
+        let at_cut = error_line(&format!("{} mysql://u:{}@db/x", "y".repeat(470), "p".repeat(50)));
+        assert!(!at_cut.contains("ppp"), "{at_cut}");
+    }
+
+    #[test]
+    fn a_panic_is_one_error_line_and_exit_70() {
+        let here = Location::caller();
+        let message = panic_message(&"index out of bounds", Some(here));
+        assert!(message.starts_with("internal error: index out of bounds at src/lib.rs:"), "{message}");
+        assert!(message.ends_with("please report it"));
+        let owned: Box<dyn Any + Send> = Box::new(String::from("boom\nagain"));
+        assert_eq!(error_line(&panic_message(owned.as_ref(), None)).lines().count(), 1);
+        assert!(panic_message(&42_u8, None).contains("a panic without a message"));
+        assert_eq!(guarded(|| panic!("a defect")), exit::INTERNAL);
+        assert_eq!(guarded(|| 3), 3);
+    }
 }

@@ -103,12 +103,65 @@ pub(crate) enum UrlError {
          [database] sql_alchemy_conn): use sqlite:////absolute/path/to/airflow.db"
     )]
     SqliteNetloc { scheme: String },
-    /// `?uri=true` turns the database part into a SQLite `file:` URI, which is not a path.
+    /// `?uri=true` with a database part that SQLite would not read as the file meant: a
+    /// `file:` URI naming a remote host, or a plain path to which SQLAlchemy would append the
+    /// URL's options (`/x.db?mode=ro` as the file's name).
     #[error(
-        "SQLite URI filenames (uri=true, {scheme} URL in [database] sql_alchemy_conn) are not \
-         supported: use sqlite:////absolute/path/to/airflow.db"
+        "this SQLite URI filename (uri=true, {scheme} URL in [database] sql_alchemy_conn) is not \
+         supported: use sqlite:///file:/absolute/path/to/airflow.db?mode=ro&uri=true, or \
+         sqlite:////absolute/path/to/airflow.db?mode=ro without uri=true"
     )]
     SqliteUriFilename { scheme: String },
+    /// A query option neither Python's `sqlite3.connect` (through SQLAlchemy) nor SQLite's URI
+    /// filenames take: most likely a misspelt `mode=ro`, which must not pass for a read-write URL.
+    #[error(
+        "unsupported SQLite URL option \"{key}\" in [database] sql_alchemy_conn ({scheme} URL; \
+         state-store understands {SQLITE_KEYS})"
+    )]
+    SqliteOption { scheme: String, key: String },
+    #[error(
+        "invalid SQLite URL option {key}={value} in [database] sql_alchemy_conn ({scheme} URL): \
+         expected {expected}"
+    )]
+    SqliteOptionValue { scheme: String, key: &'static str, value: String, expected: &'static str },
+}
+
+/// The query options of a SQLite URL: those SQLAlchemy hands to Python's `sqlite3.connect`
+/// (`timeout`, `check_same_thread`, …: the Python driver's own settings, which mean nothing
+/// here and are accepted so that Airflow's URL works unchanged), and SQLite's URI parameters.
+/// Of these, `mode=ro` and `immutable=1` make the database read-only; the others change
+/// nothing this tool reads or writes.
+const SQLITE_KEYS: &str = "timeout, isolation_level, detect_types, check_same_thread, cached_statements, \
+     uri, mode, immutable, cache, nolock, psow, modeof";
+
+/// The options SQLAlchemy keeps for Python's `sqlite3.connect` rather than the URI.
+const PYSQLITE_KEYS: &str =
+    "timeout, isolation_level, detect_types, check_same_thread, cached_statements, uri";
+
+/// The file a SQLite `file:` URI names (what follows `file:`): `file:x.db`, `file:/abs/x.db`,
+/// `file:///abs/x.db` or `file://localhost/abs/x.db`, percent-decoded as SQLite decodes it;
+/// `None` for another host, which SQLite refuses.
+fn file_uri_path(uri: &str) -> Option<String> {
+    let path = match uri.strip_prefix("//") {
+        Some(rest) => {
+            let (authority, path) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+            if !(authority.is_empty() || authority == "localhost") {
+                return None;
+            }
+            path
+        }
+        None => uri,
+    };
+    Some(percent_decode(path))
+}
+
+/// SQLite's boolean URI parameter values (`sqlite3_uri_boolean`).
+fn sqlite_bool(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "yes" | "true" | "on" => Some(true),
+        "0" | "no" | "false" | "off" => Some(false),
+        _ => None,
+    }
 }
 
 impl DbUrl {
@@ -181,13 +234,62 @@ impl DbUrl {
         {
             return Err(UrlError::SqliteNetloc { scheme: self.scheme.clone() });
         }
-        if self.query_value("uri").is_some_and(|v| {
-            // SQLAlchemy's `asbool`, which reads the flag.
-            matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "y" | "t" | "1")
-        }) {
-            return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
+        if self.sqlite_uri() {
+            let uri_options = self.query.iter().any(|(key, _)| !PYSQLITE_KEYS.split(", ").any(|k| k == key));
+            let usable = match self.database.as_deref().and_then(|d| d.strip_prefix("file:")) {
+                Some(uri) => file_uri_path(uri).is_some(),
+                // SQLAlchemy appends the other options to the name: `x.db?mode=ro` is no file.
+                None => !uri_options,
+            };
+            if !usable {
+                return Err(UrlError::SqliteUriFilename { scheme: self.scheme.clone() });
+            }
+        }
+        for (key, value) in &self.query {
+            if !SQLITE_KEYS.split(", ").any(|known| known == key) {
+                return Err(UrlError::SqliteOption { scheme: self.scheme.clone(), key: key.clone() });
+            }
+            let invalid = |key, expected| UrlError::SqliteOptionValue {
+                scheme: self.scheme.clone(),
+                key,
+                value: value.clone(),
+                expected,
+            };
+            match key.as_str() {
+                // `memory` would be an empty database, never the metastore.
+                "mode" if !matches!(value.as_str(), "ro" | "rw" | "rwc") => {
+                    return Err(invalid("mode", "ro (read-only), rw or rwc"));
+                }
+                "immutable" if sqlite_bool(value).is_none() => return Err(invalid("immutable", "1 or 0")),
+                _ => {}
+            }
         }
         Ok(())
+    }
+
+    /// `?uri=true`: SQLAlchemy hands the database part to SQLite as a URI filename, with the
+    /// URL's other options appended as the URI's parameters.
+    fn sqlite_uri(&self) -> bool {
+        // SQLAlchemy's `asbool`, which reads the flag.
+        self.query_value("uri").is_some_and(|v| {
+            matches!(v.trim().to_ascii_lowercase().as_str(), "true" | "yes" | "on" | "y" | "t" | "1")
+        })
+    }
+
+    /// Why a SQLite URL opens its database read-only (`mode=ro` or `immutable=1`), if it does.
+    /// SQLAlchemy passes these to SQLite only with `uri=true`; a URL that writes them means
+    /// read-only all the same, so they are honoured: a write is refused, never made.
+    pub(crate) fn sqlite_read_only(&self) -> Option<&'static str> {
+        if self.dialect != Dialect::Sqlite {
+            return None;
+        }
+        if self.query_value("mode") == Some("ro") {
+            Some("mode=ro")
+        } else if self.query_value("immutable").and_then(sqlite_bool) == Some(true) {
+            Some("immutable=1")
+        } else {
+            None
+        }
     }
 
     /// Every password the URL holds: the userinfo's, and the value of each query option that
@@ -263,7 +365,12 @@ impl DbUrl {
         if self.dialect != Dialect::Sqlite {
             return None;
         }
-        Some(match self.database.as_deref() {
+        let database = self.database.as_deref();
+        let path = match database.and_then(|d| d.strip_prefix("file:")) {
+            Some(uri) if self.sqlite_uri() => file_uri_path(uri),
+            _ => database.map(str::to_string),
+        };
+        Some(match path.as_deref() {
             None | Some("" | ":memory:") => SqliteTarget::Memory,
             Some(path) => SqliteTarget::File(PathBuf::from(path)),
         })
@@ -761,10 +868,47 @@ mod tests {
         ] {
             assert!(matches!(parse_err(url), UrlError::SqliteNetloc { .. }), "{url}");
         }
-        for url in ["sqlite:///file:x.db?mode=ro&uri=true", "sqlite:///file:x.db?uri=1"] {
+        for url in ["sqlite:///file://host/x.db?uri=true", "sqlite:////x.db?mode=ro&uri=true"] {
             assert!(matches!(parse_err(url), UrlError::SqliteUriFilename { .. }), "{url}");
         }
         assert!(parse("sqlite:///x.db?uri=false").sqlite_target().is_some());
+    }
+
+    /// The `uri=true` forms SQLAlchemy hands to SQLite as URI filenames, as Airflow reads them.
+    #[test]
+    fn sqlite_uri_filenames() {
+        let file = |p: &str| Some(SqliteTarget::File(PathBuf::from(p)));
+        let ro = parse("sqlite:///file:/srv/air%2520flow.db?mode=ro&uri=true");
+        assert_eq!((ro.sqlite_target(), ro.sqlite_read_only()), (file("/srv/air flow.db"), Some("mode=ro")));
+        assert_eq!(parse("sqlite:///file:x.db?uri=1").sqlite_target(), file("x.db"));
+        assert_eq!(parse("sqlite:///file:///a/x.db?uri=true&immutable=1").sqlite_target(), file("/a/x.db"));
+        assert_eq!(parse("sqlite:///file://localhost/a/x.db?uri=true").sqlite_target(), file("/a/x.db"));
+        assert_eq!(parse("sqlite:////a/x.db?uri=true&timeout=5").sqlite_target(), file("/a/x.db"));
+    }
+
+    #[test]
+    fn sqlite_options_read_only_or_refused() {
+        assert_eq!(parse("sqlite:////a.db?mode=ro").sqlite_read_only(), Some("mode=ro"));
+        assert_eq!(
+            parse("sqlite:////a.db?immutable=on&cache=shared").sqlite_read_only(),
+            Some("immutable=1")
+        );
+        for url in
+            ["sqlite:////a.db", "sqlite:////a.db?mode=rw&immutable=0&timeout=30", "postgresql://h/db?mode=ro"]
+        {
+            assert_eq!(DbUrl::parse(url).unwrap().sqlite_read_only(), None, "{url}");
+        }
+        assert!(
+            matches!(parse_err("sqlite:////a.db?Mode=ro"), UrlError::SqliteOption { key, .. } if key == "Mode")
+        );
+        assert!(matches!(
+            parse_err("sqlite:////a.db?mode=memory"),
+            UrlError::SqliteOptionValue { key: "mode", .. }
+        ));
+        assert!(matches!(
+            parse_err("sqlite:////a.db?immutable=2"),
+            UrlError::SqliteOptionValue { key: "immutable", .. }
+        ));
     }
 
     #[test]

@@ -1952,7 +1952,8 @@ contract! {
             json!([v["healthy"], statuses]),
             json!([true, [["schema", "ok"], ["dag_run_match", "ok"], ["dangling_task_rows", "ok"],
                 ["missing_task_instance", "ok"], ["dangling_asset_rows", "ok"], ["json_values", "ok"], ["key_length", "ok"], ["value_size", "ok"],
-                ["sqlite_timestamps", timestamps], ["inactive_asset_rows", "ok"], ["backend", "info"]]])
+                ["sqlite_timestamps", timestamps], ["sqlite_integers", timestamps], ["inactive_asset_rows", "ok"],
+                ["backend", "info"]]])
         );
         assert_eq!(doctor_check(&run, "schema")["details"]["found"], "Airflow 3.3");
         assert_eq!(doctor_check(&run, "json_values")["message"], "every value is valid JSON (1 task and 1 asset row(s) read)");
@@ -2036,7 +2037,7 @@ contract! {
                 json!(["task_state_store", DAG, RUN, "Load", -1, "case", "no task instance of this task in the run"]),
             ]
         );
-        let (ok, skipped) = if d == Dialect::Sqlite { (9, 0) } else { (8, 1) };
+        let (ok, skipped) = if d == Dialect::Sqlite { (10, 0) } else { (8, 2) };
         run.stderr_has(&format!("doctor: healthy: {ok} check(s) ok, 1 warning(s), {skipped} skipped"));
         let table = bench.unchanged(|| bench.run(&["doctor", "--sample", "1"]).success());
         assert!(table.stdout.contains(&format!("\nmissing_task_instance: 1 of {found} row(s):\n")), "{}", table.stdout);
@@ -2280,7 +2281,7 @@ contract! {
         assert_eq!(
             each(&v["checks"], "name"),
             ["schema", "dag_run_match", "dangling_task_rows", "missing_task_instance", "dangling_asset_rows", "json_values", "key_length",
-             "value_size", "sqlite_timestamps", "inactive_asset_rows", "backend"].map(|n| json!(n)).iter().collect::<Vec<_>>()
+             "value_size", "sqlite_timestamps", "sqlite_integers", "inactive_asset_rows", "backend"].map(|n| json!(n)).iter().collect::<Vec<_>>()
         );
         let shapes: std::collections::BTreeSet<Vec<&str>> = v["checks"].as_array().unwrap().iter().map(keys).collect();
         assert_eq!(shapes, [vec!["name", "status", "message", "count", "sample", "details"]].into_iter().collect());

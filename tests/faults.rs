@@ -2235,3 +2235,195 @@ mod hangs {
         assert!(rss < 64 * 1024, "peak RSS {rss} KiB");
     }
 }
+
+// ---------------------------------------------------------------- messages and memory
+
+/// What the tool says when something is wrong, with which exit code, and how much it holds:
+/// `list` streams its rows, error lines are escaped and bounded, a defect is exit 70.
+mod messages {
+    use super::*;
+
+    contract! {
+        /// `list --limit 0` writes rows as it reads them; a table, which holds its rows to size its
+        /// columns, shows at most 10,000 and says how to see the rest.
+        fn list_streams_and_bounds_a_table(d: Dialect) {
+            let bench = with_run(d);
+            let keys: Vec<String> = (0..10_001).map(|i| format!("k{i:05}")).collect();
+            let rows: Vec<_> =
+                keys.iter().map(|k| ("load", -1, k.as_str(), "1", "2020-01-01 00:00:00.000000", None)).collect();
+            bench.insert_task_rows(DAG, RUN, &rows);
+            let plain = bench.run(&["list", "--limit", "0", "-o", "plain"]).success();
+            assert_eq!(plain.stdout.lines().count(), 10_001);
+            assert_eq!(plain.stderr, "");
+            let json = bench.run(&["list", "--limit", "0", "-o", "json"]).success();
+            assert_eq!(json.json().as_array().unwrap().len(), 10_001);
+            let yaml = bench.run(&["list", "--limit", "0", "-o", "yaml"]).success();
+            assert_eq!(yaml.stdout.lines().filter(|l| l.starts_with("- ")).count(), 10_001);
+            let table = bench
+                .run(&["list", "--limit", "0"])
+                .success()
+                .stderr_has("showing 10000 rows from offset 0; more follow (a table shows at most 10000 rows");
+            assert_eq!(table.stdout.lines().count(), 10_002, "a header, its rule and 10,000 rows");
+            assert!(table.stdout.contains("k09999") && !table.stdout.contains("k10000"));
+            // The next page starts where the table stopped; a --limit under the bound is as before.
+            let next = bench.run(&["list", "--offset", "10000", "--limit", "0"]).success();
+            assert!(next.stdout.contains("k10000") && next.stderr.is_empty(), "{}", next.stderr);
+            bench.run(&["list", "--limit", "3"]).success().stderr_has("--offset 3 for the next page, --limit 0 for all");
+        }
+
+        /// A database name or path with a terminal escape in it, and 700 characters long: the
+        /// `error:` line escapes it, keeps the password masked, and stops at 500 characters.
+        fn error_lines_are_escaped_and_bounded(d: Dialect) {
+            let bench = Bench::on(d);
+            let name = format!("no\u{1b}[31m{}", "x".repeat(700));
+            let url = match d {
+                Dialect::Sqlite => format!("sqlite:////nonexistent/{name}.db"),
+                _ => Bench::server_url(d, "someone:hunter2secret", &name),
+            };
+            let run = bench.run(&["list", "--conn", &url]).fails(4, "no\\x1b[31mxxx");
+            let line = run.stderr.trim_end_matches('\n');
+            assert!(!line.contains('\u{1b}') && !run.stderr.contains("hunter2"), "{line}");
+            assert_eq!(line.chars().count(), 500, "{line}");
+            assert!(line.ends_with('…'));
+        }
+
+        /// A map index past Airflow's 32-bit column is "out of range" (exit 2) for every command
+        /// that takes `--map-index`, before the database is asked; SQLite said "not found".
+        fn a_map_index_past_32_bits_is_out_of_range(d: Dialect) {
+            let bench = with_run(d);
+            bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+            bench.add_asset("orders", "s3://orders/", true);
+            let big = "2147483648";
+            for head in [
+                vec!["set", "k", "1", "--map-index", big],
+                vec!["set", "k", "1", "--allow-missing-task-instance", "--map-index", big],
+                vec!["get", "k", "--map-index", big],
+                vec!["delete", "k", "--map-index", big],
+                vec!["clear", "--yes", "--map-index", big],
+                vec!["list", "--map-index", big],
+                vec!["export", "--map-index", big],
+            ] {
+                let args = if head[0] == "list" || head[0] == "export" {
+                    cmd(&head, &["--dag-id", DAG])
+                } else {
+                    cmd(&head, &task(&[]))
+                };
+                bench.unchanged(|| bench.run(&args).fails(2, "--map-index 2147483648 is out of range"));
+            }
+            bench.run(&cmd(&["get", "k", "--map-index", "2147483647"], &task(&[]))).fails(1, "not found");
+        }
+
+        /// Adding to a sandbox what it already has is the caller's input (exit 2, as `sandbox
+        /// create` of a database with tables), in words, not the driver's `Duplicate entry`
+        /// or `UNIQUE constraint failed` (exit 4).
+        fn a_sandbox_refuses_what_it_already_has_in_words(d: Dialect) {
+            let bench = with_run(d);
+            bench.add_asset("orders", "s3://orders/", true);
+            let cases: [(&[&str], &str); 3] = [
+                (&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", RUN], "already has a dag run dag_id=\"fault_orders\""),
+                (&["sandbox", "add-task-instance", "--dag-id", DAG, "--run-id", RUN, "--task-id", "load"], "already has the task instance"),
+                (&["sandbox", "add-asset", "--name", "orders", "--uri", "s3://orders/"], "already has an asset name=\"orders\""),
+            ];
+            for (args, needle) in cases {
+                bench.unchanged(|| bench.run(args).fails(2, needle));
+            }
+            bench.run(&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", "another"]).success();
+        }
+
+        /// A batch whose DELETE waited for a lock and timed out was answered by the server:
+        /// nothing of it was committed, so the summary does not say it may be deleted (only a
+        /// commit that went unanswered, `connection_dropped_mid_clean`, leaves that in doubt).
+        fn a_lock_timeout_leaves_no_batch_in_doubt(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 40, 2);
+            let holder = bench.hold(match d {
+                Dialect::Sqlite => "UPDATE task_state_store SET value = value",
+                // SELECTs go on; the DELETE (ROW EXCLUSIVE) waits, locked rows or not.
+                Dialect::Postgres => "LOCK TABLE task_state_store IN SHARE MODE",
+                Dialect::Mysql => "SELECT id FROM task_state_store FOR UPDATE",
+            });
+            let run = bench.unchanged(|| bench.run(&["clean", "--lock-timeout", "1s"]).code(4));
+            drop(holder);
+            assert!(run.stderr.contains("clean: deleted 0 expired task row(s)"), "{}", run.stderr);
+            assert!(!run.stderr.contains("deleted too"), "{}", run.stderr);
+            assert_eq!(count(&bench, EXPIRED), 20);
+        }
+    }
+
+    /// A SQLite row whose map_index is text: doctor reports the row (exit 8) where it exited 4
+    /// at the first check that read it; list and export name the row in their error.
+    #[test]
+    fn a_text_map_index_is_a_damaged_row_doctor_reports() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "good", "1"], &task(&[]))).success();
+        bench.run(&cmd(&["set", "bad", "2"], &task(&[]))).success();
+        bench.exec(r#"UPDATE task_state_store SET map_index = 'abc' WHERE "key" = 'bad'"#);
+        let run = bench.run(&["doctor", "-o", "json"]).code(8).stderr_has("sqlite_integers (1)");
+        let check =
+            run.json()["checks"].as_array().unwrap().iter().find(|c| c["name"] == "sqlite_integers").cloned();
+        let check = check.unwrap();
+        assert_eq!(fields(&check, &["status", "count"]), json!(["problem", 1]));
+        assert_eq!(
+            fields(&check["sample"][0], &["task_id", "map_index", "key", "detail"]),
+            json!(["load", "abc", "bad", "map_index holds text \"abc\", not an integer"])
+        );
+        let row = format!(
+            "the task row dag_id=\"{DAG}\" run_id=\"{RUN}\" task_id=\"load\" key \"bad\" has map_index \"abc\", not an integer"
+        );
+        bench.run(&["list"]).fails(4, &row);
+        bench.run(&["export"]).fails(4, &row);
+        bench.run(&["doctor"]).code(8).stderr_has("sqlite_integers (1)");
+    }
+
+    /// A SQLite URL's `mode=ro` and `immutable=1` are honoured: every write is refused (exit
+    /// 3, the URL's doing) with the database unchanged, reads work. An option SQLAlchemy and
+    /// SQLite do not know (`mod=ro`) is refused by name, as on PostgreSQL; the options Airflow's
+    /// own URLs carry (`timeout`, `check_same_thread`, `file:…?mode=ro&uri=true`) are not.
+    #[test]
+    fn sqlite_url_options_are_honoured_or_refused() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let export = bench.dir.path().join("backup.jsonl");
+        bench.run(&["export", "--file", export.to_str().unwrap()]).success();
+        // The `uri=true` form SQLAlchemy hands to SQLite as a URI filename, as Airflow does.
+        let path = bench.url().strip_prefix("sqlite:///").unwrap().to_string();
+        for url in [
+            format!("{}?mode=ro", bench.url()),
+            format!("{}?immutable=1", bench.url()),
+            format!("{}?immutable=true&timeout=30", bench.url()),
+            format!("sqlite:///file:{path}?mode=ro&uri=true"),
+        ] {
+            let option = url.rsplit('?').next().unwrap().to_string();
+            let with = |args: &[&str]| -> Vec<String> {
+                args.iter().map(ToString::to_string).chain(["--conn".to_string(), url.clone()]).collect()
+            };
+            let run = |args: Vec<String>| bench.run(&args.iter().map(String::as_str).collect::<Vec<_>>());
+            let why = if option.starts_with("mode") { "(mode=ro)" } else { "(immutable=1)" };
+            for args in [
+                cmd(&["set", "k", "2"], &task(&[])),
+                cmd(&["delete", "k"], &task(&[])),
+                cmd(&["clear", "--yes"], &task(&[])),
+                vec!["import", export.to_str().unwrap()],
+                vec!["clean"],
+            ] {
+                bench.unchanged(|| run(with(&args)).fails(3, &format!("opens it read-only {why}")));
+            }
+            run(with(&cmd(&["get", "k", "-o", "plain"], &task(&[])))).success().stdout_is("1\n");
+            run(with(&["list", "-o", "plain"])).success();
+            run(with(&["clean", "--dry-run"])).success();
+        }
+        for (option, needle) in [
+            ("mod=ro", "unsupported SQLite URL option \"mod\""),
+            ("mode=memory", "mode=memory"),
+            ("immutable=maybe", "immutable=maybe"),
+            ("vfs=unix-none", "\"vfs\""),
+        ] {
+            let url = format!("{}?{option}", bench.url());
+            bench.unchanged(|| {
+                bench.run(&cmd(&["set", "k", "2", "--conn", &url], &task(&[]))).fails(3, needle)
+            });
+        }
+        let airflow = format!("{}?timeout=30&check_same_thread=false&mode=rw", bench.url());
+        bench.run(&cmd(&["set", "k", "2", "--conn", &airflow], &task(&[]))).success();
+    }
+}

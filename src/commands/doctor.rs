@@ -65,6 +65,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
 fn scope_label(place: &Place) -> String {
     match place {
         Place::Task(s) => crate::model::task_scope_label(&s.dag_id, &s.run_id, &s.task_id, s.map_index),
+        Place::DamagedTask { dag_id, run_id, task_id, map_index } => {
+            format!("task {dag_id}/{run_id}/{task_id}[{}]", crate::text::quote(map_index))
+        }
         Place::Asset { asset_id, asset_name } => {
             crate::model::asset_scope_label(*asset_id, asset_name.as_deref())
         }

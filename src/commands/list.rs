@@ -1,13 +1,16 @@
 //! `list`: task keys filtered by any part of their scope, or asset keys; ordered by scope,
-//! then key; a page at a time (100 rows unless `--limit` says otherwise).
+//! then key; a page at a time (100 rows unless `--limit` says otherwise). Rows are written as
+//! the database hands them over, so `--limit 0` of any table takes the memory of a few rows;
+//! a table, which must hold its rows to size its columns, shows at most [`TABLE_ROWS`].
+
+use std::ops::ControlFlow;
 
 use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
 use crate::cli::{Format, GlobalArgs, ListArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::keep_external;
-use crate::model::{AssetFilter, Page, TaskFilter};
-use crate::output::{self, Entries, Entry, Rendered};
+use crate::model::{AssetFilter, Page, TaskFilter, external_ref};
+use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
 use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
@@ -27,19 +30,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     }
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
-    // One row more than asked tells whether the page was cut short, without a count query.
-    let page = Page { limit: (args.limit > 0).then(|| args.limit.saturating_add(1)), offset: args.offset };
+    let shown = Shown::new(ctx.format, args);
+    // One row more than shown tells whether more follow, without a count query.
+    let page = Page { limit: shown.rows.map(|n| n.saturating_add(1)), offset: args.offset };
 
     if assets {
         let asset_id = match &selector {
             Some(selector) => Some(require_asset(&mut store, selector)?.id),
             None => None,
         };
-        show(
-            ctx.format,
-            args,
-            store.list_asset(&AssetFilter { asset_id, external_only: args.external }, page)?,
-        )
+        let filter = AssetFilter { asset_id, external_only: args.external };
+        shown.write(ctx.format, args, |each| store.each_asset(&filter, page, each))
     } else {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -49,32 +50,67 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             expired_before: args.expired.then(Timestamp::now),
             external_only: args.external,
         };
-        show(ctx.format, args, store.list_task(&filter, page)?)
+        shown.write(ctx.format, args, |each| store.each_task(&filter, page, each))
     }
 }
 
-/// Prints the rows of one page (one more was fetched to tell whether more follow). With
-/// `--external`, the SQL prefix match is checked exactly here.
-fn show<E: Entry>(format: Format, args: &ListArgs, mut rows: Vec<E>) -> Result<()> {
-    let limit = usize::try_from(args.limit).unwrap_or(usize::MAX);
-    let more = limit > 0 && rows.len() > limit;
-    if more {
-        rows.truncate(limit);
-        output::note(&format!(
-            "showing {} rows from offset {}; more follow (--offset {} for the next page, --limit 0 for all)",
-            args.limit,
-            args.offset,
-            args.offset.saturating_add(args.limit)
-        ));
+/// How many rows a list shows: `--limit` (0 for all), and in a table at most
+/// [`TABLE_ROWS`], which is all a table holds in memory.
+struct Shown {
+    rows: Option<u64>,
+    /// The table's bound cut the list shorter than `--limit` asked.
+    capped: bool,
+}
+
+impl Shown {
+    fn new(format: Format, args: &ListArgs) -> Shown {
+        let asked = (args.limit > 0).then_some(args.limit);
+        match format {
+            Format::Table if asked.is_none_or(|n| n > TABLE_ROWS) => {
+                Shown { rows: Some(TABLE_ROWS), capped: true }
+            }
+            _ => Shown { rows: asked, capped: false },
+        }
     }
-    let rows = keep_external(rows, args.external, Entry::value_text);
-    let Entries { table, docs, plain_rows, .. } = output::entries(&rows, true, None);
-    // Plain is one line per row: its scope, key and value, tab-separated and escaped, for
-    // `state-store list … -o plain | while IFS=$'\t' read -r …`.
-    let rendered = Rendered {
-        plain: (!plain_rows.is_empty()).then(|| plain_rows.join("\n")),
-        tables: vec![table],
-        doc: docs,
-    };
-    output::emit(format, &rendered)
+
+    /// Writes the rows `read` hands over as they come, then says whether more follow. With
+    /// `--external`, the SQL prefix match is checked exactly here.
+    fn write<E: Entry>(
+        &self,
+        format: Format,
+        args: &ListArgs,
+        read: impl FnOnce(&mut dyn FnMut(E) -> Result<ControlFlow<()>>) -> Result<()>,
+    ) -> Result<()> {
+        let mut stream = EntryStream::<E>::stdout(format);
+        let (mut seen, mut more) = (0_u64, false);
+        read(&mut |entry: E| {
+            if self.rows == Some(seen) {
+                more = true;
+                return Ok(ControlFlow::Break(()));
+            }
+            seen += 1;
+            if !args.external || external_ref(entry.value_text()).is_some() {
+                stream.push(&entry)?;
+            }
+            Ok(ControlFlow::Continue(()))
+        })?;
+        stream.finish()?;
+        if more {
+            let next = args.offset.saturating_add(seen);
+            output::note(&if self.capped {
+                format!(
+                    "showing {seen} rows from offset {}; more follow (a table shows at most {TABLE_ROWS} rows: \
+                     -o plain, json or yaml for all, --offset {next} for the next page)",
+                    args.offset
+                )
+            } else {
+                format!(
+                    "showing {seen} rows from offset {}; more follow (--offset {next} for the next page, \
+                     --limit 0 for all)",
+                    args.offset
+                )
+            });
+        }
+        Ok(())
+    }
 }

@@ -173,10 +173,21 @@ pub(crate) fn check_new_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// Every command that takes `--map-index` checks it here, before any database is opened:
+/// Airflow's column is a 32-bit `INTEGER` on every database, and SQLite, which would store a
+/// larger number, must refuse it as PostgreSQL and MySQL do (a lookup would only say "not
+/// found").
 pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
     if map_index < -1 {
         return Err(Error::Usage(format!(
             "--map-index {map_index} is invalid: use -1 for an unmapped task, or 0 and up"
+        ))
+        .into());
+    }
+    if i32::try_from(map_index).is_err() {
+        return Err(Error::Usage(format!(
+            "--map-index {map_index} is out of range: Airflow's map_index column holds at most {}",
+            i32::MAX
         ))
         .into());
     }

@@ -144,6 +144,13 @@ impl Store {
         self.connection().delete_expired_batch(cutoff, after_id, n)
     }
 
+    /// Whether the batch that failed with `error` may have been committed all the same (see
+    /// [`super::dialect::Connection::outcome_unknown`]).
+    pub(crate) fn outcome_unknown(&mut self, error: &anyhow::Error) -> bool {
+        let conn = self.connection();
+        error.chain().any(|cause| conn.outcome_unknown(cause))
+    }
+
     /// Deletes the expired rows with `after < id <= up_to`, all after `after` when
     /// `None`, in one transaction.
     pub(crate) fn delete_expired_range(

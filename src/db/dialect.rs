@@ -16,6 +16,7 @@
 //! [`Upsert`] builds it. What a connection does differently beyond SQL text (what its columns
 //! can hold, its clean statements, its catalogue) is the [`Connection`] trait.
 
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use super::doctor::Finding;
@@ -342,10 +343,27 @@ pub(crate) trait Connection {
     fn location(&self) -> &str;
     /// Runs a statement and returns its rows.
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause>;
+    /// Runs a statement and hands its rows to `each` one at a time, as the driver reads them
+    /// off the database (SQLite's steps, PostgreSQL's row stream, MySQL's result iterator),
+    /// so that memory stays flat however many rows it returns. `each` breaks to stop early.
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause>;
     /// Runs a statement and returns how many rows it changed.
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause>;
     /// Runs an insert of one row and returns the id the database gave it.
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause>;
+
+    /// Whether `cause`, the failure of a statement that commits (an autocommitted DELETE, a
+    /// COMMIT), leaves its outcome unknown: the statement was sent and no answer came back (the
+    /// connection dropped, a read timed out), so the server may have committed it. An error the
+    /// server answered with (a lock wait or statement timeout, a deadlock) committed nothing.
+    /// SQLite runs in this process and always answers, hence the default.
+    fn outcome_unknown(&self, _cause: &(dyn std::error::Error + 'static)) -> bool {
+        false
+    }
 
     /// Whether a `table.column` value can equal `text`: text a column cannot hold matches no
     /// row, and is answered without asking (MySQL refuses such a comparison outright).
@@ -433,6 +451,11 @@ pub(crate) trait Connection {
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
+    /// Rows whose integer columns hold something else (text, a float); `None` where the
+    /// database enforces its column types and the question does not arise.
+    fn mistyped_integers(&mut self, _sample: u64) -> Result<Option<Finding>> {
+        Ok(None)
+    }
     /// Timestamps stored as text that is not Airflow's form; `None` where the columns hold
     /// real timestamps and the question does not arise.
     fn malformed_timestamps(&mut self, _sample: u64) -> Result<Option<Finding>> {
@@ -475,6 +498,34 @@ pub(crate) fn all<C: Connection + ?Sized, T>(
                 .map_err(|e| Error::db(format!("{what} in {}", conn.location()), e).into())
         })
         .collect()
+}
+
+/// A statement's rows, each decoded by `map` and handed to `each` as it is read, none of them
+/// held: `list --limit 0` of a million rows then takes the memory of one. A decoding error, or
+/// one `each` returns, stops the reading and is returned.
+pub(crate) fn each<C: Connection + ?Sized, T>(
+    conn: &mut C,
+    what: &str,
+    query: &Query<'_>,
+    map: impl Fn(&mut Fields) -> Decoded<T>,
+    mut each: impl FnMut(T) -> Result<ControlFlow<()>>,
+) -> Result<()> {
+    if !conn.can_match_all(query) {
+        return Ok(());
+    }
+    let location = conn.location().to_string();
+    let mut failed = None;
+    conn.query_each(query, &mut |row| {
+        let step = map(&mut Fields::new(row))
+            .map_err(|e| Error::db(format!("{what} in {location}"), e).into())
+            .and_then(&mut each);
+        step.unwrap_or_else(|e| {
+            failed = Some(e);
+            ControlFlow::Break(())
+        })
+    })
+    .map_err(|cause| Error::db(format!("{what} in {location}"), cause))?;
+    failed.map_or(Ok(()), Err)
 }
 
 /// A statement's first row, decoded by `map`.

@@ -4,7 +4,7 @@
 use super::Store;
 use super::dialect::{Connection, all, count};
 use super::query::{Decoded, Fields, Param, Query};
-use super::store::{ASSET_ROWS, asset_entry, task_scope};
+use super::store::{ASSET_ROWS, asset_entry};
 use crate::error::Result;
 use crate::model::{AssetEntry, TaskScope};
 use crate::text::quote;
@@ -13,6 +13,14 @@ use crate::text::quote;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Place {
     Task(TaskScope),
+    /// A task row whose map_index is not an integer (SQLite stores any value in any column):
+    /// the text it holds in place of the index.
+    DamagedTask {
+        dag_id: String,
+        run_id: String,
+        task_id: String,
+        map_index: String,
+    },
     /// An asset row; the name is `None` when the asset row is gone.
     Asset {
         asset_id: i64,
@@ -45,9 +53,16 @@ impl Finding {
     }
 }
 
-/// A task row's place and key from the next five columns (`t.dag_id … t."key"`).
+/// A task row's place and key from the next five columns (`t.dag_id … t."key"`). A row whose
+/// map_index is not an integer is sampled all the same: doctor reports damage, it does not
+/// stop at it.
 pub(super) fn task_row(f: &mut Fields) -> Decoded<(Place, String)> {
-    Ok((Place::Task(task_scope(f)?), f.text()))
+    let (dag_id, run_id, task_id) = (f.text(), f.text(), f.text());
+    let place = match f.int_or_text() {
+        Ok(map_index) => Place::Task(TaskScope { dag_id, run_id, task_id, map_index }),
+        Err(map_index) => Place::DamagedTask { dag_id, run_id, task_id, map_index },
+    };
+    Ok((place, f.text()))
 }
 
 /// The count and the sample of one check: `[columns, from, order]` are what the sample
@@ -80,7 +95,7 @@ impl Store {
         find(self.connection(), "cannot compare task rows with their dag runs", check, &[], sample, |f| {
             let (place, key) = task_row(f)?;
             let detail =
-                format!("dag_run {} is dag_id={} run_id={}", f.int()?, quote(&f.text()), quote(&f.text()));
+                format!("dag_run {} is dag_id={} run_id={}", f.text(), quote(&f.text()), quote(&f.text()));
             Ok(FoundRow { place, key, detail })
         })
     }
@@ -94,7 +109,7 @@ impl Store {
         ];
         find(self.connection(), "cannot look for task rows without a dag run", check, &[], sample, |f| {
             let (place, key) = task_row(f)?;
-            Ok(FoundRow { place, key, detail: format!("dag_run_id {} does not exist", f.int()?) })
+            Ok(FoundRow { place, key, detail: format!("dag_run_id {} does not exist", f.text()) })
         })
     }
 
@@ -188,6 +203,32 @@ impl Store {
     /// where the dialect stores real timestamps and the question does not arise.
     pub(crate) fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
         self.connection().malformed_timestamps(sample)
+    }
+
+    /// Up to `limit` task rows with `id > after_id` in primary-key order: their ids, places,
+    /// keys and values, so that the JSON check reads every value a page at a time, rows with a
+    /// damaged map_index included.
+    pub(crate) fn task_values_after(
+        &mut self,
+        after_id: i64,
+        limit: u64,
+    ) -> Result<Vec<(i64, Place, String, String)>> {
+        let query = Query::new(
+            r#"SELECT dag_id, run_id, task_id, map_index, "key", value, id FROM task_state_store"#,
+        )
+        .and(" WHERE id > ?", after_id)
+        .and(" ORDER BY id LIMIT ?", Param::Limit(Some(limit)));
+        all(self.connection(), "cannot read task_state_store", &query, |f| {
+            let (place, key) = task_row(f)?;
+            let value = f.text();
+            Ok((f.int()?, place, key, value))
+        })
+    }
+
+    /// SQLite rows whose integer columns hold something else; `None` where the column types
+    /// are enforced and the question does not arise.
+    pub(crate) fn mistyped_integers(&mut self, sample: u64) -> Result<Option<Finding>> {
+        self.connection().mistyped_integers(sample)
     }
 
     /// Up to `limit` asset rows after `(asset_id, key)` in primary-key order (from the first

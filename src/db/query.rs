@@ -143,6 +143,12 @@ impl fmt::Display for DecodeError {
 
 impl std::error::Error for DecodeError {}
 
+impl DecodeError {
+    pub(crate) fn new(message: String) -> DecodeError {
+        DecodeError(message)
+    }
+}
+
 pub(crate) type Decoded<T> = std::result::Result<T, DecodeError>;
 
 /// The values of one row, taken left to right.
@@ -169,6 +175,17 @@ impl Fields {
             Cell::Null => Err(self.wrong("an integer", "NULL")),
             Cell::Time(at) => Err(self.wrong("an integer", &at.to_rfc3339())),
             Cell::Other(text) => Err(self.wrong("an integer", &text)),
+        }
+    }
+
+    /// An integer column that may hold anything (SQLite keeps `'abc'` in an INTEGER column):
+    /// the integer, or the text of what the column holds instead.
+    pub(crate) fn int_or_text(&mut self) -> std::result::Result<i64, String> {
+        match self.next() {
+            Cell::Int(n) => Ok(n),
+            Cell::Text(text) | Cell::Other(text) => text.trim().parse().map_err(|_| text),
+            Cell::Null => Err("NULL".to_string()),
+            Cell::Time(at) => Err(at.to_rfc3339()),
         }
     }
 

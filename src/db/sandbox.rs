@@ -2,10 +2,12 @@
 //! trying the tool before pointing it at production. Nothing here may ever run against a real
 //! Airflow database, so every method but `create` first checks for the marker table.
 
-use super::dialect::{Connection, columns};
+use super::dialect::{Connection, columns, first};
+use super::query::Fields;
 use super::query::Query;
 use super::schema::{AIRFLOW_33_ALEMBIC_REVISION, AIRFLOW_TABLES, SANDBOX_MARKER_TABLE};
 use crate::error::{Error, Result};
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// A database opened for `state-store sandbox`.
@@ -86,6 +88,20 @@ impl Sandbox {
         self.require_marker()?;
         self.conn.check_text("dag_run", "dag_id", dag_id)?;
         self.conn.check_text("dag_run", "run_id", run_id)?;
+        // The unique index would refuse it with the driver's words (`Duplicate entry`, exit
+        // 4); an existing run is the caller's input, not a database failure, so it is exit 2,
+        // as `sandbox create` of a database that has the tables already. The comparison is the
+        // columns' own, the one the unique index makes (MySQL pads trailing spaces).
+        let existing =
+            Query::new("SELECT id FROM dag_run WHERE dag_id = ?").bind(dag_id).and(" AND run_id = ?", run_id);
+        if let Some(id) = first(&mut *self.conn, "cannot read the dag runs", &existing, Fields::int)? {
+            return Err(Error::Usage(format!(
+                "the sandbox already has a dag run dag_id={} run_id={} (dag_run id {id}); give another --run-id",
+                quote(dag_id),
+                quote(run_id)
+            ))
+            .into());
+        }
         let now = Timestamp::now();
         let query = Query::new(
             "INSERT INTO dag_run (dag_id, run_id, run_type, state, run_after, queued_at, start_date, created_at, \
@@ -108,6 +124,22 @@ impl Sandbox {
         for (column, text) in [("dag_id", dag_id), ("run_id", run_id), ("task_id", task_id)] {
             self.conn.check_text("task_instance", column, text)?;
         }
+        let existing = Query::new("SELECT count(*) FROM task_instance WHERE dag_id = ?")
+            .bind(dag_id)
+            .and(" AND run_id = ?", run_id)
+            .and(" AND task_id = ?", task_id)
+            .and(" AND map_index = ?", map_index);
+        if first(&mut *self.conn, "cannot read the task instances", &existing, Fields::count)?.unwrap_or(0)
+            > 0
+        {
+            return Err(Error::Usage(format!(
+                "the sandbox already has the task instance dag_id={} run_id={} task_id={} map_index={map_index}",
+                quote(dag_id),
+                quote(run_id),
+                quote(task_id)
+            ))
+            .into());
+        }
         let query = Query::new(
             "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries, pool, \
              pool_slots, queue, priority_weight, operator, updated_at) VALUES (",
@@ -122,6 +154,15 @@ impl Sandbox {
         self.require_marker()?;
         self.conn.check_text("asset", "name", name)?;
         self.conn.check_text("asset", "uri", uri)?;
+        let existing = Query::new("SELECT id FROM asset WHERE name = ?").bind(name).and(" AND uri = ?", uri);
+        if let Some(id) = first(&mut *self.conn, "cannot read the assets", &existing, Fields::int)? {
+            return Err(Error::Usage(format!(
+                "the sandbox already has an asset name={} uri={} (asset id {id})",
+                quote(name),
+                quote(uri)
+            ))
+            .into());
+        }
         let what = "cannot add the asset";
         let mut id = 0;
         in_transaction(&mut *self.conn, what, |conn| {

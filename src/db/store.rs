@@ -6,13 +6,16 @@
 //! cannot hold (MySQL's `utf8mb3` columns and emoji) matches nothing and is answered without
 //! a query; a write of such text is refused before anything is written.
 
+use std::ops::ControlFlow;
+
 use super::Store;
-use super::dialect::{Connection, OnConflict, Upsert, all, count, first};
-use super::query::{Decoded, Fields, Param, Query};
+use super::dialect::{Connection, OnConflict, Upsert, all, count, each, first};
+use super::query::{DecodeError, Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, TaskEntry, TaskFilter, TaskScope,
 };
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// What a write to a task scope stores.
@@ -93,16 +96,47 @@ pub(super) const ASSET_UPSERT: Upsert = Upsert {
         last_updated_by_task_id, last_updated_by_map_index, updated_at",
 };
 
-/// The dag_id, run_id, task_id and map_index of a task row, from the next four columns.
+/// The dag_id, run_id, task_id and map_index of a task row, from the next four columns. A
+/// map_index that is not an integer (SQLite stores any value in any column) is an error that
+/// names the row.
 pub(super) fn task_scope(f: &mut Fields) -> Decoded<TaskScope> {
-    Ok(TaskScope { dag_id: f.text(), run_id: f.text(), task_id: f.text(), map_index: f.int()? })
+    let (dag_id, run_id, task_id) = (f.text(), f.text(), f.text());
+    match f.int_or_text() {
+        Ok(map_index) => Ok(TaskScope { dag_id, run_id, task_id, map_index }),
+        Err(found) => Err(damaged_map_index(&dag_id, &run_id, &task_id, None, &found)),
+    }
+}
+
+/// The error of a task row whose map_index is not an integer: which row, what it holds, and
+/// where to look further.
+fn damaged_map_index(
+    dag_id: &str,
+    run_id: &str,
+    task_id: &str,
+    key: Option<&str>,
+    found: &str,
+) -> DecodeError {
+    let key = key.map(|key| format!(" key {}", quote(key))).unwrap_or_default();
+    DecodeError::new(format!(
+        "the task row dag_id={} run_id={} task_id={}{key} has map_index {found}, not an integer; \
+         `state-store doctor` lists such rows",
+        quote(dag_id),
+        quote(run_id),
+        quote(task_id),
+        found = quote(found)
+    ))
 }
 
 /// A task row in [`TASK_COLUMNS`] order.
 pub(super) fn task_entry(f: &mut Fields) -> Decoded<TaskEntry> {
+    let (dag_id, run_id, task_id) = (f.text(), f.text(), f.text());
+    let map_index = f.int_or_text();
+    let key = f.text();
+    let map_index =
+        map_index.map_err(|found| damaged_map_index(&dag_id, &run_id, &task_id, Some(&key), &found))?;
     Ok(TaskEntry {
-        scope: task_scope(f)?,
-        key: f.text(),
+        scope: TaskScope { dag_id, run_id, task_id, map_index },
+        key,
         value: f.text(),
         updated_at: f.required_time(),
         expires_at: f.time(),
@@ -323,13 +357,43 @@ impl Store {
     }
 
     pub(crate) fn list_task(&mut self, filter: &TaskFilter, window: Page) -> Result<Vec<TaskEntry>> {
+        all(&mut *self.conn, "cannot read task_state_store", &Self::task_list(filter, window), task_entry)
+    }
+
+    /// [`Self::list_task`]'s rows handed to `each` one at a time as they are read, none held.
+    pub(crate) fn each_task(
+        &mut self,
+        filter: &TaskFilter,
+        window: Page,
+        each_row: impl FnMut(TaskEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let query = Self::task_list(filter, window);
+        each(&mut *self.conn, "cannot read task_state_store", &query, task_entry, each_row)
+    }
+
+    fn task_list<'a>(filter: &'a TaskFilter, window: Page) -> Query<'a> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
         let query = Self::task_filter(select, filter, None)
             .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
-        all(&mut *self.conn, "cannot read task_state_store", &page(query, window), task_entry)
+        page(query, window)
     }
 
     pub(crate) fn list_asset(&mut self, filter: &AssetFilter, window: Page) -> Result<Vec<AssetEntry>> {
+        all(&mut *self.conn, "cannot read asset_state_store", &Self::asset_list(filter, window), asset_entry)
+    }
+
+    /// [`Self::list_asset`]'s rows handed to `each` one at a time as they are read, none held.
+    pub(crate) fn each_asset(
+        &mut self,
+        filter: &AssetFilter,
+        window: Page,
+        each_row: impl FnMut(AssetEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let query = Self::asset_list(filter, window);
+        each(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry, each_row)
+    }
+
+    fn asset_list(filter: &AssetFilter, window: Page) -> Query<'static> {
         let mut query = Query::new("SELECT ").push(ASSET_ROWS).push(" WHERE 1 = 1");
         if let Some(asset_id) = filter.asset_id {
             query = query.and(" AND s.asset_id = ?", asset_id);
@@ -337,8 +401,7 @@ impl Store {
         if filter.external_only {
             query = query.and(" AND s.value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE);
         }
-        let query = page(query.push(r#" ORDER BY s.asset_id, BYTES(s."key")"#), window);
-        all(&mut *self.conn, "cannot read asset_state_store", &query, asset_entry)
+        page(query.push(r#" ORDER BY s.asset_id, BYTES(s."key")"#), window)
     }
 
     /// Up to `limit` task rows matching `filter` with `id > after_id`, in primary-key order,

@@ -262,7 +262,14 @@ impl Run<'_> {
                     (deleted, up_to_id, up_to_id.and(batch))
                 }
             };
-            let deleted = deleted.inspect_err(|_| self.summary.in_doubt = Some(at_most))?;
+            // Only a batch whose commit went unanswered may be gone all the same; a lock wait
+            // or a timeout the server answered deleted nothing.
+            if let Err(e) = &deleted
+                && self.store.outcome_unknown(e)
+            {
+                self.summary.in_doubt = Some(at_most);
+            }
+            let deleted = deleted?;
             if deleted > 0 {
                 self.summary.batches += 1;
                 self.summary.task_rows_deleted += deleted;

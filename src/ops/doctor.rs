@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::db::{Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
 use crate::error::Result;
 use crate::json::{self, ParseErrorKind};
-use crate::model::{MAX_KEY_CHARS, TaskFilter, TaskScope};
+use crate::model::{MAX_KEY_CHARS, TaskScope};
 use crate::text::cut;
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
@@ -103,6 +103,9 @@ struct SampleRow<'a> {
 enum Where<'a> {
     #[serde(rename = "task_state_store")]
     Task(&'a TaskScope),
+    /// A damaged map_index is shown as the text it holds.
+    #[serde(rename = "task_state_store")]
+    DamagedTask { dag_id: &'a str, run_id: &'a str, task_id: &'a str, map_index: &'a str },
     #[serde(rename = "asset_state_store")]
     Asset { asset_id: i64, asset_name: Option<&'a str> },
 }
@@ -114,6 +117,9 @@ fn sample_rows<S: serde::Serializer>(
     serializer.collect_seq(rows.iter().map(|row| SampleRow {
         place: match &row.place {
             Place::Task(scope) => Where::Task(scope),
+            Place::DamagedTask { dag_id, run_id, task_id, map_index } => {
+                Where::DamagedTask { dag_id, run_id, task_id, map_index }
+            }
             Place::Asset { asset_id, asset_name } => {
                 Where::Asset { asset_id: *asset_id, asset_name: asset_name.as_deref() }
             }
@@ -153,6 +159,7 @@ const TABLE_CHECKS: &[&str] = &[
     "key_length",
     "value_size",
     "sqlite_timestamps",
+    "sqlite_integers",
     "inactive_asset_rows",
 ];
 
@@ -285,6 +292,25 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
             format!("not applicable: {} stores timestamps as timestamps, not text", dialect_name(url)),
         ),
     });
+    checks.push(match store.mistyped_integers(sample)? {
+        Some(finding) => Check::counted(
+            "sqlite_integers",
+            finding,
+            Status::Problem,
+            "every map_index and dag_run_id is an integer".to_string(),
+            |n| {
+                format!(
+                    "{n} task row(s) hold a map_index or dag_run_id that is not an integer; Airflow cannot \
+                     read them, and list and export stop at them"
+                )
+            },
+        ),
+        None => Check::new(
+            "sqlite_integers",
+            Status::Skipped,
+            format!("not applicable: {} enforces its integer columns", dialect_name(url)),
+        ),
+    });
     let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum::<u64>();
     let orphan_sample = store.orphan_sample(sample)?;
     let finding = Finding {
@@ -332,10 +358,10 @@ fn json_check(store: &mut Store, sample: u64) -> Result<Check> {
     let (mut task_rows, mut asset_rows) = (0u64, 0u64);
     let mut after_id = i64::MIN;
     loop {
-        let page = store.task_rows_after(&TaskFilter::default(), after_id, PAGE_ROWS)?;
-        for (id, entry) in &page {
-            note(&mut finding, Place::Task(entry.scope.clone()), &entry.key, &entry.value);
-            after_id = *id;
+        let page = store.task_values_after(after_id, PAGE_ROWS)?;
+        for (id, place, key, value) in page.iter().cloned() {
+            note(&mut finding, place, &key, &value);
+            after_id = id;
         }
         task_rows += page.len() as u64;
         if (page.len() as u64) < PAGE_ROWS {

@@ -161,23 +161,68 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
     };
     let now = Timestamp::now();
     for entry in list {
-        let value = stored_value(entry.key(), entry.value_text());
-        // An offloaded value is shown as its reference and never fetched or decoded: the
-        // payload lives in the worker-side backend, out of this tool's reach.
-        let reference = external_ref(entry.value_text());
-        let text = json::dumps_unicode(&value);
-        let cell = match &reference {
-            Some(reference) => format!("→ ref: {reference}"),
-            None => text.clone(),
-        };
-        view.table.rows.push(entry.row(&cell, truncate, now));
-        let mut fields = entry.plain_fields();
-        fields.push(text);
-        view.plain_rows.push(fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t"));
-        view.plain_values.push(plain_value(&value));
-        view.docs.push(entry.doc(value, reference, now));
+        let forms = Forms::of(entry, truncate, now);
+        view.table.rows.push(forms.row);
+        view.plain_rows.push(forms.plain_row);
+        view.plain_values.push(forms.plain_value);
+        view.docs.push(forms.doc);
     }
     view
+}
+
+/// One entry in every form, its value parsed once for all of them.
+pub(super) struct Forms<D> {
+    pub row: Vec<String>,
+    pub plain_row: String,
+    pub plain_value: String,
+    pub doc: D,
+}
+
+impl<D> Forms<D> {
+    pub(super) fn of<E: Entry<Doc = D>>(entry: &E, truncate: bool, now: Timestamp) -> Forms<D> {
+        let parsed = Parsed::of(entry);
+        let text = json::dumps_unicode(&parsed.value);
+        Forms {
+            row: parsed.row(entry, &text, truncate, now),
+            plain_row: plain_row(entry, text),
+            plain_value: plain_value(&parsed.value),
+            doc: entry.doc(parsed.value, parsed.reference, now),
+        }
+    }
+}
+
+/// An entry's stored value, parsed (a damaged one warned about) and its external reference:
+/// what every form starts from. A list written row by row makes only the form it shows.
+pub(super) struct Parsed {
+    pub value: Value,
+    pub reference: Option<String>,
+}
+
+impl Parsed {
+    pub(super) fn of<E: Entry>(entry: &E) -> Parsed {
+        Parsed {
+            value: stored_value(entry.key(), entry.value_text()),
+            // An offloaded value is shown as its reference and never fetched or decoded: the
+            // payload lives in the worker-side backend, out of this tool's reach.
+            reference: external_ref(entry.value_text()),
+        }
+    }
+
+    /// Its table row; `text` is the value's compact JSON.
+    pub(super) fn row<E: Entry>(&self, entry: &E, text: &str, truncate: bool, now: Timestamp) -> Vec<String> {
+        match &self.reference {
+            Some(reference) => entry.row(&format!("→ ref: {reference}"), truncate, now),
+            None => entry.row(text, truncate, now),
+        }
+    }
+}
+
+/// A line of `list -o plain`: the scope fields, the key and `text` (the value's compact JSON),
+/// each escaped, tab-separated.
+pub(super) fn plain_row<E: Entry>(entry: &E, text: String) -> String {
+    let mut fields = entry.plain_fields();
+    fields.push(text);
+    fields.iter().map(|f| text::field(f)).collect::<Vec<_>>().join("\t")
 }
 
 impl<D> Entries<D> {

@@ -9,6 +9,7 @@
 //! stored keys and values are printed as they are.
 
 mod entries;
+mod stream;
 mod table;
 mod yaml;
 
@@ -20,7 +21,8 @@ use crate::cli::Format;
 use crate::json::{self, Style, Value};
 use crate::redact;
 use crate::text::quote;
-pub(crate) use entries::{AssetEntryDoc, Entries, Entry, TaskEntryDoc, entries};
+pub(crate) use entries::{AssetEntryDoc, Entry, TaskEntryDoc, entries};
+pub(crate) use stream::{EntryStream, TABLE_ROWS};
 pub(crate) use table::Table;
 
 /// A report in every form: what JSON and YAML show, what a table shows, what plain shows.

@@ -11,6 +11,7 @@ mod columns;
 mod connect;
 
 use std::borrow::Cow;
+use std::ops::ControlFlow;
 use std::time::Duration;
 
 use mysql::prelude::Queryable;
@@ -208,6 +209,23 @@ impl Connection for MysqlConnection {
         Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
     }
 
+    /// `exec_iter` reads each row off the socket as it is asked for.
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let sql = Dialect::Mysql.render(&query.text(), query.params());
+        let params = Params::Positional(query.params().iter().map(value).collect());
+        let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
+        for row in result.by_ref() {
+            if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
         let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
         self.exec_sql(&sql, &params)
@@ -216,6 +234,12 @@ impl Connection for MysqlConnection {
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
         self.execute(query)?;
         Ok(i64::try_from(self.conn.last_insert_id())?)
+    }
+
+    /// Every statement of a clean's batch is autocommitted: an error with no server reply in
+    /// it (the connection dropped or was killed, an I/O error) may follow its commit.
+    fn outcome_unknown(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
+        cause.downcast_ref::<MysqlError>().is_some_and(|e| !matches!(e.error, mysql::Error::MySqlError(_)))
     }
 
     fn can_match(&self, table: &str, column: &str, text: &str) -> bool {

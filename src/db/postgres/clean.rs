@@ -82,8 +82,11 @@ pub(super) fn delete_range(
             .bind(cutoff),
     };
     // BEGIN and SET LOCAL in one round trip.
+    // Until COMMIT is sent nothing can be committed, whatever the error: only the COMMIT's own
+    // failure leaves the batch's outcome unknown.
+    let uncommitted = |e| Error::db(&context, super::uncommitted(e));
     let stall = pg.stall_guard();
-    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(super::pg_err(&context))?;
+    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
     drop(stall);
     match pg.execute_raw(&plain) {
         Ok(deleted) => {
@@ -99,9 +102,9 @@ pub(super) fn delete_range(
                 pg.client.batch_execute("ROLLBACK")
             };
             if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-                return Err(Error::db(context, super::cause(e)).into());
+                return Err(uncommitted(e).into());
             }
-            rolled_back.map_err(super::pg_err(&context))?;
+            rolled_back.map_err(uncommitted)?;
         }
     }
     // The inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the

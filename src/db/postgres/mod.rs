@@ -11,8 +11,10 @@ mod clean;
 mod connect;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
@@ -47,18 +49,28 @@ pub(crate) struct PostgresConnection {
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
 /// caller can still tell its SQLSTATE.
 #[derive(Debug)]
-struct PgError(postgres::Error);
+struct PgError {
+    error: postgres::Error,
+    /// It failed inside a transaction this tool opened and never committed, so whatever it
+    /// was, nothing of it was committed (see [`Connection::outcome_unknown`]).
+    uncommitted: bool,
+}
 
 impl std::fmt::Display for PgError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&describe(&self.0))
+        f.write_str(&describe(&self.error))
     }
 }
 
 impl std::error::Error for PgError {}
 
-fn cause(e: postgres::Error) -> Cause {
-    Box::new(PgError(e))
+fn cause(error: postgres::Error) -> Cause {
+    Box::new(PgError { error, uncommitted: false })
+}
+
+/// The error of a statement inside a transaction whose COMMIT was never sent.
+fn uncommitted(error: postgres::Error) -> Cause {
+    Box::new(PgError { error, uncommitted: true })
 }
 
 /// A timestamp as the binary protocol carries it: exact microseconds, no text round trip.
@@ -249,6 +261,26 @@ impl Connection for PostgresConnection {
         cells(&rows).map_err(cause)
     }
 
+    /// `query_raw` reads the rows off the socket as they are asked for: the driver's channel
+    /// holds a message or so, and TCP holds the server back, so nothing piles up here.
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let statement = self.prepare(query, "").map_err(cause)?;
+        let params = bound(query.params());
+        let mut rows = self.client.query_raw(&statement, refs(&params)).map_err(cause)?;
+        while let Some(row) = rows.next().map_err(cause)? {
+            let row: std::result::Result<Row, _> =
+                (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
+            if each(row.map_err(cause)?).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
         self.execute_raw(query).map_err(cause)
     }
@@ -274,6 +306,12 @@ impl Connection for PostgresConnection {
             .into());
         }
         Ok(())
+    }
+
+    /// An error with no server reply in it (the connection closed, an I/O error, a timeout)
+    /// is one whose statement may have run to its end; `uncommitted` ones did not commit.
+    fn outcome_unknown(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
+        cause.downcast_ref::<PgError>().is_some_and(|e| !e.uncommitted && e.error.as_db_error().is_none())
     }
 
     fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {

@@ -7,6 +7,7 @@
 
 mod clean;
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -38,6 +39,9 @@ pub(crate) struct SqliteConnection {
     /// connection is closed (and its WAL checkpointed) before the lock is let go.
     clean_lock: Option<clean::CleanLock>,
     chunks: ChunkSql,
+    /// The URL's `mode=ro` or `immutable=1`: the file is opened read-only, and a command that
+    /// writes is refused up front.
+    read_only_url: Option<&'static str>,
 }
 
 /// SQLite's own words, plus what to check when they are about permissions: "attempt to write
@@ -120,15 +124,25 @@ impl SqliteConnection {
             ),
             (SqliteTarget::File(path), purpose) => {
                 let location = format!("SQLite database {}", path.display());
-                let conn = open_file(&path, &location, purpose)?;
+                let read_only = url.sqlite_read_only();
+                if let (Some(why), Purpose::Sandbox) = (read_only, purpose) {
+                    return Err(read_only_refusal(&location, why));
+                }
+                let conn = open_file(&path, &location, purpose, read_only.is_some())?;
                 // From now on no output of this process may be this file or its -wal, -shm
                 // or -journal.
                 crate::fs::protect_database(&path);
                 (conn, location, Some(path))
             }
         };
-        let connection =
-            SqliteConnection { conn, location, path, clean_lock: None, chunks: ChunkSql::default() };
+        let connection = SqliteConnection {
+            conn,
+            location,
+            path,
+            clean_lock: None,
+            chunks: ChunkSql::default(),
+            read_only_url: url.sqlite_read_only(),
+        };
         connection.prepare(access)?;
         Ok(connection)
     }
@@ -157,7 +171,17 @@ impl SqliteConnection {
 
 /// Opens a database file. A metastore is never created: a mistyped path must be an error, not
 /// a new empty database; a sandbox is.
-fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::Connection> {
+/// A write through a URL that says read-only: the configuration's doing (exit 3), not the
+/// database's.
+fn read_only_refusal(location: &str, why: &str) -> anyhow::Error {
+    Error::Config(format!(
+        "cannot write to {location}: [database] sql_alchemy_conn opens it read-only ({why}); commands that \
+         only read (get, list, stats, export, doctor, clean --dry-run) still work"
+    ))
+    .into()
+}
+
+fn open_file(path: &Path, location: &str, purpose: Purpose, read_only: bool) -> Result<rusqlite::Connection> {
     let context = || format!("cannot open {location}");
     match std::fs::metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && purpose == Purpose::Metastore => {
@@ -167,7 +191,9 @@ fn open_file(path: &Path, location: &str, purpose: Purpose) -> Result<rusqlite::
         Ok(meta) if meta.is_dir() => return Err(Error::db(context(), "it is a directory").into()),
         _ => {}
     }
-    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut flags =
+        if read_only { OpenFlags::SQLITE_OPEN_READ_ONLY } else { OpenFlags::SQLITE_OPEN_READ_WRITE };
+    flags |= OpenFlags::SQLITE_OPEN_NO_MUTEX;
     if purpose == Purpose::Sandbox {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
@@ -200,6 +226,24 @@ impl Connection for SqliteConnection {
         Ok(found)
     }
 
+    fn query_each(
+        &mut self,
+        query: &Query<'_>,
+        each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+    ) -> std::result::Result<(), Cause> {
+        let sql = Dialect::Sqlite.render(&query.text(), query.params());
+        let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
+        let width = statement.column_count();
+        let mut rows = statement.query(params_from_iter(query.params())).map_err(cause)?;
+        while let Some(row) = rows.next().map_err(cause)? {
+            let row = (0..width).map(|i| row.get_ref(i).map(cell)).collect::<rusqlite::Result<Row>>();
+            if each(row.map_err(cause)?).is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
         let sql = Dialect::Sqlite.render(&query.text(), query.params());
         let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
@@ -215,6 +259,9 @@ impl Connection for SqliteConnection {
     /// SQLite opens a file it may not write read-only without a word, and the first write
     /// fails deep inside a command (a clean after printing its summary); say it up front.
     fn check_writable(&mut self) -> Result<()> {
+        if let Some(why) = self.read_only_url {
+            return Err(read_only_refusal(&self.location, why));
+        }
         if self.conn.is_readonly(rusqlite::MAIN_DB).map_err(|e| Error::db(self.location.clone(), cause(e)))? {
             return Err(Error::db(
                 format!("cannot write to {}", self.location),
@@ -300,6 +347,23 @@ impl Connection for SqliteConnection {
 
     /// SQLite keeps whatever a writer gives it, so another tool can leave text that is not
     /// Airflow's form, which compares wrongly with every bound timestamp.
+    /// SQLite keeps any value in an INTEGER column (type affinity converts `'5'`, not `'abc'`):
+    /// such a row cannot be read as Airflow's, which decodes the column as an int.
+    fn mistyped_integers(&mut self, sample: u64) -> Result<Option<Finding>> {
+        let what = "cannot check the integer columns";
+        let tasks = find(self, what, MISTYPED_TASK_INTEGERS, &[], sample, |f| {
+            let (place, key) = task_row(f)?;
+            let columns = [("map_index", f.text(), f.text()), ("dag_run_id", f.text(), f.text())];
+            let detail: Vec<String> = columns
+                .iter()
+                .filter(|(_, kind, _)| kind != "integer")
+                .map(|(column, kind, text)| format!("{column} holds {kind} {}, not an integer", quote(text)))
+                .collect();
+            Ok(FoundRow { place, key, detail: detail.join(", ") })
+        })?;
+        Ok(Some(tasks))
+    }
+
     fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
         let what = "cannot read the timestamps";
         let tasks = find(self, what, MALFORMED_TASK_TIMES, &[AIRFLOW_TIME_GLOB.into(); 2], sample, |f| {
@@ -341,6 +405,13 @@ const MALFORMED_TASK_TIMES: [&str; 3] = [
        typeof(t.expires_at), t.expires_at"#,
     "FROM task_state_store t WHERE NOT (typeof(t.updated_at) = 'text' AND t.updated_at GLOB ?) \
      OR (t.expires_at IS NOT NULL AND NOT (typeof(t.expires_at) = 'text' AND t.expires_at GLOB ?))",
+    "t.id",
+];
+
+const MISTYPED_TASK_INTEGERS: [&str; 3] = [
+    r#"t.dag_id, t.run_id, t.task_id, t.map_index, t."key", typeof(t.map_index), t.map_index,
+       typeof(t.dag_run_id), t.dag_run_id"#,
+    "FROM task_state_store t WHERE typeof(t.map_index) <> 'integer' OR typeof(t.dag_run_id) <> 'integer'",
     "t.id",
 ];
 
