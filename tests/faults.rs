@@ -2271,6 +2271,33 @@ mod messages {
             bench.run(&["list", "--limit", "3"]).success().stderr_has("--offset 3 for the next page, --limit 0 for all");
         }
 
+        /// A reader that stops reading a long list for a while (`list | less`) is the user's to
+        /// end: the list waits for it past every bound of the session (`database_timeout` 1 s,
+        /// so a stall bound of 6 s; the pause is 9 s), where the server's statement_timeout and
+        /// tcp_user_timeout (PostgreSQL) or net_write_timeout (MySQL) cut it off before.
+        fn a_paused_reader_of_a_long_list_is_not_cut_off(d: Dialect) {
+            let bench = with_run(d);
+            let keys: Vec<String> = (0..20_000).map(|i| format!("k{i:05}")).collect();
+            let rows: Vec<_> =
+                keys.iter().map(|k| ("load", -1, k.as_str(), "1", "2020-01-01 00:00:00.000000", None)).collect();
+            bench.insert_task_rows(DAG, RUN, &rows);
+            let mut list = bench.cmd(&["list", "--limit", "0", "-o", "plain"]);
+            list.env("AIRFLOW__STATE_STORE__DATABASE_TIMEOUT", "1")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            let mut child = list.spawn().unwrap();
+            let mut stdout = child.stdout.take().unwrap();
+            let mut first = [0u8; 4096];
+            std::io::Read::read_exact(&mut stdout, &mut first).unwrap();
+            std::thread::sleep(std::time::Duration::from_secs(9));
+            let mut rest = Vec::new();
+            std::io::Read::read_to_end(&mut stdout, &mut rest).unwrap();
+            let out = child.wait_with_output().unwrap();
+            let text = [&first[..], &rest[..]].concat();
+            assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+            assert_eq!(text.iter().filter(|&&b| b == b'\n').count(), 20_000);
+        }
+
         /// A database name or path with a terminal escape in it, and 700 characters long: the
         /// `error:` line escapes it, keeps the password masked, and stops at 500 characters.
         fn error_lines_are_escaped_and_bounded(d: Dialect) {

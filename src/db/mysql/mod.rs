@@ -39,6 +39,10 @@ const SCHEMA: &str = include_str!("schema.sql");
 /// (MySQL, MariaDB before 10.7), which is what SQLAlchemy creates there.
 const UUID_FALLBACK: (&str, &str) = (" UUID ", " CHAR(32) ");
 
+/// `net_write_timeout` and `wait_timeout` while a result streams to a reader that may pause:
+/// a day.
+const LIFTED_TIMEOUT: u64 = 86_400;
+
 pub(crate) struct MysqlConnection {
     conn: Conn,
     location: String,
@@ -217,13 +221,37 @@ impl Connection for MysqlConnection {
     ) -> std::result::Result<(), Cause> {
         let sql = Dialect::Mysql.render(&query.text(), query.params());
         let params = Params::Positional(query.params().iter().map(value).collect());
-        let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
-        for row in result.by_ref() {
-            if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
-                break;
+        // The server gives up on a client that reads no more of a result for
+        // `net_write_timeout`, and ends a session idle for `wait_timeout` (after the last row is
+        // sent, before the reader takes it), both of which the session sets to bounds of its
+        // own; a reader that pauses (`list | less`) is the user's to end, so they are lifted for
+        // this statement and put back as they were after. A client that is gone still resets
+        // the connection.
+        let bounds: Option<(u64, u64)> = self
+            .conn
+            .query_first("SELECT @@SESSION.net_write_timeout, @@SESSION.wait_timeout")
+            .map_err(cause)?;
+        let (write, wait) = bounds.unwrap_or((60, 28_800));
+        self.conn
+            .query_drop(format!(
+                "SET SESSION net_write_timeout = {LIFTED_TIMEOUT}, SESSION wait_timeout = {LIFTED_TIMEOUT}"
+            ))
+            .map_err(cause)?;
+        let streamed = (|| {
+            let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
+            for row in result.by_ref() {
+                if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
+                    break;
+                }
             }
-        }
-        Ok(())
+            Ok(())
+        })();
+        // Every row was delivered: a connection that failed meanwhile fails the next statement,
+        // not this one.
+        let _ = self
+            .conn
+            .query_drop(format!("SET SESSION net_write_timeout = {write}, SESSION wait_timeout = {wait}"));
+        streamed
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {

@@ -237,6 +237,28 @@ fn stall_guard(location: &str, timeouts: &Timeouts) -> StallGuard {
     })
 }
 
+/// The rows of a prepared statement, handed to `each` as they arrive.
+fn stream(
+    client: &mut postgres::Client,
+    statement: &Statement,
+    params: &[Box<dyn ToSql + Sync + '_>],
+    stall: &StallGuard,
+    each: &mut dyn FnMut(Row) -> ControlFlow<()>,
+) -> std::result::Result<(), Cause> {
+    let mut rows = client.query_raw(statement, refs(params)).map_err(cause)?;
+    loop {
+        let next = rows.next().map_err(cause)?;
+        let Some(row) = next else { break };
+        let row: std::result::Result<Row, _> =
+            (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
+        let _paused = stall.pause();
+        if each(row.map_err(cause)?).is_break() {
+            break;
+        }
+    }
+    Ok(())
+}
+
 fn refs<'a>(params: &'a [Box<dyn ToSql + Sync + 'a>]) -> Vec<&'a (dyn ToSql + Sync)> {
     params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
@@ -270,15 +292,35 @@ impl Connection for PostgresConnection {
     ) -> std::result::Result<(), Cause> {
         let statement = self.prepare(query, "").map_err(cause)?;
         let params = bound(query.params());
-        let mut rows = self.client.query_raw(&statement, refs(&params)).map_err(cause)?;
-        while let Some(row) = rows.next().map_err(cause)? {
-            let row: std::result::Result<Row, _> =
-                (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
-            if each(row.map_err(cause)?).is_break() {
-                break;
-            }
-        }
-        Ok(())
+        // Each wait for the server is bounded; the time `each` takes (a stdout nobody reads
+        // yet) is not the connection's, so the clock stops meanwhile.
+        let stall = stall_guard(&self.location, &self.timeouts);
+        // While the rows stream, the server's bounds count the reader's time too: its
+        // statement_timeout the whole transfer, its tcp_user_timeout the time the client's
+        // socket buffer stays full, its idle timeouts the time after the last row is sent and
+        // before the reader takes it. A reader that pauses (`list | less`) is the user's to end,
+        // so they are lifted for this statement (each read stays bounded by the guard, and a
+        // client that is gone still resets the connection), and put back as they were after.
+        // `pg_settings` names only the ones this server knows.
+        let lifted: Vec<(String, String)> = self
+            .client
+            .query(
+                "SELECT name, current_setting(name), set_config(name, '0', false) FROM pg_settings \
+                 WHERE name IN ('statement_timeout', 'tcp_user_timeout', 'idle_session_timeout', \
+                 'idle_in_transaction_session_timeout')",
+                &[],
+            )
+            .and_then(|rows| rows.iter().map(|row| Ok((row.try_get(0)?, row.try_get(1)?))).collect())
+            .map_err(cause)?;
+        let streamed = stream(&mut self.client, &statement, &params, &stall, each);
+        let (names, values): (Vec<String>, Vec<String>) = lifted.into_iter().unzip();
+        // Every row was delivered: a connection that failed meanwhile fails the next statement,
+        // not this one.
+        let _ = self.client.execute(
+            "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS bounds(n, v)",
+            &[&names, &values],
+        );
+        streamed
     }
 
     fn execute(&mut self, query: &Query<'_>) -> std::result::Result<u64, Cause> {
