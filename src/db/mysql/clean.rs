@@ -1,7 +1,8 @@
-//! What a clean does its own way on MySQL and MariaDB: a named lock, and deletes that skip
-//! the rows a worker holds instead of waiting for them (MariaDB 10.6+, MySQL 8.0.1+), or on
-//! older servers MariaDB's `DELETE … RETURNING`, which finds and deletes a batch in one
-//! statement and waits up to `--lock-timeout` for a held row.
+//! What a clean does its own way on MySQL and MariaDB: a named lock; MariaDB's `DELETE …
+//! RETURNING`, which finds and deletes a batch in one statement; and, on servers with `SKIP
+//! LOCKED` (MariaDB 10.6+, MySQL 8.0.1+), batches that skip the rows a worker holds instead of
+//! waiting for them, as on PostgreSQL. Older servers wait up to `--lock-timeout` for a held
+//! row, then fail the batch (exit 4).
 
 use std::time::Duration;
 
