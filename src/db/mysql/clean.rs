@@ -171,6 +171,11 @@ fn lock_not_granted(e: &anyhow::Error) -> bool {
 /// by this transaction until it commits, so none can be refreshed before its DELETE. The
 /// session is READ COMMITTED (`connect.rs`): the unexpired rows the read examines are released
 /// at once.
+///
+/// Measured on MariaDB 10.11 (200,000 rows, 100,000 expired, batch 10,000, a debug build):
+/// 1.2-1.8 s for the run with no row held, 16.7 s with one row held in each of the ten
+/// batches, all of which then take this way: a round trip per row. A batch pays it only when
+/// a worker holds one of its rows at that moment.
 pub(super) fn delete_skipping_locked(
     my: &mut MysqlConnection,
     cutoff: Timestamp,
@@ -215,7 +220,10 @@ fn take_and_delete(
         let ids = all(my, what, &query, Fields::int)?;
         let Some(&last) = ids.last() else { return Ok(Batch { deleted, last_id: None }) };
         for id in &ids {
-            deleted += my.run(what, &Query::new("DELETE FROM task_state_store WHERE id = ?").bind(*id))?;
+            // The row is this transaction's until it commits; the expiry is checked again all
+            // the same, for free on a row already read.
+            let delete = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
+            deleted += my.run(what, &delete.bind(*id).bind(cutoff))?;
         }
         after_id = last;
         if (ids.len() as u64) < n {
