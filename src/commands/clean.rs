@@ -49,8 +49,10 @@ pub(crate) fn command_line_rejected(format: Format, message: &str) {
 /// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
 /// batches run so far, or alone when none ran. Every document starts with `started_at`, when
 /// the run started (RFC 3339, UTC), so that documents appended to a log can be placed in time.
-/// Nothing is printed after a document: a stdout that failed gets no second one. A signal that ends the process at once (any signal before
-/// the run starts, a second one during it) prints the document instead (see `signals`).
+/// Nothing is printed after a document: a stdout that failed gets no second one. A signal
+/// that ends the process at once (any signal before the run starts, a second one during it)
+/// prints the document instead (see `signals`). The metrics file is written after the
+/// document, with the exit code the process ends with.
 struct Report {
     format: Format,
     printed: bool,
