@@ -7,7 +7,8 @@
 //! with a dot and does not end in `.prom`, so the collector never reads it either; it is
 //! created 0600 under a random name and never through a symlink, and a new metrics file is
 //! 0644 (the collector runs as another user), a replaced one keeps its mode. A run that fails keeps the
-//! time of the last successful run from the file it replaces: "no success in two days" is an
+//! time of the last successful run from the file it replaces, and so does a run skipped for
+//! a custom `[state_store] backend` (exit 0, nothing cleaned): "no success in two days" is an
 //! alert on that one series.
 
 use std::fmt::Write as _;
@@ -38,6 +39,11 @@ pub(crate) struct CleanRun {
     /// What is left to delete after the run: expired task rows (before its cutoff) and rows of
     /// inactive assets; unknown when the run could not count them (it failed before or during).
     pub(crate) backlog: Option<(u64, u64)>,
+    /// A custom `[state_store] backend` made the run skip its work: exit 0, but no success.
+    pub(crate) skipped: bool,
+    /// Expired task rows the run skipped because another session held them locked; unknown
+    /// when its expired phase did not run to its end.
+    pub(crate) locked_rows_skipped: Option<u64>,
     /// When the run ended, in seconds since the epoch.
     pub(crate) ended: f64,
 }
@@ -79,7 +85,7 @@ impl MetricsFile {
             .is_ok_and(|m| m.is_file())
             .then(|| fs::read_to_string(&self.path).ok())
             .flatten();
-        let last_success = if run.exit_code == 0 {
+        let last_success = if run.exit_code == 0 && !run.skipped {
             Some(seconds(run.ended))
         } else {
             previous.as_deref().and_then(last_success)
@@ -165,6 +171,19 @@ pub(crate) fn render(run: &CleanRun, last_success: Option<&str>) -> String {
         "The exit code of the last clean run: 0 success, 7 another clean was running (docs/exit-codes.md).",
         &[("", run.exit_code.to_string())],
     );
+    metric(
+        "state_store_clean_skipped",
+        "1 when the last clean run deleted nothing because [state_store] backend is not the metastore's.",
+        &[("", flag(run.skipped))],
+    );
+    let locked = run
+        .locked_rows_skipped
+        .map_or_else(Vec::new, |rows| vec![(r#"{table="task_state_store"}"#, rows.to_string())]);
+    metric(
+        "state_store_clean_locked_rows_skipped",
+        "Expired rows the last clean run skipped because another session held them locked.",
+        &locked,
+    );
     let backlog = run.backlog.map_or_else(Vec::new, |(tasks, assets)| {
         vec![
             (r#"{table="task_state_store"}"#, tasks.to_string()),
@@ -225,7 +244,7 @@ mod tests {
                 assert!(value.parse::<f64>().is_ok(), "{line}");
             }
         }
-        assert_eq!(declared.len(), 9);
+        assert_eq!(declared.len(), 10);
         assert!(text.contains("state_store_clean_deleted_rows{table=\"task_state_store\"} 12\n"));
         assert!(text.contains("state_store_clean_backlog_rows{table=\"task_state_store\"} 7\n"));
         assert!(text.contains("state_store_clean_duration_seconds 1.500\n"));
@@ -246,6 +265,12 @@ mod tests {
         assert!(text.contains("state_store_clean_last_run_timestamp_seconds 1764720000.000\n"));
         assert!(text.contains("state_store_clean_last_success_timestamp_seconds 1764633600.250\n"));
         assert!(!text.contains("state_store_clean_backlog_rows"));
+        // A run skipped for a custom backend exits 0, yet is no success either.
+        let skipped = CleanRun { skipped: true, ended: 1_764_806_400.0, ..CleanRun::default() };
+        file.write(&skipped).expect("written");
+        let text = fs::read_to_string(&path).expect("read back");
+        assert!(text.contains("state_store_clean_skipped 1\n"));
+        assert!(text.contains("state_store_clean_last_success_timestamp_seconds 1764633600.250\n"));
         let left: Vec<_> = fs::read_dir(&dir).expect("list").map(|e| e.expect("entry").file_name()).collect();
         assert_eq!(left, vec![std::ffi::OsString::from("clean.prom")], "no temporary file is left");
         fs::remove_dir_all(&dir).expect("cleaned up");

@@ -186,6 +186,17 @@ fn each<'a>(v: &'a Value, key: &str) -> Vec<&'a Value> {
     v.as_array().expect("an array").iter().map(|item| &item[key]).collect()
 }
 
+/// A worker's open transaction that has written these keys and holds their rows, and only
+/// them: it names them by primary key, as Airflow's writes name a row by its unique key
+/// (InnoDB's UPDATE by an unindexed column would lock every row it scans).
+fn hold_rows(bench: &Bench, keys: &[&str]) -> support::Holder {
+    let k = bench.key_col();
+    let quoted: Vec<String> = keys.iter().map(|key| format!("'{key}'")).collect();
+    let ids = bench.rows(&format!("SELECT id FROM task_state_store WHERE {k} IN ({})", quoted.join(", ")));
+    assert_eq!(ids.len(), keys.len(), "{keys:?}");
+    bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE id IN ({})", ids.join(", ")))
+}
+
 /// The output of a clean run in the background, once it ended.
 fn finished(child: std::process::Child, args: &[&str]) -> support::Run {
     let out = child.wait_with_output().unwrap();
@@ -1514,8 +1525,8 @@ contract! {
         let second = bench
             .run(&["clean", "-o", "json", "--metrics-file", second_prom.to_str().unwrap()])
             .fails(7, "another state-store clean is running");
-        // It deleted nothing, so its one JSON document is the error alone.
-        assert_eq!(keys(&error_document(&second)), ["error"]);
+        // It deleted nothing, so its one JSON document is the error alone, and when it ran.
+        assert_eq!(keys(&error_document(&second)), ["started_at", "error"]);
         let m = metrics(&second_prom);
         assert_eq!(fields(&json!(m), &["state_store_clean_exit_code", "state_store_clean_interrupted"]), json!(["7", "0"]));
         assert!(std::process::Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
@@ -1559,21 +1570,20 @@ contract! {
     fn clean_never_waits_long_behind_another_writer(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 10, 1);
-        let k = bench.key_col();
-        let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00003'"));
+        let holder = hold_rows(&bench, &["k00003"]);
         let started = std::time::Instant::now();
         let run = bench.run(&["clean", "--lock-timeout", "1s", "-o", "json"]);
         let waited = started.elapsed();
         assert!(waited < std::time::Duration::from_secs(8), "waited {waited:?}");
         match d {
-            // PostgreSQL skips the locked row and deletes the others.
-            Dialect::Postgres => {
+            // PostgreSQL and MySQL skip the locked row and delete the others.
+            Dialect::Postgres | Dialect::Mysql => {
                 assert_eq!(run.code, 0, "{}", run.stderr);
                 drop(holder);
                 assert_eq!(remaining_keys(&bench), vec!["k00003".to_string()]);
             }
-            // SQLite and MySQL wait up to --lock-timeout, then fail with the database's error
-            // and the summary of what was done.
+            // SQLite's lock is on the whole database: it waits up to --lock-timeout, then fails
+            // with the database's error and the summary of what was done.
             _ => {
                 let run = run.code(4);
                 assert!(run.stderr.contains("clean: deleted"), "{}", run.stderr);
@@ -1587,10 +1597,9 @@ contract! {
     fn clean_in_batches_never_waits_long_behind_another_writer(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 12, 1);
-        let k = bench.key_col();
-        let holder = bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE {k} = 'k00005'"));
+        let holder = hold_rows(&bench, &["k00005"]);
         let run = bench.run(&["clean", "--batch-size", "4", "--lock-timeout", "1s", "-o", "json"]);
-        if d == Dialect::Postgres {
+        if d != Dialect::Sqlite {
             // The batch holding the locked row deletes its other rows; the batches before and
             // after it are untouched by the lock.
             assert_eq!(run.code, 0, "{}", run.stderr);
@@ -1598,8 +1607,8 @@ contract! {
             drop(holder);
             assert_eq!(remaining_keys(&bench), vec!["k00005".to_string()]);
         } else {
-            // SQLite's lock is on the whole database and InnoDB may lock the rows a statement
-            // examines: both wait up to --lock-timeout and stop with the summary.
+            // SQLite's lock is on the whole database: it waits up to --lock-timeout and stops
+            // with the summary.
             let run = run.code(4);
             assert!(run.stderr.contains("clean: deleted"), "{}", run.stderr);
             drop(holder);
@@ -1708,7 +1717,7 @@ contract! {
         // (2, when the words before the one clap rejects say `clean` and `-o json`), the
         // configuration (3). The document is the error alone.
         let v = error_document(&bench.run(&["clean", "-o", "json", "--before", "2999-01-01T00:00:00Z"]).fails(2, "future"));
-        assert_eq!(keys(&v), ["error"]);
+        assert_eq!(keys(&v), ["started_at", "error"]);
         error_document(&bench.run(&["clean", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate"));
         error_document(&bench.run(&["-o", "json", "clean", "--max-rows", "0"]).fails(2, "--max-rows"));
         error_document(&bench.run(&["clean", "--no-orphans", "--orphans-only", "-o", "json"]).fails(2, "--orphans-only"));
@@ -1716,7 +1725,8 @@ contract! {
         bench.run(&["clean", "-o", "table", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
         bench.run(&["list", "-o", "json", "--frobnicate"]).fails(2, "--frobnicate").stdout_is("");
         let run = bench.run(&["clean", "-o", "yaml", "--sleep", "soon"]).fails(2, "--sleep");
-        assert!(run.stdout.starts_with("error:\n  message: \"invalid --sleep: "), "{}", run.stdout);
+        assert!(run.stdout.starts_with("started_at: "), "{}", run.stdout);
+        assert!(run.stdout.contains("Z\"\nerror:\n  message: \"invalid --sleep: "), "{}", run.stdout);
         assert!(run.stdout.ends_with("\"\n  exit_code: 2\n"), "{}", run.stdout);
         let cfg = bench.write_config("bad.cfg", "[state_store]\nstate_cleanup_batch_size = many\n");
         error_document(&bench.run(&["clean", "-o", "json", "--config", cfg.to_str().unwrap()]).fails(3, "many"));
@@ -1737,7 +1747,7 @@ contract! {
         let first = bench.cmd(&args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
         until_some_rows_are_gone(&bench, 30);
         let v = error_document(&bench.run(&["clean", "-o", "json"]).fails(7, "another state-store clean is running"));
-        assert_eq!(keys(&v), ["error"]);
+        assert_eq!(keys(&v), ["started_at", "error"]);
         sigterm(&first);
         let first = finished(first, &args).code(143);
         let v = one_document(&first);
@@ -1747,9 +1757,9 @@ contract! {
         );
         assert_eq!(v["task_rows_deleted"], 30 - remaining_keys(&bench).len());
 
-        // A batch that fails mid-run (4): the summary so far, and the error. (PostgreSQL skips a
-        // locked row instead: tests/faults.rs drops its connection mid-run.)
-        if d != Dialect::Postgres {
+        // A batch that fails mid-run (4): the summary so far, and the error. (PostgreSQL and
+        // MySQL skip a locked row instead: tests/faults.rs drops their connection mid-run.)
+        if d == Dialect::Sqlite {
             bench.exec("DELETE FROM task_state_store");
             seed_expiring(&bench, 30, 1);
             let k = bench.key_col();
@@ -2952,7 +2962,9 @@ fn clean_json_document_when_a_signal_ends_the_run_at_once() {
     }
     sigterm(&child);
     let run = finished(child, &["clean", "-o", "json"]).code(143);
-    assert_eq!(one_document(&run), json!({"error": {"message": "stopped by SIGTERM", "exit_code": 143}}));
+    let mut v = one_document(&run);
+    assert!(v.as_object_mut().unwrap().remove("started_at").is_some(), "{v}");
+    assert_eq!(v, json!({"error": {"message": "stopped by SIGTERM", "exit_code": 143}}));
     assert_eq!(remaining_keys(&bench).len(), 10);
 
     let holder = bench.hold("UPDATE task_state_store SET value = '2'");
@@ -3537,4 +3549,191 @@ fn promtool_accepts_the_metrics_file_and_the_alerts() {
     promtool(&["check", "rules", "docs/operations/alerts.yml"], None);
     let tested = promtool(&["test", "rules", "tests/promtool/alerts.test.yml"], None);
     assert!(tested.contains("SUCCESS"), "{tested}");
+}
+
+/// Clean behind rows another session holds, and what a run tells cron, systemd and Prometheus:
+/// held rows skipped and counted, `started_at` in every document, the metrics written after
+/// stdout with the real exit code, a custom backend that is no success, and a stop at shutdown
+/// that is no failure.
+mod clean_locks_and_metrics {
+    use super::*;
+
+    /// `date -u` to the second, as RFC 3339 begins: documents' `started_at` sort against it.
+    fn utc_now() -> String {
+        let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S"]).output().unwrap();
+        String::from_utf8(out.stdout).unwrap().trim().to_string()
+    }
+
+    /// `started_at` of a document: RFC 3339 in UTC (`…Z`), between `before` and `after`.
+    #[track_caller]
+    fn started_within(v: &Value, before: &str, after: &str) {
+        let at = text_of(v, "started_at");
+        assert!(at.len() > 20 && at.ends_with('Z') && at.as_bytes()[10] == b'T', "{v}");
+        assert!(before <= &at[..19] && &at[..19] <= after, "{at} not in {before}..{after}");
+    }
+
+    contract! {
+        /// A worker holds an expired row and an unexpired one in the same id range. PostgreSQL
+        /// and MySQL delete every other expired row at once, skip the held one and count it
+        /// (summary, line, metrics, backlog); the next run takes it. SQLite's lock is on the
+        /// whole database: it waits up to --lock-timeout, exit 4.
+        fn clean_skips_held_rows_and_counts_them(d: Dialect) {
+            for batch in ["4", "0"] {
+                let bench = with_run(d);
+                let survivors = seed_expiring(&bench, 12, 2);
+                let holder = hold_rows(&bench, &["k00004", "k00005"]);
+                let prom = bench.dir.path().join("clean.prom");
+                let started = std::time::Instant::now();
+                let args = ["clean", "--batch-size", batch, "--lock-timeout", "5s", "-o", "json"];
+                let run = bench.run(&[&args[..], &["--metrics-file", prom.to_str().unwrap()]].concat());
+                if d == Dialect::Sqlite {
+                    let run = run.code(4);
+                    assert!(run.stderr.contains("clean: deleted 0 expired"), "{}", run.stderr);
+                    drop(holder);
+                    continue;
+                }
+                let waited = started.elapsed();
+                assert_eq!(run.code, 0, "batch {batch}: {}", run.stderr);
+                assert!(waited < std::time::Duration::from_secs(4), "waited {waited:?} for a held row");
+                let v = one_document(&run);
+                assert_eq!(fields(&v, &["task_rows_deleted", "task_rows_skipped"]), json!([5, 1]), "batch {batch}");
+                assert!(
+                    run.stderr.contains("skipped 1 expired task row(s) another session held locked"),
+                    "{}",
+                    run.stderr
+                );
+                let m = metrics(&prom);
+                assert_eq!(m[r#"state_store_clean_locked_rows_skipped{table="task_state_store"}"#], "1");
+                assert_eq!(m[r#"state_store_clean_backlog_rows{table="task_state_store"}"#], "1");
+                assert_eq!(m["state_store_clean_exit_code"], "0");
+                drop(holder);
+                let mut left = survivors.clone();
+                left.push("k00004".to_string());
+                left.sort();
+                assert_eq!(remaining_keys(&bench), left, "the held expired row is left, nothing else");
+                let v = one_document(&bench.run(&args).success());
+                assert_eq!(fields(&v, &["task_rows_deleted", "task_rows_skipped"]), json!([1, 0]));
+                assert_eq!(remaining_keys(&bench), survivors);
+            }
+        }
+    }
+
+    /// Every clean document carries `started_at`: a summary, a dry run, a refusal, a failure.
+    #[test]
+    fn every_clean_document_says_when_it_ran() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 6, 2);
+        let before = utc_now();
+        let runs = [
+            bench.run(&["clean", "--dry-run", "-o", "json"]).success(),
+            bench.run(&["clean", "-o", "json"]).success(),
+            bench.run(&["clean", "-o", "json", "--sleep", "soon"]).code(2),
+            bench.run(&["clean", "-o", "json", "--frobnicate"]).code(2),
+            bench.run(&["clean", "-o", "json", "--conn", "sqlite:////nonexistent/dir/x.db"]).code(4),
+        ];
+        let after = utc_now();
+        for run in &runs {
+            let v = one_document(run);
+            assert_eq!(keys(&v)[0], "started_at", "{v}");
+            started_within(&v, &before, &after);
+        }
+        let yaml = bench.run(&["clean", "-o", "yaml"]).success();
+        assert!(yaml.stdout.starts_with("started_at: "), "{}", yaml.stdout);
+    }
+
+    /// stdout that fails (`> /dev/full`): exit 6, and the metrics file says 6, not 0, and keeps
+    /// the last success where the earlier run put it.
+    #[test]
+    fn metrics_record_the_exit_code_of_a_failed_stdout() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 6, 2);
+        let prom = bench.dir.path().join("clean.prom");
+        let prom_arg = prom.to_str().unwrap();
+        bench.run(&["clean", "-o", "json", "--metrics-file", prom_arg]).success();
+        let last_success = metrics(&prom)["state_store_clean_last_success_timestamp_seconds"].clone();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let out = bench
+            .cmd(&["clean", "-o", "json", "--metrics-file", prom_arg])
+            .stdout(std::fs::File::create("/dev/full").unwrap())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(6), "{}", String::from_utf8_lossy(&out.stderr));
+        let m = metrics(&prom);
+        assert_eq!(m["state_store_clean_exit_code"], "6");
+        assert_eq!(m["state_store_clean_last_success_timestamp_seconds"], last_success);
+    }
+
+    /// A custom `[state_store] backend`: exit 0 and a summary of the usual shape with its
+    /// reason, but no success: `state_store_clean_skipped 1` and the last success unchanged.
+    #[test]
+    fn a_custom_backend_is_a_skip_not_a_success() {
+        let mut bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 6, 2);
+        let prom = bench.dir.path().join("clean.prom");
+        let prom_arg = prom.to_str().unwrap();
+        let normal = one_document(&bench.run(&["clean", "-o", "json", "--metrics-file", prom_arg]).success());
+        let m = metrics(&prom);
+        assert_eq!(m["state_store_clean_skipped"], "0");
+        let last_success = m["state_store_clean_last_success_timestamp_seconds"].clone();
+        bench.insert_task_row(
+            DAG,
+            RUN,
+            "t",
+            -1,
+            "late",
+            "1",
+            "2020-01-01 00:00:00.000000",
+            Some("2020-01-01 00:00:00.000000"),
+        );
+        bench.env("AIRFLOW__STATE_STORE__BACKEND", "mypackage.state.CustomStateBackend");
+        let run = bench.unchanged(|| {
+            bench
+                .run(&["clean", "-o", "json", "--metrics-file", prom_arg])
+                .success()
+                .stderr_has("skipping cleanup")
+        });
+        let v = one_document(&run);
+        let mut shape = keys(&normal);
+        shape.push("skipped");
+        assert_eq!(keys(&v), shape);
+        assert_eq!(fields(&v, &["task_rows_deleted", "batches", "stopped_by"]), json!([0, 0, null]));
+        assert!(text_of(&v, "skipped").contains("CustomStateBackend"), "{v}");
+        let m = metrics(&prom);
+        assert_eq!(m["state_store_clean_skipped"], "1");
+        assert_eq!(m["state_store_clean_exit_code"], "0");
+        assert_eq!(m["state_store_clean_last_success_timestamp_seconds"], last_success);
+    }
+
+    /// The shipped unit and cron line take exit 143 (SIGTERM: `systemctl stop`, shutdown) as no
+    /// failure, as they take 7; any other code still fails (the operations test runs both).
+    #[test]
+    fn a_clean_stopped_at_shutdown_is_no_failure() {
+        let ops = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations");
+        let service = std::fs::read_to_string(ops.join("state-store-clean.service")).unwrap();
+        let success: Vec<&str> = service
+            .lines()
+            .filter_map(|l| l.strip_prefix("SuccessExitStatus="))
+            .flat_map(str::split_whitespace)
+            .collect();
+        assert_eq!(success, ["7", "143", "SIGTERM"], "{service}");
+
+        let cron = std::fs::read_to_string(ops.join("state-store-clean.cron")).unwrap();
+        let line = cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
+        let command = line.splitn(7, ' ').nth(6).unwrap().replace("/var/log/airflow", "/tmp");
+        let dir = support::TempDir::new();
+        let stub = dir.path().join("state-store");
+        for (code, mail) in [(143, false), (7, false), (0, false), (130, true), (4, true)] {
+            std::fs::write(&stub, format!("#!/bin/sh\nexit {code}\n")).unwrap();
+            std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+            let log = dir.path().join("state-store-clean.log");
+            let command = command.replace("/tmp/state-store-clean.log", log.to_str().unwrap());
+            let out = std::process::Command::new("sh")
+                .args(["-c", &command])
+                .env("PATH", format!("{}:/usr/bin:/bin", dir.path().display()))
+                .output()
+                .unwrap();
+            let said = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert_eq!(!said.is_empty(), mail, "exit {code}: {said:?}");
+        }
+    }
 }

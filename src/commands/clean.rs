@@ -33,11 +33,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let result = clean(global, args, &mut report);
     if let Err(e) = &result {
         let exit_code = crate::error::exit_code(e);
+        report.failed(&redact::mask(&crate::error::message(e.as_ref())), exit_code);
         if let Err(unwritten) = report.write_metrics(exit_code) {
             // The run already failed: its error, not this one, decides the exit code.
             output::warn(&crate::error::message(unwritten.as_ref()));
         }
-        report.failed(&redact::mask(&crate::error::message(e.as_ref())), exit_code);
     }
     result
 }
@@ -51,9 +51,12 @@ pub(crate) fn command_line_rejected(format: Format, message: &str) {
 /// The one document a `clean -o json` or `-o yaml` prints on stdout, so that a job appending
 /// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
 /// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
-/// batches run so far, or alone when none ran. Nothing is printed after a document: a stdout
-/// that failed gets no second one. A signal that ends the process at once (any signal before
-/// the run starts, a second one during it) prints the document instead (see `signals`).
+/// batches run so far, or alone when none ran. Every document starts with `started_at`, when
+/// the run started (RFC 3339, UTC), so that documents appended to a log can be placed in time.
+/// Nothing is printed after a document: a stdout that failed gets no second one. A signal
+/// that ends the process at once (any signal before the run starts, a second one during it)
+/// prints the document instead (see `signals`). The metrics file is written after the
+/// document, with the exit code the process ends with.
 struct Report {
     format: Format,
     printed: bool,
@@ -64,7 +67,19 @@ struct Report {
     metrics: Option<MetricsFile>,
     /// What the run left to delete (expired task rows, orphaned asset rows), for the metrics.
     backlog: Option<(u64, u64)>,
+    /// A custom `[state_store] backend` made the run skip its work.
+    skipped: bool,
     started: Instant,
+    /// `started_at` of every document (RFC 3339, UTC).
+    started_at: String,
+}
+
+/// A document with the time its run started in front: `{"started_at": …, …}`.
+#[derive(Serialize)]
+struct Stamped<'a, D> {
+    started_at: &'a str,
+    #[serde(flatten)]
+    doc: &'a D,
 }
 
 impl Report {
@@ -75,16 +90,20 @@ impl Report {
             so_far: None,
             metrics: None,
             backlog: None,
+            skipped: false,
             started: Instant::now(),
+            started_at: Timestamp::now().to_rfc3339(),
         };
         if report.structured() {
+            let started_at = report.started_at.clone();
             signals::on_exit_print(move |ending| {
                 let message = match ending {
                     Ending::Signal(signal) => Error::Interrupted { signal: *signal }.to_string(),
                     other => other.message().unwrap_or_default(),
                 };
                 let message = redact::mask(&message);
-                output::document(format, &Failed::new(None, &message, ending.exit_code()), false)
+                let doc = Failed::new(None, &message, ending.exit_code());
+                output::document(format, &Stamped { started_at: &started_at, doc: &doc }, false)
                     .unwrap_or_default()
             });
         }
@@ -95,9 +114,11 @@ impl Report {
         matches!(self.format, Format::Json | Format::Yaml)
     }
 
-    fn emit<D: Serialize>(&mut self, rendered: &Rendered<D>) -> Result<()> {
+    fn emit<D: Serialize>(&mut self, rendered: Rendered<D>) -> Result<()> {
         self.printed = true;
-        signals::print_instead(|| output::emit(self.format, rendered))?;
+        let Rendered { doc, tables, plain } = rendered;
+        let stamped = Rendered { doc: Stamped { started_at: &self.started_at, doc: &doc }, tables, plain };
+        signals::print_instead(|| output::emit(self.format, &stamped))?;
         Ok(())
     }
 
@@ -109,16 +130,18 @@ impl Report {
         let doc = Failed::new(self.so_far.take().map(|s| s.doc()), message, exit_code);
         // The run already failed: a stdout that fails too changes neither its message nor its
         // exit code.
-        let _ = self.emit(&Rendered::doc(doc));
+        let _ = self.emit(Rendered::doc(doc));
     }
 
-    /// Replaces the `--metrics-file`, if one was given, with what the run did; once.
+    /// Replaces the `--metrics-file`, if one was given, with what the run did; once, after the
+    /// document is on stdout, so that `exit_code` is the process's own even when stdout fails.
     fn write_metrics(&mut self, exit_code: i32) -> Result<()> {
         let Some(file) = self.metrics.take() else { return Ok(()) };
         let mut run = metrics::CleanRun {
             seconds: self.started.elapsed().as_secs_f64(),
             exit_code,
             backlog: self.backlog,
+            skipped: self.skipped,
             ended: Timestamp::now().micros() as f64 / 1e6,
             ..metrics::CleanRun::default()
         };
@@ -127,6 +150,7 @@ impl Report {
             run.asset_rows_deleted = summary.asset_rows_deleted;
             run.batches = summary.batches;
             run.orphan_batches = summary.orphan_batches;
+            run.locked_rows_skipped = summary.task_rows_skipped;
             run.seconds = summary.seconds;
             run.interrupted = matches!(summary.stopped_by, Some(Stop::Signal(_)));
             run.limit = summary.stopped_by.filter(|s| !matches!(s, Stop::Signal(_))).map(Stop::name);
@@ -206,18 +230,13 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             ctx.settings.backend.value, ctx.settings.backend.source
         );
         output::note(&reason);
-        let doc = Skipped {
-            task_rows_deleted: 0,
-            asset_rows_deleted: 0,
-            batches: 0,
-            cutoff: cutoff.to_rfc3339(),
-            dry_run: args.dry_run,
-            interrupted: false,
-            skipped: reason,
-        };
-        report.write_metrics(crate::error::exit::SUCCESS)?;
-        report.emit(&Rendered::doc(doc))?;
-        return Ok(());
+        // The summary of a run that deleted nothing, with the reason: not a success, so its
+        // metrics say `skipped` and leave the last success where it was.
+        let mut summary = Summary::empty(cutoff, ctx.settings.state_cleanup_batch_size.value).doc();
+        summary.dry_run = args.dry_run;
+        report.skipped = true;
+        report.emit(Rendered::doc(Skipped { summary, skipped: reason }))?;
+        return report.write_metrics(crate::error::exit::SUCCESS);
     }
     let options = Options {
         cutoff,
@@ -257,6 +276,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         progress: Progress::new(total, progress_every),
         last_words: report.structured().then_some(report.format),
         started: Instant::now(),
+        started_at: report.started_at.clone(),
     };
     if args.verbose {
         watcher.progress.detail(&format!(
@@ -282,8 +302,8 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let doc = summary.doc();
     report.so_far = Some(summary);
     result?;
-    report.write_metrics(crate::error::exit::SUCCESS)?;
-    report.emit(&Rendered::doc(doc))
+    report.emit(Rendered::doc(doc))?;
+    report.write_metrics(crate::error::exit::SUCCESS)
 }
 
 /// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
@@ -300,6 +320,8 @@ struct Watcher {
     /// With `-o json` or `-o yaml`, the format of the document a second signal prints.
     last_words: Option<Format>,
     started: Instant,
+    /// The documents' `started_at`.
+    started_at: String,
 }
 
 impl Watch for Watcher {
@@ -309,7 +331,7 @@ impl Watch for Watcher {
             summary.batches + summary.orphan_batches,
         );
         let Some(format) = self.last_words.filter(|_| deleted) else { return };
-        let (summary, started) = (summary.clone(), self.started);
+        let (summary, started, started_at) = (summary.clone(), self.started, self.started_at.clone());
         signals::on_exit_print(move |ending| {
             let mut summary = summary.clone();
             summary.seconds = started.elapsed().as_secs_f64();
@@ -328,7 +350,8 @@ impl Watch for Watcher {
                 Ending::Failed { .. } => ending.message().unwrap_or_default(),
             };
             let message = redact::mask(&message);
-            output::document(format, &Failed::new(Some(summary.doc()), &message, ending.exit_code()), false)
+            let doc = Failed::new(Some(summary.doc()), &message, ending.exit_code());
+            output::document(format, &Stamped { started_at: &started_at, doc: &doc }, false)
                 .unwrap_or_default()
         });
     }
@@ -349,15 +372,12 @@ impl Watch for Notes {
     }
 }
 
-/// What a clean with a custom `[state_store] backend` prints: zero counts and the reason.
+/// What a clean with a custom `[state_store] backend` prints: the summary of a run that did
+/// nothing, and the reason.
 #[derive(Serialize)]
 struct Skipped {
-    task_rows_deleted: u64,
-    asset_rows_deleted: u64,
-    batches: u64,
-    cutoff: String,
-    dry_run: bool,
-    interrupted: bool,
+    #[serde(flatten)]
+    summary: SummaryDoc,
     skipped: String,
 }
 
@@ -461,7 +481,7 @@ fn dry_run(
         by_asset.len(),
         cutoff.to_rfc3339()
     ));
-    report.emit(&Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
+    report.emit(Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
     Ok(())
 }
 

@@ -56,16 +56,8 @@ pub(crate) fn run(
     watch: &mut dyn Watch,
 ) -> (Summary, Result<()>) {
     let summary = Summary {
-        task_rows_deleted: 0,
-        asset_rows_deleted: 0,
-        batches: 0,
-        orphan_batches: 0,
-        cutoff: options.cutoff,
-        batch_size: options.batch_size,
-        stopped_by: None,
-        seconds: 0.0,
         archive: archive.as_deref().map(archived),
-        in_doubt: None,
+        ..Summary::empty(options.cutoff, options.batch_size)
     };
     let started = Instant::now();
     let mut run = Run { store, summary, options, started, archive, watch };
@@ -100,6 +92,9 @@ pub(crate) struct Summary {
     pub(crate) asset_rows_deleted: u64,
     pub(crate) batches: u64,
     pub(crate) orphan_batches: u64,
+    /// Expired task rows a complete expired phase left behind: rows another session held
+    /// locked, which the batches skipped. `None` when the phase did not run to its end.
+    pub(crate) task_rows_skipped: Option<u64>,
     pub(crate) cutoff: Timestamp,
     pub(crate) batch_size: u64,
     pub(crate) stopped_by: Option<Stop>,
@@ -113,6 +108,23 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
+    /// The summary of a run that has done nothing yet.
+    pub(crate) fn empty(cutoff: Timestamp, batch_size: u64) -> Summary {
+        Summary {
+            task_rows_deleted: 0,
+            asset_rows_deleted: 0,
+            batches: 0,
+            orphan_batches: 0,
+            task_rows_skipped: None,
+            cutoff,
+            batch_size,
+            stopped_by: None,
+            seconds: 0.0,
+            archive: None,
+            in_doubt: None,
+        }
+    }
+
     /// The one line that ends every run, on stderr.
     pub(crate) fn line(&self) -> String {
         let stopped = match self.stopped_by {
@@ -135,8 +147,16 @@ impl Summary {
             ),
             None => String::new(),
         };
+        let skipped = match self.task_rows_skipped {
+            Some(rows) if rows > 0 => {
+                format!(
+                    "; skipped {rows} expired task row(s) another session held locked, left for the next run"
+                )
+            }
+            _ => String::new(),
+        };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{archived}{in_doubt}{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{skipped}{archived}{in_doubt}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -160,6 +180,7 @@ impl Summary {
             seconds: (self.seconds * 1000.0).round() / 1000.0,
             archive: self.archive.as_ref().map(|(path, _)| path.clone()),
             archived_rows: self.archive.as_ref().map(|(_, rows)| *rows),
+            task_rows_skipped: self.task_rows_skipped,
         }
     }
 }
@@ -173,13 +194,14 @@ pub(crate) struct SummaryDoc {
     pub(crate) orphan_batches: u64,
     pub(crate) cutoff: String,
     pub(crate) batch_size: u64,
-    dry_run: bool,
+    pub(crate) dry_run: bool,
     interrupted: bool,
     pub(crate) stopped_by: Option<&'static str>,
     /// To the millisecond.
     pub(crate) seconds: f64,
     pub(crate) archive: Option<String>,
     archived_rows: Option<u64>,
+    pub(crate) task_rows_skipped: Option<u64>,
 }
 
 /// One clean in progress: the connection, what has been done so far, what may stop it, and
@@ -202,6 +224,11 @@ impl Run<'_> {
             if self.summary.stopped_by.is_some() {
                 return Ok(());
             }
+            // Every batch ran: an expired row still there was held by another session (a worker
+            // writing that key) when its batch came, and skipped (PostgreSQL, MySQL 8.0.1+ and
+            // MariaDB 10.6+), or written already expired during the run. The next run takes it.
+            // One count on the `expires_at` index, of the few rows left.
+            self.summary.task_rows_skipped = Some(self.store.count_expired(self.summary.cutoff)?);
         }
         if let Some(stop) = self.should_stop().filter(|s| matches!(s, Stop::Signal(_))) {
             self.summary.stopped_by = Some(stop);

@@ -1,12 +1,15 @@
-//! What a clean does its own way on MySQL and MariaDB: a named lock, and MariaDB's
-//! `DELETE … RETURNING`, which finds and deletes a batch in one statement.
+//! What a clean does its own way on MySQL and MariaDB: a named lock; MariaDB's `DELETE …
+//! RETURNING`, which finds and deletes a batch in one statement; and, on servers with `SKIP
+//! LOCKED` (MariaDB 10.6+, MySQL 8.0.1+), batches that skip the rows a worker holds instead of
+//! waiting for them, as on PostgreSQL. Older servers wait up to `--lock-timeout` for a held
+//! row, then fail the batch (exit 4).
 
 use mysql::prelude::Queryable;
 use mysql::{Params, Value};
 
 use super::{MysqlConnection, cause};
 use crate::db::clean::Batch;
-use crate::db::dialect::first;
+use crate::db::dialect::{Connection, all, first};
 use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
@@ -66,6 +69,184 @@ pub(super) fn batch_by_returning(
     Ok(Batch { deleted, last_id: if deleted == n { last } else { None } })
 }
 
+/// Whether the server has `SELECT … FOR UPDATE SKIP LOCKED`: MariaDB 10.6 and MySQL 8.0.1
+/// added it. `version` is `SELECT VERSION()`'s text (`10.11.6-MariaDB-0+deb12u1`, `8.0.36`).
+pub(super) fn skips_locked_rows(version: &str) -> bool {
+    // The handshake's `5.5.5-` prefix of MariaDB, should the text come from there.
+    let version = version.strip_prefix("5.5.5-").unwrap_or(version);
+    let mut parts = version.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
+    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+    let (major, minor, patch) = (next(), next(), next());
+    if version.contains("MariaDB") { (major, minor) >= (10, 6) } else { (major, minor, patch) >= (8, 0, 1) }
+}
+
+/// Rows one locking read takes: a batch of up to this size is one, and a batch size of 0 (one
+/// transaction) takes the table this many rows at a time, never every id in memory at once.
+const CHUNK: u64 = 10_000;
+
+/// A batch as on a server without `SKIP LOCKED` ([`batch_by_returning`]), but with no wait for
+/// a row lock; when a row of the batch is held, the batch again, skipping it
+/// ([`delete_skipping_locked`]).
+pub(super) fn batch_skipping_locked(
+    my: &mut MysqlConnection,
+    cutoff: Timestamp,
+    after_id: i64,
+    n: u64,
+) -> Result<Batch> {
+    match without_waiting(my, |my| batch_by_returning(my, cutoff, after_id, n)) {
+        Err(e) if lock_not_granted(&e) => delete_skipping_locked(my, cutoff, after_id, None, Some(n)),
+        done => done,
+    }
+}
+
+/// The expired rows of an id range as on a server without `SKIP LOCKED`, but with no wait for
+/// a row lock; when a row of the range is held, the range again, skipping it.
+pub(super) fn range_skipping_locked(
+    my: &mut MysqlConnection,
+    cutoff: Timestamp,
+    after_id: i64,
+    up_to_id: Option<i64>,
+) -> Result<u64> {
+    match without_waiting(my, |my| crate::db::clean::delete_range(my, cutoff, after_id, up_to_id)) {
+        Err(e) if lock_not_granted(&e) => {
+            Ok(delete_skipping_locked(my, cutoff, after_id, up_to_id, None)?.deleted)
+        }
+        done => done,
+    }
+}
+
+/// Runs `statement` with InnoDB's row-lock wait at 0 for this session (MariaDB gives up at
+/// once; MySQL's shortest wait is 1 s), then puts back the wait `begin` set from
+/// `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL, the plain statement is
+/// the rule and skipping the way round a held row: locking first costs a round trip per row.
+fn without_waiting<T>(
+    my: &mut MysqlConnection,
+    statement: impl FnOnce(&mut MysqlConnection) -> Result<T>,
+) -> Result<T> {
+    let what = "cannot set the lock timeouts";
+    my.run(
+        what,
+        &Query::new("SET @state_store_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = 0"),
+    )?;
+    let done = statement(my);
+    let restored = my.run(what, &Query::new("SET SESSION innodb_lock_wait_timeout = @state_store_wait"));
+    // The statement's own error first: a connection that is gone fails both.
+    let done = done?;
+    restored?;
+    Ok(done)
+}
+
+/// Whether `e` is InnoDB's "Lock wait timeout exceeded" (1205): a row the statement needed was
+/// held by another session, and the statement was rolled back.
+fn lock_not_granted(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let mysql = match cause.downcast_ref::<Error>() {
+            Some(Error::Database { cause, .. }) => cause.downcast_ref::<super::MysqlError>(),
+            _ => cause.downcast_ref::<super::MysqlError>(),
+        };
+        matches!(mysql, Some(super::MysqlError { error: mysql::Error::MySqlError(server), .. }) if server.code == 1205)
+    })
+}
+
+/// Deletes, in one transaction, the expired rows with `after_id < id <= up_to_id` (no upper
+/// bound when `None`), at most `limit` of them in id order, skipping any row another session
+/// holds locked (a worker writing that key right now) instead of waiting for it: that row is
+/// not expired any more once the worker commits, or the next run takes it. The batch's
+/// `last_id` is the last row deleted when the limit stopped it, `None` when no expired row it
+/// could take is left in the range.
+///
+/// InnoDB's DELETE locks every row it examines, an unexpired row in the range included, so a
+/// plain DELETE behind one held row waits until `--lock-timeout` fails the whole batch. Here a
+/// locking read with `SKIP LOCKED` takes the expired rows no one holds, and one DELETE of
+/// their ids, without waiting, deletes them. On a small table the optimizer may scan the
+/// table for `id IN (…)` instead (EXPLAIN `ALL`) and meet the held row; that DELETE is then
+/// rolled back and each row is deleted by its primary key alone, which examines no other row.
+/// (A join to the ids was no surer: it scanned too once its prepared statement ran a third
+/// time.) `FORCE INDEX (PRIMARY)` keeps the read a walk of the primary key, as the plain
+/// batches are. A
+/// locking read reads the newest committed version of a row and checks `expires_at` on it, so
+/// a key a worker refreshed since the run began is never taken, and the rows taken stay locked
+/// by this transaction until it commits, so none can be refreshed before its DELETE. The
+/// session is READ COMMITTED (`connect.rs`): the unexpired rows the read examines are released
+/// at once.
+///
+/// Measured on MariaDB 10.11 (200,000 rows, 100,000 expired, batch 10,000, a debug build):
+/// 1.2-1.8 s for the run with no row held; with one row held in each of the ten batches, all
+/// of which then take this way, 3.9-4.9 s with one DELETE per chunk, and 16.7 s when every
+/// row was deleted by its own statement (a round trip each), the fallback. A batch pays it only
+/// when a worker holds one of its rows at that moment.
+pub(super) fn delete_skipping_locked(
+    my: &mut MysqlConnection,
+    cutoff: Timestamp,
+    after_id: i64,
+    up_to_id: Option<i64>,
+    limit: Option<u64>,
+) -> Result<Batch> {
+    my.run("cannot start a transaction", &Query::new("START TRANSACTION"))?;
+    let done = take_and_delete(my, cutoff, after_id, up_to_id.unwrap_or(i64::MAX), limit);
+    match done {
+        Ok(done) => {
+            my.run("cannot commit the deletion of expired rows", &Query::new("COMMIT"))?;
+            Ok(done)
+        }
+        Err(e) => {
+            // The first error is the one to report; a connection that is gone rolled back.
+            let _ = my.execute(&Query::new("ROLLBACK"));
+            Err(e)
+        }
+    }
+}
+
+fn take_and_delete(
+    my: &mut MysqlConnection,
+    cutoff: Timestamp,
+    mut after_id: i64,
+    up_to_id: i64,
+    limit: Option<u64>,
+) -> Result<Batch> {
+    let what = "cannot delete expired rows";
+    let take = Query::new(
+        "SELECT id FROM task_state_store FORCE INDEX (PRIMARY) WHERE id > ? AND id <= ? \
+         AND expires_at < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+    );
+    let mut deleted = 0_u64;
+    loop {
+        let n = limit.map_or(CHUNK, |limit| CHUNK.min(limit.saturating_sub(deleted)));
+        if n == 0 {
+            return Ok(Batch { deleted, last_id: Some(after_id) });
+        }
+        let query = take.clone().bind(after_id).bind(up_to_id).bind(cutoff).bind(n);
+        let ids = all(my, what, &query, Fields::int)?;
+        let Some(&last) = ids.last() else { return Ok(Batch { deleted, last_id: None }) };
+        // The rows are this transaction's until it commits; the expiry is checked again all
+        // the same, for free on rows already read.
+        let mut taken =
+            Query::new("DELETE FROM task_state_store WHERE expires_at < ? AND id IN (").bind(cutoff);
+        for (i, id) in ids.iter().enumerate() {
+            taken = taken.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
+        }
+        match without_waiting(my, |my| my.run(what, &taken.push(")"))) {
+            Ok(n) => deleted += n,
+            // The optimizer scanned the table instead and met a held row; the statement alone
+            // was rolled back.
+            Err(e) if lock_not_granted(&e) => {
+                for id in &ids {
+                    let one = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
+                    deleted += my.run(what, &one.bind(*id).bind(cutoff))?;
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        after_id = last;
+        if (ids.len() as u64) < n {
+            return Ok(Batch { deleted, last_id: None });
+        }
+        if limit.is_some_and(|limit| deleted >= limit) {
+            return Ok(Batch { deleted, last_id: Some(last) });
+        }
+    }
+}
+
 /// The longest user-level lock name MySQL 5.7+ accepts (MariaDB takes longer ones).
 const LOCK_NAME_MAX: usize = 64;
 
@@ -93,6 +274,23 @@ fn clean_lock_name(database: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skip_locked_from_mariadb_10_6_and_mysql_8_0_1() {
+        for (version, skips) in [
+            ("10.11.6-MariaDB-0+deb12u1", true),
+            ("10.6.0-MariaDB", true),
+            ("5.5.5-10.6.12-MariaDB", true),
+            ("10.5.23-MariaDB-log", false),
+            ("8.0.36", true),
+            ("8.0.1", true),
+            ("8.0.0-dmr", false),
+            ("5.7.44-log", false),
+            ("", false),
+        ] {
+            assert_eq!(skips_locked_rows(version), skips, "{version}");
+        }
+    }
 
     #[test]
     fn clean_lock_names_fit_mysqls_64_characters() {

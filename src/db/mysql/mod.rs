@@ -328,13 +328,24 @@ impl Connection for MysqlConnection {
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
-        // MariaDB finds and deletes a batch in one statement.
-        if self.version.contains("MariaDB") {
+        // A row a worker holds is skipped, not waited for, wherever the server can.
+        if self.version.contains("MariaDB") && clean::skips_locked_rows(&self.version) {
+            clean::batch_skipping_locked(self, cutoff, after_id, n)
+        } else if self.version.contains("MariaDB") {
+            // MariaDB finds and deletes a batch in one statement.
             clean::batch_by_returning(self, cutoff, after_id, n)
         } else {
-            // MySQL has no DELETE … RETURNING: find the batch's last id, then delete up to it.
+            // MySQL has no DELETE … RETURNING: find the batch's last id, then delete up to it
+            // (a held row skipped there, below).
             super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
         }
+    }
+
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
+        if clean::skips_locked_rows(&self.version) {
+            return clean::range_skipping_locked(self, cutoff, after, up_to);
+        }
+        super::clean::delete_range(self, cutoff, after, up_to)
     }
 
     /// A chunk of several rows is one multi-row upsert. The server counts the rows it changed:
