@@ -219,8 +219,8 @@ impl Connection for MysqlConnection {
         query: &Query<'_>,
         each: &mut dyn FnMut(Row) -> ControlFlow<()>,
     ) -> std::result::Result<(), Cause> {
-        let sql = Dialect::Mysql.render(&query.text(), query.params());
-        let params = Params::Positional(query.params().iter().map(value).collect());
+        let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
+        let params = Params::Positional(params.iter().map(value).collect());
         // The server gives up on a client that reads no more of a result for
         // `net_write_timeout`, and ends a session idle for `wait_timeout` (after the last row is
         // sent, before the reader takes it), both of which the session sets to bounds of its
