@@ -9,6 +9,40 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 command -v python3 >/dev/null || { echo "error: python3 is required by the test suite" >&2; exit 1; }
+
+# The completion and manual-page tests run a real zsh, fish and man (bash is always there), the
+# operations guide's systemd units and alerts are checked by systemd-analyze and promtool, and
+# the interoperability tier builds mysqlclient against the MariaDB client headers. A missing
+# one fails its tests, so what is missing is installed from Debian's packages where this runs
+# as root (or with sudo) with apt; elsewhere the run stops here, naming the packages. A machine
+# that must go without some tools names them in STATE_STORE_TEST_MISSING_TOOLS (README).
+packages=()
+missing_tool() { [[ ",${STATE_STORE_TEST_MISSING_TOOLS:-}," == *",$1,"* ]]; }
+need() { missing_tool "$1" || command -v "$1" >/dev/null 2>&1 || packages+=("$2"); }
+need zsh zsh
+need fish fish
+need man man-db
+need groff groff-base
+need systemd-analyze systemd
+need promtool prometheus
+pkg-config --exists mariadb 2>/dev/null || pkg-config --exists mysqlclient 2>/dev/null ||
+    packages+=(libmariadb-dev pkg-config)
+if [ ${#packages[@]} -gt 0 ]; then
+    sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo -n)
+    if ! command -v apt-get >/dev/null 2>&1 || { [ ${#sudo[@]} -gt 0 ] && ! sudo -n true 2>/dev/null; }; then
+        echo "error: the test suite needs ${packages[*]}; install them (Debian: sudo apt-get install ${packages[*]}), or name the tools this machine goes without in STATE_STORE_TEST_MISSING_TOOLS" >&2
+        exit 1
+    fi
+    echo "test: installing ${packages[*]} (Debian packages) for the completion, manual-page, operations and interoperability tests" >&2
+    if ! { "${sudo[@]}" apt-get update -qq &&
+        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
+            apt-get install -y -qq --no-install-recommends "${packages[@]}"; } >/dev/null 2>&1; then
+        echo "error: cannot install ${packages[*]} with apt-get; the test suite needs them" >&2
+        exit 1
+    fi
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets --quiet -- -D warnings
 cargo test --locked --all-targets

@@ -1257,12 +1257,7 @@ mod files {
             };
         }
         let out = c.stdin(Stdio::null()).output().expect("sh and prlimit (util-linux)");
-        Run {
-            args: args.iter().map(|s| s.to_string()).collect(),
-            code: out.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        }
+        Run::from(out, args)
     }
 
     /// The file holds whole lines only, each a JSON object; their number.

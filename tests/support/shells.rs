@@ -28,7 +28,7 @@ pub fn installed(tool: &str, debian_package: &str) -> bool {
     assert!(
         declared,
         "{tool} is not installed, so its checks cannot run: install it (apt-get install -y \
-         {debian_package}; .ci/run does), or set STATE_STORE_TEST_MISSING_TOOLS={tool} to skip them"
+         {debian_package}; ./scripts/test.sh does), or set STATE_STORE_TEST_MISSING_TOOLS={tool} to skip them"
     );
     eprintln!("note: {tool} is missing and STATE_STORE_TEST_MISSING_TOOLS lists it: its checks are skipped");
     false
