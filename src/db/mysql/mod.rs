@@ -237,7 +237,7 @@ impl Connection for MysqlConnection {
                 "SET SESSION net_write_timeout = {LIFTED_TIMEOUT}, SESSION wait_timeout = {LIFTED_TIMEOUT}"
             ))
             .map_err(cause)?;
-        let streamed = (|| {
+        let streamed: std::result::Result<(), Cause> = (|| {
             let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
             for row in result.by_ref() {
                 if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
@@ -246,11 +246,15 @@ impl Connection for MysqlConnection {
             }
             Ok(())
         })();
-        // Every row was delivered: a connection that failed meanwhile fails the next statement,
-        // not this one.
-        let _ = self
-            .conn
-            .query_drop(format!("SET SESSION net_write_timeout = {write}, SESSION wait_timeout = {wait}"));
+        // A connection that broke has no session to put back, and asking would wait out
+        // another bound. Once every row was delivered, a connection that failed meanwhile
+        // fails the next statement, not this one.
+        let broken = streamed.as_ref().err().is_some_and(|e| self.outcome_unknown(e.as_ref()));
+        if !broken {
+            let _ = self.conn.query_drop(format!(
+                "SET SESSION net_write_timeout = {write}, SESSION wait_timeout = {wait}"
+            ));
+        }
         streamed
     }
 

@@ -314,12 +314,17 @@ impl Connection for PostgresConnection {
             .map_err(cause)?;
         let streamed = stream(&mut self.client, &statement, &params, &stall, each);
         let (names, values): (Vec<String>, Vec<String>) = lifted.into_iter().unzip();
-        // Every row was delivered: a connection that failed meanwhile fails the next statement,
-        // not this one.
-        let _ = self.client.execute(
-            "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS bounds(n, v)",
-            &[&names, &values],
-        );
+        // A connection that broke has no session to put back, and asking would wait out
+        // another bound. Once every row was delivered, a connection that failed meanwhile
+        // fails the next statement, not this one.
+        let broken = streamed.as_ref().err().is_some_and(|e| self.outcome_unknown(e.as_ref()));
+        if !broken {
+            let _stall = stall_guard(&self.location, &self.timeouts);
+            let _ = self.client.execute(
+                "SELECT set_config(n, v, false) FROM unnest($1::text[], $2::text[]) AS bounds(n, v)",
+                &[&names, &values],
+            );
+        }
         streamed
     }
 
