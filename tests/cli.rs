@@ -3840,6 +3840,98 @@ mod shell_and_scripts {
         bench.run_with_stdin(&cmd(&["set", "k", "-"], &task(&[])), "[1]\n").success();
     }
 
+    /// The shell script of docs/operations/cronjob.yaml (the container's `args`), dedented.
+    fn cronjob_script() -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations/cronjob.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text.lines().skip_while(|l| l.trim() != "args:").skip(1);
+        assert_eq!(lines.next().map(str::trim), Some("- |"), "args is one block scalar");
+        let body: Vec<&str> =
+            lines.take_while(|l| l.trim().is_empty() || l.starts_with("                  ")).collect();
+        let indent = body[0].len() - body[0].trim_start().len();
+        body.iter().map(|l| format!("{}\n", l.get(indent..).unwrap_or(""))).collect()
+    }
+
+    /// A drained node or a deleted pod stops the CronJob's clean with SIGTERM: the script
+    /// passes it on (its shell is the container's PID 1, which gets no signal it does not
+    /// handle), pushes the metrics (exit code 143) and exits 0, not a failed Job.
+    #[test]
+    fn the_cronjob_script_passes_sigterm_on_and_takes_143_as_no_failure() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 40, 2);
+        let bin = bench.dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+        let metrics = bench.dir.path().join("state_store_clean.prom");
+        let script = cronjob_script()
+            .replace("/metrics/state_store_clean.prom", metrics.to_str().unwrap())
+            .replace("--batch-size 10000 --sleep 100ms", "--batch-size 1 --sleep 150ms");
+        assert!(script.contains("--sleep 150ms"), "{script}");
+        // The environment the tool's own runs get (the bench's database), for the shell.
+        let mut sh = std::process::Command::new("sh");
+        for (key, value) in bench.cmd(&[]).get_envs() {
+            if let Some(value) = value {
+                sh.env(key, value);
+            }
+        }
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let child = sh
+            .args(["-c", &script])
+            .env("PATH", path)
+            .env("PUSHGATEWAY_URL", "http://127.0.0.1:9")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        until_some_rows_are_gone(&bench, 40);
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("stopped by SIGTERM"), "the clean heard the signal: {stderr}");
+        assert!(stderr.contains("cannot push the metrics"), "{stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(fields(&v, &["interrupted", "stopped_by"]), json!([true, "SIGTERM"]));
+        let prom = std::fs::read_to_string(&metrics).unwrap();
+        assert!(prom.contains("state_store_clean_exit_code 143\n"), "{prom}");
+    }
+
+    /// What the guides tell an operator to type: the wheel from this repository, never a
+    /// package of that name from an index (anyone could register it); the manual pages
+    /// installed before `systemd-analyze verify`, which checks the unit's `Documentation=`;
+    /// and, beside "drop the airflow prefix", that this clean deletes more than Airflow's.
+    #[test]
+    fn the_guides_install_from_this_repository_and_say_what_clean_deletes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        for path in ["README.md", "docs/operations.md", "docs/operations/cronjob.yaml"] {
+            for line in read(path).lines().filter(|l| l.contains("pip install state-store")) {
+                assert!(line.contains("never"), "{path}: {line}");
+            }
+        }
+        let cronjob = read("docs/operations/cronjob.yaml");
+        assert!(cronjob.contains("maturin build --release --out dist"), "{cronjob}");
+        assert!(cronjob.contains("pip install --no-index --no-deps /tmp/state_store-*.whl"), "{cronjob}");
+
+        let guide = read("docs/operations.md");
+        let verify = guide.lines().position(|l| l.contains("systemd-analyze verify /etc/systemd")).unwrap();
+        let man = guide
+            .lines()
+            .position(|l| l.contains("state-store man --out-dir /usr/local/share/man/man1"))
+            .unwrap();
+        assert!(man < verify, "the manual pages are installed before the units are verified");
+
+        let clean = read("docs/commands/clean.md");
+        let prefix = clean.split("\n\n").find(|p| p.contains("drop the `airflow` prefix")).unwrap();
+        assert!(prefix.contains("inactive assets") && prefix.contains("--no-orphans"), "{prefix}");
+    }
+
     contract! {
         /// The unmapped index of a mapped task: the advice is the flag the user forgot, not the
         /// one that writes a key no instance reads.
