@@ -3932,6 +3932,35 @@ mod shell_and_scripts {
         assert!(prefix.contains("inactive assets") && prefix.contains("--no-orphans"), "{prefix}");
     }
 
+    /// At a terminal (script(1)), import and export show clean's kind of bar on stderr:
+    /// import per pass through the file, in bytes; export in rows written. Not over rows that
+    /// go to the terminal themselves.
+    #[test]
+    fn import_and_export_draw_a_bar_at_a_terminal() {
+        let bench = with_run(Dialect::Sqlite);
+        let keys: Vec<String> = (0..20_000).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> =
+            keys.iter().map(|k| ("load", -1, k.as_str(), "1", "2026-01-01 00:00:00.000000", None)).collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let file = bench.dir.path().join("e.jsonl");
+        let file = file.to_str().unwrap();
+        let (code, screen) = on_terminal(&bench, &["export", "--file", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("export: ") && screen.contains(" rows, "), "a count at a terminal: {screen}");
+        assert!(screen.contains("exported 20000 task row(s)"), "{screen}");
+        let (code, screen) = on_terminal(&bench, &["import", "--dry-run", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("import: checking [") && screen.contains("ETA"), "{screen}");
+        assert!(!screen.contains("import: writing"), "a dry run reads the file once: {screen}");
+        let (code, screen) = on_terminal(&bench, &["import", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("import: checking [") && screen.contains("import: writing ["), "{screen}");
+        assert!(screen.contains("import: restored 20000 task row(s)"), "{screen}");
+        let (code, screen) = on_terminal(&bench, &["export", "--dag-id", DAG], "");
+        assert_eq!(code, 0);
+        assert!(!screen.contains("export: "), "no bar over the rows on the terminal");
+    }
+
     contract! {
         /// The unmapped index of a mapped task: the advice is the flag the user forgot, not the
         /// one that writes a key no instance reads.
