@@ -325,6 +325,12 @@ impl Sink {
         self.path.as_deref()
     }
 
+    /// Rows written so far, those not yet flushed or synced included: for progress, not for
+    /// the counts a summary reports.
+    pub(crate) fn written(&self) -> u64 {
+        self.task_rows + self.asset_rows + self.held.0 + self.held.1
+    }
+
     pub(crate) fn task(&mut self, entry: &TaskEntry) -> io::Result<()> {
         self.line(&Line { kind: "task", row: entry })?;
         self.held.0 += 1;

@@ -220,12 +220,14 @@ pub(crate) enum ConfigCommand {
     /// Every option with its value and source (flag, environment, _cmd, file and line, default);
     /// the database password is masked
     Show,
-    /// One option's value, for scripts (exit 1 when it is unset or not an option state-store reads)
+    /// One option's value, for scripts (exit 1 when it is unset or not an option state-store
+    /// reads): `config get database sql_alchemy_conn`, or `config get database.sql_alchemy_conn`
+    /// as `config show -o plain` names it
     Get {
-        /// Section, e.g. state_store or database
+        /// Section, e.g. state_store or database; or SECTION.KEY in one word
         section: String,
-        /// Option, e.g. state_cleanup_batch_size
-        key: String,
+        /// Option, e.g. state_cleanup_batch_size (none when the first word is SECTION.KEY)
+        key: Option<String>,
     },
 }
 
@@ -258,7 +260,13 @@ pub(crate) struct ScopeArgs {
     #[arg(long, value_name = "URI", help_heading = "Asset scope")]
     pub asset_uri: Option<String>,
     /// Asset by id (also reaches inactive assets)
-    #[arg(long, value_name = "ID", help_heading = "Asset scope")]
+    #[arg(
+        long,
+        value_name = "ID",
+        allow_negative_numbers = true,
+        value_parser = asset_id,
+        help_heading = "Asset scope"
+    )]
     pub asset_id: Option<i64>,
 }
 
@@ -562,9 +570,22 @@ fn whole(text: &str, at_least: u64) -> Result<u64, String> {
 
 /// A map index: -1 for an unmapped task, 0 and up for the instances of a mapped one.
 fn map_index(text: &str) -> Result<i64, String> {
-    text.parse::<i64>().map_err(|_| {
-        "not a whole number: give -1 for an unmapped task, or 0 and up for a mapped one".to_string()
-    })
+    const GIVE: &str = "give -1 for an unmapped task, or 0 and up for a mapped one";
+    match text.parse::<i128>() {
+        Ok(n) => i64::try_from(n).map_err(|_| format!("out of range: {GIVE}")),
+        Err(_) => Err(format!("not a whole number: {GIVE}")),
+    }
+}
+
+/// An asset's id, 1 and up as the database numbers them. Parsed here rather than by clap's own
+/// parser, whose messages ("number too large to fit in target type", or `-1` taken for a flag)
+/// do not say what is expected.
+fn asset_id(text: &str) -> Result<i64, String> {
+    match text.parse::<i128>() {
+        Ok(n) if n < 1 => Err("an asset id is a whole number of 1 or more".to_string()),
+        Ok(n) => i64::try_from(n).map_err(|_| format!("too large: an asset id is at most {}", i64::MAX)),
+        Err(_) => Err("not a whole number: an asset id is 1 or more".to_string()),
+    }
 }
 
 #[cfg(test)]

@@ -118,22 +118,25 @@ fn panic_message(payload: &(dyn Any + Send), location: Option<&Location<'_>>) ->
     )
 }
 
-/// `--help` and `--version` print to stdout and succeed; any other clap error becomes the
-/// one-line `error: …` of every other failure, with exit code 2.
+/// `--help` and `--version` print to stdout and succeed. A command line without its command
+/// (`state-store`, `state-store config`) is a usage error: its help goes to stderr, as every
+/// other usage error does, so that a script's captured stdout stays empty, with exit code 2.
+/// Any other clap error becomes the one-line `error: …` of every other failure, exit code 2.
 fn clap_exit(e: &clap::Error) -> i32 {
     match e.kind() {
-        ErrorKind::DisplayHelp
-        | ErrorKind::DisplayVersion
-        | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
             let text = e.render().to_string();
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(text.as_bytes());
             let _ = out.flush();
-            if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                exit::USAGE
-            } else {
-                exit::SUCCESS
-            }
+            exit::SUCCESS
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let text = e.render().to_string();
+            let mut err = std::io::stderr().lock();
+            let _ = err.write_all(text.as_bytes());
+            let _ = err.flush();
+            exit::USAGE
         }
         _ => {
             print_error(&clap_message(e));

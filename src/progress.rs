@@ -1,11 +1,18 @@
-//! Progress of a long `clean`, on stderr: at a terminal, an indicatif bar (rows, rate, ETA)
-//! redrawn in place; otherwise a plain line every few seconds, so a cron log shows a run is
-//! alive. `--verbose` detail lines go through here too, so that they never land inside the bar.
+//! Progress of a long command, on stderr. `clean`: at a terminal, an indicatif bar (rows,
+//! rate, ETA) redrawn in place; otherwise a plain line every few seconds, so a cron log shows a
+//! run is alive. `--verbose` detail lines go through here too, so that they never land inside
+//! the bar. `import` ([`FileProgress`]) and `export` ([`RowProgress`]) draw the same kind of
+//! bar at a terminal and print nothing elsewhere: their runs are not scheduled, and a pipe's
+//! reader wants their summary line alone.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use indicatif::{ProgressBar, ProgressState, ProgressStyle};
+use indicatif::{ProgressBar, ProgressFinish, ProgressState, ProgressStyle};
 
 /// The bar when the rows to delete are known: `clean [####....] 50/200 rows  25% 10 rows/s ETA 15s`.
 const BAR: &str = "clean [{bar:30}] {pos}/{len} rows {percent:>3}% {rate} ETA {eta}";
@@ -84,6 +91,132 @@ impl Progress {
     }
 }
 
+/// A pass over a file of known size: `import: checking [####....] 12.00 MiB/96.00 MiB  12% ETA 8s`.
+const FILE_BAR: &str = "{prefix} [{bar:30}] {bytes}/{total_bytes} {percent:>3}% ETA {eta}";
+/// A pass over a file of unknown size (a FIFO): `import: checking 12.00 MiB`.
+const FILE_COUNT: &str = "{prefix} {bytes}";
+/// Rows written, the total unknown: `export: 12000 rows, 3000 rows/s`.
+const ROWS: &str = "{prefix}: {pos} rows, {rate}";
+
+/// How often the bar of a file reads the file's offset.
+const FILE_TICK: Duration = Duration::from_millis(100);
+
+/// The bar of a file read in passes by code that knows nothing of progress (the import
+/// engine, which opens the file itself for each pass). Each file handed over through
+/// [`FileProgress::opened`] is kept as a duplicate, which shares the reader's offset: the bar
+/// follows that offset, read by a thread of its own, so the engine needs no hook. At a
+/// terminal only; elsewhere it does nothing.
+pub(crate) struct FileProgress {
+    bar: Option<ProgressBar>,
+    /// What each pass is doing, in order (`checking`, `writing`); the last is kept for any
+    /// further pass.
+    passes: &'static [&'static str],
+    command: &'static str,
+    opened: AtomicUsize,
+    watched: Mutex<Option<File>>,
+}
+
+impl FileProgress {
+    pub(crate) fn new(command: &'static str, passes: &'static [&'static str]) -> FileProgress {
+        let bar = stderr_is_terminal().then(|| {
+            ProgressBar::no_length().with_style(style(FILE_COUNT)).with_finish(ProgressFinish::AndClear)
+        });
+        FileProgress { bar, passes, command, opened: AtomicUsize::new(0), watched: Mutex::new(None) }
+    }
+
+    /// Takes the file a pass is about to read from its first byte, and returns it: the bar
+    /// starts over, labelled with the pass.
+    pub(crate) fn opened(&self, file: File) -> std::io::Result<File> {
+        let pass = self.opened.fetch_add(1, Ordering::SeqCst);
+        let Some(bar) = &self.bar else { return Ok(file) };
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if len > 0 {
+            bar.set_style(style(FILE_BAR));
+            bar.set_length(len);
+        }
+        bar.set_prefix(pass_label(self.command, self.passes, pass));
+        bar.reset();
+        let watched = file.try_clone()?;
+        if let Ok(mut slot) = self.watched.lock() {
+            *slot = Some(watched);
+        }
+        Ok(file)
+    }
+
+    /// Runs `work`, the bar redrawn from the file's offset meanwhile, then cleared.
+    pub(crate) fn during<T>(&self, work: impl FnOnce() -> T) -> T {
+        let Some(bar) = &self.bar else { return work() };
+        let (stop, stopped) = mpsc::channel::<()>();
+        let result = std::thread::scope(|scope| {
+            scope.spawn(move || {
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(FILE_TICK) {
+                    if let Some(at) = self.position() {
+                        bar.set_position(at);
+                    }
+                }
+            });
+            let result = work();
+            drop(stop);
+            result
+        });
+        bar.finish_and_clear();
+        result
+    }
+
+    /// Prints a line (a warning) without it landing inside the bar.
+    pub(crate) fn suspend(&self, print: impl FnOnce()) {
+        match &self.bar {
+            Some(bar) => bar.suspend(print),
+            None => print(),
+        }
+    }
+
+    /// The offset of the file being read, shared with the reader's handle.
+    fn position(&self) -> Option<u64> {
+        let slot = self.watched.lock().ok()?;
+        let mut file = slot.as_ref()?;
+        file.stream_position().ok()
+    }
+}
+
+/// `import: checking` for the first pass, `import: writing` for the second.
+fn pass_label(command: &str, passes: &[&str], pass: usize) -> String {
+    let doing = passes.get(pass).or(passes.last()).copied().unwrap_or("reading");
+    format!("{command}: {doing}")
+}
+
+/// A count of rows written, at a terminal only.
+pub(crate) struct RowProgress {
+    bar: Option<ProgressBar>,
+}
+
+impl RowProgress {
+    /// `shown`: whether the bar may be drawn at all (not when the rows themselves go to the
+    /// terminal, where the bar would be drawn over them).
+    pub(crate) fn new(command: &'static str, shown: bool) -> RowProgress {
+        let bar = (shown && stderr_is_terminal()).then(|| {
+            ProgressBar::no_length()
+                .with_style(style(ROWS))
+                .with_prefix(command)
+                .with_finish(ProgressFinish::AndClear)
+        });
+        RowProgress { bar }
+    }
+
+    pub(crate) fn update(&self, rows: u64) {
+        if let Some(bar) = &self.bar {
+            bar.set_position(rows);
+        }
+    }
+
+    /// Clears the bar, so the summary line starts on a clean line.
+    pub(crate) fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}
+
 pub(crate) fn stderr_is_terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
@@ -103,8 +236,39 @@ mod tests {
 
     #[test]
     fn the_templates_are_indicatif_templates() {
-        for template in [BAR, COUNT] {
+        for template in [BAR, COUNT, FILE_BAR, FILE_COUNT, ROWS] {
             assert!(ProgressStyle::with_template(template).is_ok(), "{template}");
         }
+    }
+
+    #[test]
+    fn each_pass_is_named_and_any_further_one_as_the_last() {
+        let passes = &["checking", "writing"];
+        assert_eq!(pass_label("import", passes, 0), "import: checking");
+        assert_eq!(pass_label("import", passes, 1), "import: writing");
+        assert_eq!(pass_label("import", passes, 2), "import: writing");
+        assert_eq!(pass_label("import", &[], 0), "import: reading");
+    }
+
+    /// The bar follows the reader without a hook in it: the handle kept shares the offset of
+    /// the one handed over.
+    #[test]
+    fn the_watched_handle_follows_the_readers_offset() {
+        use std::io::Read;
+        let dir = std::env::temp_dir().join(format!("state-store-progress-{}", std::process::id()));
+        std::fs::write(&dir, b"0123456789").unwrap();
+        let progress = FileProgress {
+            bar: None,
+            passes: &["checking"],
+            command: "import",
+            opened: AtomicUsize::new(0),
+            watched: Mutex::new(None),
+        };
+        let mut file = File::open(&dir).unwrap();
+        *progress.watched.lock().unwrap() = Some(file.try_clone().unwrap());
+        let mut four = [0_u8; 4];
+        file.read_exact(&mut four).unwrap();
+        assert_eq!(progress.position(), Some(4));
+        std::fs::remove_file(&dir).unwrap();
     }
 }

@@ -1061,7 +1061,6 @@ contract! {
 
         let refused = [
             (cmd(&["set", "k", "1"], &r2("extrac")), "task instance not found", "tasks: \"extract\", \"transform\""),
-            (cmd(&["set", "k", "1"], &r2("transform")), "map_index=-1", "3 instances, map indexes 0 to 2"),
             (cmd(&["set", "k", "1", "--map-index", "3"], &r2("transform")), "map_index=3", "map indexes 0 to 2"),
             (cmd(&["set", "k", "1"], &task(&["--map-index", "0"])), "map_index=0", "\"load\" is not mapped"),
             (cmd(&["delete", "k"], &r2("load")), "task instance not found", "delete the key anyway"),
@@ -1073,6 +1072,10 @@ contract! {
             let run = run.stderr_has(hint).stderr_has("--allow-missing-task-instance");
             assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
         }
+        // The unmapped index of a mapped task is told to give --map-index (shell_and_scripts).
+        bench
+            .unchanged(|| bench.run(&cmd(&["set", "k", "1"], &r2("transform"))).fails(1, "map_index=-1"))
+            .stderr_has("3 instances, map indexes 0 to 2; give --map-index N");
         // The instances that exist take writes; all map indices need any instance of the task.
         bench.run(&cmd(&["set", "k", "1", "--map-index", "2"], &r2("transform"))).success();
         bench.run(&cmd(&["clear", "--yes", "--all-map-indices", "-o", "plain"], &r2("transform"))).success().stdout_is("1\n");
@@ -1928,13 +1931,13 @@ contract! {
             chart,
             [
                 "Task keys by day of expiry (UTC, today and the next 29 days):".to_string(),
-                "expires    | rows |".to_string(),
-                format!("========== | ==== | {}", "=".repeat(40)),
-                "expired    | 2    |".to_string(),
-                format!("{} | 3    | {}", utc_date(soon), "█".repeat(40)),
-                format!("{} | 1    | {}", utc_date(later_on), "█".repeat(14)),
-                "later      | 1    |".to_string(),
-                "never      | 1    |".to_string(),
+                "expires    | rows".to_string(),
+                format!("========== | {}", "=".repeat(45)),
+                "expired    | 2".to_string(),
+                format!("{} | 3    {}", utc_date(soon), "█".repeat(40)),
+                format!("{} | 1    {}", utc_date(later_on), "█".repeat(14)),
+                "later      | 1".to_string(),
+                "never      | 1".to_string(),
             ]
         );
         assert!(chart.iter().all(|line| line.chars().count() <= 80), "{chart:?}");
@@ -3734,6 +3737,301 @@ mod clean_locks_and_metrics {
                 .unwrap();
             let said = String::from_utf8_lossy(&out.stdout).into_owned();
             assert_eq!(!said.is_empty(), mail, "exit {code}: {said:?}");
+        }
+    }
+}
+
+/// The tool at a shell prompt and in scripts: where help goes, how options and numbers are
+/// named, what an empty stdin or a mapped task is told, what a dry run with nothing to do and
+/// the expiry chart print, and that progress stays off a pipe.
+mod shell_and_scripts {
+    use super::*;
+
+    #[test]
+    fn a_command_line_without_its_command_prints_help_on_stderr() {
+        let bench = Bench::bare();
+        for args in [&[][..], &["config"], &["sandbox"]] {
+            let run = bench.run(args).code(2);
+            assert_eq!(run.stdout, "", "{args:?}: usage errors leave stdout empty");
+            assert!(run.stderr.contains("Usage: state-store"), "{args:?}: {}", run.stderr);
+        }
+        // Asked for, help is data: stdout, exit 0.
+        assert!(bench.run(&["--help"]).success().stdout.contains("Usage: state-store"));
+    }
+
+    #[test]
+    fn config_get_takes_section_dot_key_as_config_show_prints_it() {
+        let bench = Bench::bare();
+        let url = format!("{}\n", bench.url());
+        bench.run(&["config", "get", "database.sql_alchemy_conn"]).success().stdout_is(&url);
+        bench.run(&["config", "get", "database", "sql_alchemy_conn"]).success().stdout_is(&url);
+        let days = bench.run(&["config", "get", "state_store", "default_retention_days"]).success().stdout;
+        bench.run(&["config", "get", "state_store.default_retention_days"]).success().stdout_is(&days);
+        let plain = bench.run(&["config", "show", "-o", "plain"]).success().stdout;
+        let shown = plain.lines().find(|l| l.starts_with("state_store.")).unwrap();
+        let name = shown.split('=').next().unwrap();
+        bench.run(&["config", "get", name]).success();
+        bench.run(&["config", "get", "database.sql_alchemy_conn", "x"]).fails(2, "not both");
+        bench.run(&["config", "get", "database"]).fails(2, "SECTION KEY or SECTION.KEY");
+        bench.run(&["config", "get", "database.nope"]).fails(1, "[database] nope is not an option");
+    }
+
+    /// Every number flag, refused in the tool's words: never clap's "number too large to fit in
+    /// target type", "invalid digit", nor `-1` taken for an unknown flag.
+    #[test]
+    fn number_flags_are_refused_in_words() {
+        let bench = Bench::bare();
+        let t = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "load"];
+        let flags: Vec<(Vec<&str>, &str)> = vec![
+            (vec!["get", "k"], "--asset-id"),
+            (vec!["set", "k", "1"], "--asset-id"),
+            (vec!["delete", "k"], "--asset-id"),
+            (vec!["clear", "-y"], "--asset-id"),
+            (vec!["list"], "--asset-id"),
+            (vec!["export"], "--asset-id"),
+            ([&["get", "k"][..], &t].concat(), "--map-index"),
+            (
+                vec!["sandbox", "add-task-instance", "--dag-id", "d", "--run-id", "r", "--task-id", "t"],
+                "--map-index",
+            ),
+            (vec!["list"], "--limit"),
+            (vec!["list"], "--offset"),
+            (vec!["stats"], "--largest"),
+            (vec!["doctor"], "--sample"),
+            (vec!["import", "f.jsonl"], "--batch-size"),
+            (vec!["clean"], "--batch-size"),
+            (vec!["clean"], "--sample"),
+            (vec!["clean"], "--max-rows"),
+        ];
+        let raw = ["too large to fit", "unexpected argument", "invalid digit", "cannot parse"];
+        for (head, flag) in &flags {
+            for value in ["99999999999999999999", "-99999999999999999999", "x", "1.5"] {
+                let run = bench.run(&[&head[..], &[flag, value]].concat()).code(2);
+                let line = run.stderr.trim_end();
+                assert_eq!(line.lines().count(), 1, "{head:?} {flag} {value}: {}", run.stderr);
+                assert!(line.contains(&format!("for '{flag} ")), "{head:?} {flag} {value}: {line}");
+                assert!(!raw.iter().any(|r| line.contains(r)), "{head:?} {flag} {value}: {line}");
+            }
+        }
+        // A negative number reaches the parser, which says what is wanted instead.
+        bench.run(&["get", "k", "--asset-id", "-1"]).fails(2, "an asset id is a whole number of 1 or more");
+        bench.run(&["get", "k", "--asset-id", "0"]).fails(2, "an asset id is a whole number of 1 or more");
+        bench
+            .run(&["get", "k", "--asset-id", "99999999999999999999"])
+            .fails(2, "too large: an asset id is at most");
+        bench.run(&["list", "--limit", "-1"]).fails(2, "give a whole number of 0 or more");
+        bench.run(&["clean", "--max-rows", "0"]).fails(2, "give a whole number of 1 or more");
+        bench
+            .run(&[&["get", "k"][..], &t, &["--map-index", "99999999999999999999"]].concat())
+            .fails(2, "out of range");
+        assert!(!bench.db.exists(), "usage errors never open the database");
+    }
+
+    #[test]
+    fn set_from_an_empty_stdin_says_stdin_was_empty() {
+        let bench = with_run(Dialect::Sqlite);
+        let before = bench.snapshot();
+        let run = bench.run_with_stdin(&cmd(&["set", "k", "-"], &task(&[])), "").fails(2, "stdin was empty");
+        assert!(!run.stderr.contains("Expecting value"), "{}", run.stderr);
+        bench
+            .run_with_stdin(&cmd(&["set", "k", "-"], &task(&[])), " \n")
+            .fails(2, "stdin was only whitespace");
+        assert_eq!(bench.snapshot(), before);
+        bench.run_with_stdin(&cmd(&["set", "k", "-"], &task(&[])), "[1]\n").success();
+    }
+
+    /// The shell script of docs/operations/cronjob.yaml (the container's `args`), dedented.
+    fn cronjob_script() -> String {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations/cronjob.yaml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut lines = text.lines().skip_while(|l| l.trim() != "args:").skip(1);
+        assert_eq!(lines.next().map(str::trim), Some("- |"), "args is one block scalar");
+        let body: Vec<&str> =
+            lines.take_while(|l| l.trim().is_empty() || l.starts_with("                  ")).collect();
+        let indent = body[0].len() - body[0].trim_start().len();
+        body.iter().map(|l| format!("{}\n", l.get(indent..).unwrap_or(""))).collect()
+    }
+
+    /// A drained node or a deleted pod stops the CronJob's clean with SIGTERM: the script
+    /// passes it on (its shell is the container's PID 1, which gets no signal it does not
+    /// handle), pushes the metrics (exit code 143) and exits 0, not a failed Job.
+    #[test]
+    fn the_cronjob_script_passes_sigterm_on_and_takes_143_as_no_failure() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 40, 2);
+        let bin = bench.dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+        let metrics = bench.dir.path().join("state_store_clean.prom");
+        let script = cronjob_script()
+            .replace("/metrics/state_store_clean.prom", metrics.to_str().unwrap())
+            .replace("--batch-size 10000 --sleep 100ms", "--batch-size 1 --sleep 150ms");
+        assert!(script.contains("--sleep 150ms"), "{script}");
+        // The environment the tool's own runs get (the bench's database), for the shell.
+        let mut sh = std::process::Command::new("sh");
+        for (key, value) in bench.cmd(&[]).get_envs() {
+            if let Some(value) = value {
+                sh.env(key, value);
+            }
+        }
+        let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+        let child = sh
+            .args(["-c", &script])
+            .env("PATH", path)
+            .env("PUSHGATEWAY_URL", "http://127.0.0.1:9")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        until_some_rows_are_gone(&bench, 40);
+        assert!(
+            std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status()
+                .unwrap()
+                .success()
+        );
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(stderr.contains("stopped by SIGTERM"), "the clean heard the signal: {stderr}");
+        assert!(stderr.contains("cannot push the metrics"), "{stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(fields(&v, &["interrupted", "stopped_by"]), json!([true, "SIGTERM"]));
+        let prom = std::fs::read_to_string(&metrics).unwrap();
+        assert!(prom.contains("state_store_clean_exit_code 143\n"), "{prom}");
+    }
+
+    /// What the guides tell an operator to type: the wheel from this repository, never a
+    /// package of that name from an index (anyone could register it); the manual pages
+    /// installed before `systemd-analyze verify`, which checks the unit's `Documentation=`;
+    /// and, beside "drop the airflow prefix", that this clean deletes more than Airflow's.
+    #[test]
+    fn the_guides_install_from_this_repository_and_say_what_clean_deletes() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let read = |path: &str| std::fs::read_to_string(root.join(path)).unwrap();
+        for path in ["README.md", "docs/operations.md", "docs/operations/cronjob.yaml"] {
+            for line in read(path).lines().filter(|l| l.contains("pip install state-store")) {
+                assert!(line.contains("never"), "{path}: {line}");
+            }
+        }
+        let cronjob = read("docs/operations/cronjob.yaml");
+        assert!(cronjob.contains("maturin build --release --out dist"), "{cronjob}");
+        assert!(cronjob.contains("pip install --no-index --no-deps /tmp/state_store-*.whl"), "{cronjob}");
+
+        let guide = read("docs/operations.md");
+        let verify = guide.lines().position(|l| l.contains("systemd-analyze verify /etc/systemd")).unwrap();
+        let man = guide
+            .lines()
+            .position(|l| l.contains("state-store man --out-dir /usr/local/share/man/man1"))
+            .unwrap();
+        assert!(man < verify, "the manual pages are installed before the units are verified");
+
+        let clean = read("docs/commands/clean.md");
+        let prefix = clean.split("\n\n").find(|p| p.contains("drop the `airflow` prefix")).unwrap();
+        assert!(prefix.contains("inactive assets") && prefix.contains("--no-orphans"), "{prefix}");
+    }
+
+    /// At a terminal (script(1)), import and export show clean's kind of bar on stderr:
+    /// import per pass through the file, in bytes; export in rows written. Not over rows that
+    /// go to the terminal themselves.
+    #[test]
+    fn import_and_export_draw_a_bar_at_a_terminal() {
+        let bench = with_run(Dialect::Sqlite);
+        let keys: Vec<String> = (0..20_000).map(|i| format!("k{i:05}")).collect();
+        let rows: Vec<_> =
+            keys.iter().map(|k| ("load", -1, k.as_str(), "1", "2026-01-01 00:00:00.000000", None)).collect();
+        bench.insert_task_rows(DAG, RUN, &rows);
+        let file = bench.dir.path().join("e.jsonl");
+        let file = file.to_str().unwrap();
+        let (code, screen) = on_terminal(&bench, &["export", "--file", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("export: ") && screen.contains(" rows, "), "a count at a terminal: {screen}");
+        assert!(screen.contains("exported 20000 task row(s)"), "{screen}");
+        let (code, screen) = on_terminal(&bench, &["import", "--dry-run", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("import: checking [") && screen.contains("ETA"), "{screen}");
+        assert!(!screen.contains("import: writing"), "a dry run reads the file once: {screen}");
+        let (code, screen) = on_terminal(&bench, &["import", file], "");
+        assert_eq!(code, 0, "{screen}");
+        assert!(screen.contains("import: checking [") && screen.contains("import: writing ["), "{screen}");
+        assert!(screen.contains("import: restored 20000 task row(s)"), "{screen}");
+        let (code, screen) = on_terminal(&bench, &["export", "--dag-id", DAG], "");
+        assert_eq!(code, 0);
+        assert!(!screen.contains("export: "), "no bar over the rows on the terminal");
+    }
+
+    contract! {
+        /// The unmapped index of a mapped task: the advice is the flag the user forgot, not the
+        /// one that writes a key no instance reads.
+        fn a_mapped_task_without_map_index_is_told_to_give_one(d: Dialect) {
+            let bench = with_run(d);
+            bench.add_task_instance(DAG, RUN, "fan", &[0, 1]);
+            let fan = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "fan"];
+            for (head, advice) in [
+                (&["clear", "-y"][..], "give --map-index N or --all-map-indices"),
+                (&["set", "k", "1"], "give --map-index N"),
+                (&["delete", "k"], "give --map-index N"),
+            ] {
+                let run = bench.unchanged(|| bench.run(&[head, &fan[..]].concat()).fails(1, advice));
+                assert!(run.stderr.contains("map indexes 0 to 1"), "{head:?}: {}", run.stderr);
+                assert!(!run.stderr.contains("--allow-missing-task-instance"), "{head:?}: {}", run.stderr);
+                if head[0] != "clear" {
+                    assert!(!run.stderr.contains("--all-map-indices"), "{head:?}: {}", run.stderr);
+                }
+            }
+            // A map index the task has not expanded to (yet) is written ahead with the flag.
+            bench
+                .run(&[&["set", "k", "1"][..], &fan, &["--map-index", "5"]].concat())
+                .fails(1, "pass --allow-missing-task-instance to write the key anyway");
+            bench.run(&[&["set", "k", "1"][..], &fan, &["--map-index", "1"]].concat()).success();
+            bench.run(&[&["clear", "-y", "--all-map-indices"][..], &fan].concat()).success();
+        }
+
+        /// Nothing to delete: one line at the terminal, not an empty table; the documents keep
+        /// their shape.
+        fn a_dry_run_with_nothing_to_delete_says_so_in_one_line(d: Dialect) {
+            let bench = with_run(d);
+            let run = bench.run(&["clean", "--dry-run"]).success();
+            assert!(!run.stdout.contains("Would delete") && !run.stdout.contains("===="), "{}", run.stdout);
+            assert_eq!(run.stdout.lines().count(), 1, "{}", run.stdout);
+            assert!(
+                run.stdout.starts_with("Nothing to delete: no task key expired before ")
+                    && run.stdout.ends_with(" and no key of an inactive asset.\n"),
+                "{}",
+                run.stdout
+            );
+            let tasks = bench.run(&["clean", "--dry-run", "--no-orphans"]).success();
+            assert!(!tasks.stdout.contains("inactive asset"), "{}", tasks.stdout);
+            let orphans = bench.run(&["clean", "--dry-run", "--orphans-only"]).success();
+            assert_eq!(orphans.stdout, "Nothing to delete: no key of an inactive asset.\n");
+            let v = bench.run(&["clean", "--dry-run", "-o", "json"]).success().json();
+            assert_eq!(
+                fields(&v, &["task_rows_to_delete", "asset_rows_to_delete", "expired_by_dag", "orphans_by_asset", "sample"]),
+                json!([0, 0, [], [], []])
+            );
+            bench.run(&["clean", "--dry-run", "-o", "plain"]).success().stdout_is("0 0\n");
+            let yaml = bench.run(&["clean", "--dry-run", "-o", "yaml"]).success().stdout;
+            assert!(yaml.contains("\nexpired_by_dag: []\n"), "{yaml}");
+        }
+
+        /// Off a terminal, import and export print their summary line and nothing else: no bar,
+        /// no control characters for a log or a pipe's reader.
+        fn import_and_export_draw_no_progress_off_a_terminal(d: Dialect) {
+            let bench = with_run(d);
+            bench.run(&cmd(&["set", "a", "1"], &task(&[]))).success();
+            bench.run(&cmd(&["set", "b", "2"], &task(&[]))).success();
+            let file = bench.dir.path().join("e.jsonl");
+            let export = bench.run(&["export", "--file", file.to_str().unwrap()]).success();
+            assert_eq!(export.stderr, "exported 2 task row(s) and 0 asset row(s) to ".to_string() + file.to_str().unwrap() + "\n");
+            let piped = bench.run(&["export"]).success();
+            assert_eq!(piped.stderr, "exported 2 task row(s) and 0 asset row(s) to stdout\n");
+            for args in [&["import", "--dry-run"][..], &["import"]] {
+                let run = bench.run(&[args, &[file.to_str().unwrap()]].concat()).success();
+                assert_eq!(run.stderr.lines().count(), 1, "{args:?}: {}", run.stderr);
+                assert!(run.stderr.starts_with("import"), "{args:?}: {}", run.stderr);
+                assert!(!run.stderr.contains('\u{1b}') && !run.stderr.contains('\r'), "{args:?}: {:?}", run.stderr);
+            }
         }
     }
 }

@@ -455,6 +455,14 @@ fn dry_run(
         true,
         Some(format!("Sample of orphaned asset rows (at most {sample}):")),
     );
+    // Nothing to delete is one line, not the header of an empty table; json, yaml and plain
+    // keep their shapes (empty lists, zero counts), which their readers rely on.
+    if counts.rows.is_empty() {
+        let tasks = options.tasks.then(|| format!("no task key expired before {}", cutoff.to_rfc3339()));
+        let orphans = options.orphans.then(|| "no key of an inactive asset".to_string());
+        let none: Vec<String> = [tasks, orphans].into_iter().flatten().collect();
+        counts = Table::line(format!("Nothing to delete: {}.", none.join(" and ")));
+    }
     let mut tables = vec![counts];
     tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
     let doc = DryRun {

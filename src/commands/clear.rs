@@ -9,7 +9,7 @@ use std::io::{BufRead, IsTerminal, Write};
 use serde::Serialize;
 
 use super::{
-    Context, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
+    Context, Doing, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
     scope_from_args,
 };
 use crate::archive::{Sink, archive_error};
@@ -34,7 +34,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
                 task,
                 args.all_map_indices,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                "clear its keys",
+                Doing::Clear,
             )?;
             let place = if args.all_map_indices {
                 format!(

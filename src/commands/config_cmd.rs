@@ -87,6 +87,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
             )?;
         }
         ConfigCommand::Get { section, key } => {
+            let (section, key) = option_name(section, key.as_deref())?;
             let Some(option) = all.iter().find(|o| o.section == section && o.key == key.to_ascii_lowercase())
             else {
                 return Err(Error::NotFound(format!(
@@ -110,6 +111,23 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
     Ok(())
 }
 
+/// The option `config get` names: `SECTION KEY`, or `SECTION.KEY` in one word (the form
+/// `config show -o plain` prints). Section names hold no dot, so the first one splits.
+fn option_name<'a>(first: &'a str, key: Option<&'a str>) -> Result<(&'a str, &'a str)> {
+    match (first.split_once('.'), key) {
+        (None, Some(key)) => Ok((first, key)),
+        (Some((section, key)), None) if !section.is_empty() && !key.is_empty() => Ok((section, key)),
+        (Some(_), Some(extra)) => Err(Error::Usage(format!(
+            "config get takes SECTION KEY or SECTION.KEY, not both: {first} {extra}"
+        ))
+        .into()),
+        _ => Err(Error::Usage(format!(
+            "config get needs an option: SECTION KEY or SECTION.KEY (e.g. database.sql_alchemy_conn), not {first:?}"
+        ))
+        .into()),
+    }
+}
+
 /// What `config get -o json` prints: `{"value": …, "source": …}`.
 #[derive(Serialize)]
 struct Got<'a> {
@@ -127,5 +145,17 @@ mod tests {
         let s = Sourced { value: 7_u64, source: Source::Flag("--batch-size") };
         let o = shown("state_store", "state_cleanup_batch_size", &s);
         assert_eq!((o.value.as_deref(), o.source.as_str()), (Some("7"), "--batch-size flag"));
+    }
+
+    #[test]
+    fn an_option_is_named_in_two_words_or_one() {
+        assert_eq!(
+            option_name("database", Some("sql_alchemy_conn")).unwrap(),
+            ("database", "sql_alchemy_conn")
+        );
+        assert_eq!(option_name("database.sql_alchemy_conn", None).unwrap(), ("database", "sql_alchemy_conn"));
+        for (first, key) in [("database", None), (".x", None), ("x.", None), ("a.b", Some("c"))] {
+            assert!(option_name(first, key).is_err(), "{first} {key:?}");
+        }
     }
 }

@@ -4,8 +4,8 @@
 use serde::Serialize;
 
 use super::{
-    Context, MissingTaskInstance, Scope, check_key, describe_asset, require_asset, require_task_instance,
-    scope_from_args,
+    Context, Doing, MissingTaskInstance, Scope, check_key, describe_asset, require_asset,
+    require_task_instance, scope_from_args,
 };
 use crate::cli::{DeleteArgs, GlobalArgs};
 use crate::db::Access;
@@ -25,7 +25,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
                 &scope,
                 false,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                "delete the key",
+                Doing::Delete,
             )?;
             (store.delete_task(&scope, &args.key)?, format!("task {scope}"))
         }

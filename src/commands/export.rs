@@ -2,6 +2,7 @@
 //! are read a page at a time and written as they come, so memory stays bounded whatever the
 //! table holds. A `--file` is written beside its path and renamed over it once complete and
 //! fsynced (`fs::Output`), so a failed or stopped export leaves the previous file as it was.
+//! At a terminal, a count of the rows written is drawn on stderr (`progress::RowProgress`).
 
 use serde::Serialize;
 
@@ -13,6 +14,7 @@ use crate::error::{Error, Result};
 use crate::model::keep_external;
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered};
+use crate::progress::RowProgress;
 use crate::time::Timestamp;
 
 /// Rows read per query: small enough to bound memory, large enough that the round trips do
@@ -53,6 +55,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         Some(path) => Sink::file(path)?,
         None => Sink::stdout(),
     };
+    // Rows written to the terminal itself are their own progress; a bar would be drawn over them.
+    let progress = RowProgress::new(
+        "export",
+        args.file.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
+    );
     if tasks {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -74,6 +81,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
             for row in &keep_external(entries, args.external, |e| &e.value) {
                 sink.task(row).map_err(file_error)?;
             }
+            progress.update(sink.written());
             if (read as u64) < PAGE_ROWS {
                 break;
             }
@@ -88,12 +96,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
             for row in &keep_external(rows, args.external, |e| &e.value) {
                 sink.asset(row).map_err(file_error)?;
             }
+            progress.update(sink.written());
             if read == 0 {
                 break;
             }
             offset += PAGE_ROWS;
         }
     }
+    progress.finish();
     sink.finish().map_err(file_error)?;
     let place = sink.path().map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
     output::note(&format!(

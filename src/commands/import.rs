@@ -2,7 +2,8 @@
 //! upsert; the work is `ops::import`'s. The command turns the flags into options, names each
 //! damaged line `--skip-damaged` skips on stderr, prints the summary and the document, and
 //! ends with exit 11 when lines were skipped.
-//! Stdin (`-`) is first copied to a temporary file, so that it can be read twice.
+//! Stdin (`-`) is first copied to a temporary file, so that it can be read twice. At a
+//! terminal, a bar follows each pass through the file.
 
 use anyhow::Context as _;
 use std::fs::File;
@@ -16,6 +17,7 @@ use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::ops::import::{self as engine, Counts, Mode, Options};
 use crate::output::{self, Rendered};
+use crate::progress::FileProgress;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let ctx = Context::load(global, None)?;
@@ -37,8 +39,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         value_limit: (limit.value > 0 && !args.allow_large).then(|| (limit.value, limit.source.to_string())),
     };
     let name = source.name.clone();
-    let report = engine::run(&mut store, &|| source.reader(), &name, &options, |line_no, problem| {
-        output::warn(&format!("{name} line {line_no}: damaged, skipped: {problem}"));
+    // A dry run reads the file once; an import checks it, then reads it again to write.
+    let progress =
+        FileProgress::new("import", if args.dry_run { &["checking"] } else { &["checking", "writing"] });
+    let open = || progress.opened(source.reader()?);
+    let report = progress.during(|| {
+        engine::run(&mut store, &open, &name, &options, |line_no, problem| {
+            progress.suspend(|| output::warn(&format!("{name} line {line_no}: damaged, skipped: {problem}")));
+        })
     })?;
     let (counts, damaged) = (report.counts, report.damaged);
 

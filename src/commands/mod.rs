@@ -290,13 +290,13 @@ impl MissingTaskInstance {
 /// The dag run of a task scope, whose task instance must exist too (any instance of the task
 /// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
 /// delete or clear of a task instance the scheduler never created, since a key written there
-/// is one no task will ever read. `doing` names what the flag lets through ("write the key").
+/// is one no task will ever read. `doing` is the command asking.
 pub(crate) fn require_task_instance(
     store: &mut Store,
     scope: &TaskScope,
     all_map_indices: bool,
     missing: MissingTaskInstance,
-    doing: &str,
+    doing: Doing,
 ) -> Result<i64> {
     let dag_run_id = require_dag_run(store, scope)?;
     if store.task_instance_exists(scope, all_map_indices)? {
@@ -312,40 +312,74 @@ pub(crate) fn require_task_instance(
     } else {
         format!("task instance not found: {scope}")
     };
-    let hint = task_instance_hint(store, scope)?;
+    let (hint, mapped) = task_instance_hint(store, scope)?;
     match missing {
         MissingTaskInstance::Allow => {
             output::warn(&format!("{what}{hint}; going on (--allow-missing-task-instance)"));
             Ok(dag_run_id)
         }
+        // The unmapped index of a mapped task: the user forgot --map-index, and a key written
+        // there no instance would read, so the flag that writes it anyway is the wrong advice.
+        MissingTaskInstance::Refuse if mapped && scope.map_index == -1 && !all_map_indices => {
+            let all = if doing == Doing::Clear { " or --all-map-indices" } else { "" };
+            Err(Error::NotFound(format!("{what}{hint}; give --map-index N{all}")).into())
+        }
         MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
-            "{what}{hint}; pass --allow-missing-task-instance to {doing} anyway"
+            "{what}{hint}; pass --allow-missing-task-instance to {} anyway",
+            doing.verb()
         ))
         .into()),
     }
 }
 
+/// The command that needs a task instance, for the advice it gets when there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doing {
+    Set,
+    Delete,
+    Clear,
+}
+
+impl Doing {
+    /// What `--allow-missing-task-instance` lets the command do.
+    fn verb(self) -> &'static str {
+        match self {
+            Doing::Set => "write the key",
+            Doing::Delete => "delete the key",
+            Doing::Clear => "clear its keys",
+        }
+    }
+}
+
 /// What the dag run does hold, when a task instance is not found: the map indexes of the task
-/// when it exists under others, else the run's task ids when there are few.
-fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<String> {
+/// when it exists under others, else the run's task ids when there are few; and whether the
+/// task is mapped (its instances have map indexes 0 and up).
+fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<(String, bool)> {
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
     if let Some((count, low, high)) = found.map_indexes {
-        return Ok(match (count, low, high) {
-            (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
-            (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
-            (count, low, high) => {
-                format!("; task {} has {count} instances, map indexes {low} to {high}", quote(&scope.task_id))
-            }
-        });
+        return Ok((
+            match (count, low, high) {
+                (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
+                (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
+                (count, low, high) => {
+                    format!(
+                        "; task {} has {count} instances, map indexes {low} to {high}",
+                        quote(&scope.task_id)
+                    )
+                }
+            },
+            low >= 0,
+        ));
     }
-    Ok(match found.task_count {
+    let hint = match found.task_count {
         0 => "; the dag run has no task instances yet".to_string(),
         n if n <= TASK_HINT => {
             let names: Vec<String> = found.task_ids.iter().map(|t| quote(t)).collect();
             format!("; the dag run's task{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
         }
         n => format!("; the dag run has {n} tasks"),
-    })
+    };
+    Ok((hint, false))
 }
 
 /// When the task of `scope` is mapped (its instances have map indexes 0 and up), a hint to give
@@ -410,5 +444,14 @@ pub(crate) fn read_stdin() -> Result<String> {
     let mut text = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
         .with_context(|| Error::Usage("cannot read the value from stdin".to_string()))?;
+    // JSON's own message for nothing ("Expecting value: line 1 column 1") would send the
+    // user looking for a typo in text that never arrived: a pipe from a command that failed.
+    if text.trim().is_empty() {
+        let what = if text.is_empty() { "empty" } else { "only whitespace" };
+        return Err(Error::Usage(format!(
+            "invalid value: stdin was {what}; `-` reads the value's JSON text from stdin (e.g. echo '{{\"a\": 1}}' | state-store set KEY - ...)"
+        ))
+        .into());
+    }
     Ok(text)
 }

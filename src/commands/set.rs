@@ -5,7 +5,7 @@
 //! keeps its `expires_at`.
 
 use super::{
-    Context, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
+    Context, Doing, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
     require_task_instance, scope_from_args,
 };
 use crate::cli::{GlobalArgs, SetArgs};
@@ -38,7 +38,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 &scope,
                 false,
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                "write the key",
+                Doing::Set,
             )?;
             let write = TaskWrite {
                 dag_run_id,

@@ -134,17 +134,26 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
 }
 
 /// The expiry spread at the terminal: the rows already expired, a line per day that has rows
-/// with its bar scaled to the largest day, then the rows expiring later and never.
+/// with its bar scaled to the largest day, then the rows expiring later and never. The bar
+/// follows the count in the `rows` cell, the counts padded to one width so that the bars start
+/// in one column: a column of its own would have no name, and an empty cell on the rows that
+/// have no bar (expired, later, never), each line ending in a dangling `|`.
 fn expiry_table(spread: &ExpirySpread) -> Table {
     let largest = spread.days.iter().map(|(_, n)| *n).max().unwrap_or(0);
-    let line = |label: &str, n: u64| vec![label.to_string(), n.to_string(), String::new()];
+    let counts =
+        [spread.expired, spread.later, spread.never].into_iter().chain(spread.days.iter().map(|(_, n)| *n));
+    let width = counts.map(|n| n.to_string().len()).max().unwrap_or(0).max("rows".len());
+    let cell = |n: u64, bar: String| {
+        if bar.is_empty() { n.to_string() } else { format!("{n:<width$} {bar}") }
+    };
+    let line = |label: &str, n: u64| vec![label.to_string(), n.to_string()];
     let mut rows = vec![line("expired", spread.expired)];
     rows.extend(
         spread
             .days
             .iter()
             .filter(|(_, n)| *n > 0)
-            .map(|(day, n)| vec![day.utc_date(), n.to_string(), bar(*n, largest)]),
+            .map(|(day, n)| vec![day.utc_date(), cell(*n, bar(*n, largest))]),
     );
     rows.push(line("later", spread.later));
     rows.push(line("never", spread.never));
@@ -153,7 +162,7 @@ fn expiry_table(spread: &ExpirySpread) -> Table {
             "Task keys by day of expiry (UTC, today and the next {} days):",
             EXPIRY_DAYS - 1
         )),
-        headers: vec!["expires", "rows", ""],
+        headers: vec!["expires", "rows"],
         rows,
     }
 }
@@ -339,8 +348,19 @@ mod tests {
             table.title.as_deref(),
             Some("Task keys by day of expiry (UTC, today and the next 29 days):")
         );
-        let cells: Vec<(&str, &str, usize)> =
-            table.rows.iter().map(|r| (r[0].as_str(), r[1].as_str(), r[2].chars().count())).collect();
+        // Two named columns, no empty one: the bar follows the count, the counts padded to one
+        // width so that the bars start in one column.
+        assert_eq!(table.headers, ["expires", "rows"]);
+        assert!(table.rows.iter().all(|r| r.len() == 2));
+        let cells: Vec<(&str, &str, usize)> = table
+            .rows
+            .iter()
+            .map(|r| {
+                let count = r[1].split(' ').next().unwrap_or_default();
+                (r[0].as_str(), count, r[1].chars().filter(|&c| c == '█').count())
+            })
+            .collect();
+        assert_eq!(table.rows[1][1], format!("3{} █", " ".repeat(8)));
         assert_eq!(
             cells,
             [
@@ -351,7 +371,7 @@ mod tests {
                 ("never", "6", 0)
             ]
         );
-        let widest = 10 + 3 + 9 + 3 + 40;
+        let widest = 10 + 3 + 9 + 1 + 40;
         assert!(widest <= 80);
         let plain = expiry_plain(&spread);
         let lines: Vec<&str> = plain.lines().collect();

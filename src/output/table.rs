@@ -35,6 +35,12 @@ pub(crate) struct Table {
 }
 
 impl Table {
+    /// A line of text where a table would have nothing to show: an empty table's header and
+    /// rule read as a fault, not as "nothing".
+    pub(crate) fn line(text: impl Into<String>) -> Table {
+        Table { title: Some(text.into()), headers: Vec::new(), rows: Vec::new() }
+    }
+
     /// The table's text with its title and every cell masked, before the columns are laid out.
     pub(super) fn masked(&self) -> String {
         let rows = self.rows.iter().map(|row| row.iter().map(|cell| redact::mask(cell)).collect()).collect();
@@ -48,6 +54,9 @@ impl Table {
 
     /// At a terminal, comfy-table reads its width unless `width` is given.
     fn layout(&self, terminal: bool, width: Option<u16>) -> String {
+        if self.headers.is_empty() {
+            return self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
+        }
         let table = self.grid(terminal, width);
         let fits = table.width().is_none_or(|width| self.natural_width() <= usize::from(width));
         if terminal && !fits && self.headers.len() >= RECORD_COLUMNS {
@@ -159,6 +168,12 @@ mod tests {
             "key  | value | by\n==== | ===== | ===\n键值 | 😀    |\né    | x     | api\n"
         );
         assert_eq!(table(vec!["only"], &[]).layout(false, None), "only\n====\n");
+    }
+
+    #[test]
+    fn a_line_is_its_text_alone() {
+        assert_eq!(Table::line("Nothing to delete.").layout(false, None), "Nothing to delete.\n");
+        assert_eq!(Table::line("Nothing to delete.").layout(true, Some(10)), "Nothing to delete.\n");
     }
 
     #[test]
