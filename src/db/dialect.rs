@@ -589,8 +589,8 @@ mod tests {
     #[test]
     fn exact_matches_bind_twice_on_mysql_only() {
         let query = Query::new("SELECT id FROM t")
-            .matching(" WHERE dag_id = ?", ("t", "dag_id"), "x ")
-            .matching(r#" AND s."key" = ? ORDER BY id"#, ("t", "key"), "k")
+            .exactly(" WHERE dag_id = ?", ("t", "dag_id"), "x ")
+            .exactly(r#" AND s."key" = ? ORDER BY id"#, ("t", "key"), "k")
             .and(" LIMIT ?", Param::Int(Some(5)));
         let (x, k, five) = (Param::Text(Some("x ")), Param::Text(Some("k")), Param::Int(Some(5)));
         let render = |dialect: Dialect| dialect.render_bound(&query.text(), query.params());

@@ -81,14 +81,28 @@ impl<'a> Query<'a> {
         self.push(sql).bind(param)
     }
 
-    /// Appends a clause that compares `(table, column)` with `text` (its one `… x = ?`) and
-    /// binds it. The comparison is exact on every database: it is spelt `SAME(x, ?)`, which
-    /// MySQL, whose collations ignore trailing spaces, compares by length too. Text the column
-    /// cannot hold (MySQL's `utf8mb3` and emoji) equals no stored value: the statement then
-    /// matches no row, and is answered without asking the database, which would refuse the
+    /// Appends a clause that compares `(table, column)` with `text` (its one `?`) and binds it,
+    /// as the database compares: on MySQL, whose collations ignore trailing spaces, `k ` finds
+    /// `k`, as Airflow's own lookups (its API, its workers) do on the same database. Text the
+    /// column cannot hold (MySQL's `utf8mb3` and emoji) equals no stored value: the statement
+    /// then matches no row, and is answered without asking the database, which would refuse the
     /// comparison outright.
     #[must_use]
     pub(crate) fn matching(
+        mut self,
+        sql: &'static str,
+        (table, column): (&'static str, &'static str),
+        text: &'a str,
+    ) -> Self {
+        self.compared.push((table, column, text));
+        self.and(sql, text)
+    }
+
+    /// [`Query::matching`], but exact on every database, for `list`'s and `export`'s filters,
+    /// which are documented to match exactly: spelt `SAME(x, ?)`, which MySQL compares by
+    /// length too (and still through the column's index).
+    #[must_use]
+    pub(crate) fn exactly(
         mut self,
         sql: &'static str,
         (table, column): (&'static str, &'static str),
@@ -101,7 +115,7 @@ impl<'a> Query<'a> {
         self.push(&head[..at]).push("SAME(").push(&head[at..]).push(", ?)").bind(text).push(rest)
     }
 
-    /// The `(table, column, text)` of every [`Query::matching`] clause.
+    /// The `(table, column, text)` of every [`Query::matching`] and [`Query::exactly`] clause.
     pub(crate) fn compared(&self) -> &[(&'static str, &'static str, &'a str)] {
         &self.compared
     }

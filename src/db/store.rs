@@ -231,7 +231,7 @@ impl Store {
             ("task_id = ?", "task_id", &filter.task_id),
         ] {
             if let Some(text) = value {
-                query = query.push(next()).matching(sql, ("task_state_store", column), text);
+                query = query.push(next()).exactly(sql, ("task_state_store", column), text);
             }
         }
         if let Some(map_index) = filter.map_index {
