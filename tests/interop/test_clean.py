@@ -247,6 +247,8 @@ def test_metrics_file_is_read_by_prometheus_text_parser(state_store, tmp_path) -
             "interrupted",
             "limit_reached",
             "exit_code",
+            "skipped",
+            "locked_rows_skipped",
             "backlog_rows",
             "last_run_timestamp_seconds",
             "last_success_timestamp_seconds",
@@ -255,6 +257,8 @@ def test_metrics_file_is_read_by_prometheus_text_parser(state_store, tmp_path) -
     assert {f.type for f in found.values()} == {"gauge"}
     assert all(f.documentation for f in found.values())
     assert value(found, "state_store_clean_exit_code") == 0
+    assert value(found, "state_store_clean_skipped") == 0
+    assert value(found, "state_store_clean_locked_rows_skipped", table="task_state_store") == 0
     assert value(found, "state_store_clean_backlog_rows", table="task_state_store") == 0
     success = value(found, "state_store_clean_last_success_timestamp_seconds")
     assert abs(success - utcnow().timestamp()) < 60
