@@ -2454,3 +2454,43 @@ mod messages {
         bench.run(&cmd(&["set", "k", "2", "--conn", &airflow], &task(&[]))).success();
     }
 }
+
+/// `import --dry-run` reads the stored rows a batch at a time, as the import writes them.
+mod import_dry_run {
+    use super::*;
+
+    fn line(key: &str) -> String {
+        format!(
+            r#"{{"kind": "task", "dag_id": "{DAG}", "run_id": "{RUN}", "task_id": "load", "map_index": -1, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+        )
+    }
+
+    /// A dry run of 3,000 rows (1,000 of them stored) on PostgreSQL, whose statistics count
+    /// each statement run outside a transaction as a commit of the database: a lookup per row
+    /// made thousands, a lookup per batch makes a handful. The counts are the real import's.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_dry_run_reads_stored_keys_in_few_statements() {
+        let bench = with_run(Dialect::Postgres);
+        let file = bench.dir.path().join("rows.jsonl");
+        let path = file.to_str().unwrap();
+        let stored: String = (0..1000).map(|i| line(&format!("k{i}")) + "\n").collect();
+        std::fs::write(&file, &stored).unwrap();
+        bench.run(&["import", path]).success();
+        let all: String = (0..3000).map(|i| line(&format!("k{i}")) + "\n").collect();
+        std::fs::write(&file, &all).unwrap();
+
+        // The statistics reach the view within a second of a session's end.
+        let commits = || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
+            bench.scalar(sql).parse::<i64>().unwrap()
+        };
+        let before = commits();
+        let run = bench.unchanged(|| bench.run(&["import", "--dry-run", "-o", "json", path]).success());
+        let statements = commits() - before;
+        assert!(statements < 200, "the dry run of 3,000 rows ran {statements} transactions");
+        let counts = fields(&run.json(), &["task_rows", "inserted", "replaced", "kept_newer"]);
+        assert_eq!(counts, json!([3000, 2000, 1000, 0]));
+    }
+}
