@@ -640,7 +640,7 @@ pub struct Run {
 }
 
 impl Run {
-    fn from(out: Output, args: &[&str]) -> Run {
+    pub fn from(out: Output, args: &[&str]) -> Run {
         Run {
             args: args.iter().map(|s| s.to_string()).collect(),
             code: out.status.code().unwrap_or(-1),
