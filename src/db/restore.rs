@@ -27,6 +27,11 @@ const CHUNK_ROWS: usize = 1000;
 /// `max_allowed_packet` (16 MiB by default on MariaDB); a larger value is a chunk of its own.
 const CHUNK_BYTES: usize = 4 << 20;
 
+/// Keys in one lookup of [`Store::stored_updated_at_all`]: its `OR` of key matches is a tree
+/// one level deeper per key, and SQLite refuses a tree deeper than 1,000 ("Expression tree is
+/// too large").
+const LOOKUP_ROWS: usize = 200;
+
 /// A row of an import, its dag run or asset found.
 pub(crate) enum RestoreRow<'a> {
     Task(TaskWrite<'a>),
@@ -195,7 +200,7 @@ impl Store {
     }
 
     /// The `updated_at` of the row stored now with each row's unique key, in the rows' order:
-    /// a batch of `import`'s first pass read in one statement per table and [`CHUNK_ROWS`]
+    /// a batch of `import`'s first pass read in one statement per table and [`LOOKUP_ROWS`]
     /// rows, where a statement per row took 121 s for 1,000,000 rows on MariaDB. Each key is
     /// compared exactly (`SAME`), so that on MySQL `'x'` does not find `'x '`: the first pass
     /// has refused such pairs already, and a row found is then the row itself.
@@ -211,7 +216,7 @@ impl Store {
                 .filter(|row| row.upsert().table == upsert.table)
                 .map(RestoreRow::values)
                 .collect();
-            for chunk in values.chunks(CHUNK_ROWS) {
+            for chunk in values.chunks(LOOKUP_ROWS) {
                 let mut query = if task {
                     Query::new(
                         r#"SELECT dag_run_id, task_id, map_index, "key", updated_at FROM task_state_store WHERE "#,
