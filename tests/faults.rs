@@ -2455,3 +2455,154 @@ mod messages {
         bench.run(&cmd(&["set", "k", "2", "--conn", &airflow], &task(&[]))).success();
     }
 }
+
+/// PostgreSQL's own environment (`PGHOST`, `PGPASSWORD`, `~/.pgpass`, …) fills what the URL
+/// lacks, as libpq does for Airflow; a password found there is never shown.
+#[cfg(feature = "postgres")]
+mod libpq_environment {
+    use super::*;
+
+    /// The bench's server and database, as libpq's variables.
+    fn server_vars(bench: &Bench) -> Vec<(String, String)> {
+        let url = bench.url();
+        let rest = url.split_once("://").unwrap().1;
+        let (auth, rest) = rest.rsplit_once('@').unwrap_or(("", rest));
+        let (hostport, database) = rest.split_once('/').unwrap();
+        let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "5432"));
+        let user = auth.split(':').next().unwrap_or("postgres");
+        [("PGHOST", host), ("PGPORT", port), ("PGUSER", user), ("PGDATABASE", database)]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    /// `args` with the URL `conn` and only the given libpq variables set.
+    fn run(bench: &Bench, conn: &str, vars: &[(String, String)], args: &[&str]) -> Run {
+        let mut cmd = bench.cmd(&cmd(&["--conn", conn], args));
+        for (key, _) in std::env::vars() {
+            if key.starts_with("PG") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.envs(vars.iter().map(|(k, v)| (k, v)));
+        Run::from(cmd.output().unwrap(), args)
+    }
+
+    fn task<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        cmd(args, &["--dag-id", DAG, "--run-id", RUN, "--task-id", "load"])
+    }
+
+    #[test]
+    fn pg_variables_choose_the_server_database_and_user() {
+        let bench = with_run(Dialect::Postgres);
+        bench.run(&task(&["set", "k", "\"from the URL\""])).success();
+        let vars = server_vars(&bench);
+        // A URL that names nothing: everything comes from the environment.
+        let got = run(&bench, "postgresql://", &vars, &task(&["get", "k"])).success();
+        assert!(got.stdout.contains("\"from the URL\""), "{got:?}");
+        // The URL's own parts win: a database that does not exist is reported as the URL's.
+        let url =
+            Bench::server_url(Dialect::Postgres, &Bench::admin_auth(Dialect::Postgres), "no_such_db_here");
+        run(&bench, &url, &vars, &task(&["get", "k"])).fails(4, "no_such_db_here");
+        // PGPORT is used for a URL without a port: a closed port fails.
+        let mut closed = vars.clone();
+        closed.retain(|(k, _)| k != "PGPORT");
+        closed.push(("PGPORT".to_string(), "1".to_string()));
+        let run_closed = run(&bench, "postgresql://", &closed, &task(&["get", "k"]));
+        assert_ne!(run_closed.code, 0, "{run_closed:?}");
+        assert!(run_closed.stderr.contains(":1"), "{run_closed:?}");
+    }
+
+    #[test]
+    fn a_password_file_others_can_read_is_ignored_with_libpqs_warning() {
+        use std::os::unix::fs::PermissionsExt;
+        let bench = with_run(Dialect::Postgres);
+        let vars = server_vars(&bench);
+        let pgpass = bench.dir.path().join(".pgpass");
+        std::fs::write(&pgpass, "*:*:*:*:pgpass-secret-1\n").unwrap();
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let got = run(&bench, "postgresql://", &vars, &task(&["list"])).success();
+        assert!(got.stderr.contains("has group or world access"), "{got:?}");
+        assert!(got.stderr.contains(".pgpass"), "{got:?}");
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let got = run(&bench, "postgresql://", &vars, &task(&["list"])).success();
+        assert!(!got.stderr.contains("warning"), "{got:?}");
+    }
+
+    #[test]
+    fn no_password_from_the_environment_is_ever_shown() {
+        use std::os::unix::fs::PermissionsExt;
+        let bench = with_run(Dialect::Postgres);
+        let pgpass = bench.dir.path().join("pass");
+        std::fs::write(&pgpass, "*:*:*:*:pgpass-secret-2\n").unwrap();
+        std::fs::set_permissions(&pgpass, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let mut vars = server_vars(&bench);
+        vars.push(("PGPASSFILE".to_string(), pgpass.to_str().unwrap().to_string()));
+        let with_password = |extra: &[(&str, &str)]| {
+            let mut v = vars.clone();
+            v.extend(extra.iter().map(|(k, x)| ((*k).to_string(), (*x).to_string())));
+            v
+        };
+        let env_pw = with_password(&[("PGPASSWORD", "env-secret-3")]);
+        let bad_tls = with_password(&[("PGPASSWORD", "env-secret-3"), ("PGSSLMODE", "sometimes")]);
+        let mut closed = env_pw.clone();
+        closed.retain(|(k, _)| k != "PGPORT");
+        closed.push(("PGPORT".to_string(), "1".to_string()));
+        let runs = [
+            run(&bench, "postgresql://", &vars, &task(&["-v", "get", "k"])),
+            run(&bench, "postgresql://", &env_pw, &task(&["-v", "list"])),
+            run(&bench, "postgresql://", &env_pw, &["config", "show"]),
+            run(&bench, "postgresql://", &bad_tls, &task(&["get", "k"])),
+            run(&bench, "postgresql://", &closed, &task(&["-v", "get", "k"])),
+            run(&bench, "postgresql://", &vars, &["doctor"]),
+        ];
+        for r in &runs {
+            for secret in ["pgpass-secret-2", "env-secret-3"] {
+                assert!(!r.stdout.contains(secret) && !r.stderr.contains(secret), "{r:?}");
+            }
+        }
+        // The refused sslmode names the variable it came from.
+        assert!(runs[3].stderr.contains("PGSSLMODE"), "{:?}", runs[3]);
+        assert_eq!(runs[3].code, 3, "{:?}", runs[3]);
+    }
+}
+
+/// `import --dry-run` reads the stored rows a batch at a time, as the import writes them.
+mod import_dry_run {
+    use super::*;
+
+    fn line(key: &str) -> String {
+        format!(
+            r#"{{"kind": "task", "dag_id": "{DAG}", "run_id": "{RUN}", "task_id": "load", "map_index": -1, "key": "{key}", "value": "1", "updated_at": "2026-01-01T00:00:00.000000Z", "expires_at": null}}"#
+        )
+    }
+
+    /// A dry run of 3,000 rows (1,000 of them stored) on PostgreSQL, whose statistics count
+    /// each statement run outside a transaction as a commit of the database: a lookup per row
+    /// made thousands, a lookup per batch makes a handful. The counts are the real import's.
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_dry_run_reads_stored_keys_in_few_statements() {
+        let bench = with_run(Dialect::Postgres);
+        let file = bench.dir.path().join("rows.jsonl");
+        let path = file.to_str().unwrap();
+        let stored: String = (0..1000).map(|i| line(&format!("k{i}")) + "\n").collect();
+        std::fs::write(&file, &stored).unwrap();
+        bench.run(&["import", path]).success();
+        let all: String = (0..3000).map(|i| line(&format!("k{i}")) + "\n").collect();
+        std::fs::write(&file, &all).unwrap();
+
+        // The statistics reach the view within a second of a session's end.
+        let commits = || {
+            std::thread::sleep(Duration::from_millis(1500));
+            let sql = "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()";
+            bench.scalar(sql).parse::<i64>().unwrap()
+        };
+        let before = commits();
+        let run = bench.unchanged(|| bench.run(&["import", "--dry-run", "-o", "json", path]).success());
+        let statements = commits() - before;
+        assert!(statements < 200, "the dry run of 3,000 rows ran {statements} transactions");
+        let counts = fields(&run.json(), &["task_rows", "inserted", "replaced", "kept_newer"]);
+        assert_eq!(counts, json!([3000, 2000, 1000, 0]));
+    }
+}

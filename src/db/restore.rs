@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Store;
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
 use super::query::{Fields, Param, Query};
 use super::store::{ASSET_UPSERT, TASK_UPSERT, asset_restore_values, task_values};
 use super::{AssetRestore, TaskWrite};
@@ -26,6 +26,11 @@ const CHUNK_ROWS: usize = 1000;
 /// Value bytes in one statement, so that a chunk of large values stays far below MySQL's
 /// `max_allowed_packet` (16 MiB by default on MariaDB); a larger value is a chunk of its own.
 const CHUNK_BYTES: usize = 4 << 20;
+
+/// Keys in one lookup of [`Store::stored_updated_at_all`]: its `OR` of key matches is a tree
+/// one level deeper per key, and SQLite refuses a tree deeper than 1,000 ("Expression tree is
+/// too large").
+const LOOKUP_ROWS: usize = 200;
 
 /// A row of an import, its dag run or asset found.
 pub(crate) enum RestoreRow<'a> {
@@ -194,6 +199,53 @@ impl Store {
         stored_updated_at(&mut *self.conn, row.upsert(), &row.values())
     }
 
+    /// The `updated_at` of the row stored now with each row's unique key, in the rows' order:
+    /// a batch of `import`'s first pass read in one statement per table and [`LOOKUP_ROWS`]
+    /// rows, where a statement per row took 121 s for 1,000,000 rows on MariaDB. Each key is
+    /// compared exactly (`SAME`), so that on MySQL `'x'` does not find `'x '`: the first pass
+    /// has refused such pairs already, and a row found is then the row itself.
+    pub(crate) fn stored_updated_at_all(
+        &mut self,
+        rows: &[RestoreRow<'_>],
+    ) -> Result<Vec<Option<StoredTime>>> {
+        let mut found: HashMap<StoredKey, StoredTime> = HashMap::new();
+        for upsert in [&TASK_UPSERT, &ASSET_UPSERT] {
+            let task = upsert.table == TASK_UPSERT.table;
+            let values: Vec<[Param<'_>; 9]> = rows
+                .iter()
+                .filter(|row| row.upsert().table == upsert.table)
+                .map(RestoreRow::values)
+                .collect();
+            for chunk in values.chunks(LOOKUP_ROWS) {
+                let mut query = if task {
+                    Query::new(
+                        r#"SELECT dag_run_id, task_id, map_index, "key", updated_at FROM task_state_store WHERE "#,
+                    )
+                } else {
+                    Query::new(r#"SELECT asset_id, '', -1, "key", updated_at FROM asset_state_store WHERE "#)
+                };
+                for (i, row) in chunk.iter().enumerate() {
+                    query = query.push(if i == 0 { "(" } else { " OR (" });
+                    query = if task {
+                        query
+                            .and("dag_run_id = ?", row[0])
+                            .and(" AND SAME(task_id, ?)", row[1])
+                            .and(" AND map_index = ?", row[2])
+                            .and(r#" AND SAME("key", ?))"#, row[3])
+                    } else {
+                        query.and("asset_id = ?", row[0]).and(r#" AND SAME("key", ?))"#, row[1])
+                    };
+                }
+                let what = format!("cannot read {}", upsert.table);
+                let stored = all(&mut *self.conn, &what, &query, |f: &mut Fields| {
+                    Ok(((f.int()?, f.text(), f.int()?, f.text()), f.required_time()))
+                })?;
+                found.extend(stored);
+            }
+        }
+        Ok(rows.iter().map(|row| found.get(&stored_key(row)).cloned()).collect())
+    }
+
     /// Sets the session up for an import's batches; see [`Connection::begin_import`].
     pub(crate) fn begin_import(&mut self) -> Result<()> {
         self.conn.begin_import()
@@ -227,6 +279,17 @@ impl Store {
             }
         }
         Ok(counts)
+    }
+}
+
+/// A unique key as [`Store::stored_updated_at_all`] reads it back: the dag run or asset, the
+/// task id and map index (`''` and -1 for an asset row) and the key.
+type StoredKey = (i64, String, i64, String);
+
+fn stored_key(row: &RestoreRow<'_>) -> StoredKey {
+    match row {
+        RestoreRow::Task(w) => (w.dag_run_id, w.scope.task_id.clone(), w.scope.map_index, w.key.to_string()),
+        RestoreRow::Asset(w) => (w.asset_id, String::new(), -1, w.key.to_string()),
     }
 }
 

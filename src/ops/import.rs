@@ -103,7 +103,8 @@ pub(crate) fn run(
     let mut padded = store.key_text("x ").ne("x ").then(Padded::default);
 
     // Pass 1: every line parsed and checked, every parent found; nothing written.
-    file.each(|item| {
+    let mut pending: Vec<(u64, Record, i64)> = Vec::new();
+    let checked = file.each(|item| {
         let (line_no, record) = match item {
             Item::Damaged(line_no, problem) => {
                 damaged.add(line_no);
@@ -154,33 +155,20 @@ pub(crate) fn run(
             }
         }
         let Some(seen) = &mut seen else { return Ok(()) };
-        let (stored, earlier) = match seen.get(store, &record, parent) {
-            Some((line, at)) => (Some(at), Some(line)),
-            None => (store.stored_updated_at(&row)?.map(|at| at.instant()), None),
-        };
-        let outcome = decide(mode, stored, record_updated_at(&record));
-        if outcome == Outcome::Conflict {
-            let why = match earlier {
-                Some(line) => format!("is also on line {line}"),
-                None => "is already stored".to_string(),
-            };
-            return Err(Error::Conflict(format!(
-                "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
-                name,
-                describe_row(&record, parent)
-            ))
-            .into());
+        // The stored rows' times are read a batch at a time, as the writes are made.
+        if pending.len() as u64 >= options.batch_size {
+            decide_batch(store, seen, mode, name, &pending, options.dry_run.then_some(&mut counts))?;
+            pending.clear();
         }
-        let after = match outcome {
-            Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(&record)),
-            _ => stored.flatten(),
-        };
-        seen.insert(store, &record, parent, line_no, after);
-        if options.dry_run {
-            counts.add(mode, &record, outcome.into());
-        }
+        pending.push((line_no, record, parent));
         Ok(())
-    })?;
+    });
+    // The rows still waiting are decided before any error of a later line is reported, so
+    // that the first line at fault is the one named, as when each row was decided as read.
+    if let Some(seen) = &mut seen {
+        decide_batch(store, seen, mode, name, &pending, options.dry_run.then_some(&mut counts))?;
+    }
+    checked?;
     drop(seen);
     drop(padded);
 
@@ -218,6 +206,55 @@ pub(crate) fn run(
     }
     counts.skipped_damaged = damaged.count;
     Ok(Report { counts, damaged })
+}
+
+/// Decides what each row of `batch` does to the row stored with its key, in the file's
+/// order: the keys' stored times read in one statement per table, and a key met earlier in
+/// the file taken as that earlier line left it. `counts` (a dry run) counts each outcome as
+/// the writes would; [`Mode::Fail`] refuses the first row whose key is stored or repeated.
+fn decide_batch(
+    store: &mut Store,
+    seen: &mut Seen,
+    mode: Mode,
+    name: &str,
+    batch: &[(u64, Record, i64)],
+    mut counts: Option<&mut Counts>,
+) -> Result<()> {
+    if batch.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<RestoreRow<'_>> =
+        batch.iter().map(|(_, record, parent)| restore_row(record, *parent)).collect();
+    let stored_times = store.stored_updated_at_all(&rows)?;
+    for ((line_no, record, parent), stored_time) in batch.iter().zip(stored_times) {
+        let (line_no, parent) = (*line_no, *parent);
+        let (stored, earlier) = match seen.get(store, record, parent) {
+            Some((line, at)) => (Some(at), Some(line)),
+            None => (stored_time.map(|at| at.instant()), None),
+        };
+        let outcome = decide(mode, stored, record_updated_at(record));
+        if outcome == Outcome::Conflict {
+            let why = match earlier {
+                Some(line) => format!("is also on line {line}"),
+                None => "is already stored".to_string(),
+            };
+            return Err(Error::Conflict(format!(
+                "{} line {line_no}: {} {why}; nothing was imported (--on-conflict fail)",
+                name,
+                describe_row(record, parent)
+            ))
+            .into());
+        }
+        let after = match outcome {
+            Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(record)),
+            _ => stored.flatten(),
+        };
+        seen.insert(store, record, parent, line_no, after);
+        if let Some(counts) = counts.as_deref_mut() {
+            counts.add(mode, record, outcome.into());
+        }
+    }
+    Ok(())
 }
 
 /// The longest line a row whose value holds up to `max_value` bytes can take: each byte of

@@ -11,6 +11,7 @@ use postgres::Client;
 use postgres::config::{SslMode, TargetSessionAttrs};
 use postgres_openssl::MakeTlsConnector;
 
+use super::environment::{self, Environment, REFUSED, Target};
 use crate::db::{Access, Timeouts};
 use crate::error::{Error, Result};
 use crate::text::quote;
@@ -95,6 +96,8 @@ struct ConnectOptions {
     client_cert: Option<PathBuf>,
     client_key: Option<PathBuf>,
     connect_timeout: Duration,
+    /// libpq's warnings about the password file, for the caller to show.
+    warnings: Vec<String>,
 }
 
 /// The query keys understood here, for the message that refuses any other.
@@ -114,7 +117,55 @@ fn seconds(url: &DbUrl, key: &str, text: &str) -> Result<i64> {
 }
 
 impl ConnectOptions {
-    fn from_url(url: &DbUrl) -> Result<ConnectOptions> {
+    /// The URL's connection, each part it lacks taken from libpq's environment variables, then
+    /// the password from the password file when none was given, as libpq does.
+    fn from_url(url: &DbUrl, env: &Environment) -> Result<ConnectOptions> {
+        if let Some((var, why)) = REFUSED.iter().find(|(var, _)| env.var(var).is_some()) {
+            return Err(config_error(url, &format!("{var} is set: {why}")));
+        }
+        let (filled, used) = environment::fill(url, env);
+        let mut options = ConnectOptions::from_filled(&filled).map_err(|e| match e.downcast::<Error>() {
+            // The message shows the URL as filled (its password masked); it names the variables too.
+            Ok(Error::Config(message)) if !used.is_empty() => {
+                Error::Config(format!("{message} ({} from the environment)", used.join(", "))).into()
+            }
+            Ok(other) => other.into(),
+            Err(e) => e,
+        })?;
+        if options.config.get_password().is_none_or(<[u8]>::is_empty) {
+            options.password_from_file(env);
+        }
+        Ok(options)
+    }
+
+    /// libpq's password file, matched on each place to try in turn.
+    fn password_from_file(&mut self, env: &Environment) {
+        let Some(path) = env.passfile() else { return };
+        let user = self.config.get_user().map(str::to_string).or_else(|| env.os_user.clone());
+        let Some(user) = user else { return };
+        let database = self.dbname.clone().unwrap_or_else(|| user.clone());
+        let targets: Vec<Target<'_>> = self
+            .endpoints
+            .iter()
+            .map(|endpoint| match endpoint {
+                Endpoint::Tcp { host, port } => {
+                    Target { host, port: *port, database: &database, user: &user }
+                }
+                // libpq matches a Unix socket as `localhost`.
+                Endpoint::Socket { port, .. } => {
+                    Target { host: "localhost", port: *port, database: &database, user: &user }
+                }
+            })
+            .collect();
+        let mut warnings = Vec::new();
+        let found = environment::password_from_file(&path, &targets, &mut |w| warnings.push(w));
+        self.warnings.extend(warnings);
+        if let Some(password) = found {
+            self.config.password(password);
+        }
+    }
+
+    fn from_filled(url: &DbUrl) -> Result<ConnectOptions> {
         for (key, _) in &url.query {
             if !KNOWN_KEYS.split(", ").any(|known| known == key) {
                 return Err(config_error(
@@ -260,6 +311,7 @@ impl ConnectOptions {
             client_cert: url.query_value("sslcert").map(PathBuf::from),
             client_key: url.query_value("sslkey").map(PathBuf::from),
             connect_timeout,
+            warnings: Vec::new(),
         })
     }
 
@@ -541,7 +593,11 @@ pub(super) fn connect(
     timeouts: &Timeouts,
 ) -> Result<(Client, String)> {
     let quoted = schema.map(quote_schema).transpose()?;
-    let mut options = ConnectOptions::from_url(url)?;
+    let mut options = ConnectOptions::from_url(url, &Environment::current())?;
+    for warning in &options.warnings {
+        // libpq's own warning, on stderr as psql shows it: the only output of this layer.
+        crate::output::warn(warning);
+    }
     // The kernel gives up on data the server never acknowledges (a peer that is gone) when
     // the client would give up on an answer anyway.
     if url.query_value("tcp_user_timeout").is_none() {
@@ -583,11 +639,12 @@ mod tests {
     }
 
     fn options(text: &str) -> ConnectOptions {
-        ConnectOptions::from_url(&url(text)).unwrap_or_else(|e| panic!("{text}: {e}"))
+        ConnectOptions::from_url(&url(text), &Environment::default())
+            .unwrap_or_else(|e| panic!("{text}: {e}"))
     }
 
     fn refused(text: &str) -> String {
-        match ConnectOptions::from_url(&url(text)) {
+        match ConnectOptions::from_url(&url(text), &Environment::default()) {
             Ok(o) => panic!("{text} accepted: {o:?}"),
             Err(e) => {
                 assert!(matches!(kind(&e), Some(Error::Config(_))), "{text}: {e:?}");
@@ -733,6 +790,109 @@ mod tests {
         let sql = session_setup(Access::ReadOnly, &t, Some("-c statement_timeout=5000"));
         assert!(!sql.contains("statement_timeout'"), "{sql}");
         assert!(sql.contains("('lock_timeout', '2000')"), "{sql}");
+    }
+
+    /// A password file in a directory of its own, at `mode`.
+    fn passfile(name: &str, text: &str, mode: u32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("state-store-pgpass-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("pgpass");
+        std::fs::write(&path, text).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    }
+
+    fn with_env(text: &str, vars: &[(&str, &str)]) -> ConnectOptions {
+        ConnectOptions::from_url(&url(text), &Environment::of(vars)).unwrap_or_else(|e| panic!("{text}: {e}"))
+    }
+
+    #[test]
+    fn libpq_environment_fills_what_the_url_lacks() {
+        let vars = [
+            ("PGHOST", "envhost"),
+            ("PGPORT", "6000"),
+            ("PGUSER", "envuser"),
+            ("PGPASSWORD", "envpw"),
+            ("PGDATABASE", "envdb"),
+            ("PGSSLMODE", "require"),
+            ("PGCONNECT_TIMEOUT", "30"),
+            ("PGAPPNAME", "nightly"),
+            ("PGOPTIONS", "-c work_mem=64MB"),
+            ("PGTARGETSESSIONATTRS", "read-write"),
+        ];
+        let o = with_env("postgresql://", &vars);
+        assert_eq!(o.endpoints, vec![tcp("envhost", 6000)]);
+        assert_eq!(o.config.get_user(), Some("envuser"));
+        assert_eq!(o.config.get_password(), Some(&b"envpw"[..]));
+        assert_eq!(o.dbname.as_deref(), Some("envdb"));
+        assert_eq!(o.tls, TlsMode::Require);
+        assert_eq!(o.connect_timeout, Duration::from_secs(30));
+        assert_eq!(o.config.get_application_name(), Some("nightly"));
+        assert_eq!(o.config.get_options(), Some("-c work_mem=64MB"));
+        assert_eq!(o.config.get_target_session_attrs(), TargetSessionAttrs::ReadWrite);
+        // The URL and its query win over the environment.
+        let o = with_env("postgresql://u:urlpw@h:5433/db?sslmode=disable&application_name=a", &vars);
+        assert_eq!(o.endpoints, vec![tcp("h", 5433)]);
+        assert_eq!((o.config.get_user(), o.config.get_password()), (Some("u"), Some(&b"urlpw"[..])));
+        assert_eq!((o.dbname.as_deref(), o.tls), (Some("db"), TlsMode::Disable));
+        assert_eq!(o.config.get_application_name(), Some("a"));
+        // A URL host keeps PGPORT for its missing port; PGHOST lists and sockets as libpq reads them.
+        assert_eq!(with_env("postgresql://h/db", &vars).endpoints, vec![tcp("h", 6000)]);
+        let o = with_env("postgresql:///db", &[("PGHOST", "/run/pg,b:7")]);
+        assert_eq!(o.endpoints, vec![socket("/run/pg", 5432), tcp("b", 7)]);
+        // A bad value names where it came from, and never shows the password.
+        let e = ConnectOptions::from_url(
+            &url("postgresql://h/db"),
+            &Environment::of(&[("PGSSLMODE", "on"), ("PGPASSWORD", "envpw")]),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sslmode=on") && e.contains("PGPASSWORD, PGSSLMODE from the environment"), "{e}");
+        assert!(!e.contains("envpw"), "{e}");
+        let e =
+            ConnectOptions::from_url(&url("postgresql://h/db"), &Environment::of(&[("PGSERVICE", "prod")]))
+                .unwrap_err()
+                .to_string();
+        assert!(e.contains("PGSERVICE is set"), "{e}");
+    }
+
+    #[test]
+    fn libpq_password_file_comes_after_the_url_and_the_environment() {
+        let text = "h:5432:db:u:filepw\nlocalhost:5432:*:u:socketpw\n*:*:*:osuser:ospw\n";
+        let path = passfile("order", text, 0o600);
+        let file = path.to_str().unwrap();
+        let password = |url_text: &str, vars: &[(&str, &str)]| {
+            let mut vars = vars.to_vec();
+            vars.push(("PGPASSFILE", file));
+            with_env(url_text, &vars).config.get_password().map(|p| String::from_utf8_lossy(p).into_owned())
+        };
+        assert_eq!(password("postgresql://u@h/db", &[]).as_deref(), Some("filepw"));
+        assert_eq!(password("postgresql://u:urlpw@h/db", &[]).as_deref(), Some("urlpw"));
+        assert_eq!(password("postgresql://u@h/db", &[("PGPASSWORD", "envpw")]).as_deref(), Some("envpw"));
+        assert_eq!(
+            password("postgresql://u@h/db?password=q", &[("PGPASSWORD", "envpw")]).as_deref(),
+            Some("q")
+        );
+        // The environment's user, host and database are matched too; a socket is `localhost`.
+        assert_eq!(
+            password("postgresql:///db", &[("PGUSER", "u"), ("PGHOST", "h")]).as_deref(),
+            Some("filepw")
+        );
+        assert_eq!(password("postgresql://u@/db?host=/tmp", &[]).as_deref(), Some("socketpw"));
+        // No user anywhere: the OS user, as libpq; the database defaults to the user.
+        assert_eq!(password("postgresql://h2/", &[]).as_deref(), Some("ospw"));
+        assert_eq!(password("postgresql://u@h:5433/db", &[]), None);
+
+        // A file others can read is ignored, with libpq's warning.
+        let open = passfile("open", text, 0o644);
+        let o = with_env("postgresql://u@h/db", &[("PGPASSFILE", open.to_str().unwrap())]);
+        assert_eq!(o.config.get_password(), None);
+        assert_eq!(o.warnings.len(), 1);
+        assert!(o.warnings[0].contains("has group or world access"), "{:?}", o.warnings);
+        assert!(!o.warnings[0].contains("filepw"));
+        let _ = std::fs::remove_dir_all(path.parent().unwrap());
+        let _ = std::fs::remove_dir_all(open.parent().unwrap());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 
 mod clean;
 mod connect;
+mod environment;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
