@@ -14,10 +14,12 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import api_server as api_server_module
 import support
 
 
@@ -55,12 +57,18 @@ def pytest_configure(config: pytest.Config) -> None:
         ):
             del os.environ[name]
     os.environ.pop("AIRFLOW_CONFIG", None)
+    # Nor a developer's REST settings: a test without a token must have none.
+    for name in ("AIRFLOW_CLI_TOKEN", *(n for n in os.environ if n.startswith("STATE_STORE_API_"))):
+        os.environ.pop(name, None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     run = config.stash.get(_RUN, None)
     if run is None:
         return
+    server = run.get("api_server")
+    if server is not None:
+        server.stop()
     airflow = run.get("airflow")
     if airflow is not None:
         airflow.dispose()
@@ -134,6 +142,29 @@ def state_store(run: dict, metastore: str) -> support.StateStore:
 @pytest.fixture(scope="session")
 def databases(run: dict) -> support.Databases:
     return run["databases"]
+
+
+@pytest.fixture(scope="session")
+def api_server(run: dict, metastore: str) -> Iterator[api_server_module.ApiServer]:
+    """Airflow's own `airflow api-server --apps core` on the run's metastore (see
+    api_server.py), started by the first test that asks for it, once per run, and stopped by
+    its pid at the end of the run."""
+    server = api_server_module.ApiServer.start(run["home"])
+    run["api_server"] = server  # pytest_unconfigure stops it too, should this teardown not run
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def rest_store(run: dict, api_server: api_server_module.ApiServer) -> support.StateStore:
+    """Our binary on that server, as its admin: the token in `AIRFLOW_CLI_TOKEN`."""
+    return support.StateStore(run["binary"], api_url=api_server.url, env={"AIRFLOW_CLI_TOKEN": api_server.token("admin")})
+
+
+@pytest.fixture(scope="session")
+def db_store(run: dict, metastore: str) -> support.StateStore:
+    """Our binary on the same metastore through `--conn`, the other side of each comparison."""
+    return support.StateStore(run["binary"], conn=metastore)
 
 
 @pytest.fixture

@@ -302,20 +302,30 @@ class Result:
 class StateStore:
     """Our binary, run the way a person on the Airflow machine runs it: it finds the metastore
     through Airflow's own configuration (`AIRFLOW_HOME/airflow.cfg`, as `airflow db migrate`
-    left it, and `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`) unless `conn` names another database."""
+    left it, and `AIRFLOW__DATABASE__SQL_ALCHEMY_CONN`) unless `conn` names another database,
+    or `api_url` sends it to Airflow's REST API instead (with `env` holding its token)."""
 
-    def __init__(self, binary: str, conn: str | None = None) -> None:
+    def __init__(
+        self, binary: str, conn: str | None = None, api_url: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.binary = binary
         self.conn = conn
+        self.api_url = api_url
+        self.env = env or {}
 
     def run(self, *args: str, stdin: str | None = None, env: dict[str, str] | None = None, ok: bool = True) -> Result:
-        cmd = [self.binary, *(["--conn", self.conn] if self.conn else []), *map(str, args)]
+        cmd = [
+            self.binary,
+            *(["--conn", self.conn] if self.conn else []),
+            *(["--api-url", self.api_url] if self.api_url else []),
+            *map(str, args),
+        ]
         # Bytes, decoded here: text mode would turn a `\r` in a printed value into `\n`.
         proc = subprocess.run(
             cmd,
             capture_output=True,
             input=None if stdin is None else stdin.encode(),
-            env={**os.environ, **(env or {})},
+            env={**os.environ, **self.env, **(env or {})},
             timeout=120,
             stdin=None if stdin is not None else subprocess.DEVNULL,
         )
