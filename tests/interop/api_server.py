@@ -91,12 +91,14 @@ class ApiServer:
         self.passwords = passwords
         self.url = f"http://127.0.0.1:{port}"
         self.version: dict[str, Any] = {}
+        self.ready_s = 0.0
         self._tokens: dict[str, str] = {}
 
     @classmethod
-    def start(cls, home: Path) -> ApiServer:
+    def start(cls, home: Path, airflow: Path | None = None, env: dict[str, str] | None = None) -> ApiServer:
         """Starts the server on the metastore Airflow is configured with (the environment
-        `conftest.py` set up) and returns once `/api/v2/version` answers JSON."""
+        `conftest.py` set up, and `env`) and returns once `/api/v2/version` answers JSON.
+        `airflow` is the CLI to run, by default the one beside this Python."""
         workdir = home / "api-server"
         workdir.mkdir(exist_ok=True)
         passwords = {user: f"{user}-pw-{secrets.token_urlsafe(12)}" for user in USERS}
@@ -107,6 +109,7 @@ class ApiServer:
         port = free_port()
         env = {
             **os.environ,
+            **(env or {}),
             "AIRFLOW__CORE__AUTH_MANAGER": "airflow.api_fastapi.auth.managers.simple.simple_auth_manager.SimpleAuthManager",
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
@@ -115,7 +118,7 @@ class ApiServer:
             # Every access-log line reaches the file at once: `requests_since` reads it.
             "PYTHONUNBUFFERED": "1",
         }
-        airflow = Path(sys.executable).with_name("airflow")
+        airflow = airflow or Path(sys.executable).with_name("airflow")
         started = time.monotonic()
         with log.open("wb") as out:
             proc = subprocess.Popen(
@@ -135,7 +138,7 @@ class ApiServer:
         except BaseException:
             server.stop()
             raise
-        print(f"\nairflow api-server {server.version.get('version')} on {server.url}: ready in {time.monotonic() - started:.1f}s")
+        server.ready_s = time.monotonic() - started
         return server
 
     def _wait_until_ready(self, started: float) -> None:

@@ -150,6 +150,7 @@ def api_server(run: dict, metastore: str) -> Iterator[api_server_module.ApiServe
     api_server.py), started by the first test that asks for it, once per run, and stopped by
     its pid at the end of the run."""
     server = api_server_module.ApiServer.start(run["home"])
+    print(f"\nairflow api-server {server.version.get('version')} on {server.url}: ready in {server.ready_s:.1f}s")
     run["api_server"] = server  # pytest_unconfigure stops it too, should this teardown not run
     yield server
     server.stop()
