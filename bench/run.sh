@@ -5,7 +5,7 @@
 # beside the client's bulk insert of the same rows), and prints a markdown table of each.
 #
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
-#   ./bench/run.sh --only clean|import [options]   # one of the two
+#   ./bench/run.sh --only clean|import|rest [options]   # one of the three
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2
 #
@@ -15,10 +15,15 @@
 # the same commit), removes the worktree, then passes --baseline-bin and --baseline-label to
 # bench.py. The working tree's binary (target/release) is the one compared against it.
 #
+# bench/rest_bench.py (the REST transport beside curl, on a local `airflow api-server`) runs with
+# --only rest, or last in a full run when the Airflow venv is there; of the options it takes
+# --rest-repeat N (rounds, default 25), --json and the baseline (for the binary's size).
+#
 # Needs python3, /usr/bin/time, the clients sqlite3, psql and mariadb, and the servers named by
 # STATE_STORE_TEST_POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432/postgres) and
-# STATE_STORE_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/). Airflow is taken from
-# AIRFLOW_VENV (default bench/.airflow-venv) and skipped when it is not there.
+# STATE_STORE_TEST_MYSQL_URL (default mysql://root@127.0.0.1:3306/); the REST benchmark needs
+# curl. Airflow is taken from AIRFLOW_VENV (default bench/.airflow-venv) and skipped when it is
+# not there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -43,15 +48,22 @@ if [[ "${1:-}" == "--install-airflow" ]]; then
     exit 0
 fi
 
-# --baseline REV (or --baseline=REV) and --only are run.sh's own; everything else goes to
-# bench.py and bench/import_bench.py (which ignores the clean benchmark's own options).
+# --baseline REV (or --baseline=REV) and --only are run.sh's own, --rest-repeat goes to the REST
+# benchmark alone; everything else goes to bench.py and bench/import_bench.py (which ignores the
+# clean benchmark's own options) and bench/rest_bench.py (which ignores all but --json).
 baseline_rev=""
 only=""
 bench_args=()
+rest_args=()
 while [[ $# -gt 0 ]]; do
     case "$1" in
+        --rest-repeat)
+            [[ $# -ge 2 ]] || { echo "run.sh: --rest-repeat needs a number" >&2; exit 2; }
+            rest_args+=(--rest-repeat "$2")
+            shift 2
+            ;;
         --only)
-            [[ $# -ge 2 && ( "$2" == clean || "$2" == import ) ]] || { echo "run.sh: --only takes clean or import" >&2; exit 2; }
+            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest ) ]] || { echo "run.sh: --only takes clean, import or rest" >&2; exit 2; }
             only="$2"
             shift 2
             ;;
@@ -115,12 +127,24 @@ if [[ -n "$baseline_rev" ]]; then
 fi
 
 # The clean benchmark, then the import benchmark (bench/import_bench.py) with the same rows,
-# dialects, repeats and baseline; each prints its own table. --only clean|import runs one.
+# dialects, repeats and baseline, then the REST benchmark (bench/rest_bench.py, with Airflow's
+# Python); each prints its own table. --only clean|import|rest runs one.
 status=0
-if [[ "$only" != import ]]; then
+if [[ -z "$only" || "$only" == clean ]]; then
     python3 bench/bench.py "${bench_args[@]}" || status=$?
 fi
-if [[ "$only" != clean ]]; then
+if [[ -z "$only" || "$only" == import ]]; then
     python3 bench/import_bench.py "${bench_args[@]}" || status=$?
+fi
+if [[ -z "$only" || "$only" == rest ]]; then
+    airflow_python="${AIRFLOW_VENV:-bench/.airflow-venv}/bin/python"
+    if [[ -x "$airflow_python" ]]; then
+        "$airflow_python" bench/rest_bench.py "${bench_args[@]}" "${rest_args[@]}" || status=$?
+    elif [[ "$only" == rest ]]; then
+        echo "run.sh: the REST benchmark needs Airflow: no $airflow_python (./bench/run.sh --install-airflow, or AIRFLOW_VENV)" >&2
+        exit 1
+    else
+        echo "run.sh: no Airflow venv ($airflow_python): the REST benchmark is skipped" >&2
+    fi
 fi
 exit "$status"
