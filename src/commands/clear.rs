@@ -9,13 +9,15 @@ use std::io::{BufRead, IsTerminal, Write};
 use serde::Serialize;
 
 use super::{
-    Context, Doing, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
-    scope_from_args,
+    Context, Doing, MissingTaskInstance, Scope, Transport, describe_asset, refuse_over_api, require_asset,
+    require_task_instance, scope_from_args,
 };
+use crate::api::Api;
 use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
+use crate::model::TaskScope;
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered};
 use crate::text::quote;
@@ -24,6 +26,15 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
         return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()).into());
+    }
+    if let Transport::Api(options) = Transport::choose(global)? {
+        if args.allow_missing_task_instance {
+            refuse_over_api(
+                "--allow-missing-task-instance",
+                "the API refuses a clear of a task instance that does not exist",
+            )?;
+        }
+        return over_api(&Api::open(options)?, global, args, scope);
     }
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadWrite)?;
@@ -36,17 +47,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
                 MissingTaskInstance::from_flag(args.allow_missing_task_instance),
                 Doing::Clear,
             )?;
-            let place = if args.all_map_indices {
-                format!(
-                    "task dag_id={} run_id={} task_id={} (every map index)",
-                    quote(&task.dag_id),
-                    quote(&task.run_id),
-                    quote(&task.task_id)
-                )
-            } else {
-                format!("task {task}")
-            };
-            (Target::Task(task), place)
+            (Target::Task(task), task_place(task, args.all_map_indices))
         }
         Scope::Asset(selector) => {
             let asset = require_asset(&mut store, selector)?;
@@ -66,11 +67,119 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         output::note("cancelled; nothing deleted");
         return Ok(());
     };
+    report(ctx.format, deleted, &place)
+}
+
+fn report(format: crate::cli::Format, deleted: u64, place: &str) -> Result<()> {
     output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
     output::emit(
-        ctx.format,
+        format,
         &Rendered { doc: Cleared { deleted }, tables: Vec::new(), plain: Some(deleted.to_string()) },
     )
+}
+
+fn task_place(task: &TaskScope, all_map_indices: bool) -> String {
+    if all_map_indices {
+        format!(
+            "task dag_id={} run_id={} task_id={} (every map index)",
+            quote(&task.dag_id),
+            quote(&task.run_id),
+            quote(&task.task_id)
+        )
+    } else {
+        format!("task {task}")
+    }
+}
+
+/// `clear` over Airflow's REST API. The keys are counted first (the API's DELETE says
+/// nothing of how many went), for the question and the report. The DELETE is sent even when
+/// there is nothing to delete, for the API's own check that the task instance exists. With
+/// `--archive`, the keys are read and synced to the file first, then deleted one by one, so
+/// that a key written after the archive was read is left alone rather than deleted unarchived.
+fn over_api(api: &Api, global: &GlobalArgs, args: &ClearArgs, scope: Scope) -> Result<()> {
+    let mut asset = None;
+    let (present, place) = match &scope {
+        Scope::Task(task) => {
+            let indexes = if args.all_map_indices { api.map_indexes(task)? } else { vec![task.map_index] };
+            let mut present = 0;
+            for map_index in indexes {
+                present += api.count_task(&TaskScope { map_index, ..task.clone() })?;
+            }
+            (present, task_place(task, args.all_map_indices))
+        }
+        Scope::Asset(selector) => {
+            let found = asset.insert(api.asset(selector)?);
+            (api.count_asset(found)?, describe_asset(found))
+        }
+    };
+    if present > 0 && !confirmed(args.yes, present, &place)? {
+        output::note("cancelled; nothing deleted");
+        return Ok(());
+    }
+    let deleted = match (&scope, &args.archive) {
+        (_, Some(path)) if present > 0 => {
+            archive_then_clear_over_api(api, &scope, args.all_map_indices, path)?
+        }
+        (Scope::Task(task), _) => {
+            api.clear_task(task, args.all_map_indices)?;
+            present
+        }
+        (Scope::Asset(selector), _) => {
+            match &asset {
+                Some(asset) => api.clear_asset(asset)?,
+                None => api.clear_asset(&api.asset(selector)?)?,
+            }
+            present
+        }
+    };
+    report(global.output, deleted, &place)
+}
+
+/// `--archive` over the API: every key read and written to the archive, the archive synced,
+/// then each archived key deleted by itself.
+fn archive_then_clear_over_api(
+    api: &Api,
+    scope: &Scope,
+    all_map_indices: bool,
+    path: &std::path::Path,
+) -> Result<u64> {
+    let mut sink = Sink::archive(path)?;
+    let write_error = |e: std::io::Error| archive_error(path, e);
+    let mut deleted = 0;
+    match scope {
+        Scope::Task(task) => {
+            let indexes = if all_map_indices { api.map_indexes(task)? } else { vec![task.map_index] };
+            let mut keys: Vec<(i64, String)> = Vec::new();
+            for map_index in indexes {
+                let scope = TaskScope { map_index, ..task.clone() };
+                let _: std::ops::ControlFlow<()> = api.each_task(&scope, 0, &mut |row| {
+                    sink.task(&row).map_err(write_error)?;
+                    keys.push((map_index, row.key));
+                    Ok(std::ops::ControlFlow::Continue(()))
+                })?;
+            }
+            sink.sync().map_err(write_error)?;
+            for (map_index, key) in keys {
+                api.delete_task(&TaskScope { map_index, ..task.clone() }, &key)?;
+                deleted += 1;
+            }
+        }
+        Scope::Asset(selector) => {
+            let asset = api.asset(selector)?;
+            let mut keys = Vec::new();
+            let _: std::ops::ControlFlow<()> = api.each_asset(&asset, 0, &mut |row| {
+                sink.asset(&row).map_err(write_error)?;
+                keys.push(row.key);
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            sink.sync().map_err(write_error)?;
+            for key in keys {
+                api.delete_asset(&asset, &key)?;
+                deleted += 1;
+            }
+        }
+    }
+    Ok(deleted)
 }
 
 /// `{"deleted": N}`.

@@ -2,9 +2,10 @@
 //! removed yet is still returned.
 
 use super::{
-    Context, Scope, check_key, describe_asset, mapped_task_hint, require_asset, require_dag_run,
+    Context, Scope, Transport, check_key, describe_asset, mapped_task_hint, require_asset, require_dag_run,
     scope_from_args,
 };
+use crate::api::Api;
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
@@ -14,6 +15,9 @@ use crate::text::quote;
 pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     check_key(&args.key)?;
     let scope = scope_from_args(&args.scope)?;
+    if let Transport::Api(options) = Transport::choose(global)? {
+        return over_api(&Api::open(options)?, global, args, scope);
+    }
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
     match scope {
@@ -32,14 +36,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 ))
                 .into());
             };
-            if entry.is_expired(crate::time::Timestamp::now()) {
-                // Airflow 3.3 still returns it; a script should know it is on borrowed time.
-                output::warn(&format!(
-                    "key {} expired at {} and is still here only until the next clean",
-                    quote(&args.key),
-                    entry.expires_at.as_ref().map(crate::model::StoredTime::display).unwrap_or_default()
-                ));
-            }
+            warn_expired(&entry);
             output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
         }
         Scope::Asset(selector) => {
@@ -54,5 +51,44 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             };
             output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
         }
+    }
+}
+
+/// `get` over Airflow's REST API: the same documents; the API says "not found" alike for a
+/// missing key, task instance or dag run.
+fn over_api(api: &Api, global: &GlobalArgs, args: &GetArgs, scope: Scope) -> Result<()> {
+    match scope {
+        Scope::Task(scope) => {
+            let Some(entry) = api.task_entry(&scope, &args.key)? else {
+                return Err(
+                    Error::NotFound(format!("key {} not found for task {scope}", quote(&args.key))).into()
+                );
+            };
+            warn_expired(&entry);
+            output::emit(global.output, &output::entries(&[entry], false, None).single(true))
+        }
+        Scope::Asset(selector) => {
+            let asset = api.asset(&selector)?;
+            let Some(entry) = api.asset_entry(&asset, &args.key)? else {
+                return Err(Error::NotFound(format!(
+                    "key {} not found for {}",
+                    quote(&args.key),
+                    describe_asset(&asset)
+                ))
+                .into());
+            };
+            output::emit(global.output, &output::entries(&[entry], false, None).single(true))
+        }
+    }
+}
+
+/// Airflow 3.3 still returns an expired key; a script should know it is on borrowed time.
+fn warn_expired(entry: &crate::model::TaskEntry) {
+    if entry.is_expired(crate::time::Timestamp::now()) {
+        output::warn(&format!(
+            "key {} expired at {} and is still here only until the next clean",
+            quote(&entry.key),
+            entry.expires_at.as_ref().map(crate::model::StoredTime::display).unwrap_or_default()
+        ));
     }
 }

@@ -16,6 +16,7 @@ mod sandbox;
 mod set;
 mod stats;
 
+use crate::api;
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
@@ -45,6 +46,76 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
         Command::Man(args) => generated::man(&args),
         Command::Sandbox(args) => sandbox::run(&global, &args),
     }
+}
+
+/// Where a per-scope command reads and writes: the metastore database, or Airflow's REST API
+/// when `--api-url` or `$STATE_STORE_API_URL` names one. The API is never chosen by anything
+/// else (an `[api] base_url` in airflow.cfg is the server's own address, not a request).
+pub(crate) enum Transport {
+    Database,
+    /// Checked, not yet opened: a command refuses the flags the API cannot honour first.
+    Api(api::Options),
+}
+
+impl Transport {
+    pub(crate) fn choose(global: &GlobalArgs) -> Result<Transport> {
+        let Some((url, origin)) = api_url(global) else { return Ok(Transport::Database) };
+        let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
+        if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
+            return Err(Error::Usage(format!(
+                "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
+            ))
+            .into());
+        }
+        let base = api::BaseUrl::parse(&url, origin)?;
+        let env = |name: &str| std::env::var(name).ok();
+        let flags = &global.api;
+        let credentials =
+            api::Credentials::choose(flags.api_token_cmd.as_deref(), flags.api_username.as_deref(), &env);
+        let ca_file = flags.api_ca_file.clone().or_else(|| {
+            env("STATE_STORE_API_CA_FILE").filter(|f| !f.is_empty()).map(std::path::PathBuf::from)
+        });
+        let seconds = std::time::Duration::from_secs;
+        let settings = api::Settings {
+            connect_timeout: seconds(flags.api_connect_timeout.unwrap_or(10)),
+            timeout: seconds(flags.api_timeout.unwrap_or(30)),
+            ca_file,
+            verbose: global.verbose,
+        };
+        Ok(Transport::Api(api::Options { base, credentials, settings }))
+    }
+
+    /// A command that works on the database only refuses the REST transport, before anything
+    /// is read or sent.
+    pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
+        match api_url(global) {
+            Some((_, origin)) => Err(Error::Usage(format!(
+                "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
+                 unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
+            ))
+            .into()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The API's base URL and where it came from, when one is given.
+fn api_url(global: &GlobalArgs) -> Option<(String, &'static str)> {
+    if let Some(url) = &global.api.api_url {
+        return Some((url.clone(), "--api-url"));
+    }
+    std::env::var("STATE_STORE_API_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| (u, "$STATE_STORE_API_URL"))
+}
+
+/// A flag the REST transport cannot honour: refused before anything is sent.
+pub(crate) fn refuse_over_api(flag: &str, why: &str) -> Result<()> {
+    Err(Error::Usage(format!(
+        "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
+    ))
+    .into())
 }
 
 /// The validated configuration of one run: everything is checked before a database is opened.

@@ -5,9 +5,10 @@
 //! keeps its `expires_at`.
 
 use super::{
-    Context, Doing, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
-    require_task_instance, scope_from_args,
+    Context, Doing, MissingTaskInstance, Scope, Transport, check_new_key, describe_asset, read_stdin,
+    refuse_over_api, require_asset, require_task_instance, scope_from_args,
 };
+use crate::api::{Api, Expiry};
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::{Access, AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
@@ -23,6 +24,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     let text = if args.value == "-" { read_stdin()? } else { args.value.clone() };
     let value = parse_value(&text)?;
+    if let Transport::Api(options) = Transport::choose(global)? {
+        check_api_flags(args, &scope)?;
+        let expiry = if args.keep_expiry { None } else { Some(api_expiry(args, Timestamp::now())?) };
+        return over_api(&Api::open(options)?, global, args, scope, &value, expiry);
+    }
     let ctx = Context::load(global, None)?;
     let encoded = json::dumps(&value);
     check_size(&ctx, &encoded, args.allow_large)?;
@@ -53,13 +59,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 return output::emit(ctx.format, &output::entries(&[entry], true, None).single(false));
             }
             store.upsert_task(&write)?;
-            if let Some(at) = expires_at.filter(|at| *at < now) {
-                // Allowed, as Airflow's REST API allows it, but rarely meant.
-                output::warn(&format!(
-                    "--expires-at {} is in the past: the key is expired from the start, and the next clean deletes it",
-                    at.to_rfc3339()
-                ));
-            }
+            warn_past(expires_at, now);
             let entry = TaskEntry {
                 scope,
                 key: args.key.clone(),
@@ -134,13 +134,7 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
     match updated {
         Ok(Some(entry)) => {
             store.commit()?;
-            if entry.is_expired(write.updated_at) {
-                output::warn(&format!(
-                    "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
-                    quote(write.key),
-                    entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
-                ));
-            }
+            warn_kept_expired(&entry, write.updated_at);
             Ok(entry)
         }
         Ok(None) => {
@@ -157,6 +151,122 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
             Err(e)
         }
     }
+}
+
+/// An expiry in the past is allowed, as Airflow's REST API allows it, but rarely meant.
+fn warn_past(expires_at: Option<Timestamp>, now: Timestamp) {
+    if let Some(at) = expires_at.filter(|at| *at < now) {
+        output::warn(&format!(
+            "--expires-at {} is in the past: the key is expired from the start, and the next clean deletes it",
+            at.to_rfc3339()
+        ));
+    }
+}
+
+fn warn_kept_expired(entry: &TaskEntry, now: Timestamp) {
+    if entry.is_expired(now) {
+        output::warn(&format!(
+            "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
+            quote(&entry.key),
+            entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+        ));
+    }
+}
+
+/// The flags the REST API cannot honour, refused before anything is sent.
+fn check_api_flags(args: &SetArgs, scope: &Scope) -> Result<()> {
+    if args.allow_missing_task_instance {
+        refuse_over_api(
+            "--allow-missing-task-instance",
+            "the API refuses a write to a task instance that does not exist",
+        )?;
+    }
+    if args.allow_large {
+        refuse_over_api(
+            "--allow-large",
+            "the API refuses a value over its [state_store] max_value_storage_bytes",
+        )?;
+    }
+    if let Scope::Asset(_) = scope {
+        if args.retention.is_some() || args.expires_at.is_some() {
+            return Err(Error::Usage(
+                "asset keys never expire: --retention and --expires-at are for task keys".to_string(),
+            )
+            .into());
+        }
+        if args.keep_expiry {
+            refuse_over_api("--keep-expiry on an asset key", "the API has no PATCH for asset keys")?;
+        }
+    }
+    Ok(())
+}
+
+/// `set` over Airflow's REST API: PUT (PATCH for `--keep-expiry`), then the key as stored
+/// read back, so that the output shows the server's own `updated_at` and expiry (the default
+/// retention is the server's).
+fn over_api(
+    api: &Api,
+    global: &GlobalArgs,
+    args: &SetArgs,
+    scope: Scope,
+    value: &Value,
+    expiry: Option<Expiry>,
+) -> Result<()> {
+    let now = Timestamp::now();
+    match scope {
+        Scope::Task(scope) => {
+            match expiry {
+                None => api.patch_task(&scope, &args.key, value)?,
+                Some(expiry) => {
+                    api.put_task(&scope, &args.key, value, expiry)?;
+                    warn_past(if let Expiry::At(at) = expiry { Some(at) } else { None }, now);
+                }
+            }
+            let entry = api.task_entry(&scope, &args.key)?.ok_or_else(|| {
+                Error::NotFound(format!(
+                    "key {} was written but is gone already: another client deleted it",
+                    quote(&args.key)
+                ))
+            })?;
+            if args.keep_expiry {
+                warn_kept_expired(&entry, now);
+            }
+            output::emit(global.output, &output::entries(&[entry], true, None).single(false))
+        }
+        Scope::Asset(selector) => {
+            let asset = api.asset(&selector)?;
+            if !asset.active {
+                return Err(Error::NotFound(format!(
+                    "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+                    describe_asset(&asset)
+                ))
+                .into());
+            }
+            api.put_asset(&asset, &args.key, value)?;
+            let entry = api.asset_entry(&asset, &args.key)?.ok_or_else(|| {
+                Error::NotFound(format!(
+                    "key {} was written but is gone already: another client deleted it",
+                    quote(&args.key)
+                ))
+            })?;
+            output::emit(global.output, &output::entries(&[entry], true, None).single(false))
+        }
+    }
+}
+
+/// The expiry a PUT sends: `--expires-at`, `--retention` from now, or the server's default.
+fn api_expiry(args: &SetArgs, now: Timestamp) -> Result<Expiry> {
+    if let Some(text) = &args.expires_at {
+        let at = Timestamp::parse_rfc3339(text)
+            .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
+        return Ok(Expiry::At(at));
+    }
+    let Some(text) = &args.retention else { return Ok(Expiry::Default) };
+    let retention =
+        time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?;
+    let at =
+        retention.expires_at(now).with_context(|| Error::Usage("cannot compute the expiry".to_string()))?;
+    Ok(at.map_or(Expiry::Never, Expiry::At))
 }
 
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow

@@ -33,6 +33,13 @@ use sources::*;
 use toml_file::parse_toml;
 
 /// The built-in state store backend, the default of `[state_store] backend`.
+/// Runs a command as Airflow runs a `_cmd` (split like a shell line, no shell, bounded by
+/// `timeout`, a process group killed when it is over) and returns its stdout: the REST
+/// transport's token command.
+pub(crate) fn run_secret_command(command: &str, timeout: Duration) -> Result<String, String> {
+    run_command(command, timeout)
+}
+
 pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBackend";
 
 /// How long a `_cmd` command may run before reading `[state_store] cmd_timeout` (which has no

@@ -1,0 +1,335 @@
+//! HTTP for the REST transport: one keep-alive agent per process, bounded waits, retries of
+//! what is safe to retry, and every answer turned into JSON or into an error kind with its
+//! exit code (docs/rest.md#errors).
+//!
+//! Every request this tool sends is idempotent (GET, PUT, PATCH, DELETE, and the token
+//! exchange, which only mints a token), so a connection that could not be made, and a 502,
+//! 503 or 504 from a proxy in front of the server, are retried [`RETRIES`] times with a
+//! growing pause. Nothing else is: a 4xx is the server's answer, and a timed-out request may
+//! have been carried out already.
+
+use std::io::Read as _;
+use std::time::{Duration, Instant};
+
+use ureq::http::{Method, Response};
+use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
+use ureq::{Agent, Body};
+
+use super::url::{BaseUrl, Target};
+use crate::error::{Error, Result};
+use crate::json::{self, Value};
+use crate::output;
+use crate::text;
+
+/// Retries after the first try, for a connection that could not be made or a 502/503/504.
+pub(crate) const RETRIES: u32 = 3;
+/// The pause before the first retry; each next one doubles it (0.5 s, 1 s, 2 s).
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+/// The largest answer read: a page of 100 values of 64 KiB, each escaped, fits many times.
+const MAX_BODY: u64 = 256 * 1024 * 1024;
+/// The most of a server's error text quoted in a message.
+const DETAIL_CHARS: usize = 300;
+
+/// How the transport waits and whom it trusts.
+#[derive(Debug, Clone)]
+pub(crate) struct Settings {
+    pub connect_timeout: Duration,
+    /// The whole of one request: connect, send, wait for the answer and read it.
+    pub timeout: Duration,
+    /// PEM file of the CAs to trust instead of the system's.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `-v`: say each request and its answer on stderr.
+    pub verbose: bool,
+}
+
+/// An answer the server gave: its status and its JSON (`None` for an empty body, as a 204's).
+#[derive(Debug)]
+pub(crate) struct Answer {
+    pub status: u16,
+    pub json: Option<Value>,
+}
+
+pub(crate) struct Http {
+    agent: Agent,
+    base: BaseUrl,
+    settings: Settings,
+    /// `Authorization: Bearer …` for every request but the token exchange and the version.
+    bearer: Option<String>,
+}
+
+impl Http {
+    pub(crate) fn new(base: BaseUrl, settings: Settings) -> Result<Http> {
+        let roots = match &settings.ca_file {
+            Some(path) => RootCerts::new_with_certs(&read_ca_file(path)?),
+            // native-tls loads the roots where the system keeps them (openssl-probe), also when
+            // OpenSSL is linked in and knows no system paths of its own (the wheel).
+            None => RootCerts::PlatformVerifier,
+        };
+        let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
+        let agent: Agent = Agent::config_builder()
+            .tls_config(tls)
+            // A 4xx's body says why; it is read, not turned into a bare status error.
+            .http_status_as_error(false)
+            // A redirect is reported, never followed: a login's body or a token must not go
+            // to another address than the one the user named (docs/rest.md).
+            .max_redirects(0)
+            .timeout_connect(Some(settings.connect_timeout))
+            .timeout_global(Some(settings.timeout))
+            .user_agent(format!("state-store/{}", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        Ok(Http { agent, base, settings, bearer: None })
+    }
+
+    pub(crate) fn base(&self) -> &BaseUrl {
+        &self.base
+    }
+
+    pub(crate) fn set_bearer(&mut self, token: String) {
+        self.bearer = Some(format!("Bearer {token}"));
+    }
+
+    pub(crate) fn has_token(&self) -> bool {
+        self.bearer.is_some()
+    }
+
+    /// Sends one request, with the token when `authorized`, and reads its answer: retried as
+    /// the module says; any status is returned, for the caller to decide what it means.
+    pub(crate) fn send(
+        &self,
+        method: Method,
+        target: &Target,
+        body: Option<&Value>,
+        authorized: bool,
+    ) -> Result<Answer> {
+        let url = self.base.join(target);
+        let shown = self.base.shown(target);
+        let text = body.map(json::dumps);
+        let mut pause = FIRST_PAUSE;
+        for attempt in 0..=RETRIES {
+            let started = Instant::now();
+            let result = self.once(&method, &url, text.as_deref(), authorized);
+            let elapsed = started.elapsed().as_millis();
+            match result {
+                Ok(response) => {
+                    let status = response.status().as_u16();
+                    if self.settings.verbose {
+                        output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
+                    }
+                    if matches!(status, 502..=504) && attempt < RETRIES {
+                        self.pause(&mut pause, &format!("{status}"));
+                        continue;
+                    }
+                    return read_answer(response, &method, &shown);
+                }
+                Err(e) => {
+                    let why = self.describe(&e);
+                    if self.settings.verbose {
+                        output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
+                    }
+                    if is_connect_error(&e) && attempt < RETRIES {
+                        self.pause(&mut pause, &why);
+                        continue;
+                    }
+                    let tries = if is_connect_error(&e) {
+                        format!(" after {} tries", RETRIES + 1)
+                    } else {
+                        String::new()
+                    };
+                    return Err(Error::Remote(format!("{method} {shown} failed{tries}: {why}")).into());
+                }
+            }
+        }
+        unreachable_retries()
+    }
+
+    fn once(
+        &self,
+        method: &Method,
+        url: &str,
+        body: Option<&str>,
+        authorized: bool,
+    ) -> std::result::Result<Response<Body>, ureq::Error> {
+        let mut request = ureq::http::Request::builder()
+            .method(method.clone())
+            .uri(url)
+            .header("Accept", "application/json");
+        if authorized && let Some(bearer) = &self.bearer {
+            request = request.header("Authorization", bearer.as_str());
+        }
+        match body {
+            Some(text) => {
+                let request = request.header("Content-Type", "application/json").body(text.to_string())?;
+                self.agent.run(request)
+            }
+            None => self.agent.run(request.body(())?),
+        }
+    }
+
+    /// A transport error in words, a timeout with the flag that bounds it.
+    fn describe(&self, e: &ureq::Error) -> String {
+        match e {
+            ureq::Error::Timeout(ureq::Timeout::Connect) => format!(
+                "no connection within {} s (--api-connect-timeout)",
+                self.settings.connect_timeout.as_secs()
+            ),
+            ureq::Error::Timeout(_) => {
+                format!("no answer within {} s (--api-timeout)", self.settings.timeout.as_secs())
+            }
+            other => describe_error(other),
+        }
+    }
+
+    fn pause(&self, pause: &mut Duration, why: &str) {
+        if self.settings.verbose {
+            output::note(&format!("api: {why}; retrying in {} ms", pause.as_millis()));
+        }
+        std::thread::sleep(*pause);
+        *pause *= 2;
+    }
+}
+
+/// The loop above always returns; a defect otherwise.
+fn unreachable_retries() -> Result<Answer> {
+    Err(anyhow::anyhow!("the retry loop ended without an answer"))
+}
+
+/// A connection that was never made: nothing reached the server, so a retry is safe.
+fn is_connect_error(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    match e {
+        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+        ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
+        ureq::Error::Io(io) => matches!(
+            io.kind(),
+            ErrorKind::ConnectionRefused
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::NotConnected
+        ),
+        _ => false,
+    }
+}
+
+/// A transport error in words.
+fn describe_error(e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Timeout(which) => format!("timed out ({which})"),
+        ureq::Error::HostNotFound => "host not found".to_string(),
+        ureq::Error::ConnectionFailed => "connection failed".to_string(),
+        ureq::Error::Io(io) => io.to_string(),
+        other => other.to_string(),
+    }
+}
+
+/// Reads an answer: JSON, or nothing for an empty body. A body that is not JSON is not
+/// Airflow's API talking (an HTML page from the UI's catch-all route, a proxy's page).
+fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result<Answer> {
+    let status = response.status().as_u16();
+    if (300..400).contains(&status) {
+        let location =
+            response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("elsewhere");
+        return Err(Error::Remote(format!(
+            "{method} {shown} answered {status}, a redirect to {}: give the address it redirects to as --api-url",
+            text::cut(location, DETAIL_CHARS)
+        ))
+        .into());
+    }
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    let mut bytes = Vec::new();
+    response
+        .into_body()
+        .into_reader()
+        .take(MAX_BODY)
+        .read_to_end(&mut bytes)
+        .map_err(|e| Error::Remote(format!("cannot read the answer of {method} {shown}: {e}")))?;
+    if bytes.is_empty() {
+        return Ok(Answer { status, json: None });
+    }
+    let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
+    if !is_json {
+        let what = if content_type.starts_with("text/html") { "an HTML page" } else { "not JSON" };
+        let hint = if (200..300).contains(&status) {
+            ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
+        } else {
+            ""
+        };
+        return Err(status_error(status, &format!("{method} {shown} answered {status} with {what}{hint}")));
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let value = json::parse(&text).map_err(|e| {
+        Error::Remote(format!("{method} {shown} answered {status} with JSON that cannot be read: {e}"))
+    })?;
+    Ok(Answer { status, json: Some(value) })
+}
+
+/// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
+/// other refusals of the request (2), 400 the server's configuration (3), 401 and 403 (10),
+/// and 5xx (4).
+pub(crate) fn status_error(status: u16, message: &str) -> anyhow::Error {
+    match status {
+        404 => Error::NotFound(message.to_string()),
+        401 | 403 => Error::Auth(message.to_string()),
+        400 => Error::Config(message.to_string()),
+        405..=499 => Error::Usage(message.to_string()),
+        _ => Error::Remote(message.to_string()),
+    }
+    .into()
+}
+
+/// What the server said was wrong, in one line: FastAPI's `detail`, a string or a list of
+/// validation errors (each `loc: msg`, without the `input` it echoes, which can be the whole
+/// value); cut to [`DETAIL_CHARS`].
+pub(crate) fn detail(answer: &Answer) -> String {
+    let said = match answer.json.as_ref().and_then(|j| j.get("detail")) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(errors)) => errors
+            .iter()
+            .map(|e| {
+                let place: Vec<String> = e
+                    .get("loc")
+                    .and_then(Value::as_array)
+                    .map(|loc| {
+                        loc.iter()
+                            .filter(|p| p.as_str() != Some("body"))
+                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let msg = e.get("msg").and_then(Value::as_str).unwrap_or("invalid");
+                if place.is_empty() { msg.to_string() } else { format!("{}: {msg}", place.join(".")) }
+            })
+            .collect::<Vec<_>>()
+            .join("; "),
+        Some(other) => json::dumps(other),
+        None => answer.json.as_ref().map(json::dumps).unwrap_or_default(),
+    };
+    let line: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
+    text::cut(&line, DETAIL_CHARS)
+}
+
+/// The certificates of a PEM file, for `--api-ca-file`.
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
+    let shown = path.display();
+    let pem =
+        std::fs::read(path).map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")).into());
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::Usage(format!("--api-ca-file {shown} holds no PEM certificate")).into());
+    }
+    Ok(certs)
+}
