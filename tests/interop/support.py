@@ -411,19 +411,32 @@ class Airflow:
         self, dag_id: str | None = None, run_id: str | None = None, tasks: tuple[str, ...] = TASKS
     ) -> Task:
         """A running manual dag run with an unmapped instance of each of `tasks`, as the scheduler
-        inserts them; returns the scope of the first task in it."""
+        inserts them, and the dag's own row as the dag processor leaves it (Airflow's REST API
+        reads it with the task instances); returns the scope of the first task in it."""
         from sqlalchemy import insert
+
+        from airflow.models.dag import DagModel
+        from airflow.models.dagbundle import DagBundleModel
+        from airflow.utils.types import DagRunTriggeredByType
 
         dag_id = dag_id or unique("interop_dag")
         now = utcnow()
         run_id = run_id or f"manual__{now.isoformat()}"
+        with self.session() as s:
+            if s.get(DagBundleModel, "interop") is None:
+                s.add(DagBundleModel(name="interop"))
+                s.flush()
+            if s.get(DagModel, dag_id) is None:
+                s.add(DagModel(dag_id=dag_id, bundle_name="interop", fileloc=f"/interop/dags/{dag_id}.py"))
         with self.session() as s:
             s.execute(
                 insert(self.DagRun.__table__).values(
                     dag_id=dag_id,
                     run_id=run_id,
                     run_type="manual",
-                    triggered_by="cli",
+                    # The enum, not its value: the column holds the member's name (`CLI`),
+                    # and Airflow's REST API fails (500) on a run it cannot read back.
+                    triggered_by=DagRunTriggeredByType.CLI,
                     state="running",
                     logical_date=now,
                     run_after=now,
