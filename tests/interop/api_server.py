@@ -58,7 +58,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def http(
+def fetch(
     method: str,
     url: str,
     body: Any = None,
@@ -147,7 +147,7 @@ class ApiServer:
             if self.proc.poll() is not None:
                 raise AssertionError(f"airflow api-server exited {self.proc.returncode} before it answered\n{self.log_tail()}")
             try:
-                status, ctype, body = http("GET", f"{self.url}/api/v2/version", timeout=5)
+                status, ctype, body = fetch("GET", f"{self.url}/api/v2/version", timeout=5)
                 if status == 200 and ctype.startswith("application/json"):
                     self.version = json.loads(body)
                     return
@@ -161,15 +161,15 @@ class ApiServer:
 
     def _check_auth_is_enforced(self) -> None:
         """The tier's auth tests mean nothing on a server that lets everyone in."""
-        status, _, body = http("GET", f"{self.url}/api/v2/assets")
+        status, _, body = fetch("GET", f"{self.url}/api/v2/assets")
         assert status == 401, f"a request without a token got {status} {body[:200]!r}, not 401"
-        status, _, _ = http("GET", f"{self.url}/auth/token")
+        status, _, _ = fetch("GET", f"{self.url}/auth/token")
         assert status == 403, f"GET /auth/token got {status}: the all-admins mode is on"
 
     def token(self, user: str = "admin") -> str:
         """A JWT for `user` from `POST /auth/token`, fetched once per run."""
         if user not in self._tokens:
-            status, _, body = http(
+            status, _, body = fetch(
                 "POST", f"{self.url}/auth/token", {"username": user, "password": self.passwords[user]}
             )
             assert status == 201, f"POST /auth/token for {user}: {status} {body[:200]!r}"
@@ -178,7 +178,7 @@ class ApiServer:
 
     def api(self, method: str, path: str, body: Any = None, user: str | None = "admin") -> tuple[int, Any]:
         """A call of the public API as `user`: (status, the JSON body or None)."""
-        status, _, raw = http(method, f"{self.url}/api/v2{path}", body, None if user is None else self.token(user))
+        status, _, raw = fetch(method, f"{self.url}/api/v2{path}", body, None if user is None else self.token(user))
         return status, json.loads(raw) if raw else None
 
     # the server's log
@@ -194,7 +194,7 @@ class ApiServer:
         """A request of its own in the server's log, to tell the requests after it from those
         before; returns when the server has logged it."""
         marker = secrets.token_hex(8)
-        http("GET", f"{self.url}/api/v2/version?mark={marker}")
+        fetch("GET", f"{self.url}/api/v2/version?mark={marker}")
         self._wait_for_mark(marker)
         return marker
 
@@ -264,7 +264,7 @@ class Request:
 
     method: str
     path: str  # with its query, as sent
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case
     body: bytes
 
 
@@ -290,7 +290,8 @@ def stand_in(answer: Any = None) -> Iterator[tuple[str, list[Request]]]:
 
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
-            req = Request(self.command, self.path, dict(self.headers.items()), self.rfile.read(length) if length else b"")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            req = Request(self.command, self.path, headers, self.rfile.read(length) if length else b"")
             seen.append(req)
             status, ctype, raw = answer(req)
             self.send_response(status)
@@ -306,7 +307,8 @@ def stand_in(answer: Any = None) -> Iterator[tuple[str, list[Request]]]:
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # A short poll, so that the shutdown at the end of each test does not wait half a second.
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.server_port}", seen
@@ -326,7 +328,7 @@ def prefix_proxy(target: str, prefix: str) -> Iterator[tuple[str, list[Request]]
         if not req.path.startswith(prefix + "/"):
             return html_answer()
         forwarded = urllib.request.Request(target + req.path[len(prefix) :], data=req.body or None, method=req.method)
-        for name in ("Authorization", "Content-Type", "Accept"):
+        for name in ("authorization", "content-type", "accept"):
             if name in req.headers:
                 forwarded.add_header(name, req.headers[name])
         try:
