@@ -19,7 +19,6 @@ import datetime as dt
 import json
 import re
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,7 +27,7 @@ import api_server as server_module
 import cases
 import support
 from api_server import ApiServer, json_answer, stand_in, version_answer
-from support import Asset, Task, utcnow
+from support import Task, utcnow
 
 FORMATS = ("table", "json", "yaml", "plain")
 
@@ -167,7 +166,8 @@ def test_server_is_as_the_spec_measured_it(api_server: ApiServer, airflow: suppo
     active, inactive = airflow.add_asset(), airflow.add_asset(active=False)
     for asset, only_active, found in ((active, "true", True), (inactive, "true", False), (inactive, "false", True)):
         for param, text in (("name_prefix_pattern", asset.name), ("uri_prefix_pattern", asset.uri)):
-            status, page = api_server.api("GET", f"/assets?{param}={server_module.quote_segment(text)}&only_active={only_active}")
+            query = f"{param}={server_module.quote_segment(text)}&only_active={only_active}"
+            status, page = api_server.api("GET", f"/assets?{query}")
             assert status == 200
             assert (asset.id in [a["id"] for a in page["assets"]]) == found, (param, only_active, page)
     status, body = api_server.api("GET", f"/assets/{inactive.id}")
@@ -199,7 +199,8 @@ def test_differential_task_scope(rest_store, db_store, airflow) -> None:
     # Rows the steps read: 150 keys (two pages of the API), an offloaded value, a key of each
     # map index, and an expired key written through the database path.
     for i in range(150):
-        airflow.backend_set(task, f"bulk/{i:03}", json.dumps({"i": i, "name": f"row {i}"}), dt.datetime(2031, 1, 1, tzinfo=support.UTC))
+        value = json.dumps({"i": i, "name": f"row {i}"})
+        airflow.backend_set(task, f"bulk/{i:03}", value, dt.datetime(2031, 1, 1, tzinfo=support.UTC))
     airflow.backend_set(task, "report", json.dumps({"__airflow_state_ref__": "s3://bucket/state/42"}), None)
     for map_index in (0, 1, 2):
         airflow.backend_set(mapped.sibling("mapped", map_index), "offset", str(4096 * map_index), None)
@@ -215,7 +216,8 @@ def test_differential_task_scope(rest_store, db_store, airflow) -> None:
     twin.read("get", "old", *t)
 
     twin.write("set", "watermark", '"2026-11-28T00:00:00Z"', *t, "--expires-at", LATER)
-    twin.write("set", "config", '{"tables": ["orders", "refunds"], "since": 1.5e16, "label": "café", "n": [1.0, -0.0, 1e-05]}', *t, "--retention", "never")
+    config = '{"tables": ["orders", "refunds"], "since": 1.5e16, "label": "café", "n": [1.0, -0.0, 1e-05]}'
+    twin.write("set", "config", config, *t, "--retention", "never", formats=("json", "yaml"))
     twin.write("set", "long", "-", *t, "--retention", "never", stdin=LONG_TEXT, formats=("json", "plain"))
     twin.write("set", "past", "1", *t, "--expires-at", "2021-06-01T12:00:00.5Z", formats=("json",))
     twin.write("set", "watermark", '"2026-11-29T00:00:00Z"', *t, "--keep-expiry")
@@ -241,16 +243,17 @@ def test_differential_task_scope(rest_store, db_store, airflow) -> None:
     twin.read("list", *t, "--limit", "0", "--external")
     twin.read("list", *m1)
 
-    twin.write("set", "offset", "42", *m1, "--expires-at", LATER)
+    twin.write("set", "offset", "42", *m1, "--expires-at", LATER, formats=("table", "json"))
     twin.read("get", "offset", *m1)
     twin.read("get", "offset", *mapped.sibling("mapped", -1).args(), code=NOT_FOUND, formats=("json",))
     twin.write("delete", "bulk/000", *t)
-    twin.write("delete", "nosuch", *t)
+    twin.write("delete", "nosuch", *t, formats=("json", "plain"))
     twin.write("delete", "x", *missing_ti.args(), code=NOT_FOUND, formats=("json",))
-    twin.write("clear", *m1, "--yes")
+    twin.write("clear", *m1, "--yes", formats=("table", "plain"))
     twin.write("clear", *mapped.sibling("mapped", 2).args(), "--yes", formats=("json",))
-    twin.write("clear", "--dag-id", mapped.dag_id, "--run-id", mapped.run_id, "--task-id", "mapped", "--all-map-indices", "--yes")
-    twin.write("clear", "--dag-id", mapped.dag_id, "--run-id", mapped.run_id, "--task-id", "nosuch", "--all-map-indices", "--yes", code=NOT_FOUND, formats=("json",))
+    of_run = ["--dag-id", mapped.dag_id, "--run-id", mapped.run_id]
+    twin.write("clear", *of_run, "--task-id", "mapped", "--all-map-indices", "--yes")
+    twin.write("clear", *of_run, "--task-id", "nosuch", "--all-map-indices", "--yes", code=NOT_FOUND, formats=("json",))
     twin.write("clear", *missing_ti.args(), "--yes", code=NOT_FOUND, formats=("json",))
     twin.write("clear", *t, "--yes")
     twin.read("list", *t, "--limit", "0")
@@ -302,7 +305,7 @@ def test_differential_asset_scope(rest_store, db_store, airflow) -> None:
     twin.write("set", "x", "1", "--asset-id", str(inactive.id), code=NOT_FOUND, formats=("json",))
     twin.write("set", "x", "1", "--asset", inactive.name, code=NOT_FOUND, formats=("json",))
     twin.write("delete", "cursor", *by_name)
-    twin.write("delete", "nosuch", *by_id)
+    twin.write("delete", "nosuch", *by_id, formats=("json", "plain"))
     twin.write("delete", "cursor", "--asset", inactive.name, code=NOT_FOUND, formats=("json",))
     twin.write("clear", *by_uri, "--yes")
     twin.write("clear", "--asset-id", str(inactive.id), "--yes", formats=("json",))
@@ -383,13 +386,15 @@ def test_scopes_with_characters_urls_break(airflow, rest_store, db_store) -> Non
     task = airflow.add_dag_run(dag_id=support.unique("rest.dag-x"), run_id="scheduled__2026-11-28T00:00:00+00:00 #1?&x=%20")
     rest_store.run("set", "k", "1", *task.args())
     assert airflow.get(task, "k") == "1"
-    assert rest_store.run("get", "k", *task.args(), "-o", "json").stdout == db_store.run("get", "k", *task.args(), "-o", "json").stdout
+    get = ["get", "k", *task.args(), "-o", "json"]
+    assert rest_store.run(*get).stdout == db_store.run(*get).stdout
     for name in (support.unique("a|b"), "~" + support.unique("tilde"), support.unique("trailing") + "/_-"):
         asset = airflow.add_asset(name, f"s3://interop/{name}|~/")
         for selector in (["--asset", asset.name], ["--asset-uri", asset.uri]):
             rest_store.run("set", "k", '"v"', *selector)
             assert airflow.get(asset, "k") == '"v"', selector
-            assert rest_store.run("get", "k", *selector, "-o", "json").stdout == db_store.run("get", "k", *selector, "-o", "json").stdout
+            get = ["get", "k", *selector, "-o", "json"]
+            assert rest_store.run(*get).stdout == db_store.run(*get).stdout
 
 
 def test_expiry_written_over_rest(task, airflow, rest_store) -> None:
@@ -511,7 +516,8 @@ def test_tokens_and_logins(task, airflow, api_server, run, tmp_path, secrets_see
     )
     assert result.stdout == "eight\n" and not marker.exists()
     # ... and a token command comes before a login.
-    ok(*get, env={"STATE_STORE_API_TOKEN_CMD": f"cat {token_file}", "STATE_STORE_API_USERNAME": "admin", "STATE_STORE_API_PASSWORD": WRONG_PASSWORD})
+    wrong_login = {"STATE_STORE_API_USERNAME": "admin", "STATE_STORE_API_PASSWORD": WRONG_PASSWORD}
+    ok(*get, env={"STATE_STORE_API_TOKEN_CMD": f"cat {token_file}", **wrong_login})
 
     # -v says which server it talks to and each request, with its time.
     verbose = ok(*get, env={"AIRFLOW_CLI_TOKEN": api_server.token()}).stderr
@@ -537,7 +543,8 @@ def test_auth_failures_exit_10(task, airflow, api_server, run, secrets_seen) -> 
     fails("get", "k", *task.args(), env={"AIRFLOW_CLI_TOKEN": api_server.token()[:-4] + "AAAA"})
     fails("get", "k", *task.args(), env={"AIRFLOW_CLI_TOKEN": "not-a-jwt"})
     # A wrong password: /auth/token answers 401.
-    result = fails("get", "k", *task.args(), env={"STATE_STORE_API_USERNAME": "admin", "STATE_STORE_API_PASSWORD": WRONG_PASSWORD})
+    wrong_login = {"STATE_STORE_API_USERNAME": "admin", "STATE_STORE_API_PASSWORD": WRONG_PASSWORD}
+    result = fails("get", "k", *task.args(), env=wrong_login)
     assert "/auth/token" in result.stderr, result
     fails("--api-username", "nobody", "get", "k", *task.args(), env={"STATE_STORE_API_PASSWORD": WRONG_PASSWORD})
     # The viewer reads but may not write: 403.
@@ -550,7 +557,8 @@ def test_auth_failures_exit_10(task, airflow, api_server, run, secrets_seen) -> 
     fails("delete", "k", *task.args(), env=viewer)
     fails("clear", *task.args(), "--yes", env=viewer)
     assert airflow.get(task, "k") == "1"
-    fails("--api-username", "viewer", "set", "k", "2", *task.args(), env={"STATE_STORE_API_PASSWORD": api_server.passwords["viewer"]})
+    viewer_login = {"STATE_STORE_API_PASSWORD": api_server.passwords["viewer"]}
+    fails("--api-username", "viewer", "set", "k", "2", *task.args(), env=viewer_login)
     assert airflow.get(task, "k") == "1"
 
 
@@ -607,7 +615,10 @@ def test_a_gateway_error_is_retried(status, run) -> None:
     assert len([r for r in seen if "/state-store/k" in r.path]) == 2
 
 
-@pytest.mark.parametrize(("status", "code"), [(503, UNREACHABLE), (500, UNREACHABLE), (404, NOT_FOUND), (422, USAGE), (400, 3), (401, AUTH), (403, AUTH)])
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [(503, UNREACHABLE), (500, UNREACHABLE), (404, NOT_FOUND), (422, USAGE), (400, 3), (401, AUTH), (403, AUTH)],
+)
 def test_retries_are_for_gateway_errors_only(status, code, run) -> None:
     """A 502/503/504 that persists: at most 3 retries, then exit 4. A 4xx or a 500 is never
     retried: 404 → 1, 422 → 2, 400 → 3, 401/403 → 10, 500 → 4."""
@@ -653,7 +664,9 @@ def test_a_server_that_never_answers_times_out(run) -> None:
     assert took < 15, f"took {took:.1f}s"
 
 
-@pytest.mark.parametrize(("version", "code"), [("3.2.1", TOO_OLD), ("2.10.5", TOO_OLD), ("3.3.0", NOT_FOUND), ("3.4.0", NOT_FOUND)])
+@pytest.mark.parametrize(
+    ("version", "code"), [("3.2.1", TOO_OLD), ("2.10.5", TOO_OLD), ("3.3.0", NOT_FOUND), ("3.4.0", NOT_FOUND)]
+)
 def test_a_server_older_than_3_3_is_exit_5(version, code, run) -> None:
     with stand_in(server_module.answer_version_else_404(version)) as (url, seen):
         store = support.StateStore(run["binary"], api_url=url, env=TOKEN_ENV)
