@@ -2838,6 +2838,32 @@ mod rest_transport {
         assert!(api.requests().iter().all(|r| r.target == "/api/v2/version"), "{:?}", api.requests());
     }
 
+    /// `http_proxy` carries the requests (through a `CONNECT` tunnel), and `no_proxy` takes a
+    /// host out.
+    #[test]
+    fn requests_go_through_the_proxy_of_the_environment_unless_no_proxy_names_the_host() {
+        let proxy = FakeApi::start(|request, _| match (request.method.as_str(), request.target.as_str()) {
+            ("CONNECT", _) => Reply::Send("HTTP/1.1 200 Connection established\r\n\r\n".to_string()),
+            (_, "/api/v2/version") => Reply::Send(json(200, r#"{"version": "3.3.2"}"#)),
+            _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+        });
+        let bench = Bench::bare();
+        let line = args("http://airflow.invalid:9", &["get", "k"], &TASK);
+        let run = bench.cmd(&line).env("http_proxy", &proxy.url).output().unwrap();
+        support::Run::from(run, &line).code(1);
+        let seen: Vec<String> =
+            proxy.requests().iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+        assert_eq!(seen.first().map(String::as_str), Some("CONNECT airflow.invalid:9"), "{seen:?}");
+        assert!(seen.contains(
+            &"GET /api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/k?map_index=-1".to_string()
+        ));
+        let before = seen.len();
+        let run =
+            bench.cmd(&line).env("http_proxy", &proxy.url).env("NO_PROXY", ".invalid").output().unwrap();
+        support::Run::from(run, &line).code(4);
+        assert_eq!(proxy.requests().len(), before, "no_proxy sends nothing to the proxy");
+    }
+
     #[test]
     fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));

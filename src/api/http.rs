@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ureq::http::{Method, Response};
 use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
-use ureq::{Agent, Body};
+use ureq::{Agent, Body, Proxy};
 
 use super::url::{BaseUrl, Target};
 use crate::error::{Error, Result};
@@ -66,8 +66,15 @@ impl Http {
             None => RootCerts::PlatformVerifier,
         };
         let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
+        let proxy = proxy_for(&base, &|name| std::env::var(name).ok())?;
+        if settings.verbose
+            && let Some((variable, _)) = &proxy
+        {
+            output::note(&format!("api: through the proxy of ${variable}"));
+        }
         let agent: Agent = Agent::config_builder()
             .tls_config(tls)
+            .proxy(proxy.map(|(_, proxy)| proxy))
             // A 4xx's body says why; it is read, not turned into a bare status error.
             .http_status_as_error(false)
             // A redirect is reported, never followed: a login's body or a token must not go
@@ -187,6 +194,42 @@ impl Http {
         std::thread::sleep(*pause);
         *pause *= 2;
     }
+}
+
+/// The proxy for the base URL, chosen as curl chooses it: `https_proxy` (or `HTTPS_PROXY`)
+/// for an https URL, `http_proxy` (or `HTTP_PROXY`) for an http one, else `all_proxy` (or
+/// `ALL_PROXY`); none when `no_proxy` (or `NO_PROXY`) names the host: `*`, the host itself,
+/// or a domain it is in (`example.com` and `.example.com` both take `api.example.com`).
+/// Returns the variable it came from, for `-v`.
+fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(String, Proxy)>> {
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let host = base.host();
+    let excluded = set("no_proxy").or_else(|| set("NO_PROXY")).is_some_and(|list| {
+        list.split(',').map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase()).any(|entry| {
+            let entry = entry.split_once(':').map_or(entry.as_str(), |(host, _)| host).to_string();
+            entry == "*" || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
+        })
+    });
+    if excluded {
+        return Ok(None);
+    }
+    let names: &[&str] = if base.is_https() {
+        &["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    } else {
+        &["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    };
+    let Some((name, url)) = names.iter().find_map(|name| set(name).map(|url| (*name, url))) else {
+        return Ok(None);
+    };
+    if let Some((_, password)) = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+    {
+        crate::redact::register_secret(password);
+    }
+    let proxy = Proxy::new(url.trim()).map_err(|e| Error::Usage(format!("invalid proxy in ${name}: {e}")))?;
+    Ok(Some((name.to_string(), proxy)))
 }
 
 /// The loop above always returns; a defect otherwise.
@@ -311,6 +354,33 @@ pub(crate) fn detail(answer: &Answer) -> String {
     };
     let line: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
     text::cut(&line, DETAIL_CHARS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chosen(url: &str, vars: &[(&str, &str)]) -> Option<String> {
+        let base = BaseUrl::parse(url, "--api-url").unwrap();
+        let env = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_string());
+        proxy_for(&base, &env).unwrap().map(|(name, _)| name)
+    }
+
+    #[test]
+    fn the_proxy_is_chosen_by_scheme_and_no_proxy_as_curl_does() {
+        let all =
+            [("HTTPS_PROXY", "http://p:3128"), ("http_proxy", "http://q:3128"), ("ALL_PROXY", "http://r:1")];
+        assert_eq!(chosen("https://a.example.com", &all).as_deref(), Some("HTTPS_PROXY"));
+        assert_eq!(chosen("http://a.example.com", &all).as_deref(), Some("http_proxy"));
+        assert_eq!(chosen("http://a.example.com", &all[..1]), None);
+        assert_eq!(chosen("http://a.example.com", &[all[2]]).as_deref(), Some("ALL_PROXY"));
+        for no_proxy in ["example.com", ".example.com", "x.org, a.example.com:443", "*"] {
+            let vars = [all[0], ("NO_PROXY", no_proxy)];
+            assert_eq!(chosen("https://a.example.com", &vars), None, "{no_proxy}");
+        }
+        assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
+        assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
+    }
 }
 
 /// The certificates of a PEM file, for `--api-ca-file`.

@@ -254,7 +254,8 @@ impl Api {
 
     /// Resolves a selector as the database path does: an id reaches any asset, a name or a
     /// URI an active one. The API's name and URI filters match prefixes, so the match is made
-    /// exact here.
+    /// exact here. An asset found by id says `active: false` whatever it is: only a write
+    /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
         match selector {
             AssetSelector::Id(id) => {
@@ -263,17 +264,25 @@ impl Api {
                 if answer.status == 404 {
                     return Err(Error::NotFound(format!("no asset found with {selector}")).into());
                 }
-                let mut asset = asset(body(&answer)?)?;
-                asset.active = self
-                    .find_asset("name_prefix_pattern", &asset.name, true, |a| a.id == asset.id)?
-                    .is_some();
-                Ok(asset)
+                asset(body(&answer)?)
             }
             AssetSelector::Name(name) => {
                 self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
             }
             AssetSelector::Uri(uri) => self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri),
         }
+    }
+
+    /// [`Api::asset`], with whether an asset found by id is active: the API has no such field,
+    /// so the active assets of its name are searched for its id.
+    pub(crate) fn asset_to_write(&self, selector: &AssetSelector) -> Result<Asset> {
+        let mut found = self.asset(selector)?;
+        if let AssetSelector::Id(_) = selector {
+            let id = found.id;
+            found.active =
+                self.find_asset("name_prefix_pattern", &found.name, true, |a| a.id == id)?.is_some();
+        }
+        Ok(found)
     }
 
     fn asset_by(

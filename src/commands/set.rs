@@ -234,7 +234,7 @@ fn over_api(
             output::emit(global.output, &output::entries(&[entry], true, None).single(false))
         }
         Scope::Asset(selector) => {
-            let asset = api.asset(&selector)?;
+            let asset = api.asset_to_write(&selector)?;
             if !asset.active {
                 return Err(Error::NotFound(format!(
                     "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
