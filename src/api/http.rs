@@ -356,6 +356,27 @@ pub(crate) fn detail(answer: &Answer) -> String {
     text::cut(&line, DETAIL_CHARS)
 }
 
+/// The certificates of a PEM file, for `--api-ca-file`.
+fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
+    let shown = path.display();
+    let pem =
+        std::fs::read(path).map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
+    let mut certs = Vec::new();
+    for item in ureq::tls::parse_pem(&pem) {
+        match item {
+            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
+            Ok(_) => {}
+            Err(e) => {
+                return Err(Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")).into());
+            }
+        }
+    }
+    if certs.is_empty() {
+        return Err(Error::Usage(format!("--api-ca-file {shown} holds no PEM certificate")).into());
+    }
+    Ok(certs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -381,25 +402,4 @@ mod tests {
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
     }
-}
-
-/// The certificates of a PEM file, for `--api-ca-file`.
-fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
-    let shown = path.display();
-    let pem =
-        std::fs::read(path).map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
-    let mut certs = Vec::new();
-    for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")).into());
-            }
-        }
-    }
-    if certs.is_empty() {
-        return Err(Error::Usage(format!("--api-ca-file {shown} holds no PEM certificate")).into());
-    }
-    Ok(certs)
 }
