@@ -2864,6 +2864,51 @@ mod rest_transport {
         assert_eq!(proxy.requests().len(), before, "no_proxy sends nothing to the proxy");
     }
 
+    /// An https URL is verified against the system's roots, or the CAs of `--api-ca-file`
+    /// instead: a self-signed server (`openssl s_server`, which answers an HTML page) fails
+    /// verification without the file and is reached with it.
+    #[test]
+    fn tls_trusts_the_system_roots_or_the_ca_file_given() {
+        let dir = support::TempDir::new();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl req");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string(), "-cert"])
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        let url = format!("https://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let bench = Bench::bare();
+        let untrusted = bench.run(&args(&url, &["get", "k"], &TASK));
+        let ca = cert.to_str().unwrap();
+        let trusted = bench.run(&args(&url, &["--api-ca-file", ca, "get", "k"], &TASK));
+        let not_pem = bench.run(&args(&url, &["--api-ca-file", "/dev/null", "get", "k"], &TASK));
+        let _ = server.kill();
+        let _ = server.wait();
+        let untrusted = untrusted.code(4);
+        assert!(untrusted.stderr.to_lowercase().contains("certificate"), "{untrusted:?}");
+        let trusted = trusted.code(4);
+        assert!(trusted.stderr.contains("an HTML page"), "the TLS handshake passed: {trusted:?}");
+        not_pem.code(2);
+    }
+
     #[test]
     fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
