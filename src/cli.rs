@@ -98,8 +98,9 @@ pub(crate) struct GlobalArgs {
         help_heading = GLOBAL
     )]
     pub output: Format,
-    /// Say on stderr what is done over the network: the API server's version and each request
-    /// with its answer and time (never a token or a password)
+    /// Say on stderr what is done over the network: the database opened, or over --api-url the
+    /// API server's version and each request with its answer and time (never a password or
+    /// a token)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
     #[command(flatten)]

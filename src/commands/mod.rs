@@ -123,6 +123,8 @@ pub(crate) struct Context {
     pub settings: Settings,
     pub url: DbUrl,
     pub format: Format,
+    /// `-v`: say on stderr which database is opened and how long it took.
+    pub verbose: bool,
 }
 
 impl Context {
@@ -146,7 +148,7 @@ impl Context {
                 missing.path.display()
             ));
         }
-        Ok(Context { settings, url, format: global.output })
+        Ok(Context { settings, url, format: global.output, verbose: global.verbose })
     }
 
     /// Opens the metastore's state-store tables; a failure names where its URL came from. With a
@@ -160,7 +162,22 @@ impl Context {
     /// [`Context::open`] with other bounds than the configured ones (clean's `--lock-timeout`).
     pub(crate) fn open_with(&self, access: Access, timeouts: &Timeouts) -> Result<Store> {
         self.warn_custom_backend();
-        self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access, timeouts))
+        let started = std::time::Instant::now();
+        let store = self.located(db::open(
+            &self.url,
+            self.settings.sql_alchemy_schema.value.as_deref(),
+            access,
+            timeouts,
+        ))?;
+        if self.verbose {
+            output::note(&format!(
+                "db: {} opened in {} ms ([database] sql_alchemy_conn from {})",
+                self.url.redacted(),
+                started.elapsed().as_millis(),
+                self.settings.sql_alchemy_conn.source
+            ));
+        }
+        Ok(store)
     }
 
     /// The bounds of every wait on the database, from `[state_store] database_timeout`.
