@@ -98,9 +98,10 @@ pub(crate) struct GlobalArgs {
         help_heading = GLOBAL
     )]
     pub output: Format,
-    /// Say on stderr what is done over the network: the database opened, or over --api-url the
-    /// API server's version and each request with its answer and time (never a password or
-    /// a token)
+    /// Detail on stderr: the database opened, or over --api-url the API server's version and
+    /// each request with its answer and time (never a password or a token); for clean, a line
+    /// per batch (its number, rows deleted, id range, milliseconds), for the orphan sweep too,
+    /// and per query of a dry run (Airflow's `clean -v`)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
     #[command(flatten)]
@@ -504,10 +505,6 @@ pub(crate) struct CleanArgs {
     /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
-    /// Detail on stderr: a line per batch (its number, rows deleted, id range, milliseconds),
-    /// for the orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
     /// format (whole lines, fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
