@@ -13,6 +13,7 @@
 
 mod auth;
 mod http;
+mod keys;
 mod url;
 
 use std::collections::HashSet;
@@ -23,6 +24,7 @@ use ureq::http::Method;
 pub(crate) use self::auth::Credentials;
 pub(crate) use self::http::Settings;
 use self::http::{Answer, Http, detail, status_error};
+pub(crate) use self::keys::Remote;
 pub(crate) use self::url::BaseUrl;
 use self::url::Target;
 use crate::error::{Error, Result};
@@ -190,10 +192,13 @@ impl Api {
     }
 
     /// The map indexes a task has in its dag run, ascending, starting with -1 (an unmapped
-    /// instance, or keys written there anyway): `listMapped` names the mapped ones.
-    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<Vec<i64>> {
+    /// instance, or keys written there anyway): `listMapped` names the mapped ones. The flag
+    /// says whether the list is whole: `listMapped` answered, or said the task is not mapped;
+    /// not when the server could not tell (a dag it has not parsed).
+    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<(Vec<i64>, bool)> {
         let mut indexes = vec![-1];
         let mut offset = 0;
+        let mut whole = true;
         loop {
             let target = Target::api(&[
                 "dags",
@@ -207,8 +212,8 @@ impl Api {
             .query("limit", PAGE)
             .query("offset", offset);
             let answer = self.call(Method::GET, &target, None, &[200, 404])?;
-            // 404: no mapped instance ("not mapped", or a dag the server has not parsed).
             if answer.status == 404 {
+                whole = detail(&answer).contains("is not mapped");
                 break;
             }
             let page = array(&answer, "task_instances")?;
@@ -224,7 +229,7 @@ impl Api {
         }
         indexes.sort_unstable();
         indexes.dedup();
-        Ok(indexes)
+        Ok((indexes, whole))
     }
 
     /// Hands over the keys of one task instance from `offset`, a page at a time, in the API's

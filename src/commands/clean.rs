@@ -182,7 +182,7 @@ impl Failed<'_> {
 
 fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
     report.metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
-    super::Transport::refuse_api(global, "clean")?;
+    super::refuse_api(global, "clean")?;
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {

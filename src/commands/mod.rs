@@ -5,6 +5,7 @@
 mod clean;
 mod clear;
 mod config_cmd;
+mod database;
 mod delete;
 mod doctor;
 mod export;
@@ -21,6 +22,7 @@ use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
+use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
 use crate::text::quote;
@@ -48,54 +50,57 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
     }
 }
 
-/// Where a per-scope command reads and writes: the metastore database, or Airflow's REST API
-/// when `--api-url` or `$STATE_STORE_API_URL` names one. The API is never chosen by anything
-/// else (an `[api] base_url` in airflow.cfg is the server's own address, not a request).
-pub(crate) enum Transport {
-    Database,
-    /// Checked, not yet opened: a command refuses the flags the API cannot honour first.
-    Api(api::Options),
+/// The keys of the per-scope commands (get, set, delete, clear, list), through the metastore
+/// database or, when `--api-url` or `$STATE_STORE_API_URL` names one, Airflow's REST API. The
+/// API is never chosen by anything else (an `[api] base_url` in airflow.cfg is the server's own
+/// address, not a request). Nothing is opened yet: the database at the first call that needs
+/// it, the API at the first request.
+pub(crate) fn open_keys(global: &GlobalArgs, access: Access) -> Result<Box<dyn Keys>> {
+    match api_options(global)? {
+        Some(options) => Ok(Box::new(api::Remote::new(options))),
+        None => Ok(Box::new(database::Database::new(Context::load(global, None)?, access))),
+    }
 }
 
-impl Transport {
-    pub(crate) fn choose(global: &GlobalArgs) -> Result<Transport> {
-        let Some((url, origin)) = api_url(global) else { return Ok(Transport::Database) };
-        let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
-        if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
-            return Err(Error::Usage(format!(
-                "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
-            ))
-            .into());
-        }
-        let base = api::BaseUrl::parse(&url, origin)?;
-        let env = |name: &str| std::env::var(name).ok();
-        let flags = &global.api;
-        let credentials =
-            api::Credentials::choose(flags.api_token_cmd.as_deref(), flags.api_username.as_deref(), &env);
-        let ca_file = flags.api_ca_file.clone().or_else(|| {
-            env("STATE_STORE_API_CA_FILE").filter(|f| !f.is_empty()).map(std::path::PathBuf::from)
-        });
-        let seconds = std::time::Duration::from_secs;
-        let settings = api::Settings {
-            connect_timeout: seconds(flags.api_connect_timeout.unwrap_or(10)),
-            timeout: seconds(flags.api_timeout.unwrap_or(30)),
-            ca_file,
-            verbose: global.verbose,
-        };
-        Ok(Transport::Api(api::Options { base, credentials, settings }))
+/// The REST transport's settings, checked, when a URL names it.
+fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
+    let Some((url, origin)) = api_url(global) else { return Ok(None) };
+    let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
+    if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
+        return Err(Error::Usage(format!(
+            "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
+        ))
+        .into());
     }
+    let base = api::BaseUrl::parse(&url, origin)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let flags = &global.api;
+    let credentials =
+        api::Credentials::choose(flags.api_token_cmd.as_deref(), flags.api_username.as_deref(), &env);
+    let ca_file = flags
+        .api_ca_file
+        .clone()
+        .or_else(|| env("STATE_STORE_API_CA_FILE").filter(|f| !f.is_empty()).map(std::path::PathBuf::from));
+    let seconds = std::time::Duration::from_secs;
+    let settings = api::Settings {
+        connect_timeout: seconds(flags.api_connect_timeout.unwrap_or(10)),
+        timeout: seconds(flags.api_timeout.unwrap_or(30)),
+        ca_file,
+        verbose: global.verbose,
+    };
+    Ok(Some(api::Options { base, credentials, settings }))
+}
 
-    /// A command that works on the database only refuses the REST transport, before anything
-    /// is read or sent.
-    pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
-        match api_url(global) {
-            Some((_, origin)) => Err(Error::Usage(format!(
-                "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
-                 unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
-            ))
-            .into()),
-            None => Ok(()),
-        }
+/// A command that works on the metastore database only refuses the REST transport, before
+/// anything is read or sent.
+pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
+    match api_url(global) {
+        Some((_, origin)) => Err(Error::Usage(format!(
+            "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
+             unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
+        ))
+        .into()),
+        None => Ok(()),
     }
 }
 
@@ -108,14 +113,6 @@ fn api_url(global: &GlobalArgs) -> Option<(String, &'static str)> {
         .ok()
         .filter(|u| !u.trim().is_empty())
         .map(|u| (u, "$STATE_STORE_API_URL"))
-}
-
-/// A flag the REST transport cannot honour: refused before anything is sent.
-pub(crate) fn refuse_over_api(flag: &str, why: &str) -> Result<()> {
-    Err(Error::Usage(format!(
-        "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
-    ))
-    .into())
 }
 
 /// The validated configuration of one run: everything is checked before a database is opened.
@@ -359,21 +356,6 @@ pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i6
 
 /// At most this many task ids are named when a task instance is not found.
 const TASK_HINT: u64 = 10;
-
-/// What `set`, `delete` and `clear` do when the task instance of their scope does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MissingTaskInstance {
-    /// Refuse, as Airflow's REST API does ("Task instance not found").
-    Refuse,
-    /// Go on (`--allow-missing-task-instance`), with a note on stderr.
-    Allow,
-}
-
-impl MissingTaskInstance {
-    pub(crate) fn from_flag(allow: bool) -> Self {
-        if allow { MissingTaskInstance::Allow } else { MissingTaskInstance::Refuse }
-    }
-}
 
 /// The dag run of a task scope, whose task instance must exist too (any instance of the task
 /// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
