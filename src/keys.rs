@@ -61,6 +61,19 @@ pub(crate) struct AssetSet<'a> {
     pub allow_large: bool,
 }
 
+/// The asset a write goes to must be active: the keys of an inactive one are removed by the
+/// next clean, Airflow's scheduler's or this tool's.
+pub(crate) fn require_active(asset: &Asset) -> Result<()> {
+    if asset.active {
+        return Ok(());
+    }
+    Err(crate::error::Error::NotFound(format!(
+        "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+        asset.described()
+    ))
+    .into())
+}
+
 /// Hands over rows one at a time; `Break` ends the reading.
 pub(crate) type Each<'a, E> = &'a mut dyn FnMut(E) -> Result<ControlFlow<()>>;
 
@@ -103,8 +116,8 @@ pub(crate) trait Keys {
 
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
 
-    /// Writes an asset key (an `api` write) and returns it as stored.
-    fn set_asset(&mut self, asset: &Asset, set: &AssetSet<'_>) -> Result<AssetEntry>;
+    /// Writes a key of an active asset (an `api` write) and returns it as stored.
+    fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry>;
 
     fn delete_asset(&mut self, asset: &Asset, key: &str) -> Result<u64>;
 

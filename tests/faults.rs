@@ -2909,6 +2909,64 @@ mod rest_transport {
         not_pem.code(2);
     }
 
+    /// What is not JSON is not Airflow's API, whatever its status (an HTML 404 from another
+    /// web server is not "key not found"); a server too busy for now is exit 4, as a 5xx.
+    #[test]
+    fn a_page_that_is_not_json_and_a_busy_server_are_exit_4() {
+        let bench = Bench::bare();
+        let page = FakeApi::airflow(|_, _| Reply::Send(html(404, "<h1>Not Found</h1>")));
+        let run = bench.run(&args(&page.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("answered 404 with an HTML page"), "{run:?}");
+        for status in [408, 429] {
+            let busy = FakeApi::airflow(move |_, _| Reply::Send(json(status, r#"{"detail": "slow down"}"#)));
+            let run = bench.run(&args(&busy.url, &["get", "k"], &TASK)).code(4);
+            assert!(run.stderr.contains(&format!("answered {status}: slow down")), "{run:?}");
+        }
+    }
+
+    /// `clear --all-map-indices` when the server cannot name the task's map indexes (a dag it
+    /// has not parsed): only the keys it counted, asked about and reported are deleted, one by
+    /// one; the collection's DELETE, which would take every map index, is never sent.
+    #[test]
+    fn clear_of_every_map_index_deletes_only_what_it_counted_when_the_indexes_are_unknown() {
+        let api = FakeApi::airflow(|request, _| {
+            let (method, target) = (request.method.as_str(), request.target.as_str());
+            if target.contains("/listMapped") {
+                return Reply::Send(json(404, r#"{"detail": "The Dag with ID: `d` was not found"}"#));
+            }
+            match method {
+                "GET" if target.contains("limit=1&") => {
+                    Reply::Send(json(200, r#"{"task_state_store": [], "total_entries": 2}"#))
+                }
+                "GET" => Reply::Send(json(
+                    200,
+                    r#"{"task_state_store": [
+                        {"key": "a", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null},
+                        {"key": "b", "value": 2, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}],
+                        "total_entries": 2}"#,
+                )),
+                _ => Reply::Send(no_content()),
+            }
+        });
+        let run = Bench::bare().run(&args(
+            &api.url,
+            &["clear", "--all-map-indices", "--yes", "-o", "plain"],
+            &TASK,
+        ));
+        let run = run.success();
+        assert_eq!(run.stdout.trim(), "2");
+        assert!(run.stderr.contains("does not name this task's map indexes"), "{run:?}");
+        let deletes: Vec<String> =
+            api.requests().iter().filter(|r| r.method == "DELETE").map(|r| r.target.clone()).collect();
+        assert_eq!(
+            deletes,
+            [
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/a?map_index=-1",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/b?map_index=-1"
+            ]
+        );
+    }
+
     #[test]
     fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));

@@ -51,6 +51,8 @@ pub(crate) struct Answer {
 
 pub(crate) struct Http {
     agent: Agent,
+    /// The variable the proxy came from, for messages.
+    proxy: Option<String>,
     base: BaseUrl,
     settings: Settings,
     /// `Authorization: Bearer …` for every request but the token exchange and the version.
@@ -72,9 +74,10 @@ impl Http {
         {
             output::note(&format!("api: through the proxy of ${variable}"));
         }
+        let (proxy_name, proxy) = proxy.map_or((None, None), |(name, proxy)| (Some(name), Some(proxy)));
         let agent: Agent = Agent::config_builder()
             .tls_config(tls)
-            .proxy(proxy.map(|(_, proxy)| proxy))
+            .proxy(proxy)
             // A 4xx's body says why; it is read, not turned into a bare status error.
             .http_status_as_error(false)
             // A redirect is reported, never followed: a login's body or a token must not go
@@ -85,7 +88,7 @@ impl Http {
             .user_agent(format!("state-store/{}", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Ok(Http { agent, base, settings, bearer: None })
+        Ok(Http { agent, proxy: proxy_name, base, settings, bearer: None })
     }
 
     pub(crate) fn base(&self) -> &BaseUrl {
@@ -143,7 +146,14 @@ impl Http {
                     } else {
                         String::new()
                     };
-                    return Err(Error::Remote(format!("{method} {shown} failed{tries}: {why}")).into());
+                    let through = self
+                        .proxy
+                        .as_ref()
+                        .map(|name| format!(" through the proxy of ${name}"))
+                        .unwrap_or_default();
+                    return Err(
+                        Error::Remote(format!("{method} {shown} failed{through}{tries}: {why}")).into()
+                    );
                 }
             }
         }
@@ -241,7 +251,8 @@ fn unreachable_retries() -> Result<Answer> {
 fn is_connect_error(e: &ureq::Error) -> bool {
     use std::io::ErrorKind;
     match e {
-        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+        // A host that does not resolve is a wrong URL far more often than a passing fault.
+        ureq::Error::ConnectionFailed => true,
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
         ureq::Error::Io(io) => matches!(
             io.kind(),
@@ -272,8 +283,17 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
     if (300..400).contains(&status) {
         let location =
             response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("elsewhere");
+        // What to give as --api-url: the new address without the path this request asked for.
+        let path = shown.split_once("://").and_then(|(_, rest)| rest.find("/api/v2/").map(|i| &rest[i..]));
+        let base = path.and_then(|p| {
+            location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
+        });
+        let advice = match base {
+            Some(base) => format!("; give --api-url {}", text::cut(base, DETAIL_CHARS)),
+            None => String::new(),
+        };
         return Err(Error::Remote(format!(
-            "{method} {shown} answered {status}, a redirect to {}: give the address it redirects to as --api-url",
+            "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
             text::cut(location, DETAIL_CHARS)
         ))
         .into());
@@ -296,13 +316,27 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
     }
     let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
     if !is_json {
-        let what = if content_type.starts_with("text/html") { "an HTML page" } else { "not JSON" };
+        let what = if content_type.starts_with("text/html") {
+            "an HTML page".to_string()
+        } else {
+            format!(
+                "a body that is not JSON (Content-Type {})",
+                if content_type.is_empty() { "none" } else { &content_type }
+            )
+        };
         let hint = if (200..300).contains(&status) {
             ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
         } else {
             ""
         };
-        return Err(status_error(status, &format!("{method} {shown} answered {status} with {what}{hint}")));
+        let message = format!("{method} {shown} answered {status} with {what}{hint}");
+        // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or another
+        // server's page. Only a refused login keeps its own code.
+        return Err(match status {
+            401 | 403 => Error::Auth(message),
+            _ => Error::Remote(message),
+        }
+        .into());
     }
     let text = String::from_utf8_lossy(&bytes);
     let value = json::parse(&text).map_err(|e| {
@@ -313,13 +347,15 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
 
 /// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
 /// other refusals of the request (2), 400 the server's configuration (3), 401 and 403 (10),
-/// and 5xx (4).
+/// and 408, 429 and 5xx (4).
 pub(crate) fn status_error(status: u16, message: &str) -> anyhow::Error {
     match status {
         404 => Error::NotFound(message.to_string()),
         401 | 403 => Error::Auth(message.to_string()),
         400 => Error::Config(message.to_string()),
-        405..=499 => Error::Usage(message.to_string()),
+        // A server too busy or too slow for now: try again later, as for a 5xx.
+        408 | 429 => Error::Remote(message.to_string()),
+        402..=499 => Error::Usage(message.to_string()),
         _ => Error::Remote(message.to_string()),
     }
     .into()

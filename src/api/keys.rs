@@ -7,7 +7,7 @@ use std::ops::ControlFlow;
 
 use super::{Api, Expiry as PutExpiry, Options};
 use crate::error::{Error, Result};
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
 use crate::output;
 use crate::text::quote;
@@ -25,11 +25,16 @@ fn cannot(flag: &str, why: &str) -> anyhow::Error {
 pub(crate) struct Remote {
     options: Option<Options>,
     api: Option<Api>,
+    /// The map indexes learnt for a task (a command reads them once), and whether whole.
+    indexes: Option<(TaskScope, Vec<i64>, bool)>,
+    /// The keys `count_task_keys` counted last, which `clear_task` reports as deleted: the
+    /// API's DELETE says nothing of how many went.
+    counted: Option<u64>,
 }
 
 impl Remote {
     pub(crate) fn new(options: Options) -> Remote {
-        Remote { options: Some(options), api: None }
+        Remote { options: Some(options), api: None, indexes: None, counted: None }
     }
 
     fn api(&mut self) -> Result<&Api> {
@@ -53,7 +58,18 @@ impl Remote {
     /// with whether that list is known to be whole (the server named the mapped instances, or
     /// said the task is not mapped).
     fn indexes(&mut self, scope: &TaskScope, all: bool) -> Result<(Vec<i64>, bool)> {
-        if all { self.api()?.map_indexes(scope) } else { Ok((vec![scope.map_index], true)) }
+        if !all {
+            return Ok((vec![scope.map_index], true));
+        }
+        let task = TaskScope { map_index: -1, ..scope.clone() };
+        if let Some((known, indexes, whole)) = &self.indexes
+            && *known == task
+        {
+            return Ok((indexes.clone(), *whole));
+        }
+        let (indexes, whole) = self.api()?.map_indexes(scope)?;
+        self.indexes = Some((task, indexes.clone(), whole));
+        Ok((indexes, whole))
     }
 
     /// Every key of the task at these map indexes, read before any is deleted.
@@ -137,6 +153,7 @@ impl Keys for Remote {
         for map_index in indexes {
             count += api.count_task(&TaskScope { map_index, ..scope.clone() })?;
         }
+        self.counted = Some(count);
         Ok(count)
     }
 
@@ -158,9 +175,12 @@ impl Keys for Remote {
             }
             return self.delete_task_keys(scope, &keys);
         }
-        let keys = self.count_task_keys(scope, all_map_indices, MissingTaskInstance::Refuse)?;
+        let counted = match self.counted.take() {
+            Some(counted) => counted,
+            None => self.count_task_keys(scope, all_map_indices, MissingTaskInstance::Refuse)?,
+        };
         self.api()?.clear_task(scope, all_map_indices)?;
-        Ok(keys)
+        Ok(counted)
     }
 
     /// One DELETE per key: the API has no transaction.
@@ -233,7 +253,7 @@ impl Keys for Remote {
         self.api()?.asset_entry(asset, key)
     }
 
-    fn set_asset(&mut self, asset: &Asset, set: &AssetSet<'_>) -> Result<AssetEntry> {
+    fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
         if set.must_exist {
             return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
         }
@@ -244,6 +264,8 @@ impl Keys for Remote {
             ));
         }
         let api = self.api()?;
+        let asset = &api.asset_to_write(selector)?;
+        require_active(asset)?;
         api.put_asset(asset, set.key, set.value)?;
         api.asset_entry(asset, set.key)?.ok_or_else(|| gone(set.key))
     }

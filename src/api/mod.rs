@@ -100,7 +100,11 @@ impl Api {
     /// The error of an answer that is not the one expected.
     fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
         let shown = self.http.base().shown(target);
-        let mut message = format!("{method} {shown} answered {}: {}", answer.status, detail(answer));
+        let said = detail(answer);
+        let mut message = format!("{method} {shown} answered {}", answer.status);
+        if !said.is_empty() {
+            message.push_str(&format!(": {said}"));
+        }
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",

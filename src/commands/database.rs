@@ -7,7 +7,7 @@ use super::{Context, Doing, mapped_task_hint, require_asset, require_dag_run, re
 use crate::db::{Access, AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json;
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
 use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
 };
@@ -165,11 +165,13 @@ impl Keys for Database {
         self.store()?.asset_entry(asset, key)
     }
 
-    fn set_asset(&mut self, asset: &Asset, set: &AssetSet<'_>) -> Result<AssetEntry> {
+    fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
         let encoded = json::dumps(set.value);
         self.check_size(&encoded, set.allow_large)?;
-        let now = Timestamp::now();
         let store = self.store()?;
+        let asset = &require_asset(store, selector)?;
+        require_active(asset)?;
+        let now = Timestamp::now();
         let write = AssetWrite { asset_id: asset.id, key: set.key, value: &encoded, updated_at: now };
         if set.must_exist {
             if store.update_asset_value(&write)? == 0 {

@@ -506,7 +506,7 @@ fn close_uris(store: &mut Store, selector: &AssetSelector) -> Result<String> {
 }
 
 pub(crate) fn describe_asset(asset: &Asset) -> String {
-    format!("asset {} (id {})", quote(&asset.name), asset.id)
+    asset.described()
 }
 
 /// Reads a whole stream as UTF-8, for `set KEY -`.

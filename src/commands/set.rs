@@ -4,7 +4,7 @@
 //! `--keep-expiry` is Airflow's REST API PATCH instead: an update of an existing key that
 //! keeps its `expires_at`.
 
-use super::{Scope, check_new_key, describe_asset, open_keys, read_stdin, scope_from_args};
+use super::{Scope, check_new_key, open_keys, read_stdin, scope_from_args};
 use crate::cli::{GlobalArgs, SetArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
@@ -53,21 +53,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 )
                 .into());
             }
-            let asset = keys.asset(&selector, true)?;
-            if !asset.active {
-                return Err(Error::NotFound(format!(
-                    "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
-                    describe_asset(&asset)
-                ))
-                .into());
-            }
             let set = AssetSet {
                 key: &args.key,
                 value: &value,
                 must_exist: args.keep_expiry,
                 allow_large: args.allow_large,
             };
-            let entry = keys.set_asset(&asset, &set)?;
+            let entry = keys.set_asset(&selector, &set)?;
             output::emit(global.output, &output::entries(&[entry], true, None).single(false))
         }
     }
