@@ -10,9 +10,11 @@ use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    not found: the key, dag run or asset does not exist
-  2    invalid usage or input (flags, values, JSON)
-  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
+  1    not found: the key, dag run, task instance or asset does not exist (404 over --api-url)
+  2    invalid usage or input (flags, values, JSON); over --api-url, a request the API
+       refuses (422) or a flag it cannot honour
+  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn); over --api-url,
+       the server's own configuration (400)
   4    database error (cannot open, connect, read or write); over --api-url, the API cannot
        be reached, times out, fails (5xx) or answers what is not Airflow's API
   5    schema not recognised (not an Airflow 3.3 state store); over --api-url, Airflow before 3.3
@@ -70,7 +72,7 @@ and never (NULL). Asset keys have no expiry and are not in it. The table shows i
 chart of the days that have keys; json, yaml and plain always give all 30 days.";
 
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
-/// directly in the metastore database.
+/// directly in the metastore database or over Airflow's REST API.
 #[derive(Debug, Parser)]
 #[command(name = "state-store", version, about, after_help = EXIT_CODES, max_term_width = 100)]
 pub(crate) struct Cli {
@@ -98,8 +100,10 @@ pub(crate) struct GlobalArgs {
         help_heading = GLOBAL
     )]
     pub output: Format,
-    /// Say on stderr what is done over the network: the API server's version and each request
-    /// with its answer and time (never a token or a password)
+    /// Detail on stderr: the database opened, or over --api-url the API server's version and
+    /// each request with its answer and time (never a password or a token); for clean, a line
+    /// per batch (its number, rows deleted, id range, milliseconds), for the orphan sweep too,
+    /// and per query of a dry run (Airflow's `clean -v`)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
     #[command(flatten)]
@@ -503,10 +507,6 @@ pub(crate) struct CleanArgs {
     /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
-    /// Detail on stderr: a line per batch (its number, rows deleted, id range, milliseconds),
-    /// for the orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
     /// format (whole lines, fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]

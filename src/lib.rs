@@ -15,6 +15,7 @@ mod db;
 mod error;
 mod fs;
 mod json;
+mod keys;
 mod metrics;
 mod model;
 mod ops;

@@ -2838,6 +2838,135 @@ mod rest_transport {
         assert!(api.requests().iter().all(|r| r.target == "/api/v2/version"), "{:?}", api.requests());
     }
 
+    /// `http_proxy` carries the requests (through a `CONNECT` tunnel), and `no_proxy` takes a
+    /// host out.
+    #[test]
+    fn requests_go_through_the_proxy_of_the_environment_unless_no_proxy_names_the_host() {
+        let proxy = FakeApi::start(|request, _| match (request.method.as_str(), request.target.as_str()) {
+            ("CONNECT", _) => Reply::Send("HTTP/1.1 200 Connection established\r\n\r\n".to_string()),
+            (_, "/api/v2/version") => Reply::Send(json(200, r#"{"version": "3.3.2"}"#)),
+            _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+        });
+        let bench = Bench::bare();
+        let line = args("http://airflow.invalid:9", &["get", "k"], &TASK);
+        let run = bench.cmd(&line).env("http_proxy", &proxy.url).output().unwrap();
+        support::Run::from(run, &line).code(1);
+        let seen: Vec<String> =
+            proxy.requests().iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+        assert_eq!(seen.first().map(String::as_str), Some("CONNECT airflow.invalid:9"), "{seen:?}");
+        assert!(seen.contains(
+            &"GET /api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/k?map_index=-1".to_string()
+        ));
+        let before = seen.len();
+        let run =
+            bench.cmd(&line).env("http_proxy", &proxy.url).env("NO_PROXY", ".invalid").output().unwrap();
+        support::Run::from(run, &line).code(4);
+        assert_eq!(proxy.requests().len(), before, "no_proxy sends nothing to the proxy");
+    }
+
+    /// An https URL is verified against the system's roots, or the CAs of `--api-ca-file`
+    /// instead: a self-signed server (`openssl s_server`, which answers an HTML page) fails
+    /// verification without the file and is reached with it.
+    #[test]
+    fn tls_trusts_the_system_roots_or_the_ca_file_given() {
+        let dir = support::TempDir::new();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl req");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string(), "-cert"])
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        let url = format!("https://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let bench = Bench::bare();
+        let untrusted = bench.run(&args(&url, &["get", "k"], &TASK));
+        let ca = cert.to_str().unwrap();
+        let trusted = bench.run(&args(&url, &["--api-ca-file", ca, "get", "k"], &TASK));
+        let not_pem = bench.run(&args(&url, &["--api-ca-file", "/dev/null", "get", "k"], &TASK));
+        let _ = server.kill();
+        let _ = server.wait();
+        let untrusted = untrusted.code(4);
+        assert!(untrusted.stderr.to_lowercase().contains("certificate"), "{untrusted:?}");
+        let trusted = trusted.code(4);
+        assert!(trusted.stderr.contains("an HTML page"), "the TLS handshake passed: {trusted:?}");
+        not_pem.code(2);
+    }
+
+    /// What is not JSON is not Airflow's API, whatever its status (an HTML 404 from another
+    /// web server is not "key not found"); a server too busy for now is exit 4, as a 5xx.
+    #[test]
+    fn a_page_that_is_not_json_and_a_busy_server_are_exit_4() {
+        let bench = Bench::bare();
+        let page = FakeApi::airflow(|_, _| Reply::Send(html(404, "<h1>Not Found</h1>")));
+        let run = bench.run(&args(&page.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("answered 404 with an HTML page"), "{run:?}");
+        for status in [408, 429] {
+            let busy = FakeApi::airflow(move |_, _| Reply::Send(json(status, r#"{"detail": "slow down"}"#)));
+            let run = bench.run(&args(&busy.url, &["get", "k"], &TASK)).code(4);
+            assert!(run.stderr.contains(&format!("answered {status}: slow down")), "{run:?}");
+        }
+    }
+
+    /// `clear --all-map-indices` when the server cannot name the task's map indexes (a dag it
+    /// has not parsed): only the keys it counted, asked about and reported are deleted, one by
+    /// one; the collection's DELETE, which would take every map index, is never sent.
+    #[test]
+    fn clear_of_every_map_index_deletes_only_what_it_counted_when_the_indexes_are_unknown() {
+        let api = FakeApi::airflow(|request, _| {
+            let (method, target) = (request.method.as_str(), request.target.as_str());
+            if target.contains("/listMapped") {
+                return Reply::Send(json(404, r#"{"detail": "The Dag with ID: `d` was not found"}"#));
+            }
+            match method {
+                "GET" if target.contains("limit=1&") => {
+                    Reply::Send(json(200, r#"{"task_state_store": [], "total_entries": 2}"#))
+                }
+                "GET" => Reply::Send(json(
+                    200,
+                    r#"{"task_state_store": [
+                        {"key": "a", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null},
+                        {"key": "b", "value": 2, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}],
+                        "total_entries": 2}"#,
+                )),
+                _ => Reply::Send(no_content()),
+            }
+        });
+        let run = Bench::bare().run(&args(
+            &api.url,
+            &["clear", "--all-map-indices", "--yes", "-o", "plain"],
+            &TASK,
+        ));
+        let run = run.success();
+        assert_eq!(run.stdout.trim(), "2");
+        assert!(run.stderr.contains("does not name this task's map indexes"), "{run:?}");
+        let deletes: Vec<String> =
+            api.requests().iter().filter(|r| r.method == "DELETE").map(|r| r.target.clone()).collect();
+        assert_eq!(
+            deletes,
+            [
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/a?map_index=-1",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/b?map_index=-1"
+            ]
+        );
+    }
+
     #[test]
     fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));

@@ -78,10 +78,14 @@ impl Credentials {
         let token = match self {
             Credentials::Token(token) => token.clone(),
             Credentials::Command { command, origin } => {
-                let printed =
-                    crate::config::run_secret_command(command, TOKEN_COMMAND_TIMEOUT).map_err(|why| {
-                        Error::Auth(format!("cannot get a token from the command of {origin}: {why}"))
-                    })?;
+                let printed = crate::config::run_secret_command(
+                    command,
+                    TOKEN_COMMAND_TIMEOUT,
+                    "a token command's limit",
+                )
+                .map_err(|why| {
+                    Error::Auth(format!("cannot get a token from the command of {origin}: {why}"))
+                })?;
                 let token = printed.trim().to_string();
                 if token.contains(char::is_whitespace) {
                     crate::redact::register_secret(&token);

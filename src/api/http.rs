@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ureq::http::{Method, Response};
 use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
-use ureq::{Agent, Body};
+use ureq::{Agent, Body, Proxy};
 
 use super::url::{BaseUrl, Target};
 use crate::error::{Error, Result};
@@ -51,6 +51,8 @@ pub(crate) struct Answer {
 
 pub(crate) struct Http {
     agent: Agent,
+    /// The variable the proxy came from, for messages.
+    proxy: Option<String>,
     base: BaseUrl,
     settings: Settings,
     /// `Authorization: Bearer …` for every request but the token exchange and the version.
@@ -66,8 +68,16 @@ impl Http {
             None => RootCerts::PlatformVerifier,
         };
         let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
+        let proxy = proxy_for(&base, &|name| std::env::var(name).ok())?;
+        if settings.verbose
+            && let Some((variable, _)) = &proxy
+        {
+            output::note(&format!("api: through the proxy of ${variable}"));
+        }
+        let (proxy_name, proxy) = proxy.map_or((None, None), |(name, proxy)| (Some(name), Some(proxy)));
         let agent: Agent = Agent::config_builder()
             .tls_config(tls)
+            .proxy(proxy)
             // A 4xx's body says why; it is read, not turned into a bare status error.
             .http_status_as_error(false)
             // A redirect is reported, never followed: a login's body or a token must not go
@@ -78,7 +88,7 @@ impl Http {
             .user_agent(format!("state-store/{}", env!("CARGO_PKG_VERSION")))
             .build()
             .into();
-        Ok(Http { agent, base, settings, bearer: None })
+        Ok(Http { agent, proxy: proxy_name, base, settings, bearer: None })
     }
 
     pub(crate) fn base(&self) -> &BaseUrl {
@@ -136,7 +146,14 @@ impl Http {
                     } else {
                         String::new()
                     };
-                    return Err(Error::Remote(format!("{method} {shown} failed{tries}: {why}")).into());
+                    let through = self
+                        .proxy
+                        .as_ref()
+                        .map(|name| format!(" through the proxy of ${name}"))
+                        .unwrap_or_default();
+                    return Err(
+                        Error::Remote(format!("{method} {shown} failed{through}{tries}: {why}")).into()
+                    );
                 }
             }
         }
@@ -189,6 +206,42 @@ impl Http {
     }
 }
 
+/// The proxy for the base URL, chosen as curl chooses it: `https_proxy` (or `HTTPS_PROXY`)
+/// for an https URL, `http_proxy` (or `HTTP_PROXY`) for an http one, else `all_proxy` (or
+/// `ALL_PROXY`); none when `no_proxy` (or `NO_PROXY`) names the host: `*`, the host itself,
+/// or a domain it is in (`example.com` and `.example.com` both take `api.example.com`).
+/// Returns the variable it came from, for `-v`.
+fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(String, Proxy)>> {
+    let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
+    let host = base.host();
+    let excluded = set("no_proxy").or_else(|| set("NO_PROXY")).is_some_and(|list| {
+        list.split(',').map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase()).any(|entry| {
+            let entry = entry.split_once(':').map_or(entry.as_str(), |(host, _)| host).to_string();
+            entry == "*" || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
+        })
+    });
+    if excluded {
+        return Ok(None);
+    }
+    let names: &[&str] = if base.is_https() {
+        &["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
+    } else {
+        &["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+    };
+    let Some((name, url)) = names.iter().find_map(|name| set(name).map(|url| (*name, url))) else {
+        return Ok(None);
+    };
+    if let Some((_, password)) = url
+        .split_once("://")
+        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(userinfo, _)| userinfo.split_once(':'))
+    {
+        crate::redact::register_secret(password);
+    }
+    let proxy = Proxy::new(url.trim()).map_err(|e| Error::Usage(format!("invalid proxy in ${name}: {e}")))?;
+    Ok(Some((name.to_string(), proxy)))
+}
+
 /// The loop above always returns; a defect otherwise.
 fn unreachable_retries() -> Result<Answer> {
     Err(anyhow::anyhow!("the retry loop ended without an answer"))
@@ -198,7 +251,8 @@ fn unreachable_retries() -> Result<Answer> {
 fn is_connect_error(e: &ureq::Error) -> bool {
     use std::io::ErrorKind;
     match e {
-        ureq::Error::ConnectionFailed | ureq::Error::HostNotFound => true,
+        // A host that does not resolve is a wrong URL far more often than a passing fault.
+        ureq::Error::ConnectionFailed => true,
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
         ureq::Error::Io(io) => matches!(
             io.kind(),
@@ -229,8 +283,17 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
     if (300..400).contains(&status) {
         let location =
             response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("elsewhere");
+        // What to give as --api-url: the new address without the path this request asked for.
+        let path = shown.split_once("://").and_then(|(_, rest)| rest.find("/api/v2/").map(|i| &rest[i..]));
+        let base = path.and_then(|p| {
+            location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
+        });
+        let advice = match base {
+            Some(base) => format!("; give --api-url {}", text::cut(base, DETAIL_CHARS)),
+            None => String::new(),
+        };
         return Err(Error::Remote(format!(
-            "{method} {shown} answered {status}, a redirect to {}: give the address it redirects to as --api-url",
+            "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
             text::cut(location, DETAIL_CHARS)
         ))
         .into());
@@ -253,13 +316,27 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
     }
     let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
     if !is_json {
-        let what = if content_type.starts_with("text/html") { "an HTML page" } else { "not JSON" };
+        let what = if content_type.starts_with("text/html") {
+            "an HTML page".to_string()
+        } else {
+            format!(
+                "a body that is not JSON (Content-Type {})",
+                if content_type.is_empty() { "none" } else { &content_type }
+            )
+        };
         let hint = if (200..300).contains(&status) {
             ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
         } else {
             ""
         };
-        return Err(status_error(status, &format!("{method} {shown} answered {status} with {what}{hint}")));
+        let message = format!("{method} {shown} answered {status} with {what}{hint}");
+        // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or another
+        // server's page. Only a refused login keeps its own code.
+        return Err(match status {
+            401 | 403 => Error::Auth(message),
+            _ => Error::Remote(message),
+        }
+        .into());
     }
     let text = String::from_utf8_lossy(&bytes);
     let value = json::parse(&text).map_err(|e| {
@@ -270,13 +347,15 @@ fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result
 
 /// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
 /// other refusals of the request (2), 400 the server's configuration (3), 401 and 403 (10),
-/// and 5xx (4).
+/// and 408, 429 and 5xx (4).
 pub(crate) fn status_error(status: u16, message: &str) -> anyhow::Error {
     match status {
         404 => Error::NotFound(message.to_string()),
         401 | 403 => Error::Auth(message.to_string()),
         400 => Error::Config(message.to_string()),
-        405..=499 => Error::Usage(message.to_string()),
+        // A server too busy or too slow for now: try again later, as for a 5xx.
+        408 | 429 => Error::Remote(message.to_string()),
+        402..=499 => Error::Usage(message.to_string()),
         _ => Error::Remote(message.to_string()),
     }
     .into()
@@ -332,4 +411,31 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
         return Err(Error::Usage(format!("--api-ca-file {shown} holds no PEM certificate")).into());
     }
     Ok(certs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chosen(url: &str, vars: &[(&str, &str)]) -> Option<String> {
+        let base = BaseUrl::parse(url, "--api-url").unwrap();
+        let env = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| (*v).to_string());
+        proxy_for(&base, &env).unwrap().map(|(name, _)| name)
+    }
+
+    #[test]
+    fn the_proxy_is_chosen_by_scheme_and_no_proxy_as_curl_does() {
+        let all =
+            [("HTTPS_PROXY", "http://p:3128"), ("http_proxy", "http://q:3128"), ("ALL_PROXY", "http://r:1")];
+        assert_eq!(chosen("https://a.example.com", &all).as_deref(), Some("HTTPS_PROXY"));
+        assert_eq!(chosen("http://a.example.com", &all).as_deref(), Some("http_proxy"));
+        assert_eq!(chosen("http://a.example.com", &all[..1]), None);
+        assert_eq!(chosen("http://a.example.com", &[all[2]]).as_deref(), Some("ALL_PROXY"));
+        for no_proxy in ["example.com", ".example.com", "x.org, a.example.com:443", "*"] {
+            let vars = [all[0], ("NO_PROXY", no_proxy)];
+            assert_eq!(chosen("https://a.example.com", &vars), None, "{no_proxy}");
+        }
+        assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
+        assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
+    }
 }

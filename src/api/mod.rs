@@ -13,6 +13,7 @@
 
 mod auth;
 mod http;
+mod keys;
 mod url;
 
 use std::collections::HashSet;
@@ -23,6 +24,7 @@ use ureq::http::Method;
 pub(crate) use self::auth::Credentials;
 pub(crate) use self::http::Settings;
 use self::http::{Answer, Http, detail, status_error};
+pub(crate) use self::keys::Remote;
 pub(crate) use self::url::BaseUrl;
 use self::url::Target;
 use crate::error::{Error, Result};
@@ -98,7 +100,11 @@ impl Api {
     /// The error of an answer that is not the one expected.
     fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
         let shown = self.http.base().shown(target);
-        let mut message = format!("{method} {shown} answered {}: {}", answer.status, detail(answer));
+        let said = detail(answer);
+        let mut message = format!("{method} {shown} answered {}", answer.status);
+        if !said.is_empty() {
+            message.push_str(&format!(": {said}"));
+        }
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
@@ -190,10 +196,13 @@ impl Api {
     }
 
     /// The map indexes a task has in its dag run, ascending, starting with -1 (an unmapped
-    /// instance, or keys written there anyway): `listMapped` names the mapped ones.
-    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<Vec<i64>> {
+    /// instance, or keys written there anyway): `listMapped` names the mapped ones. The flag
+    /// says whether the list is whole: `listMapped` answered, or said the task is not mapped;
+    /// not when the server could not tell (a dag it has not parsed).
+    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<(Vec<i64>, bool)> {
         let mut indexes = vec![-1];
         let mut offset = 0;
+        let mut whole = true;
         loop {
             let target = Target::api(&[
                 "dags",
@@ -207,8 +216,8 @@ impl Api {
             .query("limit", PAGE)
             .query("offset", offset);
             let answer = self.call(Method::GET, &target, None, &[200, 404])?;
-            // 404: no mapped instance ("not mapped", or a dag the server has not parsed).
             if answer.status == 404 {
+                whole = detail(&answer).contains("is not mapped");
                 break;
             }
             let page = array(&answer, "task_instances")?;
@@ -224,7 +233,7 @@ impl Api {
         }
         indexes.sort_unstable();
         indexes.dedup();
-        Ok(indexes)
+        Ok((indexes, whole))
     }
 
     /// Hands over the keys of one task instance from `offset`, a page at a time, in the API's
@@ -254,7 +263,8 @@ impl Api {
 
     /// Resolves a selector as the database path does: an id reaches any asset, a name or a
     /// URI an active one. The API's name and URI filters match prefixes, so the match is made
-    /// exact here.
+    /// exact here. An asset found by id says `active: false` whatever it is: only a write
+    /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
         match selector {
             AssetSelector::Id(id) => {
@@ -263,17 +273,25 @@ impl Api {
                 if answer.status == 404 {
                     return Err(Error::NotFound(format!("no asset found with {selector}")).into());
                 }
-                let mut asset = asset(body(&answer)?)?;
-                asset.active = self
-                    .find_asset("name_prefix_pattern", &asset.name, true, |a| a.id == asset.id)?
-                    .is_some();
-                Ok(asset)
+                asset(body(&answer)?)
             }
             AssetSelector::Name(name) => {
                 self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
             }
             AssetSelector::Uri(uri) => self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri),
         }
+    }
+
+    /// [`Api::asset`], with whether an asset found by id is active: the API has no such field,
+    /// so the active assets of its name are searched for its id.
+    pub(crate) fn asset_to_write(&self, selector: &AssetSelector) -> Result<Asset> {
+        let mut found = self.asset(selector)?;
+        if let AssetSelector::Id(_) = selector {
+            let id = found.id;
+            found.active =
+                self.find_asset("name_prefix_pattern", &found.name, true, |a| a.id == id)?.is_some();
+        }
+        Ok(found)
     }
 
     fn asset_by(

@@ -65,6 +65,21 @@ impl BaseUrl {
     pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
+
+    pub(crate) fn is_https(&self) -> bool {
+        self.0.starts_with("https://")
+    }
+
+    /// The host, without its port or an IPv6 address's brackets, in lower case.
+    pub(crate) fn host(&self) -> String {
+        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, rest)| rest);
+        let authority = rest.split('/').next().unwrap_or(rest);
+        let host = match authority.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(v6),
+            None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
+        };
+        host.to_ascii_lowercase()
+    }
 }
 
 /// A URL with any `user:password@` masked, for a message about a URL that was refused.
@@ -149,6 +164,14 @@ mod tests {
         assert_eq!(url.join(&Target::api(&["version"])), "https://x.astronomer.run/dz3uu847/api/v2/version");
         assert_eq!(base("http://127.0.0.1:8080").unwrap().as_str(), "http://127.0.0.1:8080");
         assert_eq!(base("HTTP://h:1///").unwrap().as_str(), "http://h:1");
+    }
+
+    #[test]
+    fn the_host_is_read_without_port_or_brackets() {
+        assert_eq!(base("https://Airflow.Example.com:8443/p").unwrap().host(), "airflow.example.com");
+        assert_eq!(base("http://[::1]:8080").unwrap().host(), "::1");
+        assert_eq!(base("http://10.0.0.1").unwrap().host(), "10.0.0.1");
+        assert!(base("https://h").unwrap().is_https() && !base("http://h").unwrap().is_https());
     }
 
     #[test]
