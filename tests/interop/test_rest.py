@@ -313,16 +313,22 @@ def test_differential_asset_scope(rest_store, db_store, airflow) -> None:
     twin.read("list", *by_id, "--limit", "0")
 
 
-def test_keep_expiry_on_an_asset_key(rest_store, db_store, airflow) -> None:
+def test_keep_expiry_on_an_asset_key_is_refused(rest_store, db_store, airflow) -> None:
     """Through the database, `set --keep-expiry` of an asset key (which has no expiry) is a set
-    of a key that must exist. The API has no PATCH for asset keys (405); over REST it must
-    still do the same, a write of an existing key and "not found" for a missing one."""
+    of a key that must exist. The API has no PATCH for asset keys (405), and the REST transport
+    refuses it (docs/rest.md): exit 2, where the database transport writes, and nothing
+    changes."""
     asset = airflow.add_asset()
     task = airflow.add_dag_run()
     airflow.asset_set(asset, "by_task", [1, 2], kind="task", task=task)
-    twin = Twin(rest_store, db_store, airflow, support.unique("no_dag"), [asset.id])
-    twin.write("set", "by_task", '"mine now"', "--asset-id", str(asset.id), "--keep-expiry")
-    twin.write("set", "nosuch", "1", "--asset", asset.name, "--keep-expiry", code=NOT_FOUND, formats=("json",))
+    before = airflow.asset_row(asset, "by_task")
+    for selector in (["--asset-id", str(asset.id)], ["--asset", asset.name], ["--asset-uri", asset.uri]):
+        result = rest_store.run("set", "by_task", '"mine now"', *selector, "--keep-expiry", ok=False)
+        assert result.code == USAGE and result.stdout == "", result
+        assert "--keep-expiry" in result.stderr, result
+    assert airflow.asset_row(asset, "by_task") == before
+    db_store.run("set", "by_task", '"mine now"', "--asset-id", str(asset.id), "--keep-expiry")
+    assert airflow.get(asset, "by_task") == '"mine now"'
 
 
 def test_list_of_a_mapped_task_without_map_index(rest_store, db_store, airflow) -> None:
