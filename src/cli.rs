@@ -10,15 +10,19 @@ use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand, ValueEnum};
 const EXIT_CODES: &str = "\
 Exit codes:
   0    success
-  1    not found: the key, dag run or asset does not exist
-  2    invalid usage or input (flags, values, JSON)
-  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn)
-  4    database error (cannot open, connect, read or write)
-  5    schema not recognised (not an Airflow 3.3 state store)
+  1    not found: the key, dag run, task instance or asset does not exist (404 over --api-url)
+  2    invalid usage or input (flags, values, JSON); over --api-url, a request the API
+       refuses (422) or a flag it cannot honour
+  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn); over --api-url,
+       the server's own configuration (400)
+  4    database error (cannot open, connect, read or write); over --api-url, the API cannot
+       be reached, times out, fails (5xx) or answers what is not Airflow's API
+  5    schema not recognised (not an Airflow 3.3 state store); over --api-url, Airflow before 3.3
   6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
   7    another clean of the same database is running
   8    doctor found problems in the state store
   9    import --on-conflict fail: a row of the file is already stored
+  10   the REST API refused the credentials (401, 403, a login refused, no token to be had)
   11   import --skip-damaged: the whole lines were restored, damaged lines skipped
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
@@ -30,6 +34,8 @@ variables override the file, and flags override both.";
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
 const GLOBAL: &str = "Global options";
+/// The help heading of the REST transport's flags.
+const API: &str = "REST transport (Airflow's API instead of the database; docs/rest.md)";
 
 const DOCTOR_CHECKS: &str = "\
 Checks, read-only, each reported as ok, problem, warning, info or skipped:
@@ -66,7 +72,7 @@ and never (NULL). Asset keys have no expiry and are not in it. The table shows i
 chart of the days that have keys; json, yaml and plain always give all 30 days.";
 
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
-/// directly in the metastore database.
+/// directly in the metastore database or over Airflow's REST API.
 #[derive(Debug, Parser)]
 #[command(name = "state-store", version, about, after_help = EXIT_CODES, max_term_width = 100)]
 pub(crate) struct Cli {
@@ -94,6 +100,43 @@ pub(crate) struct GlobalArgs {
         help_heading = GLOBAL
     )]
     pub output: Format,
+    /// Detail on stderr: the database opened, or over --api-url the API server's version and
+    /// each request with its answer and time (never a password or a token); for clean, a line
+    /// per batch (its number, rows deleted, id range, milliseconds), for the orphan sweep too,
+    /// and per query of a dry run (Airflow's `clean -v`)
+    #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
+    pub verbose: bool,
+    #[command(flatten)]
+    pub api: ApiArgs,
+}
+
+/// The REST transport's flags (docs/rest.md). No flag takes a token or a password: a command
+/// line shows in `ps`.
+#[derive(Debug, Args)]
+pub(crate) struct ApiArgs {
+    /// Base URL of Airflow's web server (with its path prefix, if any): get, set, delete, clear
+    /// and list then go over its REST API v2, and no database is read. Also
+    /// $STATE_STORE_API_URL
+    #[arg(long, global = true, value_name = "URL", help_heading = API)]
+    pub api_url: Option<String>,
+    /// Command whose stdout is the bearer token, e.g. 'gcloud auth print-access-token'. Also
+    /// $STATE_STORE_API_TOKEN_CMD; $AIRFLOW_CLI_TOKEN, a token itself, comes first
+    #[arg(long, global = true, value_name = "CMD", help_heading = API)]
+    pub api_token_cmd: Option<String>,
+    /// User to log in as at /auth/token, with the password from $STATE_STORE_API_PASSWORD or
+    /// asked for at a terminal. Also $STATE_STORE_API_USERNAME
+    #[arg(long, global = true, value_name = "USER", help_heading = API)]
+    pub api_username: Option<String>,
+    /// PEM file of the certificate authorities to trust for an https URL, instead of the
+    /// system's. Also $STATE_STORE_API_CA_FILE
+    #[arg(long, global = true, value_name = "PATH", help_heading = API)]
+    pub api_ca_file: Option<PathBuf>,
+    /// Seconds to wait for a connection to the API [default: 10]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = positive, help_heading = API)]
+    pub api_connect_timeout: Option<u64>,
+    /// Seconds one request may take, its answer read [default: 30]
+    #[arg(long, global = true, value_name = "SECONDS", value_parser = positive, help_heading = API)]
+    pub api_timeout: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -464,10 +507,6 @@ pub(crate) struct CleanArgs {
     /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
-    /// Detail on stderr: a line per batch (its number, rows deleted, id range, milliseconds),
-    /// for the orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
-    #[arg(short = 'v', long)]
-    pub verbose: bool,
     /// Before each batch's DELETE, append the rows it deletes to this file in the export
     /// format (whole lines, fsynced first); `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]

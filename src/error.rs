@@ -27,6 +27,8 @@ pub(crate) mod exit {
     pub(crate) const UNHEALTHY: i32 = 8;
     /// `import --on-conflict fail` found a row whose key is already stored.
     pub(crate) const CONFLICT: i32 = 9;
+    /// The REST API refused the credentials: 401 or 403, a login refused, no token to be had.
+    pub(crate) const AUTH: i32 = 10;
     /// `import --skip-damaged` restored every whole line and skipped damaged ones.
     pub(crate) const DAMAGED: i32 = 11;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
@@ -63,6 +65,14 @@ pub(crate) enum Error {
         #[source]
         cause: Cause,
     },
+    /// Airflow's REST API could not be reached, timed out, failed (5xx) or answered what is not
+    /// its API (an HTML page): exit 4, as for the database.
+    #[error("{0}")]
+    Remote(String),
+    /// Airflow's REST API refused the credentials (401, 403), or none could be had: exit 10,
+    /// so a cron job can tell an expired token from a server that is down.
+    #[error("{0}")]
+    Auth(String),
     /// The database is reachable but its tables are not an Airflow 3.3 state store: exit 5.
     #[error("{0}")]
     Schema(String),
@@ -117,7 +127,8 @@ impl Error {
             Error::Usage(_) => exit::USAGE,
             Error::Config(_) | Error::Settings(_) | Error::Url { .. } => exit::CONFIG,
             Error::NotFound(_) => exit::NOT_FOUND,
-            Error::Database { .. } => exit::DATABASE,
+            Error::Database { .. } | Error::Remote(_) => exit::DATABASE,
+            Error::Auth(_) => exit::AUTH,
             Error::Schema(_) => exit::SCHEMA,
             Error::Interrupted { signal: 15 } => exit::SIGTERM,
             Error::Interrupted { .. } => exit::SIGINT,

@@ -6,6 +6,7 @@
 //! open the metastore and recognise its schema ([`db`]), run one command ([`commands`]), and
 //! render its report ([`output`]). Errors become exit codes in one place ([`error`]).
 
+mod api;
 mod archive;
 mod cli;
 mod commands;
@@ -14,6 +15,7 @@ mod db;
 mod error;
 mod fs;
 mod json;
+mod keys;
 mod metrics;
 mod model;
 mod ops;

@@ -85,6 +85,13 @@ pub(crate) struct Asset {
     pub active: bool,
 }
 
+impl Asset {
+    /// How messages name it: `asset "orders" (id 3)`.
+    pub(crate) fn described(&self) -> String {
+        format!("asset {} (id {})", quote(&self.name), self.id)
+    }
+}
+
 /// A timestamp column as read back. Rows written by other tools may hold text that is not a
 /// timestamp at all; a viewer must still show them, so the raw text is kept.
 #[derive(Debug, Clone, PartialEq, Eq)]

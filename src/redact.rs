@@ -46,6 +46,16 @@ pub(crate) fn register(password: &str) {
     learnt.add_password(password);
 }
 
+/// Remembers a secret that is no URL's password (an API token, an API password), so that it
+/// is masked wherever it stands as a word of its own.
+pub(crate) fn register_secret(secret: &str) {
+    if secret.is_empty() {
+        return;
+    }
+    let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    add_spellings(&mut learnt.printed, secret);
+}
+
 /// `text` with every password masked where it stands, and nothing else changed.
 pub(crate) fn mask(text: &str) -> String {
     LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner).mask(text)

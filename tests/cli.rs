@@ -4035,3 +4035,19 @@ mod shell_and_scripts {
         }
     }
 }
+
+/// `-v` says which database a command opened; quiet without it.
+#[test]
+fn verbose_names_the_database_opened_and_masks_its_password() {
+    let bench = Bench::new();
+    let run = bench.run(&["-v", "list"]).success();
+    assert!(
+        run.stderr.contains(&format!("db: sqlite:///{} opened in", bench.db.display())),
+        "{}",
+        run.stderr
+    );
+    assert!(!bench.run(&["list"]).success().stderr.contains("db:"));
+    // A password is masked (the server is never reached: nothing listens on port 9).
+    let run = bench.run(&["-v", "--conn", "postgresql://u:pw-Secret-9@127.0.0.1:9/x", "list"]).code(4);
+    assert!(!run.stderr.contains("pw-Secret-9"), "{}", run.stderr);
+}

@@ -2606,3 +2606,382 @@ mod import_dry_run {
         assert_eq!(counts, json!([3000, 2000, 1000, 0]));
     }
 }
+
+/// The REST transport's edges (docs/rest.md): what is refused before anything is sent, and
+/// what a server that is down, silent, not Airflow's, too old or redirecting gets. A local
+/// server plays those; Airflow's own API is the interoperability tier's (tests/interop).
+mod rest_transport {
+    use super::*;
+    use support::http::{FakeApi, Reply, html, json, no_content, response};
+
+    const TASK: [&str; 6] = ["--dag-id", "d", "--run-id", "r", "--task-id", "t"];
+
+    fn args<'a>(api: &'a str, head: &[&'a str], tail: &[&'a str]) -> Vec<&'a str> {
+        let mut all = vec!["--api-url", api];
+        all.extend_from_slice(head);
+        all.extend_from_slice(tail);
+        all
+    }
+
+    /// A server that must never be asked anything.
+    fn untouchable() -> FakeApi {
+        FakeApi::start(|_, _| Reply::Send(json(500, r#"{"detail": "nothing should reach this server"}"#)))
+    }
+
+    #[test]
+    fn database_only_commands_refuse_the_api_and_leave_the_database_alone() {
+        let bench = Bench::new();
+        bench.add_dag_run("d", "r");
+        bench.insert_task_row("d", "r", "t", -1, "k", "1", "2026-01-01 00:00:00.000000", None);
+        let api = untouchable();
+        bench.unchanged(|| {
+            for command in [&["clean"][..], &["stats"], &["doctor"], &["export"], &["import", "-"]] {
+                let run = bench.run(&args(&api.url, command, &[])).code(2);
+                assert!(
+                    run.stderr.contains("metastore database only") && run.stderr.contains("--api-url"),
+                    "{run:?}"
+                );
+            }
+            // The environment's URL counts as the flag does, and clean still prints its document.
+            let run =
+                bench.cmd(&["clean", "-o", "json"]).env("STATE_STORE_API_URL", &api.url).output().unwrap();
+            let run = support::Run::from(run, &["clean"]).code(2);
+            assert!(run.stderr.contains("$STATE_STORE_API_URL"), "{run:?}");
+            let doc: Value = serde_json::from_str(&run.stdout).expect("clean's JSON document");
+            assert_eq!(doc["error"]["exit_code"], 2, "{doc}");
+        });
+        assert!(api.requests().is_empty(), "{:?}", api.requests());
+    }
+
+    #[test]
+    fn what_the_api_cannot_honour_is_refused_before_anything_is_sent() {
+        let bench = Bench::bare();
+        let api = untouchable();
+        let refused: Vec<Vec<&str>> = vec![
+            args(&api.url, &["set", "k", "1", "--allow-large"], &TASK),
+            args(&api.url, &["set", "k", "1", "--allow-missing-task-instance"], &TASK),
+            args(&api.url, &["delete", "k", "--allow-missing-task-instance"], &TASK),
+            args(&api.url, &["clear", "--yes", "--allow-missing-task-instance"], &TASK),
+            args(&api.url, &["set", "k", "1", "--asset", "a", "--keep-expiry"], &[]),
+            args(&api.url, &["set", "k", "NaN"], &TASK),
+            args(&api.url, &["set", "k", "[Infinity]"], &TASK),
+            args(&api.url, &["set", "", "1"], &TASK),
+            args(&api.url, &["get", ""], &TASK),
+            args(&api.url, &["list", "--dag-id", "d"], &[]),
+            args(&api.url, &["list", "--assets"], &[]),
+            args(&api.url, &["list"], &[]),
+            args(&api.url, &["--conn", "sqlite:////nowhere/airflow.db", "get", "k"], &TASK),
+        ];
+        for line in &refused {
+            bench.run(line).code(2);
+        }
+        assert!(api.requests().is_empty(), "{:?}", api.requests());
+    }
+
+    #[test]
+    fn a_base_url_that_cannot_be_right_is_refused_with_its_password_masked() {
+        let bench = Bench::bare();
+        for url in ["ftp://h", "h:8080", "https://h/api/v2", "https://h/?x=1", "https://ann:pw-S3cret@h/"] {
+            let run = bench.run(&args(url, &["get", "k"], &TASK)).code(2);
+            assert!(run.stderr.contains("invalid --api-url"), "{run:?}");
+            assert!(!run.stderr.contains("pw-S3cret"), "{run:?}");
+        }
+    }
+
+    #[test]
+    fn a_server_that_is_down_is_tried_four_times_then_exit_4() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let url = format!("http://127.0.0.1:{port}");
+        let started = Instant::now();
+        let run = Bench::bare().run(&args(&url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("after 4 tries") && run.stderr.contains(&url), "{run:?}");
+        // Three pauses: 0.5 s, 1 s and 2 s.
+        assert!(started.elapsed() >= Duration::from_millis(3400), "{:?}", started.elapsed());
+    }
+
+    #[test]
+    fn a_server_that_accepts_and_never_answers_ends_at_the_request_timeout() {
+        let api = FakeApi::start(|_, _| Reply::Silence);
+        let started = Instant::now();
+        let run = Bench::bare().run(&args(&api.url, &["--api-timeout", "1", "get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("no answer within 1 s (--api-timeout)"), "{run:?}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        assert_eq!(api.requests().len(), 1, "a request that may have been carried out is not retried");
+    }
+
+    #[test]
+    fn an_html_page_is_not_airflows_api() {
+        let api = FakeApi::start(|_, _| Reply::Send(html(200, "<!doctype html><title>Airflow</title>")));
+        let run = Bench::bare().run(&args(&api.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("an HTML page") && run.stderr.contains("path prefix"), "{run:?}");
+    }
+
+    #[test]
+    fn a_proxy_that_is_busy_is_retried_and_a_refusal_is_not() {
+        let api = FakeApi::start(|request, n| match n {
+            0 | 1 => Reply::Send(html(503, "<h1>Service Unavailable</h1>")),
+            _ if request.target == "/api/v2/version" => Reply::Send(json(200, r#"{"version": "3.3.2"}"#)),
+            _ => Reply::Send(json(404, r#"{"detail": "Task state store key 'k' not found"}"#)),
+        });
+        let run = Bench::bare().run(&args(&api.url, &["get", "k"], &TASK)).code(1);
+        assert!(run.stderr.contains(r#"key "k" not found"#), "{run:?}");
+        let paths: Vec<String> = api.requests().iter().map(|r| r.target.clone()).collect();
+        assert_eq!(
+            paths,
+            [
+                "/api/v2/version",
+                "/api/v2/version",
+                "/api/v2/version",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/k?map_index=-1"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_redirect_is_reported_and_never_followed() {
+        let api = FakeApi::start(|_, _| {
+            Reply::Send(response(
+                308,
+                "text/plain",
+                "",
+                "Location: https://elsewhere.example/api/v2/version\r\n",
+            ))
+        });
+        let run = Bench::bare().run(&args(&api.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("redirect to https://elsewhere.example"), "{run:?}");
+        assert_eq!(api.requests().len(), 1);
+    }
+
+    #[test]
+    fn an_airflow_before_3_3_has_no_state_store() {
+        let api = FakeApi::start(|_, _| Reply::Send(json(200, r#"{"version": "3.2.1"}"#)));
+        let run = Bench::bare().run(&args(&api.url, &["get", "k"], &TASK)).code(5);
+        assert!(run.stderr.contains("Airflow 3.2.1") && run.stderr.contains("3.3"), "{run:?}");
+    }
+
+    #[test]
+    fn no_token_is_exit_10_with_where_to_get_one() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(401, r#"{"detail": "Not authenticated"}"#)));
+        let run = Bench::bare().run(&args(&api.url, &["get", "k"], &TASK)).code(10);
+        assert!(
+            run.stderr.contains("Not authenticated") && run.stderr.contains("AIRFLOW_CLI_TOKEN"),
+            "{run:?}"
+        );
+    }
+
+    /// Each source of a token, first come first served, sent as a bearer token and never
+    /// printed: not in an error that quotes it back, not with -v.
+    #[test]
+    fn tokens_are_sent_and_never_shown() {
+        let api = FakeApi::airflow(|request, _| {
+            let said = request.header("authorization").unwrap_or("none").to_string();
+            if request.target.starts_with("/auth/token") {
+                return Reply::Send(json(201, r#"{"access_token": "jwt-From-Login-77"}"#));
+            }
+            Reply::Send(json(403, &format!(r#"{{"detail": "Forbidden: {said} may not"}}"#)))
+        });
+        let bench = Bench::bare();
+        let cases: [(&[(&str, &str)], &[&str], &str); 4] = [
+            (
+                &[("AIRFLOW_CLI_TOKEN", "tok-Env-11")],
+                &["--api-token-cmd", "printf tok-Cmd-22"],
+                "Bearer tok-Env-11",
+            ),
+            (&[], &["--api-token-cmd", "printf tok-Cmd-22"], "Bearer tok-Cmd-22"),
+            (&[("STATE_STORE_API_TOKEN_CMD", "printf tok-Var-33")], &[], "Bearer tok-Var-33"),
+            (
+                &[("STATE_STORE_API_PASSWORD", "pw-Login-44")],
+                &["--api-username", "ann"],
+                "Bearer jwt-From-Login-77",
+            ),
+        ];
+        for (env, flags, sent) in cases {
+            let before = api.requests().len();
+            let mut line = args(&api.url, &["-v"], flags);
+            line.extend(["get", "k"]);
+            line.extend(TASK);
+            let mut command = bench.cmd(&line);
+            for (name, value) in env {
+                command.env(name, value);
+            }
+            let run = support::Run::from(command.output().unwrap(), &line).code(10);
+            let last = api.requests().last().cloned().unwrap();
+            assert_eq!(last.header("authorization"), Some(sent), "{:?}", &api.requests()[before..]);
+            for secret in ["tok-Env-11", "tok-Cmd-22", "tok-Var-33", "pw-Login-44", "jwt-From-Login-77"] {
+                let shown = run.stderr.contains(secret) || run.stdout.contains(secret);
+                assert!(!shown, "{secret} shown: {run:?}");
+            }
+            assert!(run.stderr.contains("may not"), "{run:?}");
+        }
+        let login = api.requests().into_iter().find(|r| r.target == "/auth/token").expect("a login");
+        assert_eq!(login.method, "POST");
+        let body: Value = serde_json::from_str(&login.body).unwrap();
+        assert_eq!(
+            (body["username"].as_str(), body["password"].as_str()),
+            (Some("ann"), Some("pw-Login-44"))
+        );
+    }
+
+    #[test]
+    fn a_failing_token_command_or_a_missing_password_is_exit_10() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(no_content()));
+        let bench = Bench::bare();
+        let run = bench.run(&args(
+            &api.url,
+            &["--api-token-cmd", "sh -c 'echo denied >&2; exit 3'", "get", "k"],
+            &TASK,
+        ));
+        let run = run.code(10);
+        assert!(run.stderr.contains("cannot get a token") && run.stderr.contains("denied"), "{run:?}");
+        let run = bench.run(&args(&api.url, &["--api-username", "ann", "get", "k"], &TASK)).code(10);
+        assert!(run.stderr.contains("STATE_STORE_API_PASSWORD"), "{run:?}");
+        assert!(api.requests().iter().all(|r| r.target == "/api/v2/version"), "{:?}", api.requests());
+    }
+
+    /// `http_proxy` carries the requests (through a `CONNECT` tunnel), and `no_proxy` takes a
+    /// host out.
+    #[test]
+    fn requests_go_through_the_proxy_of_the_environment_unless_no_proxy_names_the_host() {
+        let proxy = FakeApi::start(|request, _| match (request.method.as_str(), request.target.as_str()) {
+            ("CONNECT", _) => Reply::Send("HTTP/1.1 200 Connection established\r\n\r\n".to_string()),
+            (_, "/api/v2/version") => Reply::Send(json(200, r#"{"version": "3.3.2"}"#)),
+            _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+        });
+        let bench = Bench::bare();
+        let line = args("http://airflow.invalid:9", &["get", "k"], &TASK);
+        let run = bench.cmd(&line).env("http_proxy", &proxy.url).output().unwrap();
+        support::Run::from(run, &line).code(1);
+        let seen: Vec<String> =
+            proxy.requests().iter().map(|r| format!("{} {}", r.method, r.target)).collect();
+        assert_eq!(seen.first().map(String::as_str), Some("CONNECT airflow.invalid:9"), "{seen:?}");
+        assert!(seen.contains(
+            &"GET /api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/k?map_index=-1".to_string()
+        ));
+        let before = seen.len();
+        let run =
+            bench.cmd(&line).env("http_proxy", &proxy.url).env("NO_PROXY", ".invalid").output().unwrap();
+        support::Run::from(run, &line).code(4);
+        assert_eq!(proxy.requests().len(), before, "no_proxy sends nothing to the proxy");
+    }
+
+    /// An https URL is verified against the system's roots, or the CAs of `--api-ca-file`
+    /// instead: a self-signed server (`openssl s_server`, which answers an HTML page) fails
+    /// verification without the file and is reached with it.
+    #[test]
+    fn tls_trusts_the_system_roots_or_the_ca_file_given() {
+        let dir = support::TempDir::new();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1"])
+            .args(["-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .output()
+            .expect("openssl req");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut server = Command::new("openssl")
+            .args(["s_server", "-quiet", "-www", "-accept", &port.to_string(), "-cert"])
+            .arg(&cert)
+            .arg("-key")
+            .arg(&key)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server");
+        let url = format!("https://127.0.0.1:{port}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let bench = Bench::bare();
+        let untrusted = bench.run(&args(&url, &["get", "k"], &TASK));
+        let ca = cert.to_str().unwrap();
+        let trusted = bench.run(&args(&url, &["--api-ca-file", ca, "get", "k"], &TASK));
+        let not_pem = bench.run(&args(&url, &["--api-ca-file", "/dev/null", "get", "k"], &TASK));
+        let _ = server.kill();
+        let _ = server.wait();
+        let untrusted = untrusted.code(4);
+        assert!(untrusted.stderr.to_lowercase().contains("certificate"), "{untrusted:?}");
+        let trusted = trusted.code(4);
+        assert!(trusted.stderr.contains("an HTML page"), "the TLS handshake passed: {trusted:?}");
+        not_pem.code(2);
+    }
+
+    /// What is not JSON is not Airflow's API, whatever its status (an HTML 404 from another
+    /// web server is not "key not found"); a server too busy for now is exit 4, as a 5xx.
+    #[test]
+    fn a_page_that_is_not_json_and_a_busy_server_are_exit_4() {
+        let bench = Bench::bare();
+        let page = FakeApi::airflow(|_, _| Reply::Send(html(404, "<h1>Not Found</h1>")));
+        let run = bench.run(&args(&page.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("answered 404 with an HTML page"), "{run:?}");
+        for status in [408, 429] {
+            let busy = FakeApi::airflow(move |_, _| Reply::Send(json(status, r#"{"detail": "slow down"}"#)));
+            let run = bench.run(&args(&busy.url, &["get", "k"], &TASK)).code(4);
+            assert!(run.stderr.contains(&format!("answered {status}: slow down")), "{run:?}");
+        }
+    }
+
+    /// `clear --all-map-indices` when the server cannot name the task's map indexes (a dag it
+    /// has not parsed): only the keys it counted, asked about and reported are deleted, one by
+    /// one; the collection's DELETE, which would take every map index, is never sent.
+    #[test]
+    fn clear_of_every_map_index_deletes_only_what_it_counted_when_the_indexes_are_unknown() {
+        let api = FakeApi::airflow(|request, _| {
+            let (method, target) = (request.method.as_str(), request.target.as_str());
+            if target.contains("/listMapped") {
+                return Reply::Send(json(404, r#"{"detail": "The Dag with ID: `d` was not found"}"#));
+            }
+            match method {
+                "GET" if target.contains("limit=1&") => {
+                    Reply::Send(json(200, r#"{"task_state_store": [], "total_entries": 2}"#))
+                }
+                "GET" => Reply::Send(json(
+                    200,
+                    r#"{"task_state_store": [
+                        {"key": "a", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null},
+                        {"key": "b", "value": 2, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}],
+                        "total_entries": 2}"#,
+                )),
+                _ => Reply::Send(no_content()),
+            }
+        });
+        let run = Bench::bare().run(&args(
+            &api.url,
+            &["clear", "--all-map-indices", "--yes", "-o", "plain"],
+            &TASK,
+        ));
+        let run = run.success();
+        assert_eq!(run.stdout.trim(), "2");
+        assert!(run.stderr.contains("does not name this task's map indexes"), "{run:?}");
+        let deletes: Vec<String> =
+            api.requests().iter().filter(|r| r.method == "DELETE").map(|r| r.target.clone()).collect();
+        assert_eq!(
+            deletes,
+            [
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/a?map_index=-1",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/b?map_index=-1"
+            ]
+        );
+    }
+
+    #[test]
+    fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let bench = Bench::bare();
+        bench
+            .run(&args(
+                &api.url,
+                &["get", "a/b?c#d%e .."],
+                &["--dag-id", "x/y", "--run-id", "r 1", "--task-id", "é"],
+            ))
+            .code(1);
+        let last = api.requests().last().cloned().unwrap();
+        assert_eq!(
+            last.target,
+            "/api/v2/dags/x%2Fy/dagRuns/r%201/taskInstances/%C3%A9/state-store/a%2Fb%3Fc%23d%25e%20%2E%2E?map_index=-1"
+        );
+    }
+}

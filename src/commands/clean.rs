@@ -182,6 +182,7 @@ impl Failed<'_> {
 
 fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
     report.metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
+    super::refuse_api(global, "clean")?;
     let now = Timestamp::now();
     let cutoff = match &args.before {
         Some(text) => {
@@ -222,7 +223,9 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             exit_code: crate::error::exit::DATABASE,
         });
     }
-    let ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
+    let mut ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
+    // clean's own first `-v` line names the database, with what the run is about to do.
+    ctx.verbose = false;
     if !ctx.settings.is_builtin_backend() {
         // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
         let reason = format!(
@@ -246,7 +249,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         max_rows: args.max_rows,
         max_duration,
         sleep,
-        verbose: args.verbose,
+        verbose: global.verbose,
     };
     // --lock-timeout bounds every lock wait of the run, a dry run's reads included; the
     // server keeps the session through --sleep's pauses.
@@ -278,7 +281,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         started: Instant::now(),
         started_at: report.started_at.clone(),
     };
-    if args.verbose {
+    if global.verbose {
         watcher.progress.detail(&format!(
             "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {}",
             ctx.url.redacted(),
@@ -412,7 +415,7 @@ fn dry_run(
     report: &mut Report,
 ) -> Result<()> {
     let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
-    if args.verbose {
+    if options.verbose {
         output::note(&format!(
             "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {batch_size}",
             ctx.url.redacted(),
@@ -423,7 +426,7 @@ fn dry_run(
     let found = ops::clean::dry_run(store, options, sample, &mut Notes)?;
     let (task_rows, asset_rows) = (found.task_rows(), found.asset_rows());
     let ops::clean::DryRun { by_dag, by_asset, task_sample, asset_sample } = found;
-    if args.verbose {
+    if options.verbose {
         output::note(&format!(
             "clean --dry-run: a run now would take {}",
             ops::clean::batches_needed(task_rows, asset_rows, batch_size, options.max_rows)

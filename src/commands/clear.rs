@@ -8,15 +8,13 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use serde::Serialize;
 
-use super::{
-    Context, Doing, MissingTaskInstance, Scope, describe_asset, require_asset, require_task_instance,
-    scope_from_args,
-};
+use super::{Scope, describe_asset, open_keys, scope_from_args};
 use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
-use crate::db::{Access, Store};
+use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::{AssetFilter, Page, TaskFilter};
+use crate::keys::{Keys, MissingTaskInstance};
+use crate::model::{Asset, Page, TaskFilter, TaskScope};
 use crate::output::{self, Rendered};
 use crate::text::quote;
 
@@ -25,50 +23,37 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
         return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()).into());
     }
-    let ctx = Context::load(global, None)?;
-    let mut store = ctx.open(Access::ReadWrite)?;
+    let mut keys = open_keys(global, Access::ReadWrite)?;
+    let all = args.all_map_indices;
     let (target, place) = match &scope {
-        Scope::Task(task) => {
-            require_task_instance(
-                &mut store,
-                task,
-                args.all_map_indices,
-                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                Doing::Clear,
-            )?;
-            let place = if args.all_map_indices {
-                format!(
-                    "task dag_id={} run_id={} task_id={} (every map index)",
-                    quote(&task.dag_id),
-                    quote(&task.run_id),
-                    quote(&task.task_id)
-                )
-            } else {
-                format!("task {task}")
-            };
-            (Target::Task(task), place)
-        }
+        Scope::Task(task) => (Target::Task(task), task_place(task, all)),
         Scope::Asset(selector) => {
-            let asset = require_asset(&mut store, selector)?;
+            let asset = keys.asset(selector, false)?;
             let place = describe_asset(&asset);
-            (Target::Asset(asset.id), place)
+            (Target::Asset(asset), place)
         }
     };
-    let present = target.count(&mut store, args.all_map_indices)?;
-    let deleted = if present == 0 {
-        0
-    } else if confirmed(args.yes, present, &place)? {
-        match &args.archive {
-            Some(path) => archive_then_clear(&mut store, &target, args.all_map_indices, path)?,
-            None => target.clear(&mut store, args.all_map_indices)?,
+    let present = match &target {
+        Target::Task(task) => {
+            keys.count_task_keys(task, all, MissingTaskInstance::from_flag(args.allow_missing_task_instance))?
         }
-    } else {
+        Target::Asset(asset) => keys.count_asset_keys(asset)?,
+    };
+    if present > 0 && !confirmed(args.yes, present, &place)? {
         output::note("cancelled; nothing deleted");
         return Ok(());
+    }
+    let deleted = match (&target, &args.archive) {
+        (_, Some(path)) if present > 0 => archive_then_clear(keys.as_mut(), &target, all, path)?,
+        // Nothing to delete: only the API's DELETE is sent, for its check that the task
+        // instance exists; the database has checked it already.
+        (Target::Task(task), _) => keys.clear_task(task, all)?,
+        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset)?,
+        (Target::Asset(_), _) => 0,
     };
     output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
     output::emit(
-        ctx.format,
+        global.output,
         &Rendered { doc: Cleared { deleted }, tables: Vec::new(), plain: Some(deleted.to_string()) },
     )
 }
@@ -80,96 +65,64 @@ struct Cleared {
 }
 
 enum Target<'a> {
-    Task(&'a crate::model::TaskScope),
-    Asset(i64),
+    Task(&'a TaskScope),
+    Asset(Asset),
 }
 
-impl Target<'_> {
-    fn count(&self, store: &mut Store, all: bool) -> Result<u64> {
-        match self {
-            Target::Task(scope) => store.count_task_scope(scope, all),
-            Target::Asset(id) => store.count_asset_scope(*id),
-        }
-    }
-
-    fn clear(&self, store: &mut Store, all: bool) -> Result<u64> {
-        match self {
-            Target::Task(scope) => store.clear_task(scope, all),
-            Target::Asset(id) => store.clear_asset(*id),
-        }
+fn task_place(task: &TaskScope, all_map_indices: bool) -> String {
+    if all_map_indices {
+        format!(
+            "task dag_id={} run_id={} task_id={} (every map index)",
+            quote(&task.dag_id),
+            quote(&task.run_id),
+            quote(&task.task_id)
+        )
+    } else {
+        format!("task {task}")
     }
 }
-
-/// Rows read per query while archiving.
-const ARCHIVE_PAGE: u64 = 1000;
 
 /// Archives every row of the scope, syncs the file, then deletes exactly the archived rows,
-/// key by key in one transaction: a key written into the scope after the archive was read is
-/// left alone rather than deleted unarchived.
+/// key by key (in one transaction on the database): a key written into the scope after the
+/// archive was read is left alone rather than deleted unarchived.
 fn archive_then_clear(
-    store: &mut Store,
+    keys: &mut dyn Keys,
     target: &Target<'_>,
     all_map_indices: bool,
     path: &std::path::Path,
 ) -> Result<u64> {
     let mut sink = Sink::archive(path)?;
     let write_error = |e: std::io::Error| archive_error(path, e);
-    let mut offset = 0;
-    let mut keys: Vec<(i64, String)> = Vec::new();
-    loop {
-        let page = Page { limit: Some(ARCHIVE_PAGE), offset };
-        let read = match target {
-            Target::Task(scope) => {
-                let filter = TaskFilter {
-                    dag_id: Some(scope.dag_id.clone()),
-                    run_id: Some(scope.run_id.clone()),
-                    task_id: Some(scope.task_id.clone()),
-                    map_index: (!all_map_indices).then_some(scope.map_index),
-                    ..TaskFilter::default()
-                };
-                let rows = store.list_task(&filter, page)?;
-                for row in &rows {
-                    sink.task(row).map_err(write_error)?;
-                    keys.push((row.scope.map_index, row.key.clone()));
-                }
-                rows.len()
-            }
-            Target::Asset(id) => {
-                let rows =
-                    store.list_asset(&AssetFilter { asset_id: Some(*id), external_only: false }, page)?;
-                for row in &rows {
-                    sink.asset(row).map_err(write_error)?;
-                    keys.push((row.asset_id, row.key.clone()));
-                }
-                rows.len()
-            }
-        };
-        if (read as u64) < ARCHIVE_PAGE {
-            break;
+    let every = Page { limit: None, offset: 0 };
+    match target {
+        Target::Task(scope) => {
+            let filter = TaskFilter {
+                dag_id: Some(scope.dag_id.clone()),
+                run_id: Some(scope.run_id.clone()),
+                task_id: Some(scope.task_id.clone()),
+                map_index: (!all_map_indices).then_some(scope.map_index),
+                ..TaskFilter::default()
+            };
+            let mut archived: Vec<(i64, String)> = Vec::new();
+            keys.each_task(&filter, every, &mut |row| {
+                sink.task(&row).map_err(write_error)?;
+                archived.push((row.scope.map_index, row.key));
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            sink.sync().map_err(write_error)?;
+            keys.delete_task_keys(scope, &archived)
         }
-        offset += ARCHIVE_PAGE;
-    }
-    sink.sync().map_err(write_error)?;
-    store.begin()?;
-    let mut deleted = 0;
-    for (number, key) in &keys {
-        let result = match target {
-            Target::Task(scope) => {
-                let scope = crate::model::TaskScope { map_index: *number, ..(*scope).clone() };
-                store.delete_task(&scope, key)
-            }
-            Target::Asset(id) => store.delete_asset(*id, key),
-        };
-        match result {
-            Ok(n) => deleted += n,
-            Err(e) => {
-                let _ = store.rollback();
-                return Err(e);
-            }
+        Target::Asset(asset) => {
+            let mut archived: Vec<String> = Vec::new();
+            keys.each_asset(Some(asset), false, every, &mut |row| {
+                sink.asset(&row).map_err(write_error)?;
+                archived.push(row.key);
+                Ok(std::ops::ControlFlow::Continue(()))
+            })?;
+            sink.sync().map_err(write_error)?;
+            keys.delete_asset_keys(asset, &archived)
         }
     }
-    store.commit()?;
-    Ok(deleted)
 }
 
 /// `--yes`, or a "y" typed at a terminal. Without a terminal there is nobody to ask.

@@ -3,35 +3,26 @@
 
 use serde::Serialize;
 
-use super::{
-    Context, Doing, MissingTaskInstance, Scope, check_key, describe_asset, require_asset,
-    require_task_instance, scope_from_args,
-};
+use super::{Scope, check_key, describe_asset, open_keys, scope_from_args};
 use crate::cli::{DeleteArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::Result;
+use crate::keys::MissingTaskInstance;
 use crate::output::{self, Rendered};
 use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
     check_key(&args.key)?;
     let scope = scope_from_args(&args.scope)?;
-    let ctx = Context::load(global, None)?;
-    let mut store = ctx.open(Access::ReadWrite)?;
+    let mut keys = open_keys(global, Access::ReadWrite)?;
     let (deleted, place) = match scope {
         Scope::Task(scope) => {
-            require_task_instance(
-                &mut store,
-                &scope,
-                false,
-                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                Doing::Delete,
-            )?;
-            (store.delete_task(&scope, &args.key)?, format!("task {scope}"))
+            let missing = MissingTaskInstance::from_flag(args.allow_missing_task_instance);
+            (keys.delete_task(&scope, &args.key, missing)?, format!("task {scope}"))
         }
         Scope::Asset(selector) => {
-            let asset = require_asset(&mut store, &selector)?;
-            (store.delete_asset(asset.id, &args.key)?, describe_asset(&asset))
+            let asset = keys.asset(&selector, false)?;
+            (keys.delete_asset(&asset, &args.key)?, describe_asset(&asset))
         }
     };
     if deleted == 0 {
@@ -40,7 +31,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
         output::note(&format!("deleted key {} of {place}", quote(&args.key)));
     }
     let doc = Deleted { key: &args.key, deleted };
-    output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain: Some(deleted.to_string()) })
+    output::emit(global.output, &Rendered { doc, tables: Vec::new(), plain: Some(deleted.to_string()) })
 }
 
 /// `{"key": …, "deleted": 0 or 1}`.

@@ -24,6 +24,7 @@ struct Report<'a> {
 }
 
 pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
+    super::refuse_api(global, "doctor")?;
     let ctx = Context::load(global, None)?;
     let diagnosis = ctx.located(db::diagnose(
         &ctx.url,

@@ -22,6 +22,7 @@ use crate::time::Timestamp;
 const PAGE_ROWS: u64 = 1000;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
+    super::refuse_api(global, "export")?;
     let selector = asset_selector(&args.scope)?;
     let task_flags = has_task_flags(&args.scope);
     let asset_flags = args.assets || selector.is_some();

@@ -1,50 +1,30 @@
 //! `get KEY <scope>`: one stored value. Like Airflow 3.3, an expired row that no clean has
 //! removed yet is still returned.
 
-use super::{
-    Context, Scope, check_key, describe_asset, mapped_task_hint, require_asset, require_dag_run,
-    scope_from_args,
-};
+use super::{Scope, check_key, describe_asset, open_keys, scope_from_args};
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
+use crate::model::{StoredTime, TaskEntry};
 use crate::output;
 use crate::text::quote;
+use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
     check_key(&args.key)?;
     let scope = scope_from_args(&args.scope)?;
-    let ctx = Context::load(global, None)?;
-    let mut store = ctx.open(Access::ReadOnly)?;
+    let mut keys = open_keys(global, Access::ReadOnly)?;
     match scope {
         Scope::Task(scope) => {
-            let Some(entry) = store.task_entry(&scope, &args.key)? else {
-                require_dag_run(&mut store, &scope)?;
-                // Without --map-index the scope is the unmapped instance; a mapped task has none.
-                let hint = if args.scope.map_index.is_none() {
-                    mapped_task_hint(&mut store, &scope)?
-                } else {
-                    String::new()
-                };
-                return Err(Error::NotFound(format!(
-                    "key {} not found for task {scope}{hint}",
-                    quote(&args.key)
-                ))
-                .into());
+            let Some(entry) = keys.task_entry(&scope, &args.key)? else {
+                return Err(keys.task_key_missing(&scope, &args.key, args.scope.map_index.is_some()));
             };
-            if entry.is_expired(crate::time::Timestamp::now()) {
-                // Airflow 3.3 still returns it; a script should know it is on borrowed time.
-                output::warn(&format!(
-                    "key {} expired at {} and is still here only until the next clean",
-                    quote(&args.key),
-                    entry.expires_at.as_ref().map(crate::model::StoredTime::display).unwrap_or_default()
-                ));
-            }
-            output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
+            warn_expired(&entry);
+            output::emit(global.output, &output::entries(&[entry], false, None).single(true))
         }
         Scope::Asset(selector) => {
-            let asset = require_asset(&mut store, &selector)?;
-            let Some(entry) = store.asset_entry(&asset, &args.key)? else {
+            let asset = keys.asset(&selector, false)?;
+            let Some(entry) = keys.asset_entry(&asset, &args.key)? else {
                 return Err(Error::NotFound(format!(
                     "key {} not found for {}",
                     quote(&args.key),
@@ -52,7 +32,18 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 ))
                 .into());
             };
-            output::emit(ctx.format, &output::entries(&[entry], false, None).single(true))
+            output::emit(global.output, &output::entries(&[entry], false, None).single(true))
         }
+    }
+}
+
+/// Airflow 3.3 still returns an expired key; a script should know it is on borrowed time.
+fn warn_expired(entry: &TaskEntry) {
+    if entry.is_expired(Timestamp::now()) {
+        output::warn(&format!(
+            "key {} expired at {} and is still here only until the next clean",
+            quote(&entry.key),
+            entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+        ));
     }
 }

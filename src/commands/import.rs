@@ -20,6 +20,7 @@ use crate::output::{self, Rendered};
 use crate::progress::FileProgress;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
+    super::refuse_api(global, "import")?;
     let ctx = Context::load(global, None)?;
     let source = Source::open(&args.file)?;
     let mut store = ctx.open(if args.dry_run { Access::ReadOnly } else { Access::ReadWrite })?;

@@ -5,11 +5,11 @@
 
 use std::ops::ControlFlow;
 
-use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
+use super::{asset_selector, check_map_index, has_task_flags, open_keys};
 use crate::cli::{Format, GlobalArgs, ListArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::{AssetFilter, Page, TaskFilter, external_ref};
+use crate::model::{Page, TaskFilter, external_ref};
 use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
 use crate::time::Timestamp;
 
@@ -28,19 +28,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;
     }
-    let ctx = Context::load(global, None)?;
-    let mut store = ctx.open(Access::ReadOnly)?;
-    let shown = Shown::new(ctx.format, args);
+    let mut keys = open_keys(global, Access::ReadOnly)?;
+    let shown = Shown::new(global.output, args);
     // One row more than shown tells whether more follow, without a count query.
     let page = Page { limit: shown.rows.map(|n| n.saturating_add(1)), offset: args.offset };
 
     if assets {
-        let asset_id = match &selector {
-            Some(selector) => Some(require_asset(&mut store, selector)?.id),
+        let asset = match &selector {
+            Some(selector) => Some(keys.asset(selector, false)?),
             None => None,
         };
-        let filter = AssetFilter { asset_id, external_only: args.external };
-        shown.write(ctx.format, args, |each| store.each_asset(&filter, page, each))
+        shown.write(global.output, args, |each| keys.each_asset(asset.as_ref(), args.external, page, each))
     } else {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -50,7 +48,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
             expired_before: args.expired.then(Timestamp::now),
             external_only: args.external,
         };
-        shown.write(ctx.format, args, |each| store.each_task(&filter, page, each))
+        shown.write(global.output, args, |each| keys.each_task(&filter, page, each))
     }
 }
 

@@ -5,6 +5,7 @@
 mod clean;
 mod clear;
 mod config_cmd;
+mod database;
 mod delete;
 mod doctor;
 mod export;
@@ -16,10 +17,12 @@ mod sandbox;
 mod set;
 mod stats;
 
+use crate::api;
 use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
+use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
 use crate::text::quote;
@@ -47,11 +50,78 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
     }
 }
 
+/// The keys of the per-scope commands (get, set, delete, clear, list), through the metastore
+/// database or, when `--api-url` or `$STATE_STORE_API_URL` names one, Airflow's REST API. The
+/// API is never chosen by anything else (an `[api] base_url` in airflow.cfg is the server's own
+/// address, not a request). Nothing is opened yet: the database at the first call that needs
+/// it, the API at the first request.
+pub(crate) fn open_keys(global: &GlobalArgs, access: Access) -> Result<Box<dyn Keys>> {
+    match api_options(global)? {
+        Some(options) => Ok(Box::new(api::Remote::new(options))),
+        None => Ok(Box::new(database::Database::new(Context::load(global, None)?, access))),
+    }
+}
+
+/// The REST transport's settings, checked, when a URL names it.
+fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
+    let Some((url, origin)) = api_url(global) else { return Ok(None) };
+    let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
+    if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
+        return Err(Error::Usage(format!(
+            "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
+        ))
+        .into());
+    }
+    let base = api::BaseUrl::parse(&url, origin)?;
+    let env = |name: &str| std::env::var(name).ok();
+    let flags = &global.api;
+    let credentials =
+        api::Credentials::choose(flags.api_token_cmd.as_deref(), flags.api_username.as_deref(), &env);
+    let ca_file = flags
+        .api_ca_file
+        .clone()
+        .or_else(|| env("STATE_STORE_API_CA_FILE").filter(|f| !f.is_empty()).map(std::path::PathBuf::from));
+    let seconds = std::time::Duration::from_secs;
+    let settings = api::Settings {
+        connect_timeout: seconds(flags.api_connect_timeout.unwrap_or(10)),
+        timeout: seconds(flags.api_timeout.unwrap_or(30)),
+        ca_file,
+        verbose: global.verbose,
+    };
+    Ok(Some(api::Options { base, credentials, settings }))
+}
+
+/// A command that works on the metastore database only refuses the REST transport, before
+/// anything is read or sent.
+pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
+    match api_url(global) {
+        Some((_, origin)) => Err(Error::Usage(format!(
+            "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
+             unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
+        ))
+        .into()),
+        None => Ok(()),
+    }
+}
+
+/// The API's base URL and where it came from, when one is given.
+fn api_url(global: &GlobalArgs) -> Option<(String, &'static str)> {
+    if let Some(url) = &global.api.api_url {
+        return Some((url.clone(), "--api-url"));
+    }
+    std::env::var("STATE_STORE_API_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .map(|u| (u, "$STATE_STORE_API_URL"))
+}
+
 /// The validated configuration of one run: everything is checked before a database is opened.
 pub(crate) struct Context {
     pub settings: Settings,
     pub url: DbUrl,
     pub format: Format,
+    /// `-v`: say on stderr which database is opened and how long it took.
+    pub verbose: bool,
 }
 
 impl Context {
@@ -75,7 +145,7 @@ impl Context {
                 missing.path.display()
             ));
         }
-        Ok(Context { settings, url, format: global.output })
+        Ok(Context { settings, url, format: global.output, verbose: global.verbose })
     }
 
     /// Opens the metastore's state-store tables; a failure names where its URL came from. With a
@@ -89,7 +159,22 @@ impl Context {
     /// [`Context::open`] with other bounds than the configured ones (clean's `--lock-timeout`).
     pub(crate) fn open_with(&self, access: Access, timeouts: &Timeouts) -> Result<Store> {
         self.warn_custom_backend();
-        self.located(db::open(&self.url, self.settings.sql_alchemy_schema.value.as_deref(), access, timeouts))
+        let started = std::time::Instant::now();
+        let store = self.located(db::open(
+            &self.url,
+            self.settings.sql_alchemy_schema.value.as_deref(),
+            access,
+            timeouts,
+        ))?;
+        if self.verbose {
+            output::note(&format!(
+                "db: {} opened in {} ms ([database] sql_alchemy_conn from {})",
+                self.url.redacted(),
+                started.elapsed().as_millis(),
+                self.settings.sql_alchemy_conn.source
+            ));
+        }
+        Ok(store)
     }
 
     /// The bounds of every wait on the database, from `[state_store] database_timeout`.
@@ -272,21 +357,6 @@ pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i6
 /// At most this many task ids are named when a task instance is not found.
 const TASK_HINT: u64 = 10;
 
-/// What `set`, `delete` and `clear` do when the task instance of their scope does not exist.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum MissingTaskInstance {
-    /// Refuse, as Airflow's REST API does ("Task instance not found").
-    Refuse,
-    /// Go on (`--allow-missing-task-instance`), with a note on stderr.
-    Allow,
-}
-
-impl MissingTaskInstance {
-    pub(crate) fn from_flag(allow: bool) -> Self {
-        if allow { MissingTaskInstance::Allow } else { MissingTaskInstance::Refuse }
-    }
-}
-
 /// The dag run of a task scope, whose task instance must exist too (any instance of the task
 /// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
 /// delete or clear of a task instance the scheduler never created, since a key written there
@@ -436,7 +506,7 @@ fn close_uris(store: &mut Store, selector: &AssetSelector) -> Result<String> {
 }
 
 pub(crate) fn describe_asset(asset: &Asset) -> String {
-    format!("asset {} (id {})", quote(&asset.name), asset.id)
+    asset.described()
 }
 
 /// Reads a whole stream as UTF-8, for `set KEY -`.

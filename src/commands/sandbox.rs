@@ -12,6 +12,7 @@ use crate::output::{self, Rendered};
 use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
+    super::refuse_api(global, "sandbox")?;
     let ctx = Context::load(global, None)?;
     if matches!(command, SandboxCommand::Create { .. }) && global.conn.is_none() {
         // The configured database is Airflow's own (or the default ~/airflow/airflow.db it

@@ -4,18 +4,16 @@
 //! `--keep-expiry` is Airflow's REST API PATCH instead: an update of an existing key that
 //! keeps its `expires_at`.
 
-use super::{
-    Context, Doing, MissingTaskInstance, Scope, check_new_key, describe_asset, read_stdin, require_asset,
-    require_task_instance, scope_from_args,
-};
+use super::{Scope, check_new_key, open_keys, read_stdin, scope_from_args};
 use crate::cli::{GlobalArgs, SetArgs};
-use crate::db::{Access, AssetWrite, Store, TaskWrite};
+use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::json::{self, ParseErrorKind, Value};
-use crate::model::{AssetEntry, StoredTime, TaskEntry};
+use crate::keys::{AssetSet, Expiry, MissingTaskInstance, TaskSet};
+use crate::model::{StoredTime, TaskEntry};
 use crate::output;
 use crate::text::quote;
-use crate::time::{self, Retention, Timestamp};
+use crate::time::{self, Timestamp};
 use anyhow::Context as _;
 
 pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
@@ -23,51 +21,30 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     let text = if args.value == "-" { read_stdin()? } else { args.value.clone() };
     let value = parse_value(&text)?;
-    let ctx = Context::load(global, None)?;
-    let encoded = json::dumps(&value);
-    check_size(&ctx, &encoded, args.allow_large)?;
-    let now = Timestamp::now();
-
+    let expiry = expiry(args)?;
+    let mut keys = open_keys(global, Access::ReadWrite)?;
     match scope {
         Scope::Task(scope) => {
-            // --keep-expiry keeps the stored one: the configured default does not apply.
-            let expires_at = if args.keep_expiry { None } else { expiry(&ctx, args, now)? };
-            let mut store = ctx.open(Access::ReadWrite)?;
-            let dag_run_id = require_task_instance(
-                &mut store,
-                &scope,
-                false,
-                MissingTaskInstance::from_flag(args.allow_missing_task_instance),
-                Doing::Set,
-            )?;
-            let write = TaskWrite {
-                dag_run_id,
+            let set = TaskSet {
                 scope: &scope,
                 key: &args.key,
-                value: &encoded,
-                updated_at: now,
-                expires_at,
+                value: &value,
+                expiry,
+                missing: MissingTaskInstance::from_flag(args.allow_missing_task_instance),
+                allow_large: args.allow_large,
             };
-            if args.keep_expiry {
-                let entry = keep_expiry(&mut store, &write)?;
-                return output::emit(ctx.format, &output::entries(&[entry], true, None).single(false));
-            }
-            store.upsert_task(&write)?;
-            if let Some(at) = expires_at.filter(|at| *at < now) {
+            let entry = keys.set_task(&set)?;
+            let now = Timestamp::now();
+            match expiry {
                 // Allowed, as Airflow's REST API allows it, but rarely meant.
-                output::warn(&format!(
+                Expiry::At(at) if at < now => output::warn(&format!(
                     "--expires-at {} is in the past: the key is expired from the start, and the next clean deletes it",
                     at.to_rfc3339()
-                ));
+                )),
+                Expiry::Keep if entry.is_expired(now) => warn_kept_expired(&entry),
+                _ => {}
             }
-            let entry = TaskEntry {
-                scope,
-                key: args.key.clone(),
-                value: encoded,
-                updated_at: StoredTime::At(now),
-                expires_at: expires_at.map(StoredTime::At),
-            };
-            output::emit(ctx.format, &output::entries(&[entry], true, None).single(false))
+            output::emit(global.output, &output::entries(&[entry], true, None).single(false))
         }
         Scope::Asset(selector) => {
             if args.retention.is_some() || args.expires_at.is_some() {
@@ -76,86 +53,43 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                 )
                 .into());
             }
-            let mut store = ctx.open(Access::ReadWrite)?;
-            let asset = require_asset(&mut store, &selector)?;
-            if !asset.active {
-                return Err(Error::NotFound(format!(
-                    "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
-                    describe_asset(&asset)
-                )).into());
-            }
-            let write = AssetWrite { asset_id: asset.id, key: &args.key, value: &encoded, updated_at: now };
-            if args.keep_expiry {
-                // Asset keys have no expiry: this is a set of a key that must exist.
-                if store.update_asset_value(&write)? == 0 {
-                    return Err(Error::NotFound(format!(
-                        "key {} not found for {}; --keep-expiry changes only an existing key",
-                        quote(&args.key),
-                        describe_asset(&asset)
-                    ))
-                    .into());
-                }
-            } else {
-                store.upsert_asset(&write)?;
-            }
-            let entry = AssetEntry {
-                asset_id: asset.id,
-                asset_name: Some(asset.name.clone()),
-                asset_uri: Some(asset.uri.clone()),
-                key: args.key.clone(),
-                value: encoded,
-                updated_at: StoredTime::At(now),
-                last_updated_by_kind: Some("api".to_string()),
-                last_updated_by_dag_id: None,
-                last_updated_by_run_id: None,
-                last_updated_by_task_id: None,
-                last_updated_by_map_index: None,
+            let set = AssetSet {
+                key: &args.key,
+                value: &value,
+                must_exist: args.keep_expiry,
+                allow_large: args.allow_large,
             };
-            output::emit(ctx.format, &output::entries(&[entry], true, None).single(false))
+            let entry = keys.set_asset(&selector, &set)?;
+            output::emit(global.output, &output::entries(&[entry], true, None).single(false))
         }
     }
 }
 
-/// `--keep-expiry`: Airflow's PATCH, which keeps `expires_at` and rewrites the value and
-/// `updated_at`, as one UPDATE of the existing row, so that a key deleted meanwhile is never
-/// written back by an insert. The row is read back in the same transaction for the output.
-fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
-    store.begin()?;
-    let updated = (|| {
-        let changed = store.update_task_value(write)?;
-        let entry = store.task_entry(write.scope, write.key)?;
-        // MySQL counts changed rows: 0 with the row found means it already held exactly this
-        // value and this updated_at; anything else found after a 0 was inserted by another
-        // session after the UPDATE, and the update did not happen.
-        Ok(entry.filter(|e| {
-            changed > 0 || (e.value == write.value && e.updated_at == StoredTime::At(write.updated_at))
-        }))
-    })();
-    match updated {
-        Ok(Some(entry)) => {
-            store.commit()?;
-            if entry.is_expired(write.updated_at) {
-                output::warn(&format!(
-                    "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
-                    quote(write.key),
-                    entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
-                ));
-            }
-            Ok(entry)
-        }
-        Ok(None) => {
-            store.rollback()?;
-            Err(Error::NotFound(format!(
-                "key {} not found for task {}; --keep-expiry changes only an existing key",
-                quote(write.key),
-                write.scope
-            ))
-            .into())
-        }
-        Err(e) => {
-            let _ = store.rollback();
-            Err(e)
-        }
+fn warn_kept_expired(entry: &TaskEntry) {
+    output::warn(&format!(
+        "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
+        quote(&entry.key),
+        entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+    ));
+}
+
+/// The expiry asked for: `--keep-expiry`, `--expires-at`, `--retention`, or the default
+/// retention (`[state_store] default_retention_days`, the configuration's or the API
+/// server's), computed at write time as Airflow does.
+fn expiry(args: &SetArgs) -> Result<Expiry> {
+    if args.keep_expiry {
+        return Ok(Expiry::Keep);
+    }
+    if let Some(text) = &args.expires_at {
+        let at = Timestamp::parse_rfc3339(text)
+            .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
+        return Ok(Expiry::At(at));
+    }
+    match &args.retention {
+        Some(text) => Ok(Expiry::Retention(
+            time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?,
+        )),
+        None => Ok(Expiry::Default),
     }
 }
 
@@ -197,43 +131,4 @@ fn parse_value(text: &str) -> Result<Value> {
         .into());
     }
     Ok(value)
-}
-
-fn check_size(ctx: &Context, encoded: &str, allow_large: bool) -> Result<()> {
-    let limit = &ctx.settings.max_value_storage_bytes;
-    let size = encoded.len() as u64;
-    if limit.value > 0 && size > limit.value && !allow_large {
-        return Err(Error::Usage(format!(
-            "the value is {size} bytes as stored, over [state_store] max_value_storage_bytes = {} (from {}); \
-             pass --allow-large to write it anyway",
-            limit.value, limit.source
-        ))
-        .into());
-    }
-    Ok(())
-}
-
-/// The task row's `expires_at`: `--expires-at`, `--retention`, or the configured default
-/// (`default_retention_days = 0` means never), computed at write time as Airflow does.
-fn expiry(ctx: &Context, args: &SetArgs, now: Timestamp) -> Result<Option<Timestamp>> {
-    if let Some(text) = &args.expires_at {
-        let at = Timestamp::parse_rfc3339(text)
-            .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
-        return Ok(Some(at));
-    }
-    let retention = match &args.retention {
-        Some(text) => {
-            time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?
-        }
-        None => {
-            let days = &ctx.settings.default_retention_days;
-            Retention::from_default_retention_days(i64::from(days.value)).map_err(|e| {
-                Error::Config(format!(
-                    "invalid [state_store] default_retention_days (from {}): {e}",
-                    days.source
-                ))
-            })?
-        }
-    };
-    retention.expires_at(now).with_context(|| Error::Usage("cannot compute the expiry".to_string()))
 }

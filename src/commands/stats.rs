@@ -26,6 +26,7 @@ fn time_cell(t: Option<&StoredTime>) -> String {
 }
 
 pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
+    super::refuse_api(global, "stats")?;
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
     let now = Timestamp::now();

@@ -208,11 +208,21 @@ pub(super) const MAX_STDERR_EXCERPT: usize = 200;
 /// otherwise hang every cron run before it even takes the clean lock, and one that prints
 /// without end would take all memory.
 pub(super) fn run_command(command: &str, timeout: Duration) -> Result<String, String> {
+    run_command_bounded_by(command, timeout, "[state_store] cmd_timeout")
+}
+
+/// [`run_command`], `bound` naming what sets `timeout` in the message of a command that
+/// runs past it.
+pub(super) fn run_command_bounded_by(
+    command: &str,
+    timeout: Duration,
+    bound: &str,
+) -> Result<String, String> {
     let words = shlex_split(command).map_err(|e| format!("cannot split the command: {e}"))?;
     let Some((program, args)) = words.split_first() else {
         return Err("the command is empty".to_owned());
     };
-    let output = run_bounded(program, args, timeout)?;
+    let output = run_bounded(program, args, timeout, bound)?;
     let mut text = String::with_capacity(output.stdout.len());
     for chunk in output.stdout.utf8_chunks() {
         text.push_str(chunk.valid());
@@ -253,7 +263,7 @@ struct Bounded {
 }
 
 /// Runs `program` in a process group of its own, as described at [`run_command`].
-fn run_bounded(program: &str, args: &[String], timeout: Duration) -> Result<Bounded, String> {
+fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -> Result<Bounded, String> {
     use std::os::unix::process::CommandExt as _;
     use std::sync::Arc;
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -295,7 +305,7 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration) -> Result<Boun
             Ok(Some(status)) => break Ok(status),
             Ok(None) if started.elapsed() >= timeout => {
                 break Err(format!(
-                    "`{program}` did not finish within {} s ([state_store] cmd_timeout): stopped",
+                    "`{program}` did not finish within {} s ({bound}): stopped",
                     timeout.as_secs()
                 ));
             }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+pub mod http;
 pub mod proxy;
 pub mod shells;
 
@@ -322,7 +323,7 @@ impl Bench {
         let mut cmd = Command::new(BIN);
         cmd.args(args);
         for (key, _) in std::env::vars() {
-            if key.starts_with("AIRFLOW") {
+            if key.starts_with("AIRFLOW") || key.starts_with("STATE_STORE_API") {
                 cmd.env_remove(key);
             }
         }

@@ -1,0 +1,349 @@
+//! The REST transport of the per-scope commands: [`Keys`] over Airflow's REST API v2. The
+//! server is checked and the token fetched at the first call that sends anything, after what
+//! the API cannot do has been refused: nothing reaches the network for a command that cannot
+//! run over it.
+
+use std::ops::ControlFlow;
+
+use super::{Api, Expiry as PutExpiry, Options};
+use crate::error::{Error, Result};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::output;
+use crate::text::quote;
+use crate::time::Timestamp;
+
+/// A refusal of what the API cannot do, before anything is sent.
+fn cannot(flag: &str, why: &str) -> anyhow::Error {
+    Error::Usage(format!(
+        "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
+    ))
+    .into()
+}
+
+/// The API, opened at its first use.
+pub(crate) struct Remote {
+    options: Option<Options>,
+    api: Option<Api>,
+    /// The map indexes learnt for a task (a command reads them once), and whether whole.
+    indexes: Option<(TaskScope, Vec<i64>, bool)>,
+    /// The keys `count_task_keys` counted last, which `clear_task` reports as deleted: the
+    /// API's DELETE says nothing of how many went.
+    counted: Option<u64>,
+}
+
+impl Remote {
+    pub(crate) fn new(options: Options) -> Remote {
+        Remote { options: Some(options), api: None, indexes: None, counted: None }
+    }
+
+    fn api(&mut self) -> Result<&Api> {
+        if let Some(options) = self.options.take() {
+            self.api = Some(Api::open(options)?);
+        }
+        self.api.as_ref().ok_or_else(|| Error::Remote("the API could not be opened".to_string()).into())
+    }
+
+    fn refuse_missing(missing: MissingTaskInstance) -> Result<()> {
+        match missing {
+            MissingTaskInstance::Allow => Err(cannot(
+                "--allow-missing-task-instance",
+                "the API refuses a task instance that does not exist",
+            )),
+            MissingTaskInstance::Refuse => Ok(()),
+        }
+    }
+
+    /// The map indexes a task's keys are read from: the one asked for, or each of the task's;
+    /// with whether that list is known to be whole (the server named the mapped instances, or
+    /// said the task is not mapped).
+    fn indexes(&mut self, scope: &TaskScope, all: bool) -> Result<(Vec<i64>, bool)> {
+        if !all {
+            return Ok((vec![scope.map_index], true));
+        }
+        let task = TaskScope { map_index: -1, ..scope.clone() };
+        if let Some((known, indexes, whole)) = &self.indexes
+            && *known == task
+        {
+            return Ok((indexes.clone(), *whole));
+        }
+        let (indexes, whole) = self.api()?.map_indexes(scope)?;
+        self.indexes = Some((task, indexes.clone(), whole));
+        Ok((indexes, whole))
+    }
+
+    /// Every key of the task at these map indexes, read before any is deleted.
+    fn task_keys(&mut self, scope: &TaskScope, indexes: &[i64]) -> Result<Vec<(i64, String)>> {
+        let api = self.api()?;
+        let mut keys = Vec::new();
+        for &map_index in indexes {
+            let scope = TaskScope { map_index, ..scope.clone() };
+            let _: ControlFlow<()> = api.each_task(&scope, 0, &mut |row| {
+                keys.push((map_index, row.key));
+                Ok(ControlFlow::Continue(()))
+            })?;
+        }
+        Ok(keys)
+    }
+}
+
+impl Keys for Remote {
+    fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        self.api()?.task_entry(scope, key)
+    }
+
+    /// The API says "not found" alike for a key, a task instance and a dag run.
+    fn task_key_missing(&mut self, scope: &TaskScope, key: &str, _map_index_given: bool) -> anyhow::Error {
+        Error::NotFound(format!("key {} not found for task {scope}", quote(key))).into()
+    }
+
+    /// `PUT` (`PATCH` for `--keep-expiry`), then the key read back, so that the output shows
+    /// the server's own `updated_at` and expiry (over the API the default retention is the
+    /// server's).
+    fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
+        Self::refuse_missing(set.missing)?;
+        if set.allow_large {
+            return Err(cannot(
+                "--allow-large",
+                "the API refuses a value over its [state_store] max_value_storage_bytes",
+            ));
+        }
+        let put = match set.expiry {
+            Expiry::Keep => None,
+            Expiry::Default => Some(PutExpiry::Default),
+            Expiry::At(at) => Some(PutExpiry::At(at)),
+            Expiry::Retention(retention) => Some(
+                retention
+                    .expires_at(Timestamp::now())
+                    .map_err(|e| Error::Usage(format!("cannot compute the expiry: {e}")))?
+                    .map_or(PutExpiry::Never, PutExpiry::At),
+            ),
+        };
+        let api = self.api()?;
+        match put {
+            None => api.patch_task(set.scope, set.key, set.value)?,
+            Some(expiry) => api.put_task(set.scope, set.key, set.value, expiry)?,
+        }
+        api.task_entry(set.scope, set.key)?.ok_or_else(|| gone(set.key))
+    }
+
+    /// The API's DELETE answers alike whether the key was there or not: the key is looked up
+    /// first, so that the count says whether one was deleted. The DELETE is sent either way,
+    /// for the API's own check that the task instance exists.
+    fn delete_task(&mut self, scope: &TaskScope, key: &str, missing: MissingTaskInstance) -> Result<u64> {
+        Self::refuse_missing(missing)?;
+        let api = self.api()?;
+        let present = api.task_entry(scope, key)?.is_some();
+        api.delete_task(scope, key)?;
+        Ok(u64::from(present))
+    }
+
+    /// Counted a map index at a time. The task instance is checked by the DELETE that
+    /// follows, as the API checks it there.
+    fn count_task_keys(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        missing: MissingTaskInstance,
+    ) -> Result<u64> {
+        Self::refuse_missing(missing)?;
+        let (indexes, _) = self.indexes(scope, all_map_indices)?;
+        let api = self.api()?;
+        let mut count = 0;
+        for map_index in indexes {
+            count += api.count_task(&TaskScope { map_index, ..scope.clone() })?;
+        }
+        self.counted = Some(count);
+        Ok(count)
+    }
+
+    /// One DELETE of the collection. Across map indexes, when the server could not name the
+    /// task's instances (a dag it has not parsed), the keys it does list are deleted one by
+    /// one instead: the collection's DELETE would also remove keys nobody was asked about.
+    fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
+        let (indexes, whole) = self.indexes(scope, all_map_indices)?;
+        if all_map_indices && !whole {
+            let keys = self.task_keys(scope, &indexes)?;
+            output::warn(
+                "the API does not name this task's map indexes (a dag its server has not parsed): \
+                 only the keys of map index -1 are deleted, one by one",
+            );
+            if keys.is_empty() {
+                // The API's check that a task instance exists, with nothing to delete.
+                self.api()?.clear_task(scope, false)?;
+                return Ok(0);
+            }
+            return self.delete_task_keys(scope, &keys);
+        }
+        let counted = match self.counted.take() {
+            Some(counted) => counted,
+            None => self.count_task_keys(scope, all_map_indices, MissingTaskInstance::Refuse)?,
+        };
+        self.api()?.clear_task(scope, all_map_indices)?;
+        Ok(counted)
+    }
+
+    /// One DELETE per key: the API has no transaction.
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+        let api = self.api()?;
+        for (map_index, key) in keys {
+            api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key)?;
+        }
+        Ok(keys.len() as u64)
+    }
+
+    /// One task instance's keys, or each of the task's instances' in turn (map index, then
+    /// key, as the database orders them). `--expired` and `--external` are decided here,
+    /// before the offset and the limit count, as the database's `WHERE` does; without them
+    /// and for one map index, the offset is the API's own.
+    fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()> {
+        let (Some(dag_id), Some(run_id), Some(task_id)) = (&filter.dag_id, &filter.run_id, &filter.task_id)
+        else {
+            return Err(not_one_scope("this list names no single task instance"));
+        };
+        let scope = TaskScope {
+            dag_id: dag_id.clone(),
+            run_id: run_id.clone(),
+            task_id: task_id.clone(),
+            map_index: filter.map_index.unwrap_or(-1),
+        };
+        let (indexes, whole) = self.indexes(&scope, filter.map_index.is_none())?;
+        if !whole {
+            output::warn(
+                "the API does not name this task's map indexes (a dag its server has not parsed): \
+                 only map index -1 is listed; give --map-index for another",
+            );
+        }
+        let filtered = filter.expired_before.is_some() || filter.external_only;
+        let server_offset = indexes.len() == 1 && !filtered;
+        let mut skip = if server_offset { 0 } else { page.offset };
+        let mut left = page.limit;
+        let api = self.api()?;
+        for map_index in indexes {
+            let scope = TaskScope { map_index, ..scope.clone() };
+            let offset = if server_offset { page.offset } else { 0 };
+            let flow = api.each_task(&scope, offset, &mut |entry: TaskEntry| {
+                let expired = filter.expired_before.is_none_or(|before| entry.is_expired(before));
+                if !expired || (filter.external_only && !looks_external(&entry.value)) {
+                    return Ok(ControlFlow::Continue(()));
+                }
+                if skip > 0 {
+                    skip -= 1;
+                    return Ok(ControlFlow::Continue(()));
+                }
+                if left == Some(0) {
+                    return Ok(ControlFlow::Break(()));
+                }
+                left = left.map(|n| n - 1);
+                each(entry)
+            })?;
+            if flow.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset> {
+        let api = self.api()?;
+        if to_write { api.asset_to_write(selector) } else { api.asset(selector) }
+    }
+
+    fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        self.api()?.asset_entry(asset, key)
+    }
+
+    fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
+        if set.must_exist {
+            return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
+        }
+        if set.allow_large {
+            return Err(cannot(
+                "--allow-large",
+                "the API refuses a value over its [state_store] max_value_storage_bytes",
+            ));
+        }
+        let api = self.api()?;
+        let asset = &api.asset_to_write(selector)?;
+        require_active(asset)?;
+        api.put_asset(asset, set.key, set.value)?;
+        api.asset_entry(asset, set.key)?.ok_or_else(|| gone(set.key))
+    }
+
+    fn delete_asset(&mut self, asset: &Asset, key: &str) -> Result<u64> {
+        let api = self.api()?;
+        let present = api.asset_entry(asset, key)?.is_some();
+        api.delete_asset(asset, key)?;
+        Ok(u64::from(present))
+    }
+
+    fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
+        self.api()?.count_asset(asset)
+    }
+
+    fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
+        let api = self.api()?;
+        let keys = api.count_asset(asset)?;
+        api.clear_asset(asset)?;
+        Ok(keys)
+    }
+
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
+        let api = self.api()?;
+        for key in keys {
+            api.delete_asset(asset, key)?;
+        }
+        Ok(keys.len() as u64)
+    }
+
+    fn each_asset(
+        &mut self,
+        asset: Option<&Asset>,
+        external_only: bool,
+        page: Page,
+        each: Each<'_, AssetEntry>,
+    ) -> Result<()> {
+        let Some(asset) = asset else {
+            return Err(not_one_scope("--assets without one asset lists every asset"));
+        };
+        let mut skip = if external_only { page.offset } else { 0 };
+        let offset = if external_only { 0 } else { page.offset };
+        let mut left = page.limit;
+        let _: ControlFlow<()> = self.api()?.each_asset(asset, offset, &mut |entry: AssetEntry| {
+            if external_only && !looks_external(&entry.value) {
+                return Ok(ControlFlow::Continue(()));
+            }
+            if skip > 0 {
+                skip -= 1;
+                return Ok(ControlFlow::Continue(()));
+            }
+            if left == Some(0) {
+                return Ok(ControlFlow::Break(()));
+            }
+            left = left.map(|n| n - 1);
+            each(entry)
+        })?;
+        Ok(())
+    }
+}
+
+/// A key written a moment ago and not there when read back.
+fn gone(key: &str) -> anyhow::Error {
+    Error::NotFound(format!("key {} was written but is gone already: another client deleted it", quote(key)))
+        .into()
+}
+
+fn not_one_scope(what: &str) -> anyhow::Error {
+    Error::Usage(format!(
+        "over Airflow's REST API, list reads one task instance (--dag-id, --run-id, --task-id, and \
+         --map-index or each map index) or one asset (--asset, --asset-uri, --asset-id); {what}: \
+         the API cannot list across them, the database transport can"
+    ))
+    .into()
+}
+
+/// The database's `LIKE` narrowing of `--external` (see [`crate::model::EXTERNAL_REF_LIKE`]):
+/// the stored text starts as every reference does; the command then checks it exactly.
+fn looks_external(stored: &str) -> bool {
+    stored.starts_with(r#"{"__airflow_state_ref__": "#)
+}

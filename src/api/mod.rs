@@ -1,0 +1,607 @@
+//! The REST transport: the per-scope commands (get, set, delete, clear, list) over Airflow
+//! 3.3's public REST API v2, for deployments whose metastore is out of reach (docs/rest.md).
+//!
+//! [`Api`] is to this transport what [`crate::db::Store`] is to the database: the state
+//! store's reads and writes, in the model's nouns ([`TaskEntry`], [`AssetEntry`], [`Asset`]),
+//! so that a command renders the same documents whichever transport it used. What the API
+//! cannot do (clean, stats, doctor, export, import; lists across task instances) is refused
+//! by the commands before anything is sent.
+//!
+//! Opening an `Api` checks the server once (`GET /api/v2/version`, no token: an HTML page
+//! there means the URL is not Airflow's API, a version before 3.3 has no state store) and then
+//! gets the token ([`auth`]).
+
+mod auth;
+mod http;
+mod keys;
+mod url;
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use ureq::http::Method;
+
+pub(crate) use self::auth::Credentials;
+pub(crate) use self::http::Settings;
+use self::http::{Answer, Http, detail, status_error};
+pub(crate) use self::keys::Remote;
+pub(crate) use self::url::BaseUrl;
+use self::url::Target;
+use crate::error::{Error, Result};
+use crate::json::{self, Value};
+use crate::model::{Asset, AssetEntry, AssetSelector, StoredTime, TaskEntry, TaskScope};
+use crate::output;
+use crate::text::quote;
+use crate::time::Timestamp;
+
+/// The page size asked for: Airflow cuts any larger `limit` to `[api] maximum_page_limit`,
+/// 100 by default, and says nothing.
+const PAGE: u64 = 100;
+
+/// The first Airflow with the state-store API.
+const FIRST_VERSION: (u64, u64) = (3, 3);
+
+/// What the user gave to reach the API.
+pub(crate) struct Options {
+    pub base: BaseUrl,
+    pub credentials: Credentials,
+    pub settings: Settings,
+}
+
+/// A task key's expiry as Airflow's PUT body takes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// The server's `[state_store] default_retention_days`.
+    Default,
+    Never,
+    At(Timestamp),
+}
+
+/// The open transport: a checked server and a token.
+pub(crate) struct Api {
+    http: Http,
+}
+
+impl Api {
+    /// Checks the server's version, then gets the token.
+    pub(crate) fn open(options: Options) -> Result<Api> {
+        let verbose = options.settings.verbose;
+        let mut http = Http::new(options.base, options.settings)?;
+        let version = check_version(&http)?;
+        if verbose {
+            output::note(&format!(
+                "api: Airflow {version} at {}; {}",
+                http.base().as_str(),
+                options.credentials.describe()
+            ));
+        }
+        if let Some(token) = options.credentials.token(&http)? {
+            http.set_bearer(token);
+        }
+        Ok(Api { http })
+    }
+
+    /// Sends a request and reads its answer; a status outside `expected` is an error of its
+    /// kind (see [`status_error`]) with the server's reason, prefixed by `what`.
+    fn call(
+        &self,
+        method: Method,
+        target: &Target,
+        body: Option<&Value>,
+        expected: &[u16],
+    ) -> Result<Answer> {
+        let answer = self.http.send(method.clone(), target, body, true)?;
+        if expected.contains(&answer.status) {
+            return Ok(answer);
+        }
+        Err(self.refused(&method, target, &answer))
+    }
+
+    /// The error of an answer that is not the one expected.
+    fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
+        let shown = self.http.base().shown(target);
+        let said = detail(answer);
+        let mut message = format!("{method} {shown} answered {}", answer.status);
+        if !said.is_empty() {
+            message.push_str(&format!(": {said}"));
+        }
+        if answer.status == 401 && !self.http.has_token() {
+            message.push_str(
+                " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
+            );
+        }
+        status_error(answer.status, &message)
+    }
+
+    // ── task keys ────────────────────────────────────────────────────────────────────────
+
+    fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
+        let mut segments = vec![
+            "dags",
+            scope.dag_id.as_str(),
+            "dagRuns",
+            scope.run_id.as_str(),
+            "taskInstances",
+            scope.task_id.as_str(),
+            "state-store",
+        ];
+        segments.extend(key);
+        Target::api(&segments).query("map_index", scope.map_index)
+    }
+
+    /// One task key, expired or not; `None` when the API has no such key (it says so alike
+    /// for a key, a task instance or a dag run that does not exist).
+    pub(crate) fn task_entry(&self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        let answer = self.call(Method::GET, &Self::task_target(scope, Some(key)), None, &[200, 404])?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        task_entry(scope, body(&answer)?).map(Some)
+    }
+
+    /// `PUT`: an upsert with the expiry given.
+    pub(crate) fn put_task(&self, scope: &TaskScope, key: &str, value: &Value, expiry: Expiry) -> Result<()> {
+        let mut body = serde_json::Map::new();
+        body.insert("value".to_string(), value.clone());
+        body.insert(
+            "expires_at".to_string(),
+            match expiry {
+                Expiry::Default => Value::String("default".to_string()),
+                Expiry::Never => Value::Null,
+                Expiry::At(at) => Value::String(at.to_rfc3339()),
+            },
+        );
+        self.call(
+            Method::PUT,
+            &Self::task_target(scope, Some(key)),
+            Some(&Value::Object(body)),
+            &[200, 201, 204],
+        )?;
+        Ok(())
+    }
+
+    /// `PATCH`: the value of an existing key, its expiry kept.
+    pub(crate) fn patch_task(&self, scope: &TaskScope, key: &str, value: &Value) -> Result<()> {
+        let mut body = serde_json::Map::new();
+        body.insert("value".to_string(), value.clone());
+        self.call(
+            Method::PATCH,
+            &Self::task_target(scope, Some(key)),
+            Some(&Value::Object(body)),
+            &[200, 204],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_task(&self, scope: &TaskScope, key: &str) -> Result<()> {
+        self.call(Method::DELETE, &Self::task_target(scope, Some(key)), None, &[200, 204])?;
+        Ok(())
+    }
+
+    /// Deletes every key of the task instance, or of every instance of the task.
+    pub(crate) fn clear_task(&self, scope: &TaskScope, all_map_indices: bool) -> Result<()> {
+        let mut target = Self::task_target(scope, None);
+        if all_map_indices {
+            target = target.query("all_map_indices", "true");
+        }
+        self.call(Method::DELETE, &target, None, &[200, 204])?;
+        Ok(())
+    }
+
+    /// How many keys the task instance holds.
+    pub(crate) fn count_task(&self, scope: &TaskScope) -> Result<u64> {
+        let target = Self::task_target(scope, None).query("limit", 1).query("offset", 0);
+        let answer = self.call(Method::GET, &target, None, &[200])?;
+        total_entries(&answer)
+    }
+
+    /// The map indexes a task has in its dag run, ascending, starting with -1 (an unmapped
+    /// instance, or keys written there anyway): `listMapped` names the mapped ones. The flag
+    /// says whether the list is whole: `listMapped` answered, or said the task is not mapped;
+    /// not when the server could not tell (a dag it has not parsed).
+    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<(Vec<i64>, bool)> {
+        let mut indexes = vec![-1];
+        let mut offset = 0;
+        let mut whole = true;
+        loop {
+            let target = Target::api(&[
+                "dags",
+                &scope.dag_id,
+                "dagRuns",
+                &scope.run_id,
+                "taskInstances",
+                &scope.task_id,
+                "listMapped",
+            ])
+            .query("limit", PAGE)
+            .query("offset", offset);
+            let answer = self.call(Method::GET, &target, None, &[200, 404])?;
+            if answer.status == 404 {
+                whole = detail(&answer).contains("is not mapped");
+                break;
+            }
+            let page = array(&answer, "task_instances")?;
+            for ti in page {
+                if let Some(index) = ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0) {
+                    indexes.push(index);
+                }
+            }
+            offset += page.len() as u64;
+            if page.is_empty() || offset >= total_entries(&answer)? {
+                break;
+            }
+        }
+        indexes.sort_unstable();
+        indexes.dedup();
+        Ok((indexes, whole))
+    }
+
+    /// Hands over the keys of one task instance from `offset`, a page at a time, in the API's
+    /// order (by key), each key once however the pages shift under concurrent writes.
+    pub(crate) fn each_task(
+        &self,
+        scope: &TaskScope,
+        offset: u64,
+        each: &mut dyn FnMut(TaskEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        self.pages(
+            |o| Self::task_target(scope, None).query("limit", PAGE).query("offset", o),
+            "task_state_store",
+            offset,
+            &mut |item| each(task_entry(scope, item)?),
+        )
+    }
+
+    // ── assets ───────────────────────────────────────────────────────────────────────────
+
+    fn asset_target(id: i64, key: Option<&str>) -> Target {
+        let id = id.to_string();
+        let mut segments = vec!["assets", id.as_str(), "state-store"];
+        segments.extend(key);
+        Target::api(&segments)
+    }
+
+    /// Resolves a selector as the database path does: an id reaches any asset, a name or a
+    /// URI an active one. The API's name and URI filters match prefixes, so the match is made
+    /// exact here. An asset found by id says `active: false` whatever it is: only a write
+    /// needs to know ([`Api::asset_to_write`]).
+    pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
+        match selector {
+            AssetSelector::Id(id) => {
+                let target = Target::api(&["assets", &id.to_string()]);
+                let answer = self.call(Method::GET, &target, None, &[200, 404])?;
+                if answer.status == 404 {
+                    return Err(Error::NotFound(format!("no asset found with {selector}")).into());
+                }
+                asset(body(&answer)?)
+            }
+            AssetSelector::Name(name) => {
+                self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
+            }
+            AssetSelector::Uri(uri) => self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri),
+        }
+    }
+
+    /// [`Api::asset`], with whether an asset found by id is active: the API has no such field,
+    /// so the active assets of its name are searched for its id.
+    pub(crate) fn asset_to_write(&self, selector: &AssetSelector) -> Result<Asset> {
+        let mut found = self.asset(selector)?;
+        if let AssetSelector::Id(_) = selector {
+            let id = found.id;
+            found.active =
+                self.find_asset("name_prefix_pattern", &found.name, true, |a| a.id == id)?.is_some();
+        }
+        Ok(found)
+    }
+
+    fn asset_by(
+        &self,
+        filter: &'static str,
+        text: &str,
+        selector: &AssetSelector,
+        matches: impl Fn(&Asset) -> bool,
+    ) -> Result<Asset> {
+        if let Some(mut found) = self.find_asset(filter, text, true, &matches)? {
+            found.active = true;
+            return Ok(found);
+        }
+        if self.find_asset(filter, text, false, &matches)?.is_some() {
+            return Err(Error::NotFound(format!(
+                "{selector} is not active; inactive assets are reachable by --asset-id only"
+            ))
+            .into());
+        }
+        Err(Error::NotFound(format!("no asset found with {selector}")).into())
+    }
+
+    /// The first asset the prefix filter returns that `matches`, paging through the rest.
+    fn find_asset(
+        &self,
+        filter: &'static str,
+        text: &str,
+        only_active: bool,
+        matches: impl Fn(&Asset) -> bool,
+    ) -> Result<Option<Asset>> {
+        let mut found = None;
+        let _: ControlFlow<()> = self.pages(
+            |o| {
+                Target::api(&["assets"])
+                    .query(filter, text)
+                    .query("only_active", only_active)
+                    .query("limit", PAGE)
+                    .query("offset", o)
+            },
+            "assets",
+            0,
+            &mut |item| {
+                let candidate = asset(item)?;
+                if matches(&candidate) {
+                    found = Some(candidate);
+                    return Ok(ControlFlow::Break(()));
+                }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        Ok(found)
+    }
+
+    pub(crate) fn asset_entry(&self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        let answer = self.call(Method::GET, &Self::asset_target(asset.id, Some(key)), None, &[200, 404])?;
+        if answer.status == 404 {
+            return Ok(None);
+        }
+        asset_entry(asset, body(&answer)?).map(Some)
+    }
+
+    pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
+        let mut body = serde_json::Map::new();
+        body.insert("value".to_string(), value.clone());
+        self.call(
+            Method::PUT,
+            &Self::asset_target(asset.id, Some(key)),
+            Some(&Value::Object(body)),
+            &[200, 201, 204],
+        )?;
+        Ok(())
+    }
+
+    pub(crate) fn delete_asset(&self, asset: &Asset, key: &str) -> Result<()> {
+        self.call(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None, &[200, 204])?;
+        Ok(())
+    }
+
+    pub(crate) fn clear_asset(&self, asset: &Asset) -> Result<()> {
+        self.call(Method::DELETE, &Self::asset_target(asset.id, None), None, &[200, 204])?;
+        Ok(())
+    }
+
+    pub(crate) fn count_asset(&self, asset: &Asset) -> Result<u64> {
+        let target = Self::asset_target(asset.id, None).query("limit", 1).query("offset", 0);
+        total_entries(&self.call(Method::GET, &target, None, &[200])?)
+    }
+
+    pub(crate) fn each_asset(
+        &self,
+        asset: &Asset,
+        offset: u64,
+        each: &mut dyn FnMut(AssetEntry) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        self.pages(
+            |o| Self::asset_target(asset.id, None).query("limit", PAGE).query("offset", o),
+            "asset_state_store",
+            offset,
+            &mut |item| each(asset_entry(asset, item)?),
+        )
+    }
+
+    /// Walks a collection a page at a time from `offset`: `limit` [`PAGE`] and a running
+    /// offset, until a page comes back empty or the offset reaches `total_entries`. Items
+    /// with a key already handed over (a page shifted by a concurrent write) are skipped;
+    /// only the keys are remembered, so memory grows with the number of keys, not their
+    /// values.
+    fn pages(
+        &self,
+        target: impl Fn(u64) -> Target,
+        field: &str,
+        offset: u64,
+        each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
+    ) -> Result<ControlFlow<()>> {
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut offset = offset;
+        loop {
+            let answer = self.call(Method::GET, &target(offset), None, &[200])?;
+            let page = array(&answer, field)?;
+            for item in page {
+                let key = item.get("key").or_else(|| item.get("id")).map(json::dumps).unwrap_or_default();
+                if !seen.insert(key) {
+                    continue;
+                }
+                if each(item)?.is_break() {
+                    return Ok(ControlFlow::Break(()));
+                }
+            }
+            offset += page.len() as u64;
+            if page.is_empty() || offset >= total_entries(&answer)? {
+                return Ok(ControlFlow::Continue(()));
+            }
+        }
+    }
+}
+
+/// `GET /api/v2/version`, without a token: the server is Airflow's API, 3.3 or later.
+fn check_version(http: &Http) -> Result<String> {
+    let target = Target::api(&["version"]);
+    let shown = http.base().shown(&target);
+    let answer = http.send(Method::GET, &target, None, false)?;
+    if answer.status != 200 {
+        let hint = if answer.status == 404 {
+            "; not Airflow 3's API: check --api-url (a path prefix, such as Astronomer's, belongs in it)"
+        } else {
+            ""
+        };
+        return Err(match status_error(answer.status, "").downcast_ref::<Error>() {
+            Some(Error::Auth(_)) => {
+                Error::Auth(format!("GET {shown} answered {}: {}", answer.status, detail(&answer)))
+            }
+            _ => Error::Remote(format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer))),
+        }
+        .into());
+    }
+    let version = answer
+        .json
+        .as_ref()
+        .and_then(|j| j.get("version"))
+        .and_then(Value::as_str)
+        .ok_or_else(|| Error::Remote(format!("GET {shown} answered without a version: not Airflow's API")))?
+        .to_string();
+    match major_minor(&version) {
+        Some(found) if found >= FIRST_VERSION => Ok(version),
+        Some(_) => Err(Error::Schema(format!(
+            "{} runs Airflow {version}, which has no state store: it came with Airflow 3.3",
+            http.base().as_str()
+        ))
+        .into()),
+        None => Err(Error::Remote(format!(
+            "GET {shown} answered the version {}, which is not Airflow's",
+            quote(&version)
+        ))
+        .into()),
+    }
+}
+
+/// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).
+fn major_minor(version: &str) -> Option<(u64, u64)> {
+    let mut parts = version.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
+    Some((major, minor.parse().ok()?))
+}
+
+/// The answer's JSON, which a 200 must have.
+fn body(answer: &Answer) -> Result<&Value> {
+    answer
+        .json
+        .as_ref()
+        .ok_or_else(|| Error::Remote(format!("the API answered {} with no body", answer.status)).into())
+}
+
+fn array<'a>(answer: &'a Answer, field: &str) -> Result<&'a Vec<Value>> {
+    body(answer)?
+        .get(field)
+        .and_then(Value::as_array)
+        .ok_or_else(|| Error::Remote(format!("the API's answer has no list {}", quote(field))).into())
+}
+
+fn total_entries(answer: &Answer) -> Result<u64> {
+    body(answer)?
+        .get("total_entries")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| Error::Remote("the API's answer has no total_entries".to_string()).into())
+}
+
+fn malformed(what: &str) -> anyhow::Error {
+    Error::Remote(format!("the API's answer is not a state-store entry: {what}")).into()
+}
+
+fn text_field(item: &Value, name: &str) -> Result<String> {
+    item.get(name).and_then(Value::as_str).map(str::to_string).ok_or_else(|| malformed(&format!("no {name}")))
+}
+
+/// A timestamp as the API writes it (RFC 3339, `Z`); kept as text if it is not one.
+fn time_field(item: &Value, name: &str) -> Result<Option<StoredTime>> {
+    match item.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(text)) => Ok(Some(
+            Timestamp::parse_rfc3339(text)
+                .map_or_else(|_| StoredTime::Unreadable(text.clone()), StoredTime::At),
+        )),
+        Some(_) => Err(malformed(&format!("{name} is not a timestamp"))),
+    }
+}
+
+/// The value as the database stores it: Python's `json.dumps` of what the API returns,
+/// which is `json.loads` of the stored text.
+fn stored_text(item: &Value) -> Result<String> {
+    item.get("value").map(json::dumps).ok_or_else(|| malformed("no value"))
+}
+
+fn task_entry(scope: &TaskScope, item: &Value) -> Result<TaskEntry> {
+    Ok(TaskEntry {
+        scope: scope.clone(),
+        key: text_field(item, "key")?,
+        value: stored_text(item)?,
+        updated_at: time_field(item, "updated_at")?.ok_or_else(|| malformed("no updated_at"))?,
+        expires_at: time_field(item, "expires_at")?,
+    })
+}
+
+fn asset_entry(asset: &Asset, item: &Value) -> Result<AssetEntry> {
+    let writer = item.get("last_updated_by").filter(|w| !w.is_null());
+    let writer_text =
+        |name: &str| writer.and_then(|w| w.get(name)).and_then(Value::as_str).map(str::to_string);
+    Ok(AssetEntry {
+        asset_id: asset.id,
+        asset_name: Some(asset.name.clone()),
+        asset_uri: Some(asset.uri.clone()),
+        key: text_field(item, "key")?,
+        value: stored_text(item)?,
+        updated_at: time_field(item, "updated_at")?.ok_or_else(|| malformed("no updated_at"))?,
+        last_updated_by_kind: writer_text("kind"),
+        last_updated_by_dag_id: writer_text("dag_id"),
+        last_updated_by_run_id: writer_text("run_id"),
+        last_updated_by_task_id: writer_text("task_id"),
+        last_updated_by_map_index: writer.and_then(|w| w.get("map_index")).and_then(Value::as_i64),
+    })
+}
+
+fn asset(item: &Value) -> Result<Asset> {
+    Ok(Asset {
+        id: item.get("id").and_then(Value::as_i64).ok_or_else(|| malformed("an asset without an id"))?,
+        name: text_field(item, "name")?,
+        uri: text_field(item, "uri")?,
+        active: false,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_compared_by_major_and_minor() {
+        assert_eq!(major_minor("3.3.2"), Some((3, 3)));
+        assert_eq!(major_minor("3.3.0rc1"), Some((3, 3)));
+        assert_eq!(major_minor("3.10.0.dev0"), Some((3, 10)));
+        assert_eq!(major_minor("2.10.5"), Some((2, 10)));
+        assert!(major_minor("2.10.5").unwrap() < FIRST_VERSION);
+        assert!(major_minor("3.10.0").unwrap() >= FIRST_VERSION);
+        assert_eq!(major_minor("main"), None);
+    }
+
+    #[test]
+    fn entries_read_as_the_database_path_reads_rows() {
+        let scope = TaskScope { dag_id: "d".into(), run_id: "r".into(), task_id: "t".into(), map_index: 2 };
+        let item = json::parse(
+            r#"{"key":"k","value":{"é":1e16,"f":1.0,"big":100000000000000000000},"updated_at":"2026-12-03T10:00:00.5Z","expires_at":null}"#,
+        )
+        .unwrap();
+        let entry = task_entry(&scope, &item).unwrap();
+        assert_eq!(entry.value, r#"{"\u00e9": 1e+16, "f": 1.0, "big": 100000000000000000000}"#);
+        assert_eq!(
+            entry.updated_at.display(),
+            Timestamp::parse_rfc3339("2026-12-03T10:00:00.500000+00:00").unwrap().to_rfc3339()
+        );
+        assert_eq!(entry.expires_at, None);
+        let asset = Asset { id: 7, name: "n".into(), uri: "u".into(), active: true };
+        let item = json::parse(
+            r#"{"key":"k","value":"v","updated_at":"2026-12-03T10:00:00Z","last_updated_by":{"kind":"task","dag_id":"d","run_id":"r","task_id":"t","map_index":-1}}"#,
+        )
+        .unwrap();
+        let entry = asset_entry(&asset, &item).unwrap();
+        assert_eq!(
+            (entry.last_updated_by_kind.as_deref(), entry.last_updated_by_map_index),
+            (Some("task"), Some(-1))
+        );
+        assert!(task_entry(&scope, &json::parse(r#"{"key":"k"}"#).unwrap()).is_err());
+    }
+}

@@ -1,0 +1,141 @@
+//! The one interface of the per-scope commands (get, set, delete, clear, list): the keys of
+//! one task instance or one asset, read and written through a transport. Two implement it:
+//! the metastore database (`commands::database::Database`, over [`crate::db::Store`]) and
+//! Airflow's REST API ([`crate::api::Remote`]). A command calls these methods and renders what
+//! they return, so its output, exit codes and scopes are the same over both; a transport
+//! refuses, before it reads or sends anything, what it cannot do (docs/rest.md).
+
+use std::ops::ControlFlow;
+
+use crate::error::Result;
+use crate::json::Value;
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::time::Retention;
+
+/// A task key's expiry, as `set` was asked for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Expiry {
+    /// `--keep-expiry`: the stored key's (Airflow's PATCH); the key must exist.
+    Keep,
+    /// `[state_store] default_retention_days`: the configuration's on the database, the
+    /// server's over the API.
+    Default,
+    /// `--retention`, from the moment of the write.
+    Retention(Retention),
+    /// `--expires-at`.
+    At(crate::time::Timestamp),
+}
+
+/// What `set`, `delete` and `clear` do when the task instance of their scope does not exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum MissingTaskInstance {
+    /// Refuse, as Airflow's REST API does ("Task instance not found").
+    Refuse,
+    /// Go on (`--allow-missing-task-instance`), with a note on stderr.
+    Allow,
+}
+
+impl MissingTaskInstance {
+    pub(crate) fn from_flag(allow: bool) -> Self {
+        if allow { MissingTaskInstance::Allow } else { MissingTaskInstance::Refuse }
+    }
+}
+
+/// A `set` of a task key.
+pub(crate) struct TaskSet<'a> {
+    pub scope: &'a TaskScope,
+    pub key: &'a str,
+    pub value: &'a Value,
+    pub expiry: Expiry,
+    pub missing: MissingTaskInstance,
+    /// `--allow-large`: past `[state_store] max_value_storage_bytes`.
+    pub allow_large: bool,
+}
+
+/// A `set` of an asset key.
+pub(crate) struct AssetSet<'a> {
+    pub key: &'a str,
+    pub value: &'a Value,
+    /// `--keep-expiry`: asset keys have no expiry, so only an existing key is changed.
+    pub must_exist: bool,
+    pub allow_large: bool,
+}
+
+/// The asset a write goes to must be active: the keys of an inactive one are removed by the
+/// next clean, Airflow's scheduler's or this tool's.
+pub(crate) fn require_active(asset: &Asset) -> Result<()> {
+    if asset.active {
+        return Ok(());
+    }
+    Err(crate::error::Error::NotFound(format!(
+        "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+        asset.described()
+    ))
+    .into())
+}
+
+/// Hands over rows one at a time; `Break` ends the reading.
+pub(crate) type Each<'a, E> = &'a mut dyn FnMut(E) -> Result<ControlFlow<()>>;
+
+pub(crate) trait Keys {
+    /// One task key, expired or not (Airflow 3.3 returns both); `None` when it is not there.
+    fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>>;
+
+    /// The error of a task key that is not there, with what the transport can tell of why
+    /// (no such dag run; a mapped task asked for without `--map-index`).
+    fn task_key_missing(&mut self, scope: &TaskScope, key: &str, map_index_given: bool) -> anyhow::Error;
+
+    /// Writes a task key and returns it as stored.
+    fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry>;
+
+    /// Deletes one task key: how many were deleted, 0 or 1.
+    fn delete_task(&mut self, scope: &TaskScope, key: &str, missing: MissingTaskInstance) -> Result<u64>;
+
+    /// How many keys a task instance (or each instance of the task) holds; its task instance
+    /// must exist unless `missing` allows it.
+    fn count_task_keys(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        missing: MissingTaskInstance,
+    ) -> Result<u64>;
+
+    /// Deletes every key of the task instance (or of each instance of the task): how many.
+    fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64>;
+
+    /// Deletes exactly these keys of the task (map index, key), as one transaction where the
+    /// transport has them: how many were deleted.
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64>;
+
+    /// The task keys the filter selects, in scope and key order, a page of them.
+    fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()>;
+
+    /// Resolves an asset selector: an id reaches any asset, a name or URI an active one. With
+    /// `to_write`, whether the asset is active is known, also when found by id.
+    fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset>;
+
+    fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
+
+    /// Writes a key of an active asset (an `api` write) and returns it as stored.
+    fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry>;
+
+    fn delete_asset(&mut self, asset: &Asset, key: &str) -> Result<u64>;
+
+    fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64>;
+
+    fn clear_asset(&mut self, asset: &Asset) -> Result<u64>;
+
+    /// Deletes exactly these keys of the asset, as one transaction where the transport has
+    /// them: how many were deleted.
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64>;
+
+    /// The keys of one asset, or of every asset (`None`), in asset and key order, a page of
+    /// them; with `external_only`, narrowed to values that start as an external reference.
+    fn each_asset(
+        &mut self,
+        asset: Option<&Asset>,
+        external_only: bool,
+        page: Page,
+        each: Each<'_, AssetEntry>,
+    ) -> Result<()>;
+}
