@@ -210,8 +210,8 @@ impl Store {
         rows: &[RestoreRow<'_>],
     ) -> Result<Vec<Option<StoredTime>>> {
         // The rows by their scope (dag run or asset, task id, map index), in the order met.
-        let mut scopes: Vec<((i64, &str, i64), Vec<&str>)> = Vec::new();
-        let mut index: HashMap<(i64, &str, i64), usize> = HashMap::new();
+        let mut scopes: Vec<(LookupScope<'_>, Vec<&str>)> = Vec::new();
+        let mut index: HashMap<LookupScope<'_>, usize> = HashMap::new();
         for row in rows {
             let (scope, key) = match row {
                 RestoreRow::Task(w) => ((w.dag_run_id, w.scope.task_id.as_str(), w.scope.map_index), w.key),
@@ -289,6 +289,10 @@ impl Store {
         Ok(counts)
     }
 }
+
+/// The rows [`Store::stored_updated_at_all`] looks up together: a dag run's task id and map
+/// index, or an asset (`''` and -2).
+type LookupScope<'a> = (i64, &'a str, i64);
 
 /// A unique key as [`Store::stored_updated_at_all`] reads it back: the dag run or asset, the
 /// task id and map index (`''` and -1 for an asset row) and the key.
