@@ -27,10 +27,9 @@ const CHUNK_ROWS: usize = 1000;
 /// `max_allowed_packet` (16 MiB by default on MariaDB); a larger value is a chunk of its own.
 const CHUNK_BYTES: usize = 4 << 20;
 
-/// Keys in one lookup of [`Store::stored_updated_at_all`]: its `OR` of key matches is a tree
-/// one level deeper per key, and SQLite refuses a tree deeper than 1,000 ("Expression tree is
-/// too large").
-const LOOKUP_ROWS: usize = 200;
+/// Keys in one lookup of [`Store::stored_updated_at_all`]: an `IN` list of one task instance's
+/// (or asset's) keys, far below every dialect's limit on parameters.
+const LOOKUP_ROWS: usize = 1000;
 
 /// A row of an import, its dag run or asset found.
 pub(crate) enum RestoreRow<'a> {
@@ -200,44 +199,53 @@ impl Store {
     }
 
     /// The `updated_at` of the row stored now with each row's unique key, in the rows' order:
-    /// a batch of `import`'s first pass read in one statement per table and [`LOOKUP_ROWS`]
-    /// rows, where a statement per row took 121 s for 1,000,000 rows on MariaDB. Each key is
-    /// compared exactly (`SAME`), so that on MySQL `'x'` does not find `'x '`: the first pass
-    /// has refused such pairs already, and a row found is then the row itself.
+    /// a batch of `import`'s first pass read a task instance (or asset) at a time, its keys in
+    /// `IN` lists of [`LOOKUP_ROWS`], where a statement per row took 121 s for 1,000,000 rows on
+    /// MariaDB, and an `OR` of 200 whole keys cost PostgreSQL's planner as much as the lookups.
+    /// The rows of an export come a task instance at a time, so a batch is a few statements. A
+    /// stored row counts only when its key equals the row's exactly (the map below), so that on
+    /// MySQL `'x'` does not take `'x '`'s row: the first pass has refused such pairs already.
     pub(crate) fn stored_updated_at_all(
         &mut self,
         rows: &[RestoreRow<'_>],
     ) -> Result<Vec<Option<StoredTime>>> {
+        // The rows by their scope (dag run or asset, task id, map index), in the order met.
+        let mut scopes: Vec<(LookupScope<'_>, Vec<&str>)> = Vec::new();
+        let mut index: HashMap<LookupScope<'_>, usize> = HashMap::new();
+        for row in rows {
+            let (scope, key) = match row {
+                RestoreRow::Task(w) => ((w.dag_run_id, w.scope.task_id.as_str(), w.scope.map_index), w.key),
+                // An asset row's task id is '' and its map index -2, apart from any task's.
+                RestoreRow::Asset(w) => ((w.asset_id, "", -2), w.key),
+            };
+            let at = *index.entry(scope).or_insert_with(|| {
+                scopes.push((scope, Vec::new()));
+                scopes.len() - 1
+            });
+            scopes[at].1.push(key);
+        }
         let mut found: HashMap<StoredKey, StoredTime> = HashMap::new();
-        for upsert in [&TASK_UPSERT, &ASSET_UPSERT] {
-            let task = upsert.table == TASK_UPSERT.table;
-            let values: Vec<[Param<'_>; 9]> = rows
-                .iter()
-                .filter(|row| row.upsert().table == upsert.table)
-                .map(RestoreRow::values)
-                .collect();
-            for chunk in values.chunks(LOOKUP_ROWS) {
+        for ((parent, task_id, map_index), keys) in &scopes {
+            let task = *map_index != -2;
+            for chunk in keys.chunks(LOOKUP_ROWS) {
                 let mut query = if task {
                     Query::new(
-                        r#"SELECT dag_run_id, task_id, map_index, "key", updated_at FROM task_state_store WHERE "#,
+                        r#"SELECT dag_run_id, task_id, map_index, "key", updated_at FROM task_state_store"#,
                     )
+                    .and(" WHERE dag_run_id = ?", *parent)
+                    .and(" AND task_id = ?", *task_id)
+                    .and(" AND map_index = ?", *map_index)
                 } else {
-                    Query::new(r#"SELECT asset_id, '', -1, "key", updated_at FROM asset_state_store WHERE "#)
+                    Query::new(r#"SELECT asset_id, '', -1, "key", updated_at FROM asset_state_store"#)
+                        .and(" WHERE asset_id = ?", *parent)
                 };
-                for (i, row) in chunk.iter().enumerate() {
-                    query = query.push(if i == 0 { "(" } else { " OR (" });
-                    query = if task {
-                        query
-                            .and("dag_run_id = ?", row[0])
-                            .and(" AND SAME(task_id, ?)", row[1])
-                            .and(" AND map_index = ?", row[2])
-                            .and(r#" AND SAME("key", ?))"#, row[3])
-                    } else {
-                        query.and("asset_id = ?", row[0]).and(r#" AND SAME("key", ?))"#, row[1])
-                    };
+                for (i, key) in chunk.iter().enumerate() {
+                    query = query.and(if i == 0 { r#" AND "key" IN (?"# } else { ", ?" }, *key);
                 }
-                let what = format!("cannot read {}", upsert.table);
-                let stored = all(&mut *self.conn, &what, &query, |f: &mut Fields| {
+                query = query.push(")");
+                let what =
+                    if task { "cannot read task_state_store" } else { "cannot read asset_state_store" };
+                let stored = all(&mut *self.conn, what, &query, |f: &mut Fields| {
                     Ok(((f.int()?, f.text(), f.int()?, f.text()), f.required_time()))
                 })?;
                 found.extend(stored);
@@ -281,6 +289,10 @@ impl Store {
         Ok(counts)
     }
 }
+
+/// The rows [`Store::stored_updated_at_all`] looks up together: a dag run's task id and map
+/// index, or an asset (`''` and -2).
+type LookupScope<'a> = (i64, &'a str, i64);
 
 /// A unique key as [`Store::stored_updated_at_all`] reads it back: the dag run or asset, the
 /// task id and map index (`''` and -1 for an asset row) and the key.
