@@ -266,6 +266,7 @@ class Request:
     path: str  # with its query, as sent
     headers: dict[str, str]  # names in lower case
     body: bytes
+    client_port: int  # one per connection
 
 
 def answer_version_else_404(version: str = "3.3.2") -> Any:
@@ -291,7 +292,8 @@ def stand_in(answer: Any = None) -> Iterator[tuple[str, list[Request]]]:
         def _answer(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             headers = {name.lower(): value for name, value in self.headers.items()}
-            req = Request(self.command, self.path, headers, self.rfile.read(length) if length else b"")
+            body = self.rfile.read(length) if length else b""
+            req = Request(self.command, self.path, headers, body, self.client_address[1])
             seen.append(req)
             status, ctype, raw = answer(req)
             self.send_response(status)

@@ -646,6 +646,29 @@ def test_retries_are_for_gateway_errors_only(status, code, run) -> None:
         assert calls == 1, f"{status} was sent {calls} times"
 
 
+def test_one_connection_for_a_command(run) -> None:
+    """A list of three pages: the version and the pages over one kept-alive connection, with
+    `limit=100` and a running offset, and no more pages than `total_entries` needs."""
+
+    def answer(req: server_module.Request) -> server_module.Answer:
+        if req.path.endswith("/api/v2/version"):
+            return version_answer()
+        offset = int(re.search(r"[?&]offset=(\d+)", req.path).group(1))
+        rows = [
+            {"key": f"k{i:04}", "value": i, "updated_at": "2026-12-01T00:00:00Z", "expires_at": None}
+            for i in range(offset, min(offset + 100, 250))
+        ]
+        return json_answer(200, {"task_state_store": rows, "total_entries": 250})
+
+    with stand_in(answer) as (url, seen):
+        store = support.StateStore(run["binary"], api_url=url, env=TOKEN_ENV)
+        listed = store.json("list", *SCOPE, "--map-index", "-1", "--limit", "0")
+    assert [e["key"] for e in listed] == [f"k{i:04}" for i in range(250)]
+    pages = [r.path for r in seen if "/state-store" in r.path]
+    assert len(pages) == 3 and all("limit=100" in p for p in pages), pages
+    assert len({r.client_port for r in seen}) == 1, f"{len(seen)} requests over {len({r.client_port for r in seen})} connections"
+
+
 def test_an_html_page_is_not_the_api(api_server, run, task) -> None:
     """A base URL without its prefix reaches a UI or a login page: 200 with HTML. Exit 4, saying
     what came back."""
