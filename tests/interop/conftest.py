@@ -76,6 +76,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     shutil.rmtree(run["home"], ignore_errors=True)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
+    """A failed REST test's report ends with the tail of the API server's log."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and "api_server" in getattr(item, "fixturenames", ()):
+        server = item.config.stash[_RUN].get("api_server")
+        if server is not None:
+            report.sections.append(("airflow api-server log", server.log_tail(40)))
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     run = config.stash[_RUN]
     from importlib.metadata import version
