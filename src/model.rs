@@ -19,6 +19,18 @@ pub(crate) struct TaskScope {
     pub map_index: i64,
 }
 
+impl TaskScope {
+    /// The task without its map index: `dag_id="d" run_id="r" task_id="t"`.
+    pub(crate) fn task_label(&self) -> String {
+        format!(
+            "dag_id={} run_id={} task_id={}",
+            quote(&self.dag_id),
+            quote(&self.run_id),
+            quote(&self.task_id)
+        )
+    }
+}
+
 impl std::fmt::Display for TaskScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

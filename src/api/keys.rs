@@ -216,26 +216,15 @@ impl Keys for Remote {
         }
         let filtered = filter.expired_before.is_some() || filter.external_only;
         let server_offset = indexes.len() == 1 && !filtered;
-        let mut skip = if server_offset { 0 } else { page.offset };
-        let mut left = page.limit;
+        let mut window = Window::new(page, !server_offset);
         let api = self.api()?;
         for map_index in indexes {
             let scope = TaskScope { map_index, ..scope.clone() };
             let offset = if server_offset { page.offset } else { 0 };
             let flow = api.each_task(&scope, offset, &mut |entry: TaskEntry| {
                 let expired = filter.expired_before.is_none_or(|before| entry.is_expired(before));
-                if !expired || (filter.external_only && !looks_external(&entry.value)) {
-                    return Ok(ControlFlow::Continue(()));
-                }
-                if skip > 0 {
-                    skip -= 1;
-                    return Ok(ControlFlow::Continue(()));
-                }
-                if left == Some(0) {
-                    return Ok(ControlFlow::Break(()));
-                }
-                left = left.map(|n| n - 1);
-                each(entry)
+                let wanted = expired && (!filter.external_only || looks_external(&entry.value));
+                window.pass(wanted, entry, &mut *each)
             })?;
             if flow.is_break() {
                 break;
@@ -306,24 +295,44 @@ impl Keys for Remote {
         let Some(asset) = asset else {
             return Err(not_one_scope("--assets without one asset lists every asset"));
         };
-        let mut skip = if external_only { page.offset } else { 0 };
+        let mut window = Window::new(page, external_only);
         let offset = if external_only { 0 } else { page.offset };
-        let mut left = page.limit;
         let _: ControlFlow<()> = self.api()?.each_asset(asset, offset, &mut |entry: AssetEntry| {
-            if external_only && !looks_external(&entry.value) {
-                return Ok(ControlFlow::Continue(()));
-            }
-            if skip > 0 {
-                skip -= 1;
-                return Ok(ControlFlow::Continue(()));
-            }
-            if left == Some(0) {
-                return Ok(ControlFlow::Break(()));
-            }
-            left = left.map(|n| n - 1);
-            each(entry)
+            let wanted = !external_only || looks_external(&entry.value);
+            window.pass(wanted, entry, &mut *each)
         })?;
         Ok(())
+    }
+}
+
+/// A page of rows taken from a stream the server pages by itself: the offset skipped here
+/// (when the rows are filtered here, so that it counts the rows kept, as the database's
+/// `OFFSET` does), then at most the limit.
+struct Window {
+    skip: u64,
+    left: Option<u64>,
+}
+
+impl Window {
+    /// `skip_here`: the offset is skipped here rather than sent to the server.
+    fn new(page: Page, skip_here: bool) -> Window {
+        Window { skip: if skip_here { page.offset } else { 0 }, left: page.limit }
+    }
+
+    /// Hands a row to `each` when it is `wanted` and within the page; ends the stream past it.
+    fn pass<E>(&mut self, wanted: bool, row: E, each: Each<'_, E>) -> Result<ControlFlow<()>> {
+        if !wanted {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if self.skip > 0 {
+            self.skip -= 1;
+            return Ok(ControlFlow::Continue(()));
+        }
+        if self.left == Some(0) {
+            return Ok(ControlFlow::Break(()));
+        }
+        self.left = self.left.map(|n| n - 1);
+        each(row)
     }
 }
 

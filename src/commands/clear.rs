@@ -16,7 +16,6 @@ use crate::error::{Error, Result};
 use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, Page, TaskFilter, TaskScope};
 use crate::output::{self, Rendered};
-use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
@@ -71,12 +70,7 @@ enum Target<'a> {
 
 fn task_place(task: &TaskScope, all_map_indices: bool) -> String {
     if all_map_indices {
-        format!(
-            "task dag_id={} run_id={} task_id={} (every map index)",
-            quote(&task.dag_id),
-            quote(&task.run_id),
-            quote(&task.task_id)
-        )
+        format!("task {} (every map index)", task.task_label())
     } else {
         format!("task {task}")
     }

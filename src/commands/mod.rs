@@ -373,12 +373,7 @@ pub(crate) fn require_task_instance(
         return Ok(dag_run_id);
     }
     let what = if all_map_indices {
-        format!(
-            "no task instance of dag_id={} run_id={} task_id={}",
-            quote(&scope.dag_id),
-            quote(&scope.run_id),
-            quote(&scope.task_id)
-        )
+        format!("no task instance of {}", scope.task_label())
     } else {
         format!("task instance not found: {scope}")
     };
