@@ -78,7 +78,7 @@ impl Credentials {
         let token = match self {
             Credentials::Token(token) => token.clone(),
             Credentials::Command { command, origin } => {
-                let printed = crate::config::run_secret_command(
+                let printed = crate::config::run_command_bounded_by(
                     command,
                     TOKEN_COMMAND_TIMEOUT,
                     "a token command's limit",
@@ -118,7 +118,7 @@ fn login(http: &Http, username: &str, password: &str) -> Result<String> {
     body.insert("password".to_string(), Value::String(password.to_string()));
     let target = Target::literal("/auth/token");
     let answer = http.send(Method::POST, &target, Some(&Value::Object(body)), false)?;
-    let shown = http.base().shown(&target);
+    let shown = http.base().join(&target);
     match answer.status {
         200 | 201 => answer
             .json

@@ -112,13 +112,14 @@ impl Http {
         body: Option<&Value>,
         authorized: bool,
     ) -> Result<Answer> {
-        let url = self.base.join(target);
-        let shown = self.base.shown(target);
+        let shown = self.base.join(target);
         let text = body.map(json::dumps);
         let mut pause = FIRST_PAUSE;
-        for attempt in 0..=RETRIES {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             let started = Instant::now();
-            let result = self.once(&method, &url, text.as_deref(), authorized);
+            let result = self.once(&method, &shown, text.as_deref(), authorized);
             let elapsed = started.elapsed().as_millis();
             match result {
                 Ok(response) => {
@@ -126,7 +127,7 @@ impl Http {
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
                     }
-                    if matches!(status, 502..=504) && attempt < RETRIES {
+                    if matches!(status, 502..=504) && attempt <= RETRIES {
                         self.pause(&mut pause, &format!("{status}"));
                         continue;
                     }
@@ -137,7 +138,7 @@ impl Http {
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
                     }
-                    if is_connect_error(&e) && attempt < RETRIES {
+                    if is_connect_error(&e) && attempt <= RETRIES {
                         self.pause(&mut pause, &why);
                         continue;
                     }
@@ -157,7 +158,6 @@ impl Http {
                 }
             }
         }
-        unreachable_retries()
     }
 
     fn once(
@@ -240,11 +240,6 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
     }
     let proxy = Proxy::new(url.trim()).map_err(|e| Error::Usage(format!("invalid proxy in ${name}: {e}")))?;
     Ok(Some((name.to_string(), proxy)))
-}
-
-/// The loop above always returns; a defect otherwise.
-fn unreachable_retries() -> Result<Answer> {
-    Err(anyhow::anyhow!("the retry loop ended without an answer"))
 }
 
 /// A connection that was never made: nothing reached the server, so a retry is safe.

@@ -27,8 +27,8 @@ pub(crate) struct Remote {
     api: Option<Api>,
     /// The map indexes learnt for a task (a command reads them once), and whether whole.
     indexes: Option<(TaskScope, Vec<i64>, bool)>,
-    /// The keys `count_task_keys` counted last, which `clear_task` reports as deleted: the
-    /// API's DELETE says nothing of how many went.
+    /// The keys `count_task_keys` or `count_asset_keys` counted last, which `clear_task` and
+    /// `clear_asset` report as deleted: the API's DELETE says nothing of how many went.
     counted: Option<u64>,
 }
 
@@ -267,14 +267,18 @@ impl Keys for Remote {
     }
 
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
-        self.api()?.count_asset(asset)
+        let count = self.api()?.count_asset(asset)?;
+        self.counted = Some(count);
+        Ok(count)
     }
 
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
-        let api = self.api()?;
-        let keys = api.count_asset(asset)?;
-        api.clear_asset(asset)?;
-        Ok(keys)
+        let counted = match self.counted.take() {
+            Some(counted) => counted,
+            None => self.count_asset_keys(asset)?,
+        };
+        self.api()?.clear_asset(asset)?;
+        Ok(counted)
     }
 
     fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {

@@ -3,9 +3,9 @@
 //!
 //! [`Api`] is to this transport what [`crate::db::Store`] is to the database: the state
 //! store's reads and writes, in the model's nouns ([`TaskEntry`], [`AssetEntry`], [`Asset`]),
-//! so that a command renders the same documents whichever transport it used. What the API
-//! cannot do (clean, stats, doctor, export, import; lists across task instances) is refused
-//! by the commands before anything is sent.
+//! so that a command renders the same documents whichever transport it used. [`Remote`]
+//! (`keys.rs`) puts it behind the commands' interface, [`crate::keys::Keys`], and refuses
+//! what the API cannot do before anything is sent.
 //!
 //! Opening an `Api` checks the server once (`GET /api/v2/version`, no token: an HTML page
 //! there means the URL is not Airflow's API, a version before 3.3 has no state store) and then
@@ -82,7 +82,7 @@ impl Api {
     }
 
     /// Sends a request and reads its answer; a status outside `expected` is an error of its
-    /// kind (see [`status_error`]) with the server's reason, prefixed by `what`.
+    /// kind (see [`status_error`]) with the server's reason.
     fn call(
         &self,
         method: Method,
@@ -99,7 +99,7 @@ impl Api {
 
     /// The error of an answer that is not the one expected.
     fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
-        let shown = self.http.base().shown(target);
+        let shown = self.http.base().join(target);
         let said = detail(answer);
         let mut message = format!("{method} {shown} answered {}", answer.status);
         if !said.is_empty() {
@@ -141,8 +141,7 @@ impl Api {
 
     /// `PUT`: an upsert with the expiry given.
     pub(crate) fn put_task(&self, scope: &TaskScope, key: &str, value: &Value, expiry: Expiry) -> Result<()> {
-        let mut body = serde_json::Map::new();
-        body.insert("value".to_string(), value.clone());
+        let mut body = value_body(value);
         body.insert(
             "expires_at".to_string(),
             match expiry {
@@ -162,12 +161,10 @@ impl Api {
 
     /// `PATCH`: the value of an existing key, its expiry kept.
     pub(crate) fn patch_task(&self, scope: &TaskScope, key: &str, value: &Value) -> Result<()> {
-        let mut body = serde_json::Map::new();
-        body.insert("value".to_string(), value.clone());
         self.call(
             Method::PATCH,
             &Self::task_target(scope, Some(key)),
-            Some(&Value::Object(body)),
+            Some(&Value::Object(value_body(value))),
             &[200, 204],
         )?;
         Ok(())
@@ -354,12 +351,10 @@ impl Api {
     }
 
     pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
-        let mut body = serde_json::Map::new();
-        body.insert("value".to_string(), value.clone());
         self.call(
             Method::PUT,
             &Self::asset_target(asset.id, Some(key)),
-            Some(&Value::Object(body)),
+            Some(&Value::Object(value_body(value))),
             &[200, 201, 204],
         )?;
         Ok(())
@@ -431,7 +426,7 @@ impl Api {
 /// `GET /api/v2/version`, without a token: the server is Airflow's API, 3.3 or later.
 fn check_version(http: &Http) -> Result<String> {
     let target = Target::api(&["version"]);
-    let shown = http.base().shown(&target);
+    let shown = http.base().join(&target);
     let answer = http.send(Method::GET, &target, None, false)?;
     if answer.status != 200 {
         let hint = if answer.status == 404 {
@@ -439,11 +434,10 @@ fn check_version(http: &Http) -> Result<String> {
         } else {
             ""
         };
-        return Err(match status_error(answer.status, "").downcast_ref::<Error>() {
-            Some(Error::Auth(_)) => {
-                Error::Auth(format!("GET {shown} answered {}: {}", answer.status, detail(&answer)))
-            }
-            _ => Error::Remote(format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer))),
+        let message = format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer));
+        return Err(match answer.status {
+            401 | 403 => Error::Auth(message),
+            _ => Error::Remote(message),
         }
         .into());
     }
@@ -467,6 +461,13 @@ fn check_version(http: &Http) -> Result<String> {
         ))
         .into()),
     }
+}
+
+/// A write's body: `{"value": …}`, to which a task key's PUT adds its expiry.
+fn value_body(value: &Value) -> serde_json::Map<String, Value> {
+    let mut body = serde_json::Map::new();
+    body.insert("value".to_string(), value.clone());
+    body
 }
 
 /// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).

@@ -52,14 +52,10 @@ impl BaseUrl {
         Ok(BaseUrl(format!("{scheme}://{authority}{path}")))
     }
 
-    /// The full URL of a request.
+    /// The full URL of a request; messages show it as it is, since the base URL holds no
+    /// credentials.
     pub(crate) fn join(&self, target: &Target) -> String {
         format!("{}{}", self.0, target.path_and_query())
-    }
-
-    /// The URL as messages show it (the base URL holds no credentials).
-    pub(crate) fn shown(&self, target: &Target) -> String {
-        self.join(target)
     }
 
     pub(crate) fn as_str(&self) -> &str {

@@ -35,12 +35,8 @@ use toml_file::parse_toml;
 /// The built-in state store backend, the default of `[state_store] backend`.
 pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBackend";
 
-/// Runs a command as Airflow runs a `_cmd` (split like a shell line, no shell, bounded by
-/// `timeout`, a process group killed when it is over) and returns its stdout: the REST
-/// transport's token command, whose bound is `bound` in a message.
-pub(crate) fn run_secret_command(command: &str, timeout: Duration, bound: &str) -> Result<String, String> {
-    run_command_bounded_by(command, timeout, bound)
-}
+/// The REST transport's token command runs as a `_cmd` does.
+pub(crate) use python::run_command_bounded_by;
 
 /// How long a `_cmd` command may run before reading `[state_store] cmd_timeout` (which has no
 /// `_cmd` form itself, so nothing runs before it is known).

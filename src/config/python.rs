@@ -212,8 +212,8 @@ pub(super) fn run_command(command: &str, timeout: Duration) -> Result<String, St
 }
 
 /// [`run_command`], `bound` naming what sets `timeout` in the message of a command that
-/// runs past it.
-pub(super) fn run_command_bounded_by(
+/// runs past it (the REST transport's token command has its own).
+pub(crate) fn run_command_bounded_by(
     command: &str,
     timeout: Duration,
     bound: &str,

@@ -209,20 +209,15 @@ impl Store {
         &mut self,
         rows: &[RestoreRow<'_>],
     ) -> Result<Vec<Option<StoredTime>>> {
-        // The rows by their scope (dag run or asset, task id, map index), in the order met.
-        let mut scopes: Vec<(LookupScope<'_>, Vec<&str>)> = Vec::new();
-        let mut index: HashMap<LookupScope<'_>, usize> = HashMap::new();
+        // The rows' keys by their scope (dag run or asset, task id, map index).
+        let mut scopes: HashMap<LookupScope<'_>, Vec<&str>> = HashMap::new();
         for row in rows {
             let (scope, key) = match row {
                 RestoreRow::Task(w) => ((w.dag_run_id, w.scope.task_id.as_str(), w.scope.map_index), w.key),
                 // An asset row's task id is '' and its map index -2, apart from any task's.
                 RestoreRow::Asset(w) => ((w.asset_id, "", -2), w.key),
             };
-            let at = *index.entry(scope).or_insert_with(|| {
-                scopes.push((scope, Vec::new()));
-                scopes.len() - 1
-            });
-            scopes[at].1.push(key);
+            scopes.entry(scope).or_default().push(key);
         }
         let mut found: HashMap<StoredKey, StoredTime> = HashMap::new();
         for ((parent, task_id, map_index), keys) in &scopes {
