@@ -2357,6 +2357,28 @@ mod messages {
             bench.run(&["sandbox", "add-dag-run", "--dag-id", DAG, "--run-id", "another"]).success();
         }
 
+        /// An unbatched clean is one transaction however far apart the ids are: on SQLite and
+        /// MySQL it deletes in windows of 100,000 ids (each statement short enough for
+        /// `database_timeout`), here twelve of them with gaps between, and a live row a worker
+        /// holds in one of them is skipped on the servers (a wait would end at the lock
+        /// timeout, exit 4).
+        fn an_unbatched_clean_covers_every_id_window_in_one_transaction(d: Dialect) {
+            let bench = with_run(d);
+            seed_bulk(&bench, 40, 2);
+            bench.exec("UPDATE task_state_store SET id = id * 30011");
+            // k100001 never expires (seed_bulk: i % 5 == 1). Held by its id: an UPDATE by key
+            // would scan, and lock, every row.
+            let held = bench.scalar(&format!("SELECT id FROM task_state_store WHERE {} = 'k100001'", bench.key_col()));
+            let holder = (d != Dialect::Sqlite).then(|| {
+                bench.hold(&format!("UPDATE task_state_store SET value = '2' WHERE id = {}", held.trim()))
+            });
+            let run = bench.run(&["clean", "--batch-size", "0", "--lock-timeout", "5s", "-o", "json"]).success();
+            drop(holder);
+            assert_eq!(fields(&run.json(), &["task_rows_deleted", "batches"]), json!([20, 1]));
+            assert_eq!(count(&bench, EXPIRED), 0);
+            assert_eq!(count(&bench, ALIVE), 20);
+        }
+
         /// A batch whose DELETE waited for a lock and timed out was answered by the server:
         /// nothing of it was committed, so the summary does not say it may be deleted (only a
         /// commit that went unanswered, `connection_dropped_mid_clean`, leaves that in doubt).

@@ -346,6 +346,9 @@ impl Connection for MysqlConnection {
     }
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
+        if up_to.is_none() {
+            return clean::delete_all_windowed(self, cutoff, after);
+        }
         if clean::skips_locked_rows(&self.version) {
             return clean::range_skipping_locked(self, cutoff, after, up_to);
         }

@@ -288,7 +288,7 @@ impl Connection for SqliteConnection {
     /// journal is small (at most 1,000 rows), so it is kept in memory.
     fn begin_import(&mut self) -> Result<()> {
         let tune = || {
-            clean::tune(&self.conn)?;
+            clean::tune(&self.conn, self.path.as_deref())?;
             self.conn.pragma_update(None, "temp_store", "MEMORY")
         };
         Ok(tune().map_err(|e| self.error("cannot prepare the import", e))?)
