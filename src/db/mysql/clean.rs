@@ -79,13 +79,16 @@ const DELETE_WINDOW_IDS: i64 = 100_000;
 /// with exit 4 (and a deletion in doubt). A window of 100,000 ids is about a second's work
 /// there at any table size. Each window starts at the next existing id, so gaps cost nothing.
 ///
-/// On a server with `SKIP LOCKED` the windows do not wait for a row lock; when one meets a row
-/// a worker holds, the transaction is rolled back and the whole range taken again skipping
-/// held rows ([`delete_skipping_locked`], itself in chunks of [`CHUNK`] rows). The windows
-/// done so far are not kept: a statement that failed on a lock keeps the row locks it took
-/// until the transaction ends, and MariaDB's `SKIP LOCKED` then skips those rows too.
+/// On a server with `SKIP LOCKED` a window does not wait for a row lock: one that meets a row
+/// a worker holds is taken again skipping held rows ([`take_and_delete`]), in the same
+/// transaction. A lock wait error undoes the statement, not the transaction, unless
+/// `innodb_rollback_on_timeout` is on; there windows wait for held rows (up to
+/// `--lock-timeout`) as on older servers.
 pub(super) fn delete_all_windowed(my: &mut MysqlConnection, cutoff: Timestamp, after_id: i64) -> Result<u64> {
-    let skips = skips_locked_rows(&my.version);
+    let what = "cannot delete expired rows";
+    let skips = skips_locked_rows(&my.version)
+        && first(my, what, &Query::new("SELECT @@innodb_rollback_on_timeout"), Fields::opt_int)?.flatten()
+            == Some(0);
     my.run("cannot start a transaction", &Query::new("START TRANSACTION"))?;
     match windows(my, cutoff, after_id, skips) {
         Ok(deleted) => {
@@ -94,10 +97,7 @@ pub(super) fn delete_all_windowed(my: &mut MysqlConnection, cutoff: Timestamp, a
         }
         Err(e) => {
             // The first error is the one to report; a connection that is gone rolled back.
-            let rolled_back = my.execute(&Query::new("ROLLBACK"));
-            if skips && lock_not_granted(&e) && rolled_back.is_ok() {
-                return Ok(delete_skipping_locked(my, cutoff, after_id, None, None)?.deleted);
-            }
+            let _ = my.execute(&Query::new("ROLLBACK"));
             Err(e)
         }
     }
@@ -111,7 +111,16 @@ fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bo
     {
         let to = first_id.saturating_add(DELETE_WINDOW_IDS - 1);
         let window = |my: &mut MysqlConnection| crate::db::clean::delete_range(my, cutoff, from, Some(to));
-        deleted += if skips { without_waiting(my, window)? } else { window(my)? };
+        deleted += if skips {
+            match without_waiting(my, window) {
+                // The statement alone was undone; the rows it locked before the held one stay
+                // this transaction's, which `SKIP LOCKED` does not skip.
+                Err(e) if lock_not_granted(&e) => take_and_delete(my, cutoff, from, to, None)?.deleted,
+                done => done?,
+            }
+        } else {
+            window(my)?
+        };
         if to == i64::MAX {
             break;
         }
