@@ -5,7 +5,7 @@
 # beside the client's bulk insert of the same rows), and prints a markdown table of each.
 #
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
-#   ./bench/run.sh --only clean|import|rest [options]   # one of the three
+#   ./bench/run.sh --only clean|import|rest|latency [options]   # one of the four
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2
 #
@@ -14,6 +14,14 @@
 # keeps the binary as target/bench-baseline/bin/state-store-<commit> (reused by the next run of
 # the same commit), removes the worktree, then passes --baseline-bin and --baseline-label to
 # bench.py. The working tree's binary (target/release) is the one compared against it.
+#
+# bench/latency.py (Airflow workers' write latency beside a clean: two threads doing Airflow's
+# upsert on random live keys, idle and during each clean, on PostgreSQL and MariaDB) runs with
+# --only latency, or right after the clean benchmark in a full run, with the Airflow venv's Python
+# (its psycopg2 and pymysql), and is skipped when the venv is not there; of the options it takes
+# --rows, --dialects, --repeat, --no-airflow and --json (written to NAME-latency.json), and with
+# --only latency its own: --workers N, --idle SECONDS, --extra-case 'LABEL=ARGS' (ARGS appended
+# to our clean's command line, e.g. 'auto=--batch-size auto').
 #
 # bench/rest_bench.py (the REST transport beside curl, on a local `airflow api-server`) runs with
 # --only rest, or last in a full run when the Airflow venv is there; of the options it takes
@@ -63,7 +71,7 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --only)
-            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest ) ]] || { echo "run.sh: --only takes clean, import or rest" >&2; exit 2; }
+            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest || "$2" == latency ) ]] || { echo "run.sh: --only takes clean, import, rest or latency" >&2; exit 2; }
             only="$2"
             shift 2
             ;;
@@ -126,12 +134,24 @@ if [[ -n "$baseline_rev" ]]; then
     bench_args=(--baseline-bin "$bin" --baseline-label "$baseline_rev ($short)" "${bench_args[@]}")
 fi
 
-# The clean benchmark, then the import benchmark (bench/import_bench.py) with the same rows,
-# dialects, repeats and baseline, then the REST benchmark (bench/rest_bench.py, with Airflow's
-# Python); each prints its own table. --only clean|import|rest runs one.
+# The clean benchmark, then the latency benchmark (bench/latency.py, with Airflow's Python), then
+# the import benchmark (bench/import_bench.py) with the same rows, dialects, repeats and baseline,
+# then the REST benchmark (bench/rest_bench.py, with Airflow's Python); each prints its own
+# table. --only clean|import|rest|latency runs one.
 status=0
 if [[ -z "$only" || "$only" == clean ]]; then
     python3 bench/bench.py "${bench_args[@]}" || status=$?
+fi
+if [[ -z "$only" || "$only" == latency ]]; then
+    airflow_python="${AIRFLOW_VENV:-bench/.airflow-venv}/bin/python"
+    if [[ -x "$airflow_python" ]]; then
+        "$airflow_python" bench/latency.py "${bench_args[@]}" || status=$?
+    elif [[ "$only" == latency ]]; then
+        echo "run.sh: the latency benchmark needs Airflow's venv (psycopg2, pymysql): no $airflow_python (./bench/run.sh --install-airflow, or AIRFLOW_VENV)" >&2
+        exit 1
+    else
+        echo "run.sh: no Airflow venv ($airflow_python): the latency benchmark is skipped" >&2
+    fi
 fi
 if [[ -z "$only" || "$only" == import ]]; then
     python3 bench/import_bench.py "${bench_args[@]}" || status=$?
