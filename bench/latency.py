@@ -26,8 +26,9 @@ after, and goes:
     1 s more of writes, then the workers stop.
 
 The cases, each in every round (--repeat, default 2), their order rotated from round to round:
-`state-store clean` at its default settings (no --batch-size, an empty AIRFLOW_HOME: the
-configured default, batch size 0 = one transaction); `state-store clean --batch-size 10000`;
+`state-store clean` at its default settings (no --batch-size, an empty AIRFLOW_HOME: batches
+sized by time, `--batch-size auto`); `state-store clean --batch-size 0` (Airflow's default
+state_cleanup_batch_size: one transaction); `state-store clean --batch-size 10000`;
 every --extra-case 'LABEL=ARGS' (ARGS appended to our clean's command line); and Airflow
 3.3.2's `airflow state-store clean` with state_cleanup_batch_size 10000 (as bench.py runs it),
 when an Airflow virtualenv is there (AIRFLOW_VENV, default bench/.airflow-venv). Airflow's
@@ -257,6 +258,7 @@ class LatencyBench:
                               clean_env(self.bench.home))
 
         cases = [("state-store clean, default settings", "ours", ours([])),
+                 ("state-store clean, batch 0", "ours", ours(["--batch-size", "0"])),
                  (f"state-store clean, batch {AIRFLOW_BATCH:,}", "ours", ours(["--batch-size", str(AIRFLOW_BATCH)]))]
         for label, extra in self.args.extra_case:
             cases.append((f"state-store clean, {label} (`{shlex.join(extra)}`)", "ours", ours(extra)))

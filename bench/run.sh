@@ -6,6 +6,7 @@
 #
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
 #   ./bench/run.sh --only clean|import|rest|latency [options]   # one of the four
+#   ./bench/run.sh --only scale [options]   # the clean at 1,000,000 and 10,000,000 rows
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2
 #
@@ -22,6 +23,13 @@
 # --rows, --dialects, --repeat, --no-airflow and --json (written to NAME-latency.json), and with
 # --only latency its own: --workers N, --idle SECONDS, --extra-case 'LABEL=ARGS' (ARGS appended
 # to our clean's command line, e.g. 'auto=--batch-size auto').
+#
+# bench/scale.py (--only scale, never part of the full run: about an hour and 3 GB per table on
+# 2 cores) runs the clean benchmark at --small rows (default 1,000,000) and --large rows
+# (default 10,000,000) on every dialect, each table seeded with SQL inside its database, and
+# prints both sizes side by side with the floor of each size: wall time, µs per expired row,
+# peak RSS, the ratio to the floor and the growth of the time per row; it takes --dialects,
+# --batch-sizes (default 0,10000), --repeat (default 1), --no-airflow and --json.
 #
 # bench/rest_bench.py (the REST transport beside curl, on a local `airflow api-server`) runs with
 # --only rest, or last in a full run when the Airflow venv is there; of the options it takes
@@ -71,7 +79,7 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --only)
-            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest || "$2" == latency ) ]] || { echo "run.sh: --only takes clean, import, rest or latency" >&2; exit 2; }
+            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest || "$2" == latency || "$2" == scale ) ]] || { echo "run.sh: --only takes clean, import, rest, latency or scale" >&2; exit 2; }
             only="$2"
             shift 2
             ;;
@@ -139,6 +147,10 @@ fi
 # then the REST benchmark (bench/rest_bench.py, with Airflow's Python); each prints its own
 # table. --only clean|import|rest|latency runs one.
 status=0
+if [[ "$only" == scale ]]; then
+    python3 bench/scale.py "${bench_args[@]}"
+    exit
+fi
 if [[ -z "$only" || "$only" == clean ]]; then
     python3 bench/bench.py "${bench_args[@]}" || status=$?
 fi

@@ -475,10 +475,13 @@ pub(crate) struct CleanArgs {
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
     /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
-    /// transaction.
-    /// Default: [state_store] state_cleanup_batch_size
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count)]
-    pub batch_size: Option<u64>,
+    /// transaction; auto sizes each batch to take about --batch-time and pauses as long after it.
+    /// Default: [state_store] state_cleanup_batch_size when set, otherwise auto
+    #[arg(long, value_name = "N|auto", allow_negative_numbers = true, value_parser = batch_size)]
+    pub batch_size: Option<BatchSize>,
+    /// With --batch-size auto: about how long each batch's transaction takes (default 20ms)
+    #[arg(long, value_name = "DURATION")]
+    pub batch_time: Option<String>,
     /// Rows shown in the sample of a dry run
     #[arg(long, value_name = "N", default_value_t = 10, allow_negative_numbers = true, value_parser = count)]
     pub sample: u64,
@@ -592,6 +595,20 @@ pub(crate) fn rejected_clean_format(args: &[OsString]) -> Option<Format> {
 /// string") does not say what is expected.
 fn count(text: &str) -> Result<u64, String> {
     whole(text, 0)
+}
+
+/// `clean --batch-size`: a number of rows, or `auto` (see `ops::clean::Options::batch_time`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BatchSize {
+    Rows(u64),
+    Auto,
+}
+
+fn batch_size(text: &str) -> Result<BatchSize, String> {
+    if text.trim().eq_ignore_ascii_case("auto") {
+        return Ok(BatchSize::Auto);
+    }
+    whole(text, 0).map(BatchSize::Rows).map_err(|e| format!("{e}, or auto"))
 }
 
 /// A count of rows, at least 1.

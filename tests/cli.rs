@@ -1320,6 +1320,25 @@ contract! {
         }
     }
 
+    /// With nothing setting a batch size, batches are sized by time (`auto`): the same rows go,
+    /// the first batch is 1,000 rows and each next one follows the pace, `-v` shows every batch
+    /// and the summary names the mode and the last size.
+    fn clean_by_default_sizes_batches_by_time(d: Dialect) {
+        let bench = with_run(d);
+        let survivors = seed_expiring(&bench, 6000, 2);
+        let run = bench.run(&["clean", "-o", "json", "-v"]).success();
+        assert_eq!(remaining_keys(&bench), survivors);
+        let v = run.json();
+        assert_eq!(fields(&v, &["task_rows_deleted", "batch_time_ms"]), json!([3000, 20]));
+        let (batches, last) = (v["batches"].as_u64().unwrap(), v["batch_size"].as_u64().unwrap());
+        assert!((100..=100_000).contains(&last), "{last}");
+        let lines = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).count() as u64;
+        assert_eq!(lines, batches, "{}", run.stderr);
+        assert!(batches >= 2, "3,000 expired rows of 6,000 take more than one batch of 1,000 rows: {}", run.stderr);
+        let summary = format!("batch size auto (20 ms a batch, last {last})");
+        assert!(run.stderr.contains(&summary), "{}", run.stderr);
+    }
+
     fn clean_batch_size_comes_from_config_unless_flagged(d: Dialect) {
         let mut bench = with_run(d);
         seed_expiring(&bench, 10, 2);
@@ -2515,10 +2534,28 @@ fn configuration_precedence_flag_env_file_default() {
     let mut c = bench.cmd(&["clean", "--dry-run", "-o", "json"]);
     c.env_remove("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE").env_remove("AIRFLOW_CONFIG");
     let out = c.output().unwrap();
-    assert!(
-        String::from_utf8_lossy(&out.stdout).contains("\"batch_size\": 0"),
-        "no file: Airflow's default 0"
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        fields(&doc, &["batch_size", "batch_time_ms"]),
+        json!([1000, 20]),
+        "nothing sets it: batches of about 20 ms, starting at 1,000 rows, not Airflow's one transaction"
     );
+    // Airflow's default named explicitly is Airflow's one transaction.
+    bench.write_config("other.cfg", "[state_store]\n");
+    bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "0");
+    let doc = bench.run(&["clean", "--dry-run", "-o", "json"]).success().json();
+    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([0, null]));
+    bench
+        .run(&["clean", "--dry-run", "--batch-time", "50ms"])
+        .fails(2, "--batch-time needs --batch-size auto; the batch size is 0 (from ");
+    let doc = bench
+        .run(&["clean", "--dry-run", "--batch-size", "auto", "--batch-time", "50ms", "-o", "json"])
+        .success()
+        .json();
+    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([1000, 50]));
+    bench
+        .run(&["clean", "--dry-run", "--batch-size", "auto", "--batch-time", "0s"])
+        .fails(2, "invalid --batch-time");
 }
 
 #[test]
@@ -2653,7 +2690,7 @@ fn small_mistakes_get_messages_that_say_what_to_do() {
     for (args, message) in [
         (
             vec!["clean", "--batch-size", "-1"],
-            "invalid value '-1' for '--batch-size <N>': give a whole number of 0 or more",
+            "invalid value '-1' for '--batch-size <N|auto>': give a whole number of 0 or more, or auto",
         ),
         (
             vec!["clean", "--max-rows", "0"],

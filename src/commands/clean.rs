@@ -9,7 +9,8 @@ use serde::Serialize;
 
 use super::Context;
 use crate::archive::Sink;
-use crate::cli::{CleanArgs, Format, GlobalArgs};
+use crate::cli::{BatchSize, CleanArgs, Format, GlobalArgs};
+use crate::config::Source;
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
@@ -27,6 +28,11 @@ use crate::time::{self, Timestamp};
 /// How long after `--max-duration` a run that has not stopped on its own is ended at once.
 /// A responsive run stops at its next batch boundary, well within it.
 pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
+
+/// `--batch-time`'s default: each batch of `--batch-size auto` about this long. At 20 ms a
+/// batch deletes about 1,000 rows on MariaDB and 10,000 on PostgreSQL on a 2-core machine, and
+/// the round trips and commit of a batch stay a small part of it.
+const AUTO_BATCH_TIME: Duration = Duration::from_millis(20);
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
@@ -223,7 +229,38 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             exit_code: crate::error::exit::DATABASE,
         });
     }
-    let mut ctx = Context::load(global, args.batch_size.map(|n| n.to_string()).as_deref())?;
+    let rows_flag = match args.batch_size {
+        Some(BatchSize::Rows(n)) => Some(n.to_string()),
+        _ => None,
+    };
+    let mut ctx = Context::load(global, rows_flag.as_deref())?;
+    // `auto` when asked for, and when nothing sets a size: Airflow's default of 0, one
+    // transaction, would hold a write lock for the whole run (all of SQLite's writers).
+    let batch_time = match (args.batch_size, &ctx.settings.state_cleanup_batch_size.source) {
+        (Some(BatchSize::Auto), _) | (None, Source::Default) => {
+            let time = duration("--batch-time", &args.batch_time)?.unwrap_or(AUTO_BATCH_TIME);
+            if time.is_zero() {
+                return Err(
+                    Error::Usage("invalid --batch-time: give a duration above 0, e.g. 20ms".into()).into()
+                );
+            }
+            Some(time)
+        }
+        _ if args.batch_time.is_some() => {
+            let size = &ctx.settings.state_cleanup_batch_size;
+            return Err(Error::Usage(format!(
+                "--batch-time needs --batch-size auto; the batch size is {} (from {})",
+                size.value, size.source
+            ))
+            .into());
+        }
+        _ => None,
+    };
+    let batch_size = if batch_time.is_some() {
+        ops::clean::AUTO_FIRST_ROWS
+    } else {
+        ctx.settings.state_cleanup_batch_size.value
+    };
     // clean's own first `-v` line names the database, with what the run is about to do.
     ctx.verbose = false;
     if !ctx.settings.is_builtin_backend() {
@@ -235,7 +272,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         output::note(&reason);
         // The summary of a run that deleted nothing, with the reason: not a success, so its
         // metrics say `skipped` and leave the last success where it was.
-        let mut summary = Summary::empty(cutoff, ctx.settings.state_cleanup_batch_size.value).doc();
+        let mut summary = Summary { batch_time, ..Summary::empty(cutoff, batch_size) }.doc();
         summary.dry_run = args.dry_run;
         report.skipped = true;
         report.emit(Rendered::doc(Skipped { summary, skipped: reason }))?;
@@ -243,7 +280,8 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     }
     let options = Options {
         cutoff,
-        batch_size: ctx.settings.state_cleanup_batch_size.value,
+        batch_size,
+        batch_time,
         tasks: !args.orphans_only,
         orphans: !args.no_orphans,
         max_rows: args.max_rows,
@@ -287,7 +325,8 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             ctx.url.redacted(),
             describe(args),
             cutoff.to_rfc3339(),
-            options.batch_size
+            Summary { batch_time: options.batch_time, ..Summary::empty(cutoff, options.batch_size) }
+                .batch_size_text()
         ));
     }
     let (summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
@@ -415,9 +454,11 @@ fn dry_run(
     report: &mut Report,
 ) -> Result<()> {
     let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
+    let shown =
+        Summary { batch_time: options.batch_time, ..Summary::empty(cutoff, batch_size) }.batch_size_text();
     if options.verbose {
         output::note(&format!(
-            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {batch_size}",
+            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {shown}",
             ctx.url.redacted(),
             describe(args),
             cutoff.to_rfc3339()
@@ -429,7 +470,13 @@ fn dry_run(
     if options.verbose {
         output::note(&format!(
             "clean --dry-run: a run now would take {}",
-            ops::clean::batches_needed(task_rows, asset_rows, batch_size, options.max_rows)
+            ops::clean::batches_needed(
+                task_rows,
+                asset_rows,
+                batch_size,
+                options.batch_time,
+                options.max_rows
+            )
         ));
     }
 
@@ -472,6 +519,7 @@ fn dry_run(
         dry_run: true,
         cutoff: cutoff.to_rfc3339(),
         batch_size,
+        batch_time_ms: options.batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
         task_rows_deleted: 0,
         asset_rows_deleted: 0,
         task_rows_to_delete: task_rows,
@@ -502,6 +550,8 @@ struct DryRun<'a> {
     dry_run: bool,
     cutoff: String,
     batch_size: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_time_ms: Option<u64>,
     task_rows_deleted: u64,
     asset_rows_deleted: u64,
     task_rows_to_delete: u64,

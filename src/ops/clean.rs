@@ -25,8 +25,11 @@ use crate::time::Timestamp;
 pub(crate) struct Options {
     /// Task rows with `expires_at` before this instant are expired.
     pub(crate) cutoff: Timestamp,
-    /// Rows per batch; 0 is one transaction.
+    /// Rows per batch; 0 is one transaction. With `batch_time`, the first batch's size.
     pub(crate) batch_size: u64,
+    /// `--batch-size auto`: each batch sized to take about this long, and followed by a pause
+    /// as long as the batch took, unless `sleep` says otherwise (see [`Pacer`]).
+    pub(crate) batch_time: Option<Duration>,
     /// Which of the two phases run: expired task rows, orphaned asset rows.
     pub(crate) tasks: bool,
     pub(crate) orphans: bool,
@@ -57,10 +60,12 @@ pub(crate) fn run(
 ) -> (Summary, Result<()>) {
     let summary = Summary {
         archive: archive.as_deref().map(archived),
+        batch_time: options.batch_time,
         ..Summary::empty(options.cutoff, options.batch_size)
     };
     let started = Instant::now();
-    let mut run = Run { store, summary, options, started, archive, watch };
+    let pacer = options.batch_time.map(|target| Pacer { target });
+    let mut run = Run { store, summary, options, started, archive, watch, pacer };
     run.watch.batch(&run.summary, true);
     let result = run.delete_all();
     run.summary.seconds = started.elapsed().as_secs_f64();
@@ -96,7 +101,9 @@ pub(crate) struct Summary {
     /// locked, which the batches skipped. `None` when the phase did not run to its end.
     pub(crate) task_rows_skipped: Option<u64>,
     pub(crate) cutoff: Timestamp,
+    /// Rows per batch; with `batch_time` (`--batch-size auto`), the size of the last batch.
     pub(crate) batch_size: u64,
+    pub(crate) batch_time: Option<Duration>,
     pub(crate) stopped_by: Option<Stop>,
     pub(crate) seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
@@ -118,6 +125,7 @@ impl Summary {
             task_rows_skipped: None,
             cutoff,
             batch_size,
+            batch_time: None,
             stopped_by: None,
             seconds: 0.0,
             archive: None,
@@ -161,9 +169,17 @@ impl Summary {
             self.batches,
             self.asset_rows_deleted,
             self.cutoff.to_rfc3339(),
-            self.batch_size,
+            self.batch_size_text(),
             self.seconds
         )
+    }
+
+    /// `10000`, or `auto (20 ms a batch, last 4200)`.
+    pub(crate) fn batch_size_text(&self) -> String {
+        match self.batch_time {
+            Some(time) => format!("auto ({} ms a batch, last {})", time.as_millis(), self.batch_size),
+            None => self.batch_size.to_string(),
+        }
     }
 
     pub(crate) fn doc(&self) -> SummaryDoc {
@@ -174,6 +190,7 @@ impl Summary {
             orphan_batches: self.orphan_batches,
             cutoff: self.cutoff.to_rfc3339(),
             batch_size: self.batch_size,
+            batch_time_ms: self.batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
             dry_run: false,
             interrupted: matches!(self.stopped_by, Some(Stop::Signal(_))),
             stopped_by: self.stopped_by.map(Stop::name),
@@ -194,6 +211,9 @@ pub(crate) struct SummaryDoc {
     pub(crate) orphan_batches: u64,
     pub(crate) cutoff: String,
     pub(crate) batch_size: u64,
+    /// `--batch-size auto`'s time per batch, in ms; `batch_size` is then the last batch's size.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) batch_time_ms: Option<u64>,
     pub(crate) dry_run: bool,
     interrupted: bool,
     pub(crate) stopped_by: Option<&'static str>,
@@ -213,6 +233,33 @@ struct Run<'a> {
     started: Instant,
     archive: Option<&'a mut Sink>,
     watch: &'a mut dyn Watch,
+    pacer: Option<Pacer>,
+}
+
+/// Smallest and largest batch `--batch-size auto` makes, in rows.
+pub(crate) const AUTO_MIN_ROWS: u64 = 100;
+pub(crate) const AUTO_MAX_ROWS: u64 = 100_000;
+/// The first batch of `--batch-size auto`, in rows.
+pub(crate) const AUTO_FIRST_ROWS: u64 = 1_000;
+
+/// `--batch-size auto`: batches bounded by time rather than rows, as pt-archiver's and gh-ost's
+/// chunks are. Each batch is sized from the last one's pace to take about `target`, and is
+/// followed by a pause as long as it took, so a clean holds a transaction open for one short
+/// spell at a time and uses at most half of the time of one connection, whatever the server's
+/// speed, the table's size or the load on the machine. A size grows at most twofold from one
+/// batch to the next (one fast batch says little) and shrinks as far as the pace says.
+#[derive(Debug, Clone, Copy)]
+struct Pacer {
+    target: Duration,
+}
+
+impl Pacer {
+    /// The next batch's size after one of `rows` that took `took`.
+    fn next(self, rows: u64, took: Duration) -> u64 {
+        let took = took.as_secs_f64().max(1e-4);
+        let paced = (rows as f64 * self.target.as_secs_f64() / took) as u64;
+        paced.min(rows.saturating_mul(2)).clamp(AUTO_MIN_ROWS, AUTO_MAX_ROWS)
+    }
 }
 
 impl Run<'_> {
@@ -258,7 +305,8 @@ impl Run<'_> {
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
-            let capped = batch.is_some_and(|n| n != self.summary.batch_size);
+            let size = self.summary.batch_size;
+            let capped = batch.is_some_and(|n| n != size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
             let (deleted, up_to_id, at_most) = match (self.archive.as_deref_mut(), batch) {
@@ -315,6 +363,10 @@ impl Run<'_> {
                 });
             }
             self.batch_done(deleted > 0);
+            let took = batch_started.elapsed();
+            if let (Some(pacer), Some(n)) = (self.pacer, batch) {
+                self.summary.batch_size = pacer.next(n, took);
+            }
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
             if self.options.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
@@ -326,7 +378,7 @@ impl Run<'_> {
             // A batch that found nothing to delete (see `delete_expired_batch`) put no load on
             // the database worth a pause.
             if deleted > 0 {
-                self.pause();
+                self.pause(took);
             }
         }
     }
@@ -368,7 +420,7 @@ impl Run<'_> {
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
             }
-            self.pause();
+            self.pause(batch_started.elapsed());
         }
     }
 
@@ -385,7 +437,7 @@ impl Run<'_> {
             if batch.is_none_or(|b| deleted < b) {
                 return Ok(());
             }
-            self.pause();
+            self.pause(batch_started.elapsed());
         }
     }
 
@@ -425,8 +477,9 @@ impl Run<'_> {
         self.watch.batch(&self.summary, deleted);
     }
 
-    fn pause(&self) {
-        if let Some(pause) = self.options.sleep {
+    /// After a batch that took `took`: `--sleep`, or with `--batch-size auto` as long again.
+    fn pause(&self, took: Duration) {
+        if let Some(pause) = self.options.sleep.or(self.pacer.map(|_| took)) {
             signals::sleep(pause);
         }
     }
@@ -580,11 +633,17 @@ pub(crate) fn batches_needed(
     task_rows: u64,
     asset_rows: u64,
     batch_size: u64,
+    batch_time: Option<Duration>,
     max_rows: Option<u64>,
 ) -> String {
     let stops = max_rows.is_some_and(|max| max < task_rows);
     let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
-    let text = if batch_size == 0 {
+    let text = if let Some(time) = batch_time {
+        format!(
+            "batches of about {} ms each, sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows), for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s), each followed by a pause as long (batch size auto)",
+            time.as_millis()
+        )
+    } else if batch_size == 0 {
         format!(
             "one transaction for {task_rows} expired task row(s) and one for {asset_rows} orphaned asset row(s) (batch size 0)"
         )
@@ -645,6 +704,7 @@ mod tests {
         Options {
             cutoff: Timestamp::now(),
             batch_size,
+            batch_time: None,
             tasks: true,
             orphans: true,
             max_rows: None,
@@ -745,10 +805,51 @@ mod tests {
     #[test]
     fn the_batches_a_run_needs() {
         assert_eq!(
-            batches_needed(25, 2, 10, None),
+            batches_needed(25, 2, 10, None, None),
             "at least 3 batch(es) of at most 10 expired task row(s) and 1 of orphaned asset rows"
         );
-        assert!(batches_needed(25, 2, 10, Some(15)).ends_with("then stop at --max-rows"));
-        assert!(batches_needed(25, 2, 0, None).starts_with("one transaction for 25"));
+        assert!(batches_needed(25, 2, 10, None, Some(15)).ends_with("then stop at --max-rows"));
+        assert!(batches_needed(25, 2, 0, None, None).starts_with("one transaction for 25"));
+        let auto = batches_needed(25, 2, AUTO_FIRST_ROWS, Some(Duration::from_millis(20)), None);
+        assert!(
+            auto.starts_with("batches of about 20 ms each") && auto.ends_with("(batch size auto)"),
+            "{auto}"
+        );
+    }
+
+    /// `--batch-size auto` sizes each batch from the last one's pace: a batch that took twice
+    /// the target halves the next, a fast one at most doubles it, and the size stays within its
+    /// bounds however fast or slow the database is.
+    #[test]
+    fn auto_batches_follow_their_pace_within_bounds() {
+        let pacer = Pacer { target: Duration::from_millis(20) };
+        let ms = Duration::from_millis;
+        assert_eq!(pacer.next(1_000, ms(40)), 500);
+        assert_eq!(pacer.next(1_000, ms(20)), 1_000);
+        assert_eq!(pacer.next(1_000, ms(5)), 2_000, "at most twice the last");
+        assert_eq!(pacer.next(1_000, ms(10)), 2_000);
+        assert_eq!(pacer.next(1_000, Duration::ZERO), 2_000);
+        assert_eq!(pacer.next(1_000, Duration::from_secs(60)), AUTO_MIN_ROWS);
+        assert_eq!(pacer.next(90_000, ms(1)), AUTO_MAX_ROWS);
+    }
+
+    /// A run in auto mode deletes exactly what a fixed one does, in batches whose size follows
+    /// the pace (an in-memory database is fast: they grow), and reports the last size.
+    #[test]
+    fn an_auto_run_deletes_exactly_the_expired_rows() {
+        let mut store = seeded(5_000, 300, 4);
+        let options =
+            Options { batch_size: 100, batch_time: Some(Duration::from_millis(20)), ..options(100) };
+        let mut heard = Heard::default();
+        let (summary, result) = run(&mut store, &options, None, &mut heard);
+        result.unwrap();
+        assert_eq!((summary.task_rows_deleted, summary.asset_rows_deleted), (5_000, 4));
+        assert_eq!(remaining(&mut store), 300);
+        assert!(summary.batches < 50, "the batches grew from 100 rows: {}", summary.batches);
+        assert!(summary.batch_size > 100, "{}", summary.batch_size);
+        assert!(
+            summary.line().contains(&format!("batch size auto (20 ms a batch, last {})", summary.batch_size))
+        );
+        assert_eq!(summary.doc().batch_time_ms, Some(20));
     }
 }
