@@ -331,8 +331,8 @@ class LatencyBench:
                                                     f"{sample.expired_rows} were expired")
             if sample.kind == "ours" and proc.returncode == 0:
                 doc = json.loads(stdout)
-                sample.summary = {k: doc.get(k) for k in ("task_rows_deleted", "batches", "batch_size", "seconds",
-                                                          "task_rows_skipped", "stopped_by")}
+                sample.summary = {k: doc.get(k) for k in ("task_rows_deleted", "batches", "batch_size", "batch_time_ms",
+                                                          "seconds", "task_rows_skipped", "stopped_by")}
                 if sample.ok and doc["task_rows_deleted"] != sample.rows_deleted:
                     sample.ok, sample.problem = False, f"reported {doc['task_rows_deleted']} deleted rows"
         except Exception as e:  # noqa: BLE001 - one failed case must not hide the others
@@ -454,6 +454,7 @@ class LatencyBench:
                         failed_writes=sum(s.failed_writes for s in ok),
                         p99_ratios=ratios,
                         batch_size=next((s.summary.get("batch_size") for s in ok if s.summary), None),
+                        batch_time_ms=next((s.summary.get("batch_time_ms") for s in ok if s.summary), None),
                     )
                     # The table's two medians over each other; each round's own ratio is kept beside.
                     line["p99_ratio"] = (line["during_p99_ms"] / line["idle_p99_ms"]
@@ -484,7 +485,9 @@ class LatencyBench:
         for line in lines:
             name = NAMES[line["dialect"]]
             label = line["label"]
-            if line.get("batch_size") is not None and "default" in label:
+            if line.get("batch_time_ms") is not None and "default" in label:
+                label += f" (batch size auto, {line['batch_time_ms']} ms a batch)"
+            elif line.get("batch_size") is not None and "default" in label:
                 label += f" (batch {line['batch_size']:,})"
             if not line["ok"]:
                 out.append(f"| {name} | {label} | failed: {'; '.join(line['problems'])[:300]} "

@@ -475,11 +475,12 @@ pub(crate) struct CleanArgs {
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
     /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
-    /// transaction; auto sizes each batch to take about --batch-time and pauses as long after it.
-    /// Default: [state_store] state_cleanup_batch_size when set, otherwise auto
+    /// transaction; auto sizes each batch to take about --batch-time and pauses 3 times as long
+    /// after it.
+    /// Default: [state_store] state_cleanup_batch_size, where 0 (Airflow's default) means auto
     #[arg(long, value_name = "N|auto", allow_negative_numbers = true, value_parser = batch_size)]
     pub batch_size: Option<BatchSize>,
-    /// With --batch-size auto: about how long each batch's transaction takes (default 20ms)
+    /// With --batch-size auto: about how long each batch's transaction takes (default 10ms)
     #[arg(long, value_name = "DURATION")]
     pub batch_time: Option<String>,
     /// Rows shown in the sample of a dry run

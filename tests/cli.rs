@@ -1320,7 +1320,7 @@ contract! {
         }
     }
 
-    /// With nothing setting a batch size, batches are sized by time (`auto`): the same rows go,
+    /// At Airflow's default batch size (0), batches are sized by time (`auto`): the same rows go,
     /// the first batch is 1,000 rows and each next one follows the pace, `-v` shows every batch
     /// and the summary names the mode and the last size.
     fn clean_by_default_sizes_batches_by_time(d: Dialect) {
@@ -1329,13 +1329,13 @@ contract! {
         let run = bench.run(&["clean", "-o", "json", "-v"]).success();
         assert_eq!(remaining_keys(&bench), survivors);
         let v = run.json();
-        assert_eq!(fields(&v, &["task_rows_deleted", "batch_time_ms"]), json!([3000, 20]));
+        assert_eq!(fields(&v, &["task_rows_deleted", "batch_time_ms"]), json!([3000, 10]));
         let (batches, last) = (v["batches"].as_u64().unwrap(), v["batch_size"].as_u64().unwrap());
         assert!((100..=100_000).contains(&last), "{last}");
         let lines = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).count() as u64;
         assert_eq!(lines, batches, "{}", run.stderr);
         assert!(batches >= 2, "3,000 expired rows of 6,000 take more than one batch of 1,000 rows: {}", run.stderr);
-        let summary = format!("batch size auto (20 ms a batch, last {last})");
+        let summary = format!("batch size auto (10 ms a batch, last {last})");
         assert!(run.stderr.contains(&summary), "{}", run.stderr);
     }
 
@@ -2537,17 +2537,22 @@ fn configuration_precedence_flag_env_file_default() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         fields(&doc, &["batch_size", "batch_time_ms"]),
-        json!([1000, 20]),
-        "nothing sets it: batches of about 20 ms, starting at 1,000 rows, not Airflow's one transaction"
+        json!([1000, 10]),
+        "nothing sets it: batches of about 10 ms, starting at 1,000 rows, not one transaction"
     );
-    // Airflow's default named explicitly is Airflow's one transaction.
-    bench.write_config("other.cfg", "[state_store]\n");
+    // Airflow's default, 0, which every airflow.cfg Airflow generates names, is auto too; the
+    // flag's 0 is Airflow's one transaction.
+    bench.write_config("other.cfg", "[state_store]\nstate_cleanup_batch_size = 0\n");
     bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "0");
     let doc = bench.run(&["clean", "--dry-run", "-o", "json"]).success().json();
+    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([1000, 10]));
+    let doc = bench.run(&["clean", "--dry-run", "--batch-size", "0", "-o", "json"]).success().json();
     assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([0, null]));
-    bench
-        .run(&["clean", "--dry-run", "--batch-time", "50ms"])
-        .fails(2, "--batch-time needs --batch-size auto; the batch size is 0 (from ");
+    bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "5");
+    bench.run(&["clean", "--dry-run", "--batch-time", "50ms"]).fails(
+        2,
+        "--batch-time needs --batch-size auto; the batch size is 5 (from environment variable AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE)",
+    );
     let doc = bench
         .run(&["clean", "--dry-run", "--batch-size", "auto", "--batch-time", "50ms", "-o", "json"])
         .success()

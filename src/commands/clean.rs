@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::Context;
 use crate::archive::Sink;
 use crate::cli::{BatchSize, CleanArgs, Format, GlobalArgs};
-use crate::config::Source;
 use crate::db::{Access, Store};
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
@@ -29,10 +28,11 @@ use crate::time::{self, Timestamp};
 /// A responsive run stops at its next batch boundary, well within it.
 pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 
-/// `--batch-time`'s default: each batch of `--batch-size auto` about this long. At 20 ms a
-/// batch deletes about 1,000 rows on MariaDB and 10,000 on PostgreSQL on a 2-core machine, and
-/// the round trips and commit of a batch stay a small part of it.
-const AUTO_BATCH_TIME: Duration = Duration::from_millis(20);
+/// `--batch-time`'s default: each batch of `--batch-size auto` about this long. At 10 ms a
+/// batch deletes a few hundred rows on MariaDB and several thousand on PostgreSQL on a 2-core
+/// machine; the workers beside it wait less for shorter ones (docs/performance.md), but below
+/// that a batch's round trips and commit become most of it.
+const AUTO_BATCH_TIME: Duration = Duration::from_millis(10);
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let mut report = Report::new(global.output);
@@ -234,14 +234,16 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
         _ => None,
     };
     let mut ctx = Context::load(global, rows_flag.as_deref())?;
-    // `auto` when asked for, and when nothing sets a size: Airflow's default of 0, one
-    // transaction, would hold a write lock for the whole run (all of SQLite's writers).
-    let batch_time = match (args.batch_size, &ctx.settings.state_cleanup_batch_size.source) {
-        (Some(BatchSize::Auto), _) | (None, Source::Default) => {
+    // `auto` when asked for, and in place of the configured 0: Airflow's default, which Airflow
+    // writes into every airflow.cfg it generates, so it says nothing of the user's wishes. Its
+    // one transaction would hold the clean's locks for the whole run (on SQLite the one write
+    // lock every Airflow writer needs). `--batch-size 0` still asks for it.
+    let batch_time = match (args.batch_size, ctx.settings.state_cleanup_batch_size.value) {
+        (Some(BatchSize::Auto), _) | (None, 0) => {
             let time = duration("--batch-time", &args.batch_time)?.unwrap_or(AUTO_BATCH_TIME);
             if time.is_zero() {
                 return Err(
-                    Error::Usage("invalid --batch-time: give a duration above 0, e.g. 20ms".into()).into()
+                    Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into()
                 );
             }
             Some(time)

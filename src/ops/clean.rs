@@ -174,7 +174,7 @@ impl Summary {
         )
     }
 
-    /// `10000`, or `auto (20 ms a batch, last 4200)`.
+    /// `10000`, or `auto (10 ms a batch, last 4200)`.
     pub(crate) fn batch_size_text(&self) -> String {
         match self.batch_time {
             Some(time) => format!("auto ({} ms a batch, last {})", time.as_millis(), self.batch_size),
@@ -241,11 +241,17 @@ pub(crate) const AUTO_MIN_ROWS: u64 = 100;
 pub(crate) const AUTO_MAX_ROWS: u64 = 100_000;
 /// The first batch of `--batch-size auto`, in rows.
 pub(crate) const AUTO_FIRST_ROWS: u64 = 1_000;
+/// `--batch-size auto` pauses this many times as long as each batch took. Measured beside two
+/// workers writing on a 2-core machine (docs/performance.md#workers-beside-a-clean): a
+/// workers' p99 rises less the less of the time the clean keeps the server busy; at half the
+/// time (a ratio of 1) MariaDB's p99 rose 1.5 to 1.6 times, at a quarter 1.4 times.
+pub(crate) const AUTO_PAUSE_RATIO: u32 = 3;
 
 /// `--batch-size auto`: batches bounded by time rather than rows, as pt-archiver's and gh-ost's
 /// chunks are. Each batch is sized from the last one's pace to take about `target`, and is
-/// followed by a pause as long as it took, so a clean holds a transaction open for one short
-/// spell at a time and uses at most half of the time of one connection, whatever the server's
+/// followed by a pause [`AUTO_PAUSE_RATIO`] times as long as it took, so a clean holds a
+/// transaction open for one short spell at a time and keeps the database busy at most a
+/// quarter of the time, whatever the server's
 /// speed, the table's size or the load on the machine. A size grows at most twofold from one
 /// batch to the next (one fast batch says little) and shrinks as far as the pace says.
 #[derive(Debug, Clone, Copy)]
@@ -477,9 +483,10 @@ impl Run<'_> {
         self.watch.batch(&self.summary, deleted);
     }
 
-    /// After a batch that took `took`: `--sleep`, or with `--batch-size auto` as long again.
+    /// After a batch that took `took`: `--sleep`, or with `--batch-size auto`
+    /// [`AUTO_PAUSE_RATIO`] times as long.
     fn pause(&self, took: Duration) {
-        if let Some(pause) = self.options.sleep.or(self.pacer.map(|_| took)) {
+        if let Some(pause) = self.options.sleep.or(self.pacer.map(|_| took * AUTO_PAUSE_RATIO)) {
             signals::sleep(pause);
         }
     }
@@ -640,7 +647,7 @@ pub(crate) fn batches_needed(
     let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
     let text = if let Some(time) = batch_time {
         format!(
-            "batches of about {} ms each, sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows), for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s), each followed by a pause as long (batch size auto)",
+            "batches of about {} ms each, sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows), for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s), each followed by a pause {AUTO_PAUSE_RATIO} times as long (batch size auto)",
             time.as_millis()
         )
     } else if batch_size == 0 {

@@ -89,11 +89,19 @@ pub(super) fn delete_all_windowed(my: &mut MysqlConnection, cutoff: Timestamp, a
     let skips = skips_locked_rows(&my.version)
         && first(my, what, &Query::new("SELECT @@innodb_rollback_on_timeout"), Fields::opt_int)?.flatten()
             == Some(0);
+    in_transaction(my, |my| windows(my, cutoff, after_id, skips))
+}
+
+/// `work` in one transaction of deletions: committed when it succeeds, rolled back when not.
+fn in_transaction<T>(
+    my: &mut MysqlConnection,
+    work: impl FnOnce(&mut MysqlConnection) -> Result<T>,
+) -> Result<T> {
     my.run("cannot start a transaction", &Query::new("START TRANSACTION"))?;
-    match windows(my, cutoff, after_id, skips) {
-        Ok(deleted) => {
+    match work(my) {
+        Ok(done) => {
             my.run("cannot commit the deletion of expired rows", &Query::new("COMMIT"))?;
-            Ok(deleted)
+            Ok(done)
         }
         Err(e) => {
             // The first error is the one to report; a connection that is gone rolled back.
@@ -242,19 +250,7 @@ pub(super) fn delete_skipping_locked(
     up_to_id: Option<i64>,
     limit: Option<u64>,
 ) -> Result<Batch> {
-    my.run("cannot start a transaction", &Query::new("START TRANSACTION"))?;
-    let done = take_and_delete(my, cutoff, after_id, up_to_id.unwrap_or(i64::MAX), limit);
-    match done {
-        Ok(done) => {
-            my.run("cannot commit the deletion of expired rows", &Query::new("COMMIT"))?;
-            Ok(done)
-        }
-        Err(e) => {
-            // The first error is the one to report; a connection that is gone rolled back.
-            let _ = my.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
-    }
+    in_transaction(my, |my| take_and_delete(my, cutoff, after_id, up_to_id.unwrap_or(i64::MAX), limit))
 }
 
 fn take_and_delete(
