@@ -494,7 +494,7 @@ pub(crate) struct CleanArgs {
     #[arg(long, value_name = "DURATION")]
     pub max_duration: Option<String>,
     /// Pause after each batch that deleted rows, to throttle the load on the database (e.g.
-    /// 200ms, 1s)
+    /// 200ms, 1s); with --batch-size auto, instead of its own pause
     #[arg(long, value_name = "DURATION")]
     pub sleep: Option<String>,
     /// Leave the keys of inactive assets alone; delete expired task keys only

@@ -128,6 +128,11 @@ impl Store {
         self.connection().begin_clean(lock_timeout)
     }
 
+    /// See [`Connection::skipped_locked_rows`].
+    pub(crate) fn skipped_locked_rows(&mut self) -> bool {
+        self.connection().skipped_locked_rows()
+    }
+
     pub(crate) fn finish_clean(&mut self) {
         self.connection().finish_clean();
     }

@@ -279,9 +279,14 @@ impl Run<'_> {
             }
             // Every batch ran: an expired row still there was held by another session (a worker
             // writing that key) when its batch came, and skipped (PostgreSQL, MySQL 8.0.1+ and
-            // MariaDB 10.6+), or written already expired during the run. The next run takes it.
-            // One count on the `expires_at` index, of the few rows left.
-            self.summary.task_rows_skipped = Some(self.store.count_expired(self.summary.cutoff)?);
+            // MariaDB 10.6+). The next run takes it. Counted only when a batch skipped one: on
+            // PostgreSQL the count walks every dead entry the run left in the `expires_at`
+            // index and visits its row, as long as the DELETE took again (10,000,000 rows: the
+            // run took 2.7 times the floor with it). A row a worker re-set to an expired
+            // time behind the run is left for the next run without being counted.
+            let skipped = self.store.skipped_locked_rows();
+            self.summary.task_rows_skipped =
+                Some(if skipped { self.store.count_expired(self.summary.cutoff)? } else { 0 });
         }
         if let Some(stop) = self.should_stop().filter(|s| matches!(s, Stop::Signal(_))) {
             self.summary.stopped_by = Some(stop);

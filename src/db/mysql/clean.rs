@@ -261,6 +261,7 @@ fn take_and_delete(
     limit: Option<u64>,
 ) -> Result<Batch> {
     let what = "cannot delete expired rows";
+    my.skipped_locked = true;
     let take = Query::new(
         "SELECT id FROM task_state_store FORCE INDEX (PRIMARY) WHERE id > ? AND id <= ? \
          AND expires_at < ? ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",

@@ -53,6 +53,8 @@ pub(crate) struct MysqlConnection {
     /// The server's `VERSION()`.
     version: String,
     chunks: ChunkSql,
+    /// Whether a clean's batch met a row another session held and skipped it.
+    skipped_locked: bool,
 }
 
 /// The driver's error in plain words. A write of a large value that the server cuts off is,
@@ -120,6 +122,7 @@ impl MysqlConnection {
             narrow: Vec::new(),
             version: String::new(),
             chunks: ChunkSql::default(),
+            skipped_locked: false,
         };
         // Every later statement, autocommitted or not, runs in a read-only transaction. The
         // session's bounds are set as it connects (`connect::session_bounds`).
@@ -343,6 +346,10 @@ impl Connection for MysqlConnection {
             // (a held row skipped there, below).
             super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
         }
+    }
+
+    fn skipped_locked_rows(&self) -> bool {
+        self.skipped_locked
     }
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {

@@ -45,6 +45,8 @@ pub(crate) struct PostgresConnection {
     prepared: HashMap<String, Statement>,
     chunks: ChunkSql,
     timeouts: Timeouts,
+    /// Whether a clean's batch met a row another session held and skipped it.
+    skipped_locked: bool,
 }
 
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
@@ -171,6 +173,7 @@ impl PostgresConnection {
             schema: schema.map(str::to_string),
             prepared: HashMap::new(),
             chunks: ChunkSql::default(),
+            skipped_locked: false,
         })
     }
 
@@ -397,6 +400,10 @@ impl Connection for PostgresConnection {
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         clean::delete_range(self, cutoff, after, up_to)
+    }
+
+    fn skipped_locked_rows(&self) -> bool {
+        self.skipped_locked
     }
 
     /// A chunk is one multi-row upsert. A row it inserted has no `xmax` yet, a row it
