@@ -65,7 +65,8 @@ pub(crate) fn run(
     };
     let started = Instant::now();
     let pacer = options.batch_time.map(|target| Pacer { target });
-    let mut run = Run { store, summary, options, started, archive, watch, pacer };
+    let size = options.batch_size;
+    let mut run = Run { store, summary, options, started, archive, watch, pacer, size };
     run.watch.batch(&run.summary, true);
     let result = run.delete_all();
     run.summary.seconds = started.elapsed().as_secs_f64();
@@ -234,6 +235,8 @@ struct Run<'a> {
     archive: Option<&'a mut Sink>,
     watch: &'a mut dyn Watch,
     pacer: Option<Pacer>,
+    /// Rows of the next batch: the batch size, or what the pacer made of it.
+    size: u64,
 }
 
 /// Smallest and largest batch `--batch-size auto` makes, in rows.
@@ -310,13 +313,13 @@ impl Run<'_> {
             let batch_started = Instant::now();
             let remaining = self.options.max_rows.map(|max| max - self.summary.task_rows_deleted);
             // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-            let batch = match (self.summary.batch_size, remaining) {
+            let batch = match (self.size, remaining) {
                 (0, None) => None,
                 (0, Some(r)) => Some(r),
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
-            let size = self.summary.batch_size;
+            let size = self.size;
             let capped = batch.is_some_and(|n| n != size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
@@ -376,7 +379,8 @@ impl Run<'_> {
             self.batch_done(deleted > 0);
             let took = batch_started.elapsed();
             if let (Some(pacer), Some(n)) = (self.pacer, batch) {
-                self.summary.batch_size = pacer.next(n, took);
+                self.summary.batch_size = n;
+                self.size = pacer.next(n, took);
             }
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
@@ -398,7 +402,7 @@ impl Run<'_> {
     /// archived and synced, then deleted key by key in one transaction, each DELETE checking
     /// again that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
     fn sweep_orphans_archived(&mut self) -> Result<()> {
-        let page = if self.summary.batch_size > 0 { self.summary.batch_size } else { ARCHIVE_PAGE };
+        let page = if self.size > 0 { self.size } else { ARCHIVE_PAGE };
         loop {
             if self.stop_sweep() {
                 return Ok(());
@@ -437,7 +441,7 @@ impl Run<'_> {
 
     /// The orphan sweep, in batches of the same size as the task rows.
     fn sweep_orphans(&mut self) -> Result<()> {
-        let batch = (self.summary.batch_size > 0).then_some(self.summary.batch_size);
+        let batch = (self.size > 0).then_some(self.size);
         loop {
             if self.stop_sweep() {
                 return Ok(());
