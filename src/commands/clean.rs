@@ -327,8 +327,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             ctx.url.redacted(),
             describe(args),
             cutoff.to_rfc3339(),
-            Summary { batch_time: options.batch_time, ..Summary::empty(cutoff, options.batch_size) }
-                .batch_size_text()
+            ops::clean::batch_size_text(options.batch_size, options.batch_time)
         ));
     }
     let (summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
@@ -456,8 +455,7 @@ fn dry_run(
     report: &mut Report,
 ) -> Result<()> {
     let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
-    let shown =
-        Summary { batch_time: options.batch_time, ..Summary::empty(cutoff, batch_size) }.batch_size_text();
+    let shown = ops::clean::batch_size_text(batch_size, options.batch_time);
     if options.verbose {
         output::note(&format!(
             "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {shown}",
@@ -521,7 +519,7 @@ fn dry_run(
         dry_run: true,
         cutoff: cutoff.to_rfc3339(),
         batch_size,
-        batch_time_ms: options.batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+        batch_time_ms: ops::clean::batch_time_ms(options.batch_time),
         task_rows_deleted: 0,
         asset_rows_deleted: 0,
         task_rows_to_delete: task_rows,

@@ -421,14 +421,14 @@ pub(crate) trait Connection {
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
     }
-    /// Deletes the expired rows with `after < id <= up_to` (every one after `after`
-    /// when `None`) in one transaction.
     /// Whether a batch of this session's clean met a row another session held and skipped it
     /// (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+); only then can a complete run leave expired
     /// rows behind.
     fn skipped_locked_rows(&self) -> bool {
         false
     }
+    /// Deletes the expired rows with `after < id <= up_to` (every one after `after`
+    /// when `None`) in one transaction.
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         super::clean::delete_range(self, cutoff, after, up_to)
     }

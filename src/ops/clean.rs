@@ -28,7 +28,8 @@ pub(crate) struct Options {
     /// Rows per batch; 0 is one transaction. With `batch_time`, the first batch's size.
     pub(crate) batch_size: u64,
     /// `--batch-size auto`: each batch sized to take about this long, and followed by a pause
-    /// as long as the batch took, unless `sleep` says otherwise (see [`Pacer`]).
+    /// [`AUTO_PAUSE_RATIO`] times as long as the batch took, unless `sleep` says otherwise (see
+    /// [`Pacer`]).
     pub(crate) batch_time: Option<Duration>,
     /// Which of the two phases run: expired task rows, orphaned asset rows.
     pub(crate) tasks: bool,
@@ -64,9 +65,8 @@ pub(crate) fn run(
         ..Summary::empty(options.cutoff, options.batch_size)
     };
     let started = Instant::now();
-    let pacer = options.batch_time.map(|target| Pacer { target });
     let size = options.batch_size;
-    let mut run = Run { store, summary, options, started, archive, watch, pacer, size };
+    let mut run = Run { store, summary, options, started, archive, watch, size };
     run.watch.batch(&run.summary, true);
     let result = run.delete_all();
     run.summary.seconds = started.elapsed().as_secs_f64();
@@ -177,10 +177,7 @@ impl Summary {
 
     /// `10000`, or `auto (10 ms a batch, last 4200)`.
     pub(crate) fn batch_size_text(&self) -> String {
-        match self.batch_time {
-            Some(time) => format!("auto ({} ms a batch, last {})", time.as_millis(), self.batch_size),
-            None => self.batch_size.to_string(),
-        }
+        batch_size_text(self.batch_size, self.batch_time)
     }
 
     pub(crate) fn doc(&self) -> SummaryDoc {
@@ -191,7 +188,7 @@ impl Summary {
             orphan_batches: self.orphan_batches,
             cutoff: self.cutoff.to_rfc3339(),
             batch_size: self.batch_size,
-            batch_time_ms: self.batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX)),
+            batch_time_ms: batch_time_ms(self.batch_time),
             dry_run: false,
             interrupted: matches!(self.stopped_by, Some(Stop::Signal(_))),
             stopped_by: self.stopped_by.map(Stop::name),
@@ -234,7 +231,6 @@ struct Run<'a> {
     started: Instant,
     archive: Option<&'a mut Sink>,
     watch: &'a mut dyn Watch,
-    pacer: Option<Pacer>,
     /// Rows of the next batch: the batch size, or what the pacer made of it.
     size: u64,
 }
@@ -254,9 +250,9 @@ pub(crate) const AUTO_PAUSE_RATIO: u32 = 3;
 /// chunks are. Each batch is sized from the last one's pace to take about `target`, and is
 /// followed by a pause [`AUTO_PAUSE_RATIO`] times as long as it took, so a clean holds a
 /// transaction open for one short spell at a time and keeps the database busy at most a
-/// quarter of the time, whatever the server's
-/// speed, the table's size or the load on the machine. A size grows at most twofold from one
-/// batch to the next (one fast batch says little) and shrinks as far as the pace says.
+/// quarter of the time, whatever the server's speed, the table's size or the load on the
+/// machine. A size grows at most twofold from one batch to the next (one fast batch says
+/// little) and shrinks as far as the pace says.
 #[derive(Debug, Clone, Copy)]
 struct Pacer {
     target: Duration,
@@ -272,6 +268,11 @@ impl Pacer {
 }
 
 impl Run<'_> {
+    /// `--batch-size auto`'s pacer, when the run has one.
+    fn pacer(&self) -> Option<Pacer> {
+        self.options.batch_time.map(|target| Pacer { target })
+    }
+
     /// The two phases of a run. The orphan sweep starts only after every expired task row is
     /// gone, so a stopped run leaves the database as a later run expects to find it.
     fn delete_all(&mut self) -> Result<()> {
@@ -319,8 +320,7 @@ impl Run<'_> {
                 (b, Some(r)) => Some(b.min(r)),
                 (b, None) => Some(b),
             };
-            let size = self.size;
-            let capped = batch.is_some_and(|n| n != size);
+            let capped = batch.is_some_and(|n| n != self.size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
             let (deleted, up_to_id, at_most) = match (self.archive.as_deref_mut(), batch) {
@@ -378,7 +378,7 @@ impl Run<'_> {
             }
             self.batch_done(deleted > 0);
             let took = batch_started.elapsed();
-            if let (Some(pacer), Some(n)) = (self.pacer, batch) {
+            if let (Some(pacer), Some(n)) = (self.pacer(), batch) {
                 self.summary.batch_size = n;
                 self.size = pacer.next(n, took);
             }
@@ -495,7 +495,7 @@ impl Run<'_> {
     /// After a batch that took `took`: `--sleep`, or with `--batch-size auto`
     /// [`AUTO_PAUSE_RATIO`] times as long.
     fn pause(&self, took: Duration) {
-        if let Some(pause) = self.options.sleep.or(self.pacer.map(|_| took * AUTO_PAUSE_RATIO)) {
+        if let Some(pause) = self.options.sleep.or(self.pacer().map(|_| took * AUTO_PAUSE_RATIO)) {
             signals::sleep(pause);
         }
     }
@@ -639,6 +639,19 @@ pub(crate) fn dry_run(
         timed(format!("read a sample of {} orphaned asset row(s)", found.asset_sample.len()), started);
     }
     Ok(found)
+}
+
+/// A batch size as the summary lines show it: `10000`, or `auto (10 ms a batch, last 4200)`.
+pub(crate) fn batch_size_text(batch_size: u64, batch_time: Option<Duration>) -> String {
+    match batch_time {
+        Some(time) => format!("auto ({} ms a batch, last {batch_size})", time.as_millis()),
+        None => batch_size.to_string(),
+    }
+}
+
+/// `--batch-size auto`'s time per batch in whole milliseconds, for the JSON documents.
+pub(crate) fn batch_time_ms(batch_time: Option<Duration>) -> Option<u64> {
+    batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// How many batches a run would take now, for `clean --dry-run --verbose`: the fewest it can

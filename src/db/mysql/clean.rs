@@ -69,11 +69,8 @@ pub(super) fn batch_by_returning(
     Ok(Batch { deleted, last_id: if deleted == n { last } else { None } })
 }
 
-/// Width, in ids, of one statement of an unbatched clean (see [`delete_all_windowed`]).
-const DELETE_WINDOW_IDS: i64 = 100_000;
-
 /// Deletes every expired row after `after_id` in one transaction, as one DELETE would, but in
-/// statements of [`DELETE_WINDOW_IDS`] ids each. MySQL cannot bound a DELETE on the server,
+/// statements of [`crate::db::clean::DELETE_WINDOW_IDS`] ids each. MySQL cannot bound a DELETE on the server,
 /// so the client's read timeout (`database_timeout` + 5 s) bounds each statement; one DELETE
 /// of every expired row ran past it at about 1.5 million rows on a 2-core machine and ended
 /// with exit 4 (and a deletion in doubt). A window of 100,000 ids is about a second's work
@@ -117,7 +114,7 @@ fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bo
     while let Some(first_id) =
         first(my, "cannot delete expired rows", &next.clone().bind(from), Fields::opt_int)?.flatten()
     {
-        let to = first_id.saturating_add(DELETE_WINDOW_IDS - 1);
+        let to = first_id.saturating_add(crate::db::clean::DELETE_WINDOW_IDS - 1);
         let window = |my: &mut MysqlConnection| crate::db::clean::delete_range(my, cutoff, from, Some(to));
         deleted += if skips {
             match without_waiting(my, window) {

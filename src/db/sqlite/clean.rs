@@ -19,8 +19,6 @@ const WAL_BUDGET_MIN: u64 = 64 << 20;
 const WAL_BUDGET_MAX: u64 = 1 << 30;
 /// The WAL may take at most this share of the free space of the database's filesystem.
 const WAL_BUDGET_FREE_SHARE: u64 = 4;
-/// Width, in ids, of one window of an unbounded delete (see `delete_all_expired`).
-const DELETE_WINDOW_IDS: i64 = 100_000;
 /// The longest a clean's last checkpoint waits to empty the WAL file (see `finish`).
 const TRUNCATE_WAIT: Duration = Duration::from_millis(50);
 /// Appended to the database's path to name the clean lock file beside it.
@@ -197,7 +195,7 @@ fn windows(conn: &mut rusqlite::Connection, cutoff: &str, after_id: i64) -> rusq
             tx.prepare("DELETE FROM task_state_store WHERE id > ?1 AND id <= ?2 AND expires_at < ?3")?;
         // Each window starts at the next existing id, so gaps in the ids cost nothing.
         while let Some(first) = next.query_row([from], |r| r.get::<_, Option<i64>>(0))? {
-            let to = first.saturating_add(DELETE_WINDOW_IDS - 1);
+            let to = first.saturating_add(crate::db::clean::DELETE_WINDOW_IDS - 1);
             deleted += u64::try_from(delete.execute(params![from, to, cutoff])?).unwrap_or(u64::MAX);
             if to == i64::MAX {
                 break;
