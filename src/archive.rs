@@ -15,11 +15,18 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize, de};
 
 use crate::db::AssetWriter;
-use crate::fs::{self, AppendLines, Output, Tail};
+use crate::fs::{self, AppendLines, LineKind, Output, Tail};
 use crate::json::{self, Style, Value};
 use crate::model::{AssetEntry, TaskEntry, TaskScope};
 use crate::text::quote;
 use crate::time::Timestamp;
+
+/// An archive's lines, as [`AppendLines`] checks a file before it appends to it: each a line
+/// [`parse_line`] reads, starting as `export` writes them.
+const ARCHIVE_LINES: LineKind = LineKind {
+    whole: |line| std::str::from_utf8(line).is_ok_and(|text| parse_line(text).is_ok()),
+    start: br#"{"kind": ""#,
+};
 
 /// One task row of an export.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -304,8 +311,7 @@ impl Sink {
     /// was killed or ran out of space before its batch was synced (so before that batch's
     /// DELETE, which comes after the sync), is cut off, and the cut is reported.
     pub(crate) fn archive(path: &Path) -> crate::error::Result<Sink> {
-        let whole = |line: &[u8]| std::str::from_utf8(line).is_ok_and(|text| parse_line(text).is_ok());
-        let (lines, tail) = AppendLines::open("--archive", "archive", path, whole)?;
+        let (lines, tail) = AppendLines::open("--archive", "archive", path, &ARCHIVE_LINES)?;
         match tail {
             Tail::Whole => {}
             Tail::Cut(bytes) => crate::output::warn(&format!(

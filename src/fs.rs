@@ -129,26 +129,75 @@ fn parent(path: &Path) -> Option<&Path> {
 struct Resolved {
     path: PathBuf,
     through_proc: bool,
+    /// The first symlink on the way, or the file at its end, that another user owns (neither
+    /// this process's effective user nor root): something another user may have planted.
+    foreign: Option<PathBuf>,
 }
 
 fn resolve(path: &Path) -> io::Result<Resolved> {
     let mut hop = path.to_path_buf();
     let mut through_proc = false;
+    let mut foreign = None;
     // Linux's own limit of symlinks followed in one lookup.
     for _ in 0..40 {
         let dir = fs::canonicalize(parent(&hop).unwrap_or(Path::new("/")))?;
         through_proc |= dir.starts_with("/proc");
         let name = hop.file_name().ok_or_else(|| io::Error::other("not a file name"))?;
         let here = dir.join(name);
-        match fs::symlink_metadata(&here) {
+        let meta = fs::symlink_metadata(&here);
+        if let Ok(meta) = &meta
+            && foreign.is_none()
+            && !through_proc
+            && !is_ours(meta)
+        {
+            foreign = Some(here.clone());
+        }
+        match meta {
             Ok(meta) if meta.file_type().is_symlink() => {
                 let target = fs::read_link(&here)?;
                 hop = if target.is_absolute() { target } else { dir.join(target) };
             }
-            _ => return Ok(Resolved { path: here, through_proc }),
+            _ => return Ok(Resolved { path: here, through_proc, foreign }),
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// Whether this process's effective user or root owns the file: the rule Linux's
+/// `protected_symlinks` and `protected_fifos` apply in shared directories, here applied to
+/// every output that is not replaced by a rename.
+fn is_ours(meta: &fs::Metadata) -> bool {
+    meta.uid() == 0 || meta.uid() == rustix::process::geteuid().as_raw()
+}
+
+/// How long an output that is a FIFO waits for a process to open it for reading.
+pub(crate) const FIFO_READER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens an output that cannot be renamed over (a FIFO, a terminal, `/dev/stdout`) for
+/// appending, without ever blocking: a FIFO that nobody reads (ENXIO with `O_NONBLOCK`) is
+/// tried again until [`FIFO_READER_WAIT`] has passed, and the descriptor is then made
+/// blocking again for the writes.
+fn open_stream(path: &Path) -> io::Result<File> {
+    let until = std::time::Instant::now() + FIFO_READER_WAIT;
+    loop {
+        match OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
+            Ok(file) => {
+                let flags = rustix::fs::fcntl_getfl(&file)?;
+                rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
+                return Ok(file);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(io::Error::other(format!(
+                    "it is a FIFO that no process opened for reading within {} s",
+                    FIFO_READER_WAIT.as_secs()
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// An unpredictable file name part: std's `RandomState` is keyed from the operating
@@ -268,11 +317,23 @@ impl Output {
         if existing.as_ref().is_some_and(fs::Metadata::is_dir) {
             return Err(Error::Usage(format!("{what} {}: is a directory, not a file", path.display())).into());
         }
-        let stream =
-            existing.as_ref().is_some_and(|m| !m.is_file()) || resolve(path).is_ok_and(|r| r.through_proc);
+        let resolved = resolve(path).ok();
+        let stream = existing.as_ref().is_some_and(|m| !m.is_file())
+            || resolved.as_ref().is_some_and(|r| r.through_proc);
         if stream {
+            // Written through, not replaced: so only when no other user may have planted it (a
+            // FIFO another user reads would receive the rows; a symlink of theirs would lead
+            // the write anywhere).
+            if let Some(planted) = resolved.as_ref().and_then(|r| r.foreign.as_ref()) {
+                return Err(Error::Usage(format!(
+                    "{what} {}: {} belongs to another user, and is neither a regular file nor replaced                      by this run; refusing to write through it (nothing was written)",
+                    path.display(),
+                    if planted == path { "it".to_string() } else { planted.display().to_string() }
+                ))
+                .into());
+            }
             // Appending: `/dev/stdout` redirected to a file with `>>` keeps what it held.
-            let file = OpenOptions::new().append(true).open(path).map_err(failed)?;
+            let file = open_stream(path).map_err(failed)?;
             let regular = file.metadata().is_ok_and(|m| m.is_file());
             return Ok(Output { out: BufWriter::new(file), mode: OutputMode::Stream { regular } });
         }
@@ -358,8 +419,18 @@ pub(crate) enum Tail {
     Completed,
 }
 
-/// The longest unterminated last line that is read to judge whether it is whole.
-const JUDGED_TAIL: u64 = 64 << 20;
+/// What the lines of an appended file are, so that a file that holds anything else is never
+/// written to or cut.
+pub(crate) struct LineKind {
+    /// Whether a line (without its newline) is one.
+    pub whole: fn(&[u8]) -> bool,
+    /// How every line starts: a partial last line is cut only when it starts so (or is a
+    /// shorter piece of that start).
+    pub start: &'static [u8],
+}
+
+/// The longest line that is read to judge whether it is one of the file's kind.
+const JUDGED_LINE: u64 = 64 << 20;
 /// Bytes held before they are written: a batch is written as a few large writes.
 const APPEND_BUFFER: usize = 1 << 20;
 
@@ -375,35 +446,40 @@ pub(crate) struct AppendLines {
 
 impl AppendLines {
     /// Opens (or creates) `path`, cuts off a partial last line, and says what it found there.
-    /// `whole` judges an unterminated last line: a line that is whole only lacks its newline
-    /// (a hand-edited file), and is kept. `what` names the flag and `label` the file in
-    /// messages.
-    pub(crate) fn open(
-        what: &str,
-        label: &str,
-        path: &Path,
-        whole: impl Fn(&[u8]) -> bool,
-    ) -> Result<(AppendLines, Tail)> {
+    /// `kind` says what the file's lines are: a file that exists is appended to only when its
+    /// first and last whole lines are of that kind and a partial last line starts as one
+    /// (an unterminated last line that is whole only lacks its newline, and is kept). Nothing
+    /// is opened for writing through a symlink, a file with other hard links, or anything but
+    /// a regular file: another user who can create a name in the directory must not make a
+    /// run cut or append to a file of theirs choosing. `what` names the flag and `label` the
+    /// file in messages.
+    pub(crate) fn open(what: &str, label: &str, path: &Path, kind: &LineKind) -> Result<(AppendLines, Tail)> {
         refuse_database(what, path)?;
         let shown = || target(label, path);
-        if let Ok(meta) = fs::metadata(path)
-            && !meta.is_file()
-        {
-            return Err(Error::Usage(format!(
-                "{}: is not a regular file; an archive must be a file that can be fsynced before rows are deleted",
-                shown()
-            ))
-            .into());
-        }
+        let refuse = |why: String| -> anyhow::Error {
+            Error::Usage(format!("{}: {why}; nothing was written or deleted", shown())).into()
+        };
+        let created = match fs::symlink_metadata(path) {
+            Ok(meta) => {
+                refuse_appending(&meta).map_err(refuse)?;
+                false
+            }
+            Err(_) => true,
+        };
         let failed = |e: io::Error| Error::output_file(shown(), e);
-        let created = fs::symlink_metadata(path).is_err();
+        // O_NOFOLLOW and O_NONBLOCK: a symlink or a FIFO swapped in since the check above
+        // fails the open or is refused below, instead of being followed or blocking.
         let file = OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
-            .custom_flags(libc::O_CLOEXEC)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
             .open(path)
-            .map_err(failed)?;
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ELOOP) => refuse(SYMLINK_REFUSAL.to_string()),
+                _ => failed(e).into(),
+            })?;
+        refuse_appending(&file.metadata().map_err(failed)?).map_err(refuse)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
@@ -419,33 +495,67 @@ impl AppendLines {
             sync_directory(parent(path).unwrap_or(Path::new(".")));
         }
         let mut lines = AppendLines { file, committed: 0, held: Vec::new() };
-        let tail = lines.repair(&whole).map_err(failed)?;
+        let tail = match lines.repair(kind).map_err(failed)? {
+            Ok(tail) => tail,
+            Err(why) => return Err(refuse(why)),
+        };
         Ok((lines, tail))
     }
 
-    /// Cuts the file back to its last newline, unless what follows it is a whole line.
-    fn repair(&mut self, whole: &impl Fn(&[u8]) -> bool) -> io::Result<Tail> {
+    /// Cuts the file back to its last newline, unless what follows it is a whole line; or
+    /// says why the file is not of `kind`, before anything is written.
+    fn repair(&mut self, kind: &LineKind) -> io::Result<std::result::Result<Tail, String>> {
         let len = self.file.metadata()?.len();
-        let end = last_line_end(&self.file, len)?;
         self.committed = len;
+        if len == 0 {
+            return Ok(Ok(Tail::Whole));
+        }
+        let end = last_line_end(&self.file, len)?;
+        let not_ours = |which: &str| {
+            format!(
+                "is not a file of this kind: its {which} line is not one (a file another user linked or \
+                 named here?); give a new file or one this command wrote"
+            )
+        };
+        if end > 0 {
+            let first_end = line_end_after(&self.file, 0, end)?;
+            let last_start = line_start_before(&self.file, end - 1)?;
+            for (which, start, stop) in [("first", 0, first_end), ("last whole", last_start, end)] {
+                if !self.judge(kind, start, stop - 1)? {
+                    return Ok(Err(not_ours(which)));
+                }
+            }
+        }
         if end == len {
-            return Ok(Tail::Whole);
+            return Ok(Ok(Tail::Whole));
         }
         let partial = len - end;
-        if partial <= JUDGED_TAIL {
-            let mut line = vec![0; usize::try_from(partial).unwrap_or(usize::MAX)];
-            self.file.read_exact_at(&mut line, end)?;
-            if whole(&line) {
-                self.file.write_all(b"\n")?;
-                self.file.sync_all()?;
-                self.committed = len + 1;
-                return Ok(Tail::Completed);
-            }
+        if self.judge(kind, end, len)? {
+            self.file.write_all(b"\n")?;
+            self.file.sync_all()?;
+            self.committed = len + 1;
+            return Ok(Ok(Tail::Completed));
+        }
+        let mut head = vec![0; usize::try_from(partial.min(kind.start.len() as u64)).unwrap_or(0)];
+        self.file.read_exact_at(&mut head, end)?;
+        if !kind.start.starts_with(&head) {
+            return Ok(Err(not_ours("last")));
         }
         self.file.set_len(end)?;
         self.file.sync_all()?;
         self.committed = end;
-        Ok(Tail::Cut(partial))
+        Ok(Ok(Tail::Cut(partial)))
+    }
+
+    /// Whether the bytes `start..stop` are a whole line of `kind`; a line past
+    /// [`JUDGED_LINE`] is not read, and is not one.
+    fn judge(&self, kind: &LineKind, start: u64, stop: u64) -> io::Result<bool> {
+        if stop - start > JUDGED_LINE {
+            return Ok(false);
+        }
+        let mut line = vec![0; usize::try_from(stop - start).unwrap_or(0)];
+        self.file.read_exact_at(&mut line, start)?;
+        Ok((kind.whole)(&line))
     }
 
     /// Writes what is held, cutting the batch off on failure.
@@ -511,6 +621,52 @@ fn last_line_end(file: &File, len: u64) -> io::Result<u64> {
     Ok(0)
 }
 
+/// Why a file that exists is never appended to: its refusal, or `Ok` for a regular file with
+/// one name.
+fn refuse_appending(meta: &fs::Metadata) -> std::result::Result<(), String> {
+    if meta.file_type().is_symlink() {
+        return Err(SYMLINK_REFUSAL.to_string());
+    }
+    if !meta.is_file() {
+        return Err("is not a regular file; an archive must be a file that can be fsynced before rows are \
+                    deleted"
+            .to_string());
+    }
+    if meta.nlink() > 1 {
+        return Err(format!(
+            "has {} hard links; a file is appended to only under its one name, since every other name \
+             (a snapshot's, or a file another user linked here) would change with it",
+            meta.nlink()
+        ));
+    }
+    Ok(())
+}
+
+/// A symlink at an appended file's path.
+const SYMLINK_REFUSAL: &str = "is a symbolic link, which is never followed (another user who can create a \
+                               name in its directory could point it at any file); give the file itself";
+
+/// The end (past its newline) of the line that starts at `start`, which ends at `limit` at
+/// the latest.
+fn line_end_after(file: &File, start: u64, limit: u64) -> io::Result<u64> {
+    let mut chunk = vec![0; 64 * 1024];
+    let mut at = start;
+    while at < limit {
+        let piece = &mut chunk[..usize::try_from((limit - at).min(64 * 1024)).unwrap_or(0)];
+        file.read_exact_at(piece, at)?;
+        if let Some(i) = piece.iter().position(|&b| b == b'\n') {
+            return Ok(at + i as u64 + 1);
+        }
+        at += piece.len() as u64;
+    }
+    Ok(limit)
+}
+
+/// Where the line that holds the byte at `last` (its newline) starts.
+fn line_start_before(file: &File, last: u64) -> io::Result<u64> {
+    last_line_end(file, last)
+}
+
 /// A private copy of a stream (stdin), readable from the start as many times as needed. The
 /// file has no name (`O_TMPFILE`; where the file system cannot, it is created 0600 with
 /// `O_EXCL | O_NOFOLLOW` and unlinked at once), so no other user can open it and no exit, not
@@ -566,6 +722,33 @@ fn unnamed(dir: &Path) -> io::Result<File> {
     }
 }
 
+/// The largest file read whole: a configuration file, a CA bundle, a password or service file.
+/// Airflow's generated `airflow.cfg` is about 100 KB and a system's CA bundle about 200 KB.
+pub(crate) const MAX_READ: u64 = 16 << 20;
+
+/// Reads a whole file the user or the environment named, within bounds: it must be a regular
+/// file (a FIFO would block the open and the read, a device such as `/dev/zero` never ends)
+/// of at most [`MAX_READ`] bytes. A symlink is followed: reading through one writes nothing,
+/// and configuration is often mounted so (a Kubernetes ConfigMap).
+pub(crate) fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
+    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "it is not a regular file"));
+    }
+    let too_large =
+        || io::Error::new(io::ErrorKind::FileTooLarge, format!("it is larger than {} MiB", MAX_READ >> 20));
+    if meta.len() > MAX_READ {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    file.take(MAX_READ + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_READ {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 /// Opens (creating it if needed) a lock file: never through a symlink (a planted one would
 /// make a root run create or open its target), never a FIFO or device (`O_NONBLOCK`, then
 /// checked: a FIFO would block the open), mode 0600 when created, never truncated.
@@ -604,13 +787,22 @@ mod tests {
         names
     }
 
+    /// Lines such as `{1}`: a brace, digits, a brace.
+    const BRACED: LineKind = LineKind {
+        whole: |line| line.len() > 2 && line.starts_with(b"{") && line.ends_with(b"}"),
+        start: b"{",
+    };
+
+    fn open_braced(path: &Path) -> Result<(AppendLines, Tail)> {
+        AppendLines::open("--archive", "archive", path, &BRACED)
+    }
+
     #[test]
     fn a_partial_last_line_is_cut_and_a_whole_one_completed() {
         let dir = temp_dir("tail");
         let path = dir.join("a.jsonl");
-        let whole = |line: &[u8]| line.ends_with(b"}");
         fs::write(&path, b"{1}\n{2}\n{3").unwrap();
-        let (mut lines, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
+        let (mut lines, tail) = open_braced(&path).unwrap();
         assert_eq!(tail, Tail::Cut(2));
         lines.write_all(b"{4}\n").unwrap();
         lines.commit().unwrap();
@@ -622,13 +814,60 @@ mod tests {
         assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n{4}\n");
         drop(lines);
         fs::write(&path, b"{1}\n{2}").unwrap();
-        let (_, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
+        let (_, tail) = open_braced(&path).unwrap();
         assert_eq!(tail, Tail::Completed);
         assert_eq!(fs::read(&path).unwrap(), b"{1}\n{2}\n");
-        fs::write(&path, b"no newline at all").unwrap();
-        let (_, tail) = AppendLines::open("--archive", "archive", &path, whole).unwrap();
-        assert_eq!(tail, Tail::Cut(17));
+        fs::write(&path, b"{no newline at all").unwrap();
+        let (_, tail) = open_braced(&path).unwrap();
+        assert_eq!(tail, Tail::Cut(18));
         assert_eq!(fs::read(&path).unwrap(), b"");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A file whose first or last whole line, or whose partial last line, is not of the kind
+    /// (a configuration file linked or named there) is neither cut nor appended to.
+    #[test]
+    fn a_file_of_another_kind_is_never_cut_or_appended_to() {
+        let dir = temp_dir("kind");
+        let path = dir.join("a.jsonl");
+        for text in [
+            &b"line 1\nlast line without newline"[..],
+            b"{1}\n{2}\nlast line without newline",
+            b"[section]\n{1}\n",
+            b"{1}\nkey = value\n",
+            b"no newline at all",
+        ] {
+            fs::write(&path, text).unwrap();
+            let err = open_braced(&path).err().unwrap().to_string();
+            assert!(
+                err.contains("is not a file of this kind") && err.contains("nothing was written"),
+                "{err}"
+            );
+            assert_eq!(fs::read(&path).unwrap(), text);
+        }
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A symlink, a second hard link or a FIFO at the path is refused before anything is
+    /// opened for writing: the file behind it is byte for byte as it was.
+    #[test]
+    fn symlinks_hard_links_and_fifos_are_never_appended_to() {
+        let dir = temp_dir("planted");
+        let precious = dir.join("precious.conf");
+        let text = b"{1}\n{2}\n{partial";
+        fs::write(&precious, text).unwrap();
+        let link = dir.join("link.jsonl");
+        std::os::unix::fs::symlink(&precious, &link).unwrap();
+        let hard = dir.join("hard.jsonl");
+        fs::hard_link(&precious, &hard).unwrap();
+        let fifo = dir.join("fifo.jsonl");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        for (path, why) in [(&link, "symbolic link"), (&hard, "2 hard links"), (&fifo, "not a regular file")]
+        {
+            let err = open_braced(path).err().unwrap().to_string();
+            assert!(err.contains(why), "{}: {err}", path.display());
+            assert_eq!(fs::read(&precious).unwrap(), text);
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -636,8 +875,8 @@ mod tests {
     fn a_second_appender_is_refused_while_the_first_holds_the_file() {
         let dir = temp_dir("busy");
         let path = dir.join("a.jsonl");
-        let (_first, _) = AppendLines::open("--archive", "archive", &path, |_| false).unwrap();
-        let err = AppendLines::open("--archive", "archive", &path, |_| false).err().unwrap();
+        let (_first, _) = open_braced(&path).unwrap();
+        let err = open_braced(&path).err().unwrap();
         assert!(err.to_string().contains("another state-store run"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -80,11 +80,10 @@ impl MetricsFile {
 
     /// Replaces the file with this run's metrics, atomically.
     pub(crate) fn write(&self, run: &CleanRun) -> Result<()> {
-        // Read only from a regular file: a FIFO planted since the run started would block.
-        let previous = fs::metadata(&self.path)
-            .is_ok_and(|m| m.is_file())
-            .then(|| fs::read_to_string(&self.path).ok())
-            .flatten();
+        // Read only from a regular file of a bounded size: a FIFO planted since the run started
+        // would block, a device never end.
+        let previous =
+            crate::fs::read_bounded(&self.path).ok().and_then(|bytes| String::from_utf8(bytes).ok());
         let last_success = if run.exit_code == 0 && !run.skipped {
             Some(seconds(run.ended))
         } else {

@@ -872,6 +872,16 @@ mod tests {
         let started = Instant::now();
         assert_eq!(run_command("sh -c 'sleep 100 & echo ok'", Duration::from_secs(30)).as_deref(), Ok("ok"));
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+        // A daemon in a session of its own outlives the group and holds the pipe open: what
+        // was printed before the command exited is used, or the message says why nothing came.
+        let started = Instant::now();
+        assert_eq!(
+            run_command("sh -c 'setsid sleep 3 & echo tok'", Duration::from_secs(30)).as_deref(),
+            Ok("tok")
+        );
+        let e = run_command("sh -c 'setsid sleep 3 & true'", Duration::from_secs(30)).expect_err("held");
+        assert!(e.contains("holds its stdout open"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     }
 
     #[test]

@@ -271,6 +271,9 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
     let started = Instant::now();
     let mut child = Command::new(program)
         .args(args)
+        // The tool's own secret is the tool's: a command run for a value or a token never
+        // needs the REST login's password, and might log or pass it on.
+        .env_remove("STATE_STORE_API_PASSWORD")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -279,19 +282,25 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         .map_err(|e| format!("cannot run `{program}`: {e}"))?;
     crate::signals::child_started(child.id());
     let too_much = Arc::new(AtomicBool::new(false));
+    // What the command printed so far, readable while a reader still waits for the end of a
+    // pipe that a process it left behind (a daemon, in a session of its own) holds open.
+    let printed = Arc::new(std::sync::Mutex::new(Vec::new()));
     let (out_tx, out_rx) = std::sync::mpsc::channel();
     let (err_tx, err_rx) = std::sync::mpsc::channel();
     if let Some(stdout) = child.stdout.take() {
         let too_much = Arc::clone(&too_much);
+        let printed = Arc::clone(&printed);
         std::thread::spawn(move || {
-            let (kept, over) = read_capped(stdout, MAX_COMMAND_OUTPUT, true);
+            let over = read_capped(stdout, &printed, MAX_COMMAND_OUTPUT, true);
             too_much.store(over, Ordering::SeqCst);
-            let _ = out_tx.send(kept);
+            let _ = out_tx.send(());
         });
     }
     if let Some(stderr) = child.stderr.take() {
         std::thread::spawn(move || {
-            let _ = err_tx.send(read_capped(stderr, MAX_COMMAND_STDERR, false).0);
+            let kept = std::sync::Mutex::new(Vec::new());
+            read_capped(stderr, &kept, MAX_COMMAND_STDERR, false);
+            let _ = err_tx.send(kept.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner));
         });
     }
     let status = loop {
@@ -324,7 +333,14 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         }
     };
     let patience = Duration::from_secs(1);
-    let stdout = out_rx.recv_timeout(patience).unwrap_or_default();
+    let held_open = out_rx.recv_timeout(patience).is_err();
+    let stdout = std::mem::take(&mut *printed.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    if held_open && stdout.is_empty() {
+        return Err(format!(
+            "`{program}` exited having printed nothing, and a process it left running (in a session of \
+             its own) holds its stdout open"
+        ));
+    }
     if too_much.load(Ordering::SeqCst) {
         return Err(format!(
             "`{program}` printed more than {} KiB: stopped (a value is never that long)",
@@ -335,27 +351,32 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
     Ok(Bounded { status, stdout, stderr })
 }
 
-/// Reads `from` to its end, keeping at most `cap` bytes. With `stop`, reading ends as soon as
-/// there are more (the second value says so); without, the rest is read and dropped.
-fn read_capped(mut from: impl std::io::Read, cap: usize, stop: bool) -> (Vec<u8>, bool) {
-    let mut kept = Vec::new();
+/// Reads `from` to its end into `kept`, keeping at most `cap` bytes. With `stop`, reading ends
+/// as soon as there are more (and it returns true); without, the rest is read and dropped.
+fn read_capped(
+    mut from: impl std::io::Read,
+    kept: &std::sync::Mutex<Vec<u8>>,
+    cap: usize,
+    stop: bool,
+) -> bool {
     let mut chunk = [0_u8; 8192];
     loop {
         match from.read(&mut chunk) {
-            Ok(0) => return (kept, false),
+            Ok(0) => return false,
             Ok(n) => {
+                let mut kept = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let room = cap.saturating_sub(kept.len());
                 if n > room {
                     kept.extend_from_slice(&chunk[..room]);
                     if stop {
-                        return (kept, true);
+                        return true;
                     }
                 } else {
                     kept.extend_from_slice(&chunk[..n]);
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return (kept, false),
+            Err(_) => return false,
         }
     }
 }

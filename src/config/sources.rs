@@ -36,7 +36,7 @@ impl ConfigFile {
 }
 
 pub(super) fn read_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let bytes = std::fs::read(path)
+    let bytes = crate::fs::read_bounded(path)
         .map_err(|e| ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();

@@ -180,10 +180,14 @@ pub(super) fn range_skipping_locked(
     }
 }
 
-/// Runs `statement` with InnoDB's row-lock wait at 0 for this session (MariaDB gives up at
-/// once; MySQL's shortest wait is 1 s), then puts back the wait `begin` set from
-/// `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL, the plain statement is
-/// the rule and skipping the way round a held row: locking first costs a round trip per row.
+/// Runs `statement` with InnoDB's row-lock wait and the table (metadata) lock wait at 0 for
+/// this session (MariaDB gives up at once; MySQL's shortest waits are 1 s), then puts back the
+/// waits `begin` set from `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL,
+/// the plain statement is the rule and skipping the way round a held row: locking first costs
+/// a round trip per row. Both locks fail with the same error (1205), so both waits are off
+/// here: with only the row wait off, a table another session holds (`LOCK TABLES … WRITE`)
+/// made the statement wait all of `--lock-timeout`, and the retry that skips held rows wait
+/// all of it again.
 fn without_waiting<T>(
     my: &mut MysqlConnection,
     statement: impl FnOnce(&mut MysqlConnection) -> Result<T>,
@@ -191,10 +195,20 @@ fn without_waiting<T>(
     let what = "cannot set the lock timeouts";
     my.run(
         what,
-        &Query::new("SET @state_store_wait = @@SESSION.innodb_lock_wait_timeout, SESSION innodb_lock_wait_timeout = 0"),
+        &Query::new(
+            "SET @state_store_wait = @@SESSION.innodb_lock_wait_timeout, \
+             @state_store_table_wait = @@SESSION.lock_wait_timeout, \
+             SESSION innodb_lock_wait_timeout = 0, SESSION lock_wait_timeout = 0",
+        ),
     )?;
     let done = statement(my);
-    let restored = my.run(what, &Query::new("SET SESSION innodb_lock_wait_timeout = @state_store_wait"));
+    let restored = my.run(
+        what,
+        &Query::new(
+            "SET SESSION innodb_lock_wait_timeout = @state_store_wait, \
+             SESSION lock_wait_timeout = @state_store_table_wait",
+        ),
+    );
     // The statement's own error first: a connection that is gone fails both.
     let done = done?;
     restored?;

@@ -242,7 +242,7 @@ pub(super) fn password_from_file(
             return None;
         }
     }
-    let text = std::fs::read_to_string(path).ok()?;
+    let text = String::from_utf8(crate::fs::read_bounded(path).ok()?).ok()?;
     targets.iter().find_map(|target| lookup(&text, target))
 }
 
