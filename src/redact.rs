@@ -42,18 +42,74 @@ static LEARNT: Mutex<Secrets> = Mutex::new(Secrets::new());
 /// Remembers a database password, so that it is masked whole wherever it stands as a
 /// password. Empty passwords are ignored: there is nothing to hide.
 pub(crate) fn register(password: &str) {
+    if password.is_empty() {
+        return;
+    }
+    keep_out_of_core_dumps();
     let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     learnt.add_password(password);
 }
 
 /// Remembers a secret that is no URL's password (an API token, an API password), so that it
-/// is masked wherever it stands as a word of its own.
+/// is masked wherever it stands as a word of its own, raw, percent-encoded or JSON-escaped.
 pub(crate) fn register_secret(secret: &str) {
     if secret.is_empty() {
         return;
     }
+    keep_out_of_core_dumps();
     let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     add_spellings(&mut learnt.printed, secret);
+    for escaped in json_spellings(secret) {
+        if !learnt.printed.contains(&escaped) {
+            learnt.printed.push(escaped);
+        }
+    }
+    learnt.printed.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+}
+
+/// How a JSON writer may spell a secret inside a string: Python's `ensure_ascii` (`\u00e4`,
+/// with lower- or upper-case hex), raw UTF-8 with only `"`, `\` and controls escaped, and each
+/// with `/` written `\/`.
+fn json_spellings(secret: &str) -> Vec<String> {
+    let inner = |quoted: String| quoted[1..quoted.len() - 1].to_string();
+    let value = crate::json::Value::String(secret.to_string());
+    let ascii = inner(crate::json::dumps(&value));
+    let upper = upper_hex_escapes(&ascii);
+    let unicode = inner(crate::json::dumps_unicode(&value));
+    let mut forms = vec![ascii, upper, unicode];
+    let slashed: Vec<String> = forms.iter().map(|f| f.replace('/', "\\/")).collect();
+    forms.extend(slashed);
+    forms.retain(|f| f != secret);
+    forms.sort();
+    forms.dedup();
+    forms
+}
+
+/// `\u00e4` → `\u00E4`.
+fn upper_hex_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("\\u") {
+        out.push_str(&rest[..at + 2]);
+        let hex = rest[at + 2..].get(..4).unwrap_or("");
+        out.push_str(&hex.to_ascii_uppercase());
+        rest = &rest[at + 2 + hex.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Once a secret is held, a core dump would write it to disk for anyone who can read the dump:
+/// none is written from then on (`RLIMIT_CORE` 0), and the process is no longer dumpable, so
+/// that another process of the same user cannot attach to it or read its memory either, as
+/// ssh-agent and gpg-agent do. Neither can fail in a way worth stopping for.
+fn keep_out_of_core_dumps() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        use rustix::process::{DumpableBehavior, Resource, Rlimit, set_dumpable_behavior, setrlimit};
+        let _ = setrlimit(Resource::Core, Rlimit { current: Some(0), maximum: Some(0) });
+        let _ = set_dumpable_behavior(DumpableBehavior::NotDumpable);
+    });
 }
 
 /// `text` with every password masked where it stands, and nothing else changed.

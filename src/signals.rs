@@ -74,6 +74,25 @@ pub(crate) fn signal_name(signal: i32) -> &'static str {
     }
 }
 
+/// What puts the terminal back as it was (its echo, after a password prompt), run when the
+/// process ends at once meanwhile.
+type Restore = Box<dyn FnOnce() + Send>;
+static RESTORE: Mutex<Option<Restore>> = Mutex::new(None);
+
+/// Runs `restore` if the process ends at once (Ctrl-C at a prompt) before [`restored`].
+pub(crate) fn on_exit_restore(restore: impl FnOnce() + Send + 'static) {
+    if let Ok(mut slot) = RESTORE.lock() {
+        *slot = Some(Box::new(restore));
+    }
+}
+
+/// The terminal was put back by its owner: nothing is left to restore.
+pub(crate) fn restored() {
+    if let Ok(mut slot) = RESTORE.lock() {
+        slot.take();
+    }
+}
+
 /// Builds, from the ending, what stdout gets when the process ends at once.
 type LastWords = Box<dyn Fn(&Ending) -> String + Send>;
 static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
@@ -100,6 +119,9 @@ pub(crate) fn install() {
 /// line on stderr, kills a running `_cmd` command's process group, and exits.
 pub(crate) fn end_now(ending: &Ending) -> ! {
     kill_child_group();
+    if let Some(restore) = lock_within(&RESTORE, Duration::from_secs(1)).and_then(|mut r| r.take()) {
+        restore();
+    }
     // Held until the process ends: whoever prints the document holds this lock, so it is
     // printed once, whole, by the ending or by the command. A command blocked while it prints
     // its own (a stdout nobody reads) must not block the ending too: after a short wait it

@@ -1518,6 +1518,85 @@ mod files {
         assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
     }
 
+    /// Another user who can create names in the directory of an output (a 0777 directory, as a
+    /// shared spool is) plants a symlink to a file root owns, a hard link to it, or a FIFO
+    /// they read, at the path of the archive, the metrics file, the export file and the clean
+    /// lock; the run is root's. The file root owns is byte for byte as it was: the archive
+    /// refuses all three (exit 2) before anything is opened for writing; a metrics or export
+    /// file replaces the planted name by a rename (a FIFO of another user's is refused, exit
+    /// 2); the lock file is never followed, never written and never blocks.
+    #[test]
+    fn sqlite_planted_links_and_fifos_never_change_a_file_root_owns() {
+        if !running_as_root() {
+            eprintln!("skipped: needs root, to plant files as another user");
+            return;
+        }
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 20, 2);
+        let shared = bench.dir.path().join("shared");
+        std::fs::create_dir(&shared).unwrap();
+        set_mode(&shared, 0o777);
+        let precious = bench.dir.path().join("precious.conf");
+        let text = b"line 1\nlast line without newline";
+        std::fs::write(&precious, text).unwrap();
+        let as_nobody = |path: &Path| {
+            assert!(Command::new("chown").args(["-h", "nobody"]).arg(path).status().unwrap().success());
+        };
+        let plant = |name: &str, how: &str| -> PathBuf {
+            let path = shared.join(name);
+            let _ = std::fs::remove_file(&path);
+            match how {
+                "symlink" => std::os::unix::fs::symlink(&precious, &path).unwrap(),
+                "hard link" => std::fs::hard_link(&precious, &path).unwrap(),
+                _ => mkfifo(&path),
+            }
+            if how != "hard link" {
+                as_nobody(&path);
+            }
+            path
+        };
+        for how in ["symlink", "hard link", "fifo"] {
+            let archive = plant("archive.jsonl", how);
+            let path = archive.display().to_string();
+            let run = bench.run(&["clean", "--archive", &path]).code(2);
+            assert!(run.stderr.contains("nothing was written"), "{how}: {run:?}");
+            bench.run(&cmd(&["set", "kept", "1"], &task(&[]))).success();
+            let run = bench.run(&cmd(&["clear", "--yes", "--archive", &path], &task(&[]))).code(2);
+            assert!(run.stderr.contains("nothing was written"), "{how}: {run:?}");
+            assert_eq!(std::fs::read(&precious).unwrap(), text, "{how} at the archive");
+
+            for flags in [["clean", "--metrics-file"], ["export", "--file"]] {
+                let output = plant("output", how);
+                let path = output.display().to_string();
+                let run = bench.run(&[flags[0], flags[1], &path]);
+                if how == "fifo" {
+                    // The metrics file refuses any FIFO (a collector reads files), export one
+                    // of another user's.
+                    let run = run.code(2);
+                    assert!(run.stderr.contains("belongs to another user") || flags[0] == "clean", "{run:?}");
+                } else {
+                    run.success();
+                    assert!(
+                        std::fs::symlink_metadata(&output).unwrap().is_file(),
+                        "{how}: replaced by a file"
+                    );
+                }
+                assert_eq!(std::fs::read(&precious).unwrap(), text, "{how} at {flags:?}");
+            }
+        }
+        // The lock file beside the database: a hard link is locked but never written, a FIFO
+        // fails the open at once instead of blocking it.
+        let lock = bench.dir.path().join("airflow.db.state-store-clean.lock");
+        std::fs::hard_link(&precious, &lock).unwrap();
+        bench.run(&["clean"]).success();
+        assert_eq!(std::fs::read(&precious).unwrap(), text, "hard link at the lock");
+        let _ = std::fs::remove_file(&lock);
+        mkfifo(&lock);
+        let started = Instant::now();
+        bench.run(&["clean"]).fails(4, "clean lock file");
+        assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    }
+
     /// A symlink planted where the clean lock file goes: the clean refuses it (exit 4) and
     /// never creates the link's target (as root, that could be any file).
     #[test]
@@ -1955,6 +2034,21 @@ mod hangs {
     #[test]
     fn mysql_reads_behind_a_table_lock_end_in_bounded_time() {
         reads_behind_a_table_lock_end_in_bounded_time(Dialect::Mysql);
+    }
+
+    /// The default clean behind `LOCK TABLES … WRITE` on MariaDB waits for the table once,
+    /// `--lock-timeout`, and ends with exit 7: its first statement, which does not wait for a
+    /// row lock, did wait for the table, and its retry that skips held rows waited again.
+    #[cfg(feature = "mysql")]
+    #[test]
+    fn mysql_clean_behind_a_table_lock_waits_once() {
+        let bench = with_run(Dialect::Mysql);
+        seed_bulk(&bench, 20, 2);
+        let _lock = table_lock(&bench);
+        let ended = run_within(&bench, &["clean", "--lock-timeout", "3s"], Duration::from_secs(30));
+        assert!(matches!(ended.code, Some(4 | 7)), "{}", ended.stderr);
+        assert!(ended.took < Duration::from_millis(5500), "took {:?}: {}", ended.took, ended.stderr);
+        assert!(ended.took >= Duration::from_secs(3), "took {:?}: {}", ended.took, ended.stderr);
     }
 
     /// `list` and `get` whose connection stalls mid-statement (the proxy stops forwarding while
@@ -2994,6 +3088,41 @@ mod rest_transport {
         );
     }
 
+    /// Ctrl-C at the password prompt ends the run (130) with the terminal's echo back on:
+    /// it was turned off to read the password. A pseudo-terminal (Python's `pty`) plays the
+    /// user's terminal.
+    #[test]
+    fn ctrl_c_at_the_password_prompt_puts_the_echo_back() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let script = r#"
+import os, pty, sys, termios, time
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(sys.argv[1], sys.argv[1:])
+seen, deadline = b"", time.time() + 20
+while b"Password for" not in seen and time.time() < deadline:
+    seen += os.read(fd, 1024)
+time.sleep(0.2)
+os.write(fd, b"\x03")
+_, status = os.waitpid(pid, 0)
+print(os.waitstatus_to_exitcode(status), bool(termios.tcgetattr(fd)[3] & termios.ECHO))
+"#;
+        let mut line = vec!["--api-url", &api.url, "--api-username", "ann", "get", "k"];
+        line.extend_from_slice(&TASK);
+        let tool = Bench::bare().cmd(&line);
+        let mut python = Command::new("python3");
+        python.arg("-c").arg(script).arg(tool.get_program()).args(tool.get_args());
+        for (key, value) in tool.get_envs() {
+            match value {
+                Some(value) => python.env(key, value),
+                None => python.env_remove(key),
+            };
+        }
+        let out = python.env_remove("STATE_STORE_API_PASSWORD").output().expect("python3");
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(said.trim(), "130 True", "{}", String::from_utf8_lossy(&out.stderr));
+    }
+
     #[test]
     fn every_path_segment_is_encoded_and_none_ends_with_a_slash() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
@@ -3002,13 +3131,631 @@ mod rest_transport {
             .run(&args(
                 &api.url,
                 &["get", "a/b?c#d%e .."],
-                &["--dag-id", "x/y", "--run-id", "r 1", "--task-id", "é"],
+                &["--dag-id", "x+y", "--run-id", "r 1", "--task-id", "é"],
             ))
             .code(1);
         let last = api.requests().last().cloned().unwrap();
         assert_eq!(
             last.target,
-            "/api/v2/dags/x%2Fy/dagRuns/r%201/taskInstances/%C3%A9/state-store/a%2Fb%3Fc%23d%25e%20%2E%2E?map_index=-1"
+            "/api/v2/dags/x%2By/dagRuns/r%201/taskInstances/%C3%A9/state-store/a%2Fb%3Fc%23d%25e%20%2E%2E?map_index=-1"
         );
+    }
+}
+
+/// The REST transport against a hostile or broken server (docs/reliability.md, "A hostile
+/// server"): a stand-in that repeats pages, lies in `total_entries`, answers huge or endless
+/// bodies, echoes secrets in every spelling, answers 504 after forwarding a write, drips, and
+/// sends control characters. Each case asserts the exit code, a bound on time and on memory
+/// (the binary runs under `prlimit --data`, so an allocation past the bound fails the run),
+/// and that no secret and no control character reaches stdout or stderr. The last test
+/// draws a few hundred servers from a seed.
+mod hostile_server {
+    use super::*;
+    use std::path::Path;
+    use support::http::{FakeApi, Reply, Request, Socks5, json, no_content, response};
+
+    const TASK: [&str; 6] = ["--dag-id", "d", "--run-id", "r", "--task-id", "t"];
+    /// The most memory (`RLIMIT_DATA`) a run may take against a hostile server.
+    const MEMORY: u64 = 192 << 20;
+    /// A token longer than the 300 characters of a server's reason that a message quotes.
+    fn token() -> String {
+        let mut token = String::from("eyJhbGciOiJIUzUxMiJ9.");
+        while token.len() < 375 {
+            token.push_str("Zm9vYmFyLWJhei1xdXV4LTAxMjM0NTY3ODk");
+        }
+        token.truncate(375);
+        token
+    }
+    /// A password with letters `ensure_ascii` escapes, a quote, a backslash and a blank.
+    const PASSWORD: &str = "Pässwörd \"q\" \\b/1";
+
+    /// A run of the tool against `api` under the memory bound, with its wall time.
+    fn bounded(api: &str, head: &[&str], env: &[(&str, &str)]) -> (Run, Duration) {
+        let mut all: Vec<&str> = vec!["--api-url", api];
+        all.extend_from_slice(head);
+        let plain = Bench::bare().cmd(&all);
+        let mut c = Command::new("prlimit");
+        c.arg(format!("--data={MEMORY}:{MEMORY}")).arg("--").arg(plain.get_program()).args(plain.get_args());
+        for (key, value) in plain.get_envs() {
+            match value {
+                Some(value) => c.env(key, value),
+                None => c.env_remove(key),
+            };
+        }
+        for var in [
+            "http_proxy",
+            "https_proxy",
+            "all_proxy",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "no_proxy",
+            "NO_PROXY",
+        ] {
+            c.env_remove(var);
+        }
+        for (key, value) in env {
+            c.env(key, value);
+        }
+        let started = Instant::now();
+        let out = c.stdin(Stdio::null()).output().expect("prlimit (util-linux)");
+        (Run::from(out, &all), started.elapsed())
+    }
+
+    /// Every spelling of `secret` a server might echo: raw, percent-encoded, JSON-escaped
+    /// (with and without `ensure_ascii`), and for a long one every 24-character piece.
+    fn spellings(secret: &str) -> Vec<String> {
+        let mut forms = vec![secret.to_string()];
+        let percent: String = secret
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        forms.push(percent);
+        let escaped = serde_json::to_string(secret).unwrap();
+        forms.push(escaped[1..escaped.len() - 1].to_string());
+        let ascii: String = escaped[1..escaped.len() - 1]
+            .chars()
+            .map(|c| if c.is_ascii() { c.to_string() } else { format!("\\u{:04x}", u32::from(c)) })
+            .collect();
+        forms.push(ascii);
+        if secret.len() > 48 {
+            forms.extend(
+                secret.as_bytes().windows(24).step_by(12).map(|w| String::from_utf8_lossy(w).into_owned()),
+            );
+        }
+        forms
+    }
+
+    /// Nothing of a secret and no control character reached the terminal. A secret in the
+    /// data a run printed on stdout (a key or value the server sent) is the server's data,
+    /// printed as it is, as stored keys and values always are: stdout is checked for secrets
+    /// only when the run failed.
+    #[track_caller]
+    fn clean(run: &Run, secrets: &[&str]) {
+        for secret in secrets {
+            for form in spellings(secret) {
+                assert!(!run.stderr.contains(&form), "{form:?} leaked on stderr: {run:?}");
+                assert!(run.code == 0 || !run.stdout.contains(&form), "{form:?} leaked on stdout: {run:?}");
+            }
+        }
+        for (name, text) in [("stdout", &run.stdout), ("stderr", &run.stderr)] {
+            let hidden = text.chars().find(|c| c.is_control() && !matches!(c, '\n' | '\t'));
+            assert!(hidden.is_none(), "{name} holds {hidden:?}: {run:?}");
+        }
+    }
+
+    fn page(field: &str, items: &[&str], total: u64) -> String {
+        json(200, &format!(r#"{{"{field}": [{}], "total_entries": {total}}}"#, items.join(", ")))
+    }
+
+    const ENTRY: &str =
+        r#"{"key": "a", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}"#;
+
+    #[test]
+    fn a_page_repeated_or_a_total_that_lies_ends_the_command() {
+        // The same page at every offset, as a cache that ignores `offset` would answer.
+        let api = FakeApi::airflow(|request, _| {
+            if request.target.contains("/listMapped") {
+                Reply::Send(page("task_instances", &[r#"{"id": "x", "map_index": 0}"#], 500))
+            } else if request.target.starts_with("/api/v2/assets?") {
+                Reply::Send(page("assets", &[r#"{"id": 1, "name": "other", "uri": "s3://other"}"#], 500))
+            } else {
+                Reply::Send(page("task_state_store", &[ENTRY], 500))
+            }
+        });
+        for head in [
+            vec!["list", "--limit", "0", "--map-index", "-1"],
+            vec!["list", "--limit", "0"],
+            vec!["get", "k", "--asset", "mine"],
+        ] {
+            let mut args = head.clone();
+            if head[0] == "list" {
+                args.extend_from_slice(&TASK);
+            }
+            let before = api.requests().len();
+            let (run, took) = bounded(&api.url, &args, &[]);
+            let run = run.code(4);
+            assert!(run.stderr.contains("the API repeats itself"), "{run:?}");
+            assert!(took < Duration::from_secs(10), "{took:?}");
+            assert!(
+                api.requests().len() - before <= 4,
+                "{head:?}: {} requests",
+                api.requests().len() - before
+            );
+            clean(&run, &[]);
+        }
+        // A total past what the transport reads: refused at the first page.
+        let api =
+            FakeApi::airflow(|_, _| Reply::Send(page("task_state_store", &[ENTRY], 1_000_000_000_000_000)));
+        let mut args = vec!["list", "--limit", "0"];
+        args.extend_from_slice(&TASK);
+        args.extend_from_slice(&["--map-index", "0"]);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert!(run.stderr.contains("reads at most 1000000"), "{run:?}");
+        assert_eq!(api.requests().len(), 2, "the version and one page");
+    }
+
+    #[test]
+    fn an_answer_past_the_body_limit_is_refused_in_bounded_memory() {
+        // 250 MiB of a JSON array of zeros: a parse of it all would take gigabytes.
+        let api = FakeApi::airflow(|_, _| Reply::Stream {
+            head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 262144002"
+                .to_string(),
+            chunk: b"0,".repeat(32 * 1024),
+            times: 4000,
+            every: Duration::ZERO,
+        });
+        let mut args = vec!["get", "k"];
+        args.extend_from_slice(&TASK);
+        let (run, took) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert!(run.stderr.contains("larger than 16 MiB"), "{run:?}");
+        assert!(took < Duration::from_secs(30), "{took:?}");
+        // Just under the limit, the largest answer that is read: still within the bound.
+        let body = format!(
+            r#"{{"key": "k", "value": [{}0], "updated_at": "2026-12-01T00:00:00Z"}}"#,
+            "0,".repeat(8_000_000)
+        );
+        let api = FakeApi::airflow(move |_, _| Reply::Send(json(200, &body)));
+        let (run, _) = bounded(&api.url, &args, &[]);
+        assert!(matches!(run.code, 0 | 4), "{run:?}");
+        assert!(!run.stderr.contains("memory allocation"), "{run:?}");
+    }
+
+    #[test]
+    fn a_body_that_drips_or_never_ends_stops_at_the_request_timeout() {
+        for (times, every) in [(u64::MAX, Duration::from_millis(200)), (u64::MAX, Duration::ZERO)] {
+            let api = FakeApi::airflow(move |_, _| Reply::Stream {
+                head: "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked"
+                    .to_string(),
+                chunk: b"2\r\n  \r\n".to_vec(),
+                times,
+                every,
+            });
+            let mut args = vec!["--api-timeout", "2", "get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, took) = bounded(&api.url, &args, &[]);
+            let run = run.code(4);
+            assert!(run.stderr.contains("no answer within 2 s (--api-timeout)"), "{run:?}");
+            assert!(took < Duration::from_secs(10), "{took:?}");
+        }
+    }
+
+    /// The answer to every request but the version's and the login's.
+    fn echoing(answer: impl Fn(&Request) -> String + Send + Sync + 'static) -> FakeApi {
+        FakeApi::airflow(move |request, _| {
+            if request.target == "/auth/token" {
+                Reply::Send(json(201, r#"{"access_token": "minted-token-0123456789abcdef"}"#))
+            } else {
+                Reply::Send(answer(request))
+            }
+        })
+    }
+
+    #[test]
+    fn secrets_are_masked_in_every_spelling_a_server_echoes_them() {
+        let token = token();
+        let quoted = serde_json::to_string(&token).unwrap();
+        let percent: String = token
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        let padding = "y".repeat(280);
+        let answers: Vec<String> = vec![
+            // Quoted past the 300 characters a message keeps.
+            json(401, &format!(r#"{{"detail": "{padding} token {token}"}}"#)),
+            // In an object, and in a body without `detail`.
+            json(403, &format!(r#"{{"detail": {{"given": {quoted}, "why": "expired"}}}}"#)),
+            json(500, &format!(r#"{{"error": {quoted}, "pad": "{padding}"}}"#)),
+            // In a validation error's place and message.
+            json(422, &format!(r#"{{"detail": [{{"loc": ["query", {quoted}], "msg": "bad {token}"}}]}}"#)),
+            // In a redirect's Location, raw and percent-encoded.
+            response(
+                302,
+                "application/json",
+                "{}",
+                &format!("Location: http://elsewhere/{padding}?t={token}&u={percent}\r\n"),
+            ),
+            // In a Content-Type.
+            response(200, &format!("text/x-{token}"), "x", ""),
+        ];
+        for answer in answers {
+            let api = echoing(move |_| answer.clone());
+            let mut args = vec!["get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("AIRFLOW_CLI_TOKEN", &token)]);
+            assert!(matches!(run.code, 2 | 4 | 10), "{run:?}");
+            clean(&run, &[&token]);
+        }
+        // A login whose password the server echoes, escaped by JSON, near the cut, in an object.
+        let escaped = serde_json::to_string(PASSWORD).unwrap();
+        let answers: Vec<String> = vec![
+            json(401, &format!(r#"{{"detail": "{} {}"}}"#, "z".repeat(290), &escaped[1..escaped.len() - 1])),
+            json(401, &format!(r#"{{"detail": {{"password": {escaped}}}}}"#)),
+            json(
+                400,
+                &format!(r#"{{"input": {{"username": "ann", "password": {escaped}}}, "pad": "{padding}"}}"#),
+            ),
+        ];
+        for answer in answers {
+            let api = FakeApi::airflow(move |_, _| Reply::Send(answer.clone()));
+            let mut args = vec!["--api-username", "ann", "get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("STATE_STORE_API_PASSWORD", PASSWORD)]);
+            let run = run.code(10);
+            clean(&run, &[PASSWORD]);
+        }
+    }
+
+    #[test]
+    fn control_characters_from_the_server_never_reach_the_terminal() {
+        let api = FakeApi::start(|request, _| {
+            if request.target == "/api/v2/version" {
+                Reply::Send(json(200, r#"{"version": "3.3.2\u001b]0;owned\u0007\u001b[2J"}"#))
+            } else {
+                Reply::Send(json(404, r#"{"detail": "no \u001b[31mkey\u001b[0m\r\nerror: forged line"}"#))
+            }
+        });
+        let mut args = vec!["-v", "get", "k"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(1);
+        assert!(run.stderr.contains("3.3.2\\x1b]0;owned"), "{run:?}");
+        assert!(!run.stderr.lines().any(|l| l.starts_with("error: forged")), "{run:?}");
+        clean(&run, &[]);
+    }
+
+    #[test]
+    fn a_write_that_may_have_been_carried_out_is_never_sent_again() {
+        // A gateway that forwarded the write, then answered 504 or lost the connection.
+        for lost in [Reply::Send(json(504, r#"{"detail": "Gateway Timeout"}"#)), Reply::Close] {
+            let lost = std::sync::Mutex::new(Some(lost));
+            let api = FakeApi::airflow(move |request, _| match request.method.as_str() {
+                "PUT" | "DELETE" => lost.lock().unwrap().take().unwrap_or(Reply::Close),
+                _ => Reply::Send(page("task_state_store", &[ENTRY], 1)),
+            });
+            let mut args = vec!["set", "race", "\"tool-old\""];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[]);
+            let run = run.code(4);
+            assert!(run.stderr.contains("may have been carried out"), "{run:?}");
+            let writes = api.requests().iter().filter(|r| r.method == "PUT").count();
+            assert_eq!(writes, 1, "{:?}", api.requests());
+        }
+        // A clear whose DELETE a gateway answered 504: not sent again either.
+        let api = FakeApi::airflow(|request, _| match request.method.as_str() {
+            "DELETE" => Reply::Send(json(504, "{}")),
+            _ => Reply::Send(page("task_state_store", &[ENTRY], 1)),
+        });
+        let mut args = vec!["clear", "--yes"];
+        args.extend_from_slice(&TASK);
+        bounded(&api.url, &args, &[]).0.code(4);
+        assert_eq!(api.requests().iter().filter(|r| r.method == "DELETE").count(), 1);
+        // A 503 that says the server did nothing (Retry-After) is tried again, and a GET after
+        // a 502 too: neither can change anything twice.
+        let api = FakeApi::airflow(|request, n| match (request.method.as_str(), n) {
+            ("PUT", 1) => Reply::Send(response(503, "application/json", "{}", "Retry-After: 1\r\n")),
+            ("PUT", _) => Reply::Send(no_content()),
+            ("GET", 3) => Reply::Send(json(502, "{}")),
+            _ => Reply::Send(json(
+                200,
+                r#"{"key": "race", "value": "tool-old", "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}"#,
+            )),
+        });
+        let mut args = vec!["set", "race", "\"tool-old\""];
+        args.extend_from_slice(&TASK);
+        bounded(&api.url, &args, &[]).0.success();
+        let methods: Vec<String> = api.requests().iter().map(|r| r.method.clone()).collect();
+        assert_eq!(methods, ["GET", "PUT", "PUT", "GET", "GET"], "{:?}", api.requests());
+    }
+
+    #[test]
+    fn ids_and_keys_the_api_cannot_address_are_refused_before_anything_is_sent() {
+        let api = FakeApi::start(|_, _| {
+            Reply::Send(json(500, r#"{"detail": "nothing should reach this server"}"#))
+        });
+        let reaching =
+            ["--dag-id", "smoke", "--run-id", "r1/taskInstances/t1/state-store/pwn", "--task-id", "nosuch"];
+        let lines: Vec<Vec<&str>> = vec![
+            [&["set", "k", "1"][..], &reaching].concat(),
+            [&["get", "k"][..], &["--dag-id", "a/b", "--run-id", "r", "--task-id", "t"]].concat(),
+            [&["clear", "--yes"][..], &["--dag-id", "d", "--run-id", "r", "--task-id", "t/x"]].concat(),
+            [&["list"][..], &reaching].concat(),
+            [&["set", "k\n", "1"][..], &TASK].concat(),
+            [&["get", "a\nb"][..], &TASK].concat(),
+            [&["delete", "a\r"][..], &TASK].concat(),
+            vec!["set", "k\n", "1", "--asset-id", "1"],
+        ];
+        for line in &lines {
+            let (run, _) = bounded(&api.url, line, &[]);
+            let run = run.code(2);
+            assert!(run.stderr.contains("cannot address"), "{run:?}");
+        }
+        assert!(api.requests().is_empty(), "{:?}", api.requests());
+    }
+
+    #[test]
+    fn tokens_are_sent_alone_and_malformed_ones_refused() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let mut args = vec!["get", "k"];
+        args.extend_from_slice(&TASK);
+        bounded(&api.url, &args, &[("AIRFLOW_CLI_TOKEN", "Bearer eyJ.abc")]).0.code(1);
+        let sent = api.requests().last().and_then(|r| r.header("authorization").map(str::to_string));
+        assert_eq!(sent.as_deref(), Some("Bearer eyJ.abc"));
+        let (run, _) = bounded(&api.url, &args, &[("AIRFLOW_CLI_TOKEN", "t0k\r\nX-Injected: 1")]);
+        let run = run.code(10);
+        assert!(run.stderr.contains("malformed") && run.stderr.contains("line break"), "{run:?}");
+        assert!(!run.stderr.contains("t0k"), "{run:?}");
+        assert!(api.requests().iter().all(|r| r.header("x-injected").is_none()));
+        // The token command gets no API password: it is the tool's own secret.
+        let before = api.requests().len();
+        let cmd = "sh -c 'echo tok-${STATE_STORE_API_PASSWORD:-none}'";
+        let mut with_cmd = vec!["--api-token-cmd", cmd];
+        with_cmd.extend_from_slice(&args);
+        bounded(&api.url, &with_cmd, &[("STATE_STORE_API_PASSWORD", "pw-inherited")]).0.code(1);
+        let sent =
+            api.requests()[before..].iter().find_map(|r| r.header("authorization").map(str::to_string));
+        assert_eq!(sent.as_deref(), Some("Bearer tok-none"));
+    }
+
+    #[test]
+    fn proxies_are_chosen_as_curl_chooses_them() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let proxy = FakeApi::start(|_, _| Reply::Send(json(502, r#"{"detail": "the proxy"}"#)));
+        let mut args = vec!["get", "k"];
+        args.extend_from_slice(&TASK);
+        // Upper-case HTTP_PROXY is a request header under CGI (httpoxy): curl ignores it.
+        bounded(&api.url, &args, &[("HTTP_PROXY", &proxy.url), ("AIRFLOW_CLI_TOKEN", "t0k")]).0.code(1);
+        // A CIDR range in NO_PROXY, as curl reads it since 7.86.
+        for no_proxy in ["127.0.0.0/8", "10.0.0.1,127.0.0.1/32", "::1,127.0.0.1"] {
+            bounded(&api.url, &args, &[("http_proxy", &proxy.url), ("NO_PROXY", no_proxy)]).0.code(1);
+        }
+        assert!(proxy.requests().is_empty(), "{:?}", proxy.requests());
+        // A SOCKS5 proxy that resolves the host (socks5h), as an ssh tunnel gives.
+        let socks = Socks5::start();
+        let all_proxy = format!("socks5h://127.0.0.1:{}", socks.port);
+        bounded(&api.url, &args, &[("ALL_PROXY", &all_proxy)]).0.code(1);
+        let port = api.url.rsplit(':').next().unwrap();
+        assert_eq!(
+            socks.connections().first().map(String::as_str),
+            Some(format!("127.0.0.1:{port}").as_str())
+        );
+        let (run, _) = bounded(&api.url, &args, &[("ALL_PROXY", "ftp://127.0.0.1:21")]);
+        assert!(run.code(2).stderr.contains("not supported"));
+    }
+
+    #[test]
+    fn files_that_never_end_or_block_are_refused() {
+        let bench = Bench::bare();
+        let dir = bench.dir.path();
+        let zero = dir.join("zero.cfg");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let fifo = dir.join("fifo.cfg");
+        assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let large = dir.join("large.cfg");
+        let file = std::fs::File::create(&large).unwrap();
+        file.set_len(17 << 20).unwrap();
+        for (path, why) in
+            [(&zero, "not a regular file"), (&fifo, "not a regular file"), (&large, "larger than 16 MiB")]
+        {
+            let started = Instant::now();
+            let config = path.display().to_string();
+            let run = bench.run(&["--config", &config, "list"]).code(3);
+            assert!(run.stderr.contains(why), "{run:?}");
+            assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+        }
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, "{}")));
+        let mut args = vec!["--api-ca-file", "/dev/zero", "get", "k"];
+        args.extend_from_slice(&TASK);
+        let https = api.url.replace("http://", "https://");
+        let (run, _) = bounded(&https, &args, &[]);
+        assert!(run.code(2).stderr.contains("not a regular file"));
+        assert!(Path::new("/dev/zero").exists());
+    }
+
+    #[test]
+    fn clear_of_every_map_index_deletes_exactly_what_it_counted() {
+        let api = FakeApi::airflow(|request, _| {
+            let target = request.target.as_str();
+            if target.contains("/listMapped") {
+                return Reply::Send(page(
+                    "task_instances",
+                    &[r#"{"id": "i0", "map_index": 0}"#, r#"{"id": "i1", "map_index": 1}"#],
+                    2,
+                ));
+            }
+            if request.method == "DELETE" {
+                return Reply::Send(no_content());
+            }
+            let entry = |key: &str| ENTRY.replace(r#""a""#, &format!("\"{key}\""));
+            let keys = if target.contains("map_index=0") {
+                vec![entry("a")]
+            } else if target.contains("map_index=1") {
+                vec![entry("b"), entry("c")]
+            } else {
+                vec![]
+            };
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            Reply::Send(page("task_state_store", &keys, keys.len() as u64))
+        });
+        let mut args = vec!["clear", "--yes", "--all-map-indices", "-o", "json"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.success();
+        assert_eq!(run.json(), json!({"deleted": 3}));
+        let deletes: Vec<String> =
+            api.requests().iter().filter(|r| r.method == "DELETE").map(|r| r.target.clone()).collect();
+        assert_eq!(
+            deletes,
+            [
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/a?map_index=0",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/b?map_index=1",
+                "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/c?map_index=1",
+            ]
+        );
+    }
+
+    /// Servers drawn from a seed: random statuses, headers and bodies (JSON pages and entries
+    /// with random fields, cut JSON, deep nesting, control characters, the token and the
+    /// password echoed), for random commands. Whatever they answer, the tool ends within its
+    /// bounds with a documented exit code, no panic, nothing of a secret and no control
+    /// character on the terminal. `STATE_STORE_TEST_SEED` replays a failure.
+    #[test]
+    fn servers_drawn_at_random_never_crash_hang_or_leak() {
+        const CASES: u64 = 240;
+        let (mut rng, seed) = Rng::seeded(0x5e4e);
+        let token = token();
+        let cases: Vec<(u64, u64)> = (0..CASES).map(|i| (i, rng.next())).collect();
+        let failures = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|scope| {
+            for chunk in cases.chunks(cases.len().div_ceil(4)) {
+                let (token, failures) = (&token, &failures);
+                scope.spawn(move || {
+                    for &(case, draw) in chunk {
+                        if let Err(e) = std::panic::catch_unwind(|| fuzz_case(draw, token)) {
+                            let why = e.downcast_ref::<String>().cloned().unwrap_or_default();
+                            failures.lock().unwrap().push(format!("case {case} (draw {draw}): {why}"));
+                        }
+                    }
+                });
+            }
+        });
+        let failures = failures.into_inner().unwrap();
+        assert!(failures.is_empty(), "seed {seed} (STATE_STORE_TEST_SEED={seed}):\n{}", failures.join("\n"));
+    }
+
+    fn fuzz_case(draw: u64, token: &str) {
+        let echoed = token.to_string();
+        let responder = move |request: &Request, n: usize| -> Reply {
+            let mut rng = Rng((draw ^ (n as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)).max(1));
+            if request.target == "/api/v2/version" && rng.below(8) != 0 {
+                return Reply::Send(json(200, r#"{"version": "3.3.2"}"#));
+            }
+            fuzz_reply(&mut rng, &echoed)
+        };
+        let api = FakeApi::start(responder);
+        let mut rng = Rng(draw.max(1));
+        let commands: [&[&str]; 7] = [
+            &["get", "k"],
+            &["list", "--limit", "0"],
+            &["list"],
+            &["set", "k", "{\"a\": 1}"],
+            &["delete", "k"],
+            &["clear", "--yes"],
+            &["clear", "--yes", "--all-map-indices"],
+        ];
+        let mut args = vec!["--api-timeout", "3", "-v"];
+        args.extend_from_slice(commands[usize::try_from(rng.below(7)).unwrap()]);
+        let on_asset = rng.below(4) == 0 && !args.contains(&"--all-map-indices");
+        if on_asset {
+            args.extend_from_slice(&["--asset", "mine"]);
+        } else {
+            args.extend_from_slice(&TASK);
+        }
+        // The secret the run was given, which it must never show (the other one, echoed too,
+        // is text the tool cannot know to be secret).
+        let (env, secret): (Vec<(&str, &str)>, &str) = if rng.below(2) == 0 {
+            (vec![("AIRFLOW_CLI_TOKEN", token)], token)
+        } else {
+            (vec![("STATE_STORE_API_USERNAME", "ann"), ("STATE_STORE_API_PASSWORD", PASSWORD)], PASSWORD)
+        };
+        let (run, took) = bounded(&api.url, &args, &env);
+        assert!(matches!(run.code, 0 | 1 | 2 | 3 | 4 | 5 | 10), "exit {}: {run:?}", run.code);
+        assert!(!run.stderr.contains("panicked"), "{run:?}");
+        assert!(took < Duration::from_secs(25), "took {took:?}: {run:?}");
+        clean(&run, &[secret]);
+    }
+
+    fn fuzz_reply(rng: &mut Rng, token: &str) -> Reply {
+        const STATUSES: [u16; 16] =
+            [200, 200, 200, 201, 204, 301, 400, 401, 403, 404, 405, 422, 429, 500, 503, 504];
+        let status = STATUSES[usize::try_from(rng.below(16)).unwrap()];
+        let echoes =
+            [token.to_string(), serde_json::to_string(PASSWORD).unwrap().trim_matches('"').to_string()];
+        let echo = &echoes[usize::try_from(rng.below(2)).unwrap()];
+        let text = |rng: &mut Rng| -> String {
+            match rng.below(6) {
+                0 => format!("{} {echo}", "p".repeat(usize::try_from(rng.below(400)).unwrap())),
+                1 => "\\u001b[31mred\\u0007\\r\\nerror: forged".to_string(),
+                2 => "é日\\ud83d\\ude80".to_string(),
+                3 => String::new(),
+                _ => format!("k{}", rng.below(1000)),
+            }
+        };
+        let entry = |rng: &mut Rng| -> String {
+            let value = match rng.below(5) {
+                0 => "1".to_string(),
+                1 => format!("\"{}\"", text(rng)),
+                2 => format!(
+                    "{}1{}",
+                    "[".repeat(usize::try_from(rng.below(600)).unwrap()),
+                    "]".repeat(usize::try_from(rng.below(600)).unwrap())
+                ),
+                3 => "1e400".to_string(),
+                _ => "{\"x\": null}".to_string(),
+            };
+            let updated = if rng.below(5) == 0 {
+                "\"yesterday\"".to_string()
+            } else {
+                "\"2026-12-01T00:00:00Z\"".to_string()
+            };
+            format!(
+                r#"{{"key": "{}", "value": {value}, "updated_at": {updated}, "expires_at": null, "id": {}, "name": "mine", "uri": "s3://m", "map_index": {}}}"#,
+                text(rng),
+                rng.below(3),
+                i64::try_from(rng.below(4)).unwrap() - 1
+            )
+        };
+        let body = match rng.below(7) {
+            0 => {
+                let field = ["task_state_store", "asset_state_store", "assets", "task_instances"]
+                    [usize::try_from(rng.below(4)).unwrap()];
+                let items: Vec<String> = (0..rng.below(5)).map(|_| entry(rng)).collect();
+                format!(r#"{{"{field}": [{}], "total_entries": {}}}"#, items.join(", "), rng.below(1 << 40))
+            }
+            1 => entry(rng),
+            2 => format!(r#"{{"detail": "{}"}}"#, text(rng)),
+            3 => format!(r#"{{"detail": [{{"loc": ["body", "{}"], "msg": "{}"}}]}}"#, text(rng), text(rng)),
+            4 => format!(r#"{{"detail": {{"nested": ["{}"]}}, "access_token": "{}"}}"#, text(rng), text(rng)),
+            5 => "{\"cut\": [1, 2".to_string(),
+            _ => String::new(),
+        };
+        let content_type = ["application/json", "application/json", "text/html", "text/plain\u{1b}[1m", ""]
+            [usize::try_from(rng.below(5)).unwrap()];
+        let mut extra = String::new();
+        if rng.below(3) == 0 {
+            extra.push_str(&format!("Location: http://elsewhere/{echo}?t={}\r\n", text(rng)));
+        }
+        if status == 503 && rng.below(2) == 0 {
+            extra.push_str("Retry-After: 1\r\n");
+        }
+        match rng.below(12) {
+            0 => Reply::Close,
+            1 => Reply::Bytes(
+                format!("HTTP/1.1 {status} X\r\nContent-Length: 4\r\n\r\n\u{ff}\u{fe}").into_bytes(),
+            ),
+            _ => Reply::Send(response(status, content_type, &body, &extra)),
+        }
     }
 }

@@ -63,6 +63,16 @@ impl Credentials {
         }
     }
 
+    /// Registers the secrets given (a token, a password) with [`crate::redact`], before any
+    /// request: a server may quote them back in any answer, the first one included.
+    pub(crate) fn register(&self) {
+        match self {
+            Credentials::Token(token) => crate::redact::register_secret(token),
+            Credentials::Login { password: Some(password), .. } => crate::redact::register_secret(password),
+            _ => {}
+        }
+    }
+
     /// What `-v` says of them: never the secret itself.
     pub(crate) fn describe(&self) -> String {
         match self {
@@ -76,7 +86,7 @@ impl Credentials {
     /// The bearer token, fetched or exchanged now; `None` without credentials.
     pub(crate) fn token(&self, http: &Http) -> Result<Option<String>> {
         let token = match self {
-            Credentials::Token(token) => token.clone(),
+            Credentials::Token(token) => checked(token, "AIRFLOW_CLI_TOKEN")?,
             Credentials::Command { command, origin } => {
                 let printed = crate::config::run_command_bounded_by(
                     command,
@@ -86,15 +96,7 @@ impl Credentials {
                 .map_err(|why| {
                     Error::Auth(format!("cannot get a token from the command of {origin}: {why}"))
                 })?;
-                let token = printed.trim().to_string();
-                if token.contains(char::is_whitespace) {
-                    crate::redact::register_secret(&token);
-                    return Err(Error::Auth(format!(
-                        "the command of {origin} printed more than one word; it must print the token alone"
-                    ))
-                    .into());
-                }
-                token
+                checked(&printed, &format!("the command of {origin}"))?
             }
             Credentials::Login { username, password } => {
                 let password = match password {
@@ -102,13 +104,46 @@ impl Credentials {
                     None => prompt_password(username, http)?,
                 };
                 crate::redact::register_secret(&password);
-                login(http, username, &password)?
+                let token = login(http, username, &password)?;
+                checked(&token, "the login's answer")?
             }
             Credentials::None => return Ok(None),
         };
-        crate::redact::register_secret(&token);
         Ok(Some(token))
     }
+}
+
+/// A token as an `Authorization: Bearer` header can carry it, registered as a secret: the
+/// value alone, without a `Bearer ` that a curl example put before it, and nothing but
+/// visible ASCII (RFC 6750's token characters are a subset): a blank or a line break would
+/// end the header or smuggle another one in.
+fn checked(given: &str, origin: &str) -> Result<String> {
+    crate::redact::register_secret(given);
+    let mut token = given.trim();
+    crate::redact::register_secret(token);
+    if let Some(head) = token.get(..6)
+        && head.eq_ignore_ascii_case("bearer")
+        && token[6..].chars().next().is_none_or(char::is_whitespace)
+    {
+        token = token[6..].trim_start();
+    }
+    crate::redact::register_secret(token);
+    if token.is_empty() {
+        return Err(Error::Auth(format!("the token from {origin} is empty")).into());
+    }
+    if let Some(c) = token.chars().find(|c| !c.is_ascii_graphic()) {
+        let what = match c {
+            '\n' | '\r' => "a line break".to_string(),
+            c if c.is_whitespace() => "a blank (more than one word?)".to_string(),
+            c => format!("the character {}", quote(&c.to_string())),
+        };
+        return Err(Error::Auth(format!(
+            "the token from {origin} is malformed: it holds {what}, which no bearer token has; give the \
+             token alone"
+        ))
+        .into());
+    }
+    Ok(token.to_string())
 }
 
 /// `POST /auth/token`: a JWT for the user, as Airflow's simple and FAB auth managers mint it.
@@ -163,6 +198,15 @@ fn prompt_password(username: &str, http: &Http) -> Result<String> {
     silent.local_modes.remove(rustix::termios::LocalModes::ECHO);
     rustix::termios::tcsetattr(&tty, rustix::termios::OptionalActions::Now, &silent)
         .map_err(|_| missing())?;
+    // Ctrl-C at the prompt ends the process from the signal thread: it puts the echo back
+    // too, and ends the prompt's line.
+    if let Ok(tty) = tty.try_clone() {
+        let original = original.clone();
+        crate::signals::on_exit_restore(move || {
+            let _ = rustix::termios::tcsetattr(&tty, rustix::termios::OptionalActions::Now, &original);
+            let _ = writeln!(&tty);
+        });
+    }
     let restore = Restore { tty: &tty, original };
     let mut out = &tty;
     let _ = write!(out, "Password for {} at {}: ", quote(username), http.base().as_str());
@@ -188,6 +232,7 @@ struct Restore<'a> {
 impl Drop for Restore<'_> {
     fn drop(&mut self) {
         let _ = rustix::termios::tcsetattr(self.tty, rustix::termios::OptionalActions::Now, &self.original);
+        crate::signals::restored();
     }
 }
 
@@ -228,6 +273,22 @@ mod tests {
             Credentials::Login { username: "ann".into(), password: Some("pw".into()) }
         );
         assert_eq!(Credentials::choose(None, None, &env(&[("AIRFLOW_CLI_TOKEN", " ")])), Credentials::None);
+    }
+
+    #[test]
+    fn tokens_are_taken_alone_and_malformed_ones_refused() {
+        assert_eq!(checked(" Bearer eyJ.a-b_c~d+e/f= \n", "x").unwrap(), "eyJ.a-b_c~d+e/f=");
+        assert_eq!(checked("bearer t0k", "x").unwrap(), "t0k");
+        for (bad, why) in [
+            ("t0k\r\nX-Evil: 1", "line break"),
+            ("two words", "blank"),
+            ("tök", "\"ö\""),
+            ("Bearer ", "empty"),
+            ("  ", "empty"),
+        ] {
+            let e = checked(bad, "AIRFLOW_CLI_TOKEN").unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("AIRFLOW_CLI_TOKEN"), "{bad:?}: {e}");
+        }
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! what is safe to retry, and every answer turned into JSON or into an error kind with its
 //! exit code (docs/rest.md#errors).
 //!
-//! Every request this tool sends is idempotent (GET, PUT, PATCH, DELETE, and the token
-//! exchange, which only mints a token), so a connection that could not be made, and a 502,
-//! 503 or 504 from a proxy in front of the server, are retried [`RETRIES`] times with a
-//! growing pause. Nothing else is: a 4xx is the server's answer, and a timed-out request may
-//! have been carried out already.
+//! A request that may have reached the server is never sent again: a write that a gateway
+//! answered with a 502 or 504, or whose connection was reset, may have been carried out, and
+//! sending it again could undo a newer write of a worker (a `set`) or delete a key written
+//! since (a `clear`). So a request is retried, [`RETRIES`] times with a growing pause, only
+//! when it never left: the connection could not be made, or a 503 with `Retry-After` says the
+//! server did nothing. A GET changes nothing, so it is also retried after a 502, 503 or 504
+//! or a reset connection. Everything else is reported (exit 4), as a timeout is.
+//!
+//! Every answer is bounded: [`MAX_BODY`] bytes, read within `--api-timeout`. Every text a
+//! server sends is shown only through [`from_server`]: secrets masked in every spelling
+//! before anything is cut, and control characters escaped.
 
 use std::io::Read as _;
 use std::time::{Duration, Instant};
@@ -19,14 +25,24 @@ use super::url::{BaseUrl, Target};
 use crate::error::{Error, Result};
 use crate::json::{self, Value};
 use crate::output;
-use crate::text;
+use crate::text::{self, quote};
 
-/// Retries after the first try, for a connection that could not be made or a 502/503/504.
+/// Retries after the first try, of a request that never reached the server (see the module).
 pub(crate) const RETRIES: u32 = 3;
 /// The pause before the first retry; each next one doubles it (0.5 s, 1 s, 2 s).
 const FIRST_PAUSE: Duration = Duration::from_millis(500);
-/// The largest answer read: a page of 100 values of 64 KiB, each escaped, fits many times.
-const MAX_BODY: u64 = 256 * 1024 * 1024;
+/// The longest pause a 503's `Retry-After` is honoured for; a longer one ends the command.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// The largest answer read. Airflow's largest is a page of 100 values, each at most
+/// `[state_store] max_value_storage_bytes` (65,535 bytes of stored JSON, which the API sends
+/// back no longer): about 6.5 MiB with its keys and timestamps.
+pub(crate) const MAX_BODY: u64 = 16 * 1024 * 1024;
+/// The most JSON values one answer may hold, so that reading it takes at most about 50 MB
+/// (a value in memory takes about a hundred bytes; see [`json::count_values`]). A page of
+/// Airflow's that holds more (100 values of 64 KiB, each an array of small numbers) is asked
+/// for again in smaller pages; one entry never holds so many under Airflow's default
+/// `max_value_storage_bytes`.
+pub(crate) const MAX_VALUES: usize = 500_000;
 /// The most of a server's error text quoted in a message.
 const DETAIL_CHARS: usize = 300;
 
@@ -114,6 +130,8 @@ impl Http {
     ) -> Result<Answer> {
         let shown = self.base.join(target);
         let text = body.map(json::dumps);
+        // A GET reads; sent twice, it changes nothing.
+        let safe = method == Method::GET;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
         loop {
@@ -127,34 +145,41 @@ impl Http {
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
                     }
-                    if matches!(status, 502..=504) && attempt <= RETRIES {
-                        self.pause(&mut pause, &format!("{status}"));
+                    if attempt <= RETRIES
+                        && let Some(wait) = retry_after(&response, safe, pause)
+                    {
+                        self.pause(wait, &format!("{status}"));
+                        pause *= 2;
                         continue;
                     }
-                    return read_answer(response, &method, &shown);
+                    return self.read_answer(response, &method, &shown);
                 }
                 Err(e) => {
                     let why = self.describe(&e);
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
                     }
-                    if is_connect_error(&e) && attempt <= RETRIES {
-                        self.pause(&mut pause, &why);
+                    let never_sent = is_connect_error(&e);
+                    if (never_sent || (safe && is_reset(&e))) && attempt <= RETRIES {
+                        self.pause(pause, &why);
+                        pause *= 2;
                         continue;
                     }
-                    let tries = if is_connect_error(&e) {
-                        format!(" after {} tries", RETRIES + 1)
-                    } else {
-                        String::new()
-                    };
+                    let tries = if attempt > 1 { format!(" after {attempt} tries") } else { String::new() };
                     let through = self
                         .proxy
                         .as_ref()
                         .map(|name| format!(" through the proxy of ${name}"))
                         .unwrap_or_default();
-                    return Err(
-                        Error::Remote(format!("{method} {shown} failed{through}{tries}: {why}")).into()
-                    );
+                    let unsure = if never_sent || safe {
+                        ""
+                    } else {
+                        "; the request may have been carried out, so it was not sent again (check before retrying)"
+                    };
+                    return Err(Error::Remote(format!(
+                        "{method} {shown} failed{through}{tries}: {why}{unsure}"
+                    ))
+                    .into());
                 }
             }
         }
@@ -183,7 +208,8 @@ impl Http {
         }
     }
 
-    /// A transport error in words, a timeout with the flag that bounds it.
+    /// A transport error in words, a timeout with the flag that bounds it: the same words
+    /// whether the headers or the body came too slowly.
     fn describe(&self, e: &ureq::Error) -> String {
         match e {
             ureq::Error::Timeout(ureq::Timeout::Connect) => format!(
@@ -193,71 +219,286 @@ impl Http {
             ureq::Error::Timeout(_) => {
                 format!("no answer within {} s (--api-timeout)", self.settings.timeout.as_secs())
             }
+            ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
+                Some(inner) => self.describe(inner),
+                None => describe_error(e),
+            },
+            ureq::Error::BodyExceedsLimit(_) => {
+                format!(
+                    "the answer is larger than {} MiB, more than Airflow's API ever sends",
+                    MAX_BODY >> 20
+                )
+            }
             other => describe_error(other),
         }
     }
 
-    fn pause(&self, pause: &mut Duration, why: &str) {
+    fn pause(&self, pause: Duration, why: &str) {
         if self.settings.verbose {
             output::note(&format!("api: {why}; retrying in {} ms", pause.as_millis()));
         }
-        std::thread::sleep(*pause);
-        *pause *= 2;
+        std::thread::sleep(pause);
+    }
+
+    /// Reads an answer: JSON, or nothing for an empty body. A body that is not JSON is not
+    /// Airflow's API talking (an HTML page from the UI's catch-all route, a proxy's page).
+    fn read_answer(&self, response: Response<Body>, method: &Method, shown: &str) -> Result<Answer> {
+        let status = response.status().as_u16();
+        if (300..400).contains(&status) {
+            return Err(redirect(&response, method, shown));
+        }
+        let content_type = response
+            .headers()
+            .get("content-type")
+            .map(|v| String::from_utf8_lossy(v.as_bytes()).to_ascii_lowercase())
+            .unwrap_or_default();
+        let mut bytes = Vec::new();
+        let read = response.into_body().into_with_config().limit(MAX_BODY).reader().read_to_end(&mut bytes);
+        if let Err(e) = read {
+            let why = match e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
+                Some(inner) => self.describe(inner),
+                None => from_server(&e.to_string(), DETAIL_CHARS),
+            };
+            return Err(Error::Remote(format!("cannot read the answer of {method} {shown}: {why}")).into());
+        }
+        if bytes.is_empty() {
+            return Ok(Answer { status, json: None });
+        }
+        let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
+        if !is_json {
+            let what = if content_type.starts_with("text/html") {
+                "an HTML page".to_string()
+            } else {
+                format!(
+                    "a body that is not JSON (Content-Type {})",
+                    if content_type.is_empty() {
+                        "none".to_string()
+                    } else {
+                        from_server(&content_type, 100)
+                    }
+                )
+            };
+            let hint = if (200..300).contains(&status) {
+                ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
+            } else {
+                ""
+            };
+            let message = format!("{method} {shown} answered {status} with {what}{hint}");
+            // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or
+            // another server's page. Only a refused login keeps its own code.
+            return Err(match status {
+                401 | 403 => Error::Auth(message),
+                _ => Error::Remote(message),
+            }
+            .into());
+        }
+        let values = json::count_values(&bytes);
+        if values > MAX_VALUES {
+            return Err(anyhow::Error::new(Crowded { values }).context(Error::Remote(format!(
+                "{method} {shown} answered {status} with more than this tool reads"
+            ))));
+        }
+        let text = String::from_utf8_lossy(&bytes);
+        let value = json::parse(&text).map_err(|e| {
+            Error::Remote(format!(
+                "{method} {shown} answered {status} with JSON that cannot be read: {}",
+                from_server(&e.to_string(), DETAIL_CHARS)
+            ))
+        })?;
+        Ok(Answer { status, json: Some(value) })
     }
 }
 
+/// An answer refused for holding more than [`MAX_VALUES`] JSON values: a page of them is
+/// asked for again in smaller pages.
+#[derive(Debug, thiserror::Error)]
+#[error("the answer holds about {values} JSON values, more than the {MAX_VALUES} one answer may hold")]
+pub(crate) struct Crowded {
+    values: usize,
+}
+
+/// How long to wait before sending a request again after this answer, if it may be sent
+/// again: a 503 with `Retry-After` (in seconds, at most [`MAX_RETRY_AFTER`]) says the server
+/// did nothing; a GET is also sent again after any 502, 503 or 504.
+fn retry_after(response: &Response<Body>, safe: bool, pause: Duration) -> Option<Duration> {
+    let status = response.status().as_u16();
+    if status == 503
+        && let Some(after) = response.headers().get("retry-after")
+    {
+        let seconds = after.to_str().ok().and_then(|s| s.trim().parse::<u64>().ok());
+        return match seconds.map(Duration::from_secs) {
+            Some(wait) if wait <= MAX_RETRY_AFTER => Some(wait.max(FIRST_PAUSE)),
+            // An HTTP date, or longer than a command should sit waiting.
+            _ if safe => Some(pause),
+            _ => None,
+        };
+    }
+    (safe && matches!(status, 502..=504)).then_some(pause)
+}
+
+/// Text a server sent (an error's detail, a header, a version), fit for a message: every
+/// secret masked in each spelling first, so that no cut leaves part of one; blanks folded;
+/// control and other hidden characters escaped, so that no escape sequence reaches the
+/// terminal; then cut to `chars`.
+pub(crate) fn from_server(text: &str, chars: usize) -> String {
+    let masked = crate::redact::mask(text);
+    let line: String = masked.split_whitespace().collect::<Vec<_>>().join(" ");
+    text::cut(&text::cell(&line), chars)
+}
+
+/// A JSON value a server sent, with every string in it masked (keys too), before it is written
+/// as text: `json.dumps` escapes what a secret holds (`ä` as `\u00e4`, `"` as `\"`), and the
+/// escaped spelling is matched no more.
+fn masked(value: &Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(crate::redact::mask(s)),
+        Value::Array(items) => Value::Array(items.iter().map(masked).collect()),
+        Value::Object(fields) => {
+            Value::Object(fields.iter().map(|(k, v)| (crate::redact::mask(k), masked(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// The error of a redirect, which is never followed, with the `--api-url` it suggests.
+fn redirect(response: &Response<Body>, method: &Method, shown: &str) -> anyhow::Error {
+    let status = response.status().as_u16();
+    let location = response
+        .headers()
+        .get("location")
+        .map_or_else(|| "elsewhere".to_string(), |l| String::from_utf8_lossy(l.as_bytes()).into_owned());
+    // What to give as --api-url: the new address without the path this request asked for.
+    let path = shown.split_once("://").and_then(|(_, rest)| rest.find("/api/v2/").map(|i| &rest[i..]));
+    let base = path.and_then(|p| {
+        location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
+    });
+    let advice = match base {
+        Some(base) => format!("; give --api-url {}", from_server(base, DETAIL_CHARS)),
+        None => String::new(),
+    };
+    Error::Remote(format!(
+        "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
+        from_server(&location, DETAIL_CHARS)
+    ))
+    .into()
+}
+
 /// The proxy for the base URL, chosen as curl chooses it: `https_proxy` (or `HTTPS_PROXY`)
-/// for an https URL, `http_proxy` (or `HTTP_PROXY`) for an http one, else `all_proxy` (or
-/// `ALL_PROXY`); none when `no_proxy` (or `NO_PROXY`) names the host: `*`, the host itself,
-/// or a domain it is in (`example.com` and `.example.com` both take `api.example.com`).
+/// for an https URL; for an http one `http_proxy` in lower case only (curl ignores
+/// `HTTP_PROXY`: under CGI it is the request's `Proxy:` header, "httpoxy"); else `all_proxy`
+/// (or `ALL_PROXY`). None when `no_proxy` (or `NO_PROXY`) names the host (see [`bypasses`]).
+/// An http, https or SOCKS (4, 4a, 5, 5h) proxy is supported; any other scheme is refused.
 /// Returns the variable it came from, for `-v`.
 fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(String, Proxy)>> {
     let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let host = base.host();
-    let excluded = set("no_proxy").or_else(|| set("NO_PROXY")).is_some_and(|list| {
-        list.split(',').map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase()).any(|entry| {
-            let entry = entry.split_once(':').map_or(entry.as_str(), |(host, _)| host).to_string();
-            entry == "*" || (!entry.is_empty() && (host == entry || host.ends_with(&format!(".{entry}"))))
-        })
-    });
-    if excluded {
+    if set("no_proxy").or_else(|| set("NO_PROXY")).is_some_and(|list| bypasses(&list, &host)) {
         return Ok(None);
     }
     let names: &[&str] = if base.is_https() {
         &["https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"]
     } else {
-        &["http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"]
+        &["http_proxy", "all_proxy", "ALL_PROXY"]
     };
     let Some((name, url)) = names.iter().find_map(|name| set(name).map(|url| (*name, url))) else {
         return Ok(None);
     };
+    let url = url.trim();
     if let Some((_, password)) = url
         .split_once("://")
-        .and_then(|(_, rest)| rest.split_once('@'))
+        .and_then(|(_, rest)| rest.rsplit_once('@'))
         .and_then(|(userinfo, _)| userinfo.split_once(':'))
     {
         crate::redact::register_secret(password);
+        crate::redact::register_secret(&crate::url::percent_decode(password));
     }
-    let proxy = Proxy::new(url.trim()).map_err(|e| Error::Usage(format!("invalid proxy in ${name}: {e}")))?;
+    let scheme = url.split_once("://").map_or("http", |(scheme, _)| scheme).to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "http" | "https" | "socks4" | "socks4a" | "socks" | "socks5" | "socks5h") {
+        return Err(Error::Usage(format!(
+            "the proxy in ${name} has the scheme {}, which is not supported: give an http, https or SOCKS \
+             (socks4, socks4a, socks5, socks5h) proxy",
+            quote(&scheme)
+        ))
+        .into());
+    }
+    let proxy = Proxy::new(url).map_err(|e| {
+        Error::Usage(format!("invalid proxy in ${name}: {}", from_server(&e.to_string(), 200)))
+    })?;
     Ok(Some((name.to_string(), proxy)))
+}
+
+/// Whether a `no_proxy` list names the host, as curl reads it: `*`; a host name, matched
+/// with its subdomains (`example.com` and `.example.com` both take `api.example.com`); an IP
+/// address, matched exactly; or, since curl 7.86, an address range in CIDR notation
+/// (`10.0.0.0/8`, `::1/128`), matched against a host that is an IP address. A `:port` after
+/// an entry is ignored, and an IPv6 address may be in brackets.
+fn bypasses(list: &str, host: &str) -> bool {
+    let host_ip: Option<std::net::IpAddr> = host.parse().ok();
+    list.split(',').map(str::trim).filter(|e| !e.is_empty()).any(|entry| {
+        if entry == "*" {
+            return true;
+        }
+        let (address, prefix) = match entry.split_once('/') {
+            Some((address, bits)) => (address, Some(bits)),
+            None => (entry, None),
+        };
+        let address = address.trim_start_matches('[').split(']').next().unwrap_or(address);
+        if let Ok(ip) = address.parse::<std::net::IpAddr>() {
+            let Some(host_ip) = host_ip else { return false };
+            let bits = match prefix.map(str::parse::<u32>) {
+                None => None,
+                Some(Ok(bits)) => Some(bits),
+                Some(Err(_)) => return false,
+            };
+            return in_range(host_ip, ip, bits);
+        }
+        if prefix.is_some() {
+            return false;
+        }
+        let name = entry.trim_start_matches('.');
+        let name = name
+            .rsplit_once(':')
+            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(name, |(n, _)| n);
+        let name = name.to_ascii_lowercase();
+        !name.is_empty() && (host == name || host.ends_with(&format!(".{name}")))
+    })
+}
+
+/// Whether `host` is `network`, or within its first `bits` bits.
+fn in_range(host: std::net::IpAddr, network: std::net::IpAddr, bits: Option<u32>) -> bool {
+    use std::net::IpAddr;
+    let (host, network, width) = match (host, network) {
+        (IpAddr::V4(h), IpAddr::V4(n)) => (u128::from(h.to_bits()), u128::from(n.to_bits()), 32),
+        (IpAddr::V6(h), IpAddr::V6(n)) => (h.to_bits(), n.to_bits(), 128),
+        _ => return false,
+    };
+    let bits = bits.unwrap_or(width);
+    if bits > width {
+        return false;
+    }
+    let shift = width - bits;
+    shift == width || (host >> shift) == (network >> shift)
 }
 
 /// A connection that was never made: nothing reached the server, so a retry is safe.
 fn is_connect_error(e: &ureq::Error) -> bool {
-    use std::io::ErrorKind;
     match e {
-        // A host that does not resolve is a wrong URL far more often than a passing fault.
         ureq::Error::ConnectionFailed => true,
+        // A host that does not resolve is a wrong URL far more often than a passing fault.
         ureq::Error::Timeout(ureq::Timeout::Connect | ureq::Timeout::Resolve) => true,
-        ureq::Error::Io(io) => matches!(
-            io.kind(),
-            ErrorKind::ConnectionRefused
-                | ErrorKind::ConnectionReset
-                | ErrorKind::ConnectionAborted
-                | ErrorKind::NotConnected
-        ),
+        ureq::Error::Io(io) => io.kind() == std::io::ErrorKind::ConnectionRefused,
         _ => false,
     }
+}
+
+/// A connection lost after the request may have been sent: only a GET is sent again.
+fn is_reset(e: &ureq::Error) -> bool {
+    use std::io::ErrorKind;
+    matches!(e, ureq::Error::Io(io) if matches!(
+        io.kind(),
+        ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::NotConnected | ErrorKind::UnexpectedEof
+    ))
 }
 
 /// A transport error in words.
@@ -269,75 +510,6 @@ fn describe_error(e: &ureq::Error) -> String {
         ureq::Error::Io(io) => io.to_string(),
         other => other.to_string(),
     }
-}
-
-/// Reads an answer: JSON, or nothing for an empty body. A body that is not JSON is not
-/// Airflow's API talking (an HTML page from the UI's catch-all route, a proxy's page).
-fn read_answer(response: Response<Body>, method: &Method, shown: &str) -> Result<Answer> {
-    let status = response.status().as_u16();
-    if (300..400).contains(&status) {
-        let location =
-            response.headers().get("location").and_then(|l| l.to_str().ok()).unwrap_or("elsewhere");
-        // What to give as --api-url: the new address without the path this request asked for.
-        let path = shown.split_once("://").and_then(|(_, rest)| rest.find("/api/v2/").map(|i| &rest[i..]));
-        let base = path.and_then(|p| {
-            location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
-        });
-        let advice = match base {
-            Some(base) => format!("; give --api-url {}", text::cut(base, DETAIL_CHARS)),
-            None => String::new(),
-        };
-        return Err(Error::Remote(format!(
-            "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
-            text::cut(location, DETAIL_CHARS)
-        ))
-        .into());
-    }
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    let mut bytes = Vec::new();
-    response
-        .into_body()
-        .into_reader()
-        .take(MAX_BODY)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::Remote(format!("cannot read the answer of {method} {shown}: {e}")))?;
-    if bytes.is_empty() {
-        return Ok(Answer { status, json: None });
-    }
-    let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
-    if !is_json {
-        let what = if content_type.starts_with("text/html") {
-            "an HTML page".to_string()
-        } else {
-            format!(
-                "a body that is not JSON (Content-Type {})",
-                if content_type.is_empty() { "none" } else { &content_type }
-            )
-        };
-        let hint = if (200..300).contains(&status) {
-            ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
-        } else {
-            ""
-        };
-        let message = format!("{method} {shown} answered {status} with {what}{hint}");
-        // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or another
-        // server's page. Only a refused login keeps its own code.
-        return Err(match status {
-            401 | 403 => Error::Auth(message),
-            _ => Error::Remote(message),
-        }
-        .into());
-    }
-    let text = String::from_utf8_lossy(&bytes);
-    let value = json::parse(&text).map_err(|e| {
-        Error::Remote(format!("{method} {shown} answered {status} with JSON that cannot be read: {e}"))
-    })?;
-    Ok(Answer { status, json: Some(value) })
 }
 
 /// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
@@ -358,7 +530,7 @@ pub(crate) fn status_error(status: u16, message: &str) -> anyhow::Error {
 
 /// What the server said was wrong, in one line: FastAPI's `detail`, a string or a list of
 /// validation errors (each `loc: msg`, without the `input` it echoes, which can be the whole
-/// value); cut to [`DETAIL_CHARS`].
+/// value); any other JSON as text, its strings masked first. Shown through [`from_server`].
 pub(crate) fn detail(answer: &Answer) -> String {
     let said = match answer.json.as_ref().and_then(|j| j.get("detail")) {
         Some(Value::String(s)) => s.clone(),
@@ -371,27 +543,30 @@ pub(crate) fn detail(answer: &Answer) -> String {
                     .map(|loc| {
                         loc.iter()
                             .filter(|p| p.as_str() != Some("body"))
-                            .map(|p| p.as_str().map_or_else(|| p.to_string(), str::to_string))
+                            .map(|p| p.as_str().map_or_else(|| json::dumps(&masked(p)), str::to_string))
                             .collect()
                     })
                     .unwrap_or_default();
-                let msg = e.get("msg").and_then(Value::as_str).unwrap_or("invalid");
-                if place.is_empty() { msg.to_string() } else { format!("{}: {msg}", place.join(".")) }
+                let msg = match e.get("msg") {
+                    Some(Value::String(msg)) => msg.clone(),
+                    Some(other) => json::dumps(&masked(other)),
+                    None => "invalid".to_string(),
+                };
+                if place.is_empty() { msg } else { format!("{}: {msg}", place.join(".")) }
             })
             .collect::<Vec<_>>()
             .join("; "),
-        Some(other) => json::dumps(other),
-        None => answer.json.as_ref().map(json::dumps).unwrap_or_default(),
+        Some(other) => json::dumps(&masked(other)),
+        None => answer.json.as_ref().map(|j| json::dumps(&masked(j))).unwrap_or_default(),
     };
-    let line: String = said.split_whitespace().collect::<Vec<_>>().join(" ");
-    text::cut(&line, DETAIL_CHARS)
+    from_server(&said, DETAIL_CHARS)
 }
 
 /// The certificates of a PEM file, for `--api-ca-file`.
 fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
     let shown = path.display();
-    let pem =
-        std::fs::read(path).map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
+    let pem = crate::fs::read_bounded(path)
+        .map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
         match item {
@@ -432,5 +607,77 @@ mod tests {
         }
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
+    }
+
+    /// curl ignores an upper-case `HTTP_PROXY` (httpoxy: under CGI it comes from a request
+    /// header), so it must not carry a token to a proxy for an http URL.
+    #[test]
+    fn upper_case_http_proxy_is_ignored_as_curl_ignores_it() {
+        assert_eq!(chosen("http://a.example.com", &[("HTTP_PROXY", "http://evil:1")]), None);
+        assert_eq!(
+            chosen("http://a.example.com", &[("HTTP_PROXY", "http://evil:1"), ("ALL_PROXY", "http://p:1")])
+                .as_deref(),
+            Some("ALL_PROXY")
+        );
+        assert_eq!(chosen("https://a.example.com", &[("HTTP_PROXY", "http://evil:1")]), None);
+    }
+
+    #[test]
+    fn no_proxy_takes_addresses_and_cidr_ranges() {
+        let proxy = ("ALL_PROXY", "http://p:1");
+        for (url, no_proxy) in [
+            ("http://127.0.0.1:8080", "127.0.0.0/8"),
+            ("http://127.0.0.1:8080", "127.0.0.1"),
+            ("http://10.1.2.3", "192.168.0.0/16, 10.0.0.0/8"),
+            ("http://[::1]:8080", "::1/128"),
+            ("http://[::1]:8080", "::1"),
+            ("http://[::1]:8080", "[::1]"),
+            ("http://[fd00::5]", "fd00::/8"),
+            ("http://10.1.2.3", "0.0.0.0/0"),
+        ] {
+            assert_eq!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]), None, "{url} {no_proxy}");
+        }
+        for (url, no_proxy) in [
+            ("http://128.0.0.1", "127.0.0.0/8"),
+            ("http://127.0.0.1", "::1/128"),
+            ("http://10.1.2.3", "10.0.0.0/33"),
+            ("http://10.1.2.3", "10.0.0.0/x"),
+            ("http://host.example", "10.0.0.0/8"),
+            ("http://[::2]", "::1"),
+        ] {
+            assert!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]).is_some(), "{url} {no_proxy}");
+        }
+    }
+
+    #[test]
+    fn socks_proxies_are_taken_and_other_schemes_refused() {
+        for url in ["socks5h://127.0.0.1:1080", "socks5://u:p@h:1", "socks4a://h:1", "socks://h"] {
+            assert_eq!(chosen("https://a.example.com", &[("ALL_PROXY", url)]).as_deref(), Some("ALL_PROXY"));
+        }
+        let base = BaseUrl::parse("https://a.example.com", "--api-url").unwrap();
+        let env = |name: &str| (name == "ALL_PROXY").then(|| "ftp://h:21".to_string());
+        let e = proxy_for(&base, &env).err().unwrap().to_string();
+        assert!(e.contains("not supported") && e.contains("ftp"), "{e}");
+    }
+
+    #[test]
+    fn server_text_is_masked_before_it_is_cut_and_escaped() {
+        let token = format!("tok{}", "x".repeat(372));
+        crate::redact::register_secret(&token);
+        let shown = from_server(&format!("{} {token}", "y".repeat(250)), DETAIL_CHARS);
+        assert!(!shown.contains("tokxxx") && shown.contains("***"), "{shown}");
+        assert_eq!(from_server("a\x1b[31mred\x07", 50), "a\\x1b[31mred\\x07");
+        crate::redact::register_secret("Pässwörd\"\\x");
+        let answer = Answer {
+            status: 401,
+            json: Some(
+                json::parse(
+                    r#"{"error": {"password": "P\u00e4ssw\u00f6rd\"\\x", "again": ["Pässwörd\"\\x"]}}"#,
+                )
+                .unwrap(),
+            ),
+        };
+        let said = detail(&answer);
+        assert_eq!(said, r#"{"error": {"password": "***", "again": ["***"]}}"#);
     }
 }

@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 
-use super::{Api, Expiry as PutExpiry, Options};
+use super::{Api, Expiry as PutExpiry, MapIndexes, Options};
 use crate::error::{Error, Result};
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
@@ -21,20 +21,63 @@ fn cannot(flag: &str, why: &str) -> anyhow::Error {
     .into()
 }
 
+/// What the API's routes cannot address is refused before anything is sent (exit 2):
+///
+/// - a `/` in a dag, run or task id: the server decodes `%2F` before it routes, so
+///   `--run-id 'r1/taskInstances/t1/state-store/k'` would reach another task instance's key;
+/// - a line break in a key: the key route's pattern stops at one, so a key ending in `\n`
+///   would be stored without it (over the key of that name) and one with `\n` inside is
+///   "not found".
+fn addressable(scope: &TaskScope) -> Result<()> {
+    for (flag, id) in
+        [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
+    {
+        if id.contains('/') {
+            return Err(Error::Usage(format!(
+                "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
+                 before routing, so the request would reach another path; nothing was sent (use the \
+                 database transport)",
+                quote(id)
+            ))
+            .into());
+        }
+    }
+    Ok(())
+}
+
+fn key_addressable(key: &str) -> Result<()> {
+    if key.contains(['\n', '\r']) {
+        return Err(Error::Usage(format!(
+            "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
+             at one, and would reach another key); nothing was sent (use the database transport)",
+            quote(key)
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The keys a `clear` deletes, read when they are counted: the count the question and the
+/// summary give is exactly what is deleted, key by key, and a key written since is left.
+enum Planned {
+    Task(Vec<(i64, String)>),
+    Asset(Vec<String>),
+}
+
 /// The API, opened at its first use.
 pub(crate) struct Remote {
     options: Option<Options>,
     api: Option<Api>,
-    /// The map indexes learnt for a task (a command reads them once), and whether whole.
-    indexes: Option<(TaskScope, Vec<i64>, bool)>,
-    /// The keys `count_task_keys` or `count_asset_keys` counted last, which `clear_task` and
-    /// `clear_asset` report as deleted: the API's DELETE says nothing of how many went.
-    counted: Option<u64>,
+    /// The map indexes learnt for a task (a command reads them once).
+    indexes: Option<(TaskScope, MapIndexes)>,
+    /// The keys `count_task_keys` or `count_asset_keys` read, which `clear_task` and
+    /// `clear_asset` delete.
+    planned: Option<Planned>,
 }
 
 impl Remote {
     pub(crate) fn new(options: Options) -> Remote {
-        Remote { options: Some(options), api: None, indexes: None, counted: None }
+        Remote { options: Some(options), api: None, indexes: None, planned: None }
     }
 
     fn api(&mut self) -> Result<&Api> {
@@ -54,22 +97,24 @@ impl Remote {
         }
     }
 
-    /// The map indexes a task's keys are read from: the one asked for, or each of the task's;
-    /// with whether that list is known to be whole (the server named the mapped instances, or
-    /// said the task is not mapped).
-    fn indexes(&mut self, scope: &TaskScope, all: bool) -> Result<(Vec<i64>, bool)> {
+    /// The map indexes a task's keys are read from: the one asked for, or each of the task's.
+    fn indexes(&mut self, scope: &TaskScope, all: bool) -> Result<MapIndexes> {
         if !all {
-            return Ok((vec![scope.map_index], true));
+            return Ok(MapIndexes {
+                indexes: vec![scope.map_index],
+                whole: true,
+                mapped: scope.map_index >= 0,
+            });
         }
         let task = TaskScope { map_index: -1, ..scope.clone() };
-        if let Some((known, indexes, whole)) = &self.indexes
+        if let Some((known, indexes)) = &self.indexes
             && *known == task
         {
-            return Ok((indexes.clone(), *whole));
+            return Ok(indexes.clone());
         }
-        let (indexes, whole) = self.api()?.map_indexes(scope)?;
-        self.indexes = Some((task, indexes.clone(), whole));
-        Ok((indexes, whole))
+        let indexes = self.api()?.map_indexes(scope)?;
+        self.indexes = Some((task, indexes.clone()));
+        Ok(indexes)
     }
 
     /// Every key of the task at these map indexes, read before any is deleted.
@@ -85,10 +130,40 @@ impl Remote {
         }
         Ok(keys)
     }
+
+    /// The keys a clear of the task deletes. Across map indexes they are the keys of the
+    /// task's instances: keys at map index -1 of a mapped task belong to no task instance, and
+    /// the API deletes keys of task instances only (the database transport deletes them), so
+    /// they are left, and said to be.
+    fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<(i64, String)>> {
+        let known = self.indexes(scope, all_map_indices)?;
+        if all_map_indices && !known.whole {
+            output::warn(
+                "the API does not name this task's map indexes (a dag its server has not parsed): \
+                 only the keys of map index -1 are deleted",
+            );
+        }
+        let mut keys = self.task_keys(scope, &known.indexes)?;
+        if all_map_indices && known.mapped {
+            let unmapped = keys.iter().filter(|(map_index, _)| *map_index < 0).count();
+            if unmapped > 0 {
+                output::warn(&format!(
+                    "{unmapped} key(s) at map index -1 of mapped task {} are left: no task instance holds \
+                     them, and the API deletes only keys of task instances (the database transport deletes \
+                     them)",
+                    scope.task_label()
+                ));
+                keys.retain(|(map_index, _)| *map_index >= 0);
+            }
+        }
+        Ok(keys)
+    }
 }
 
 impl Keys for Remote {
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
+        addressable(scope)?;
+        key_addressable(key)?;
         self.api()?.task_entry(scope, key)
     }
 
@@ -102,6 +177,8 @@ impl Keys for Remote {
     /// server's).
     fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
         Self::refuse_missing(set.missing)?;
+        addressable(set.scope)?;
+        key_addressable(set.key)?;
         if set.allow_large {
             return Err(cannot(
                 "--allow-large",
@@ -132,14 +209,15 @@ impl Keys for Remote {
     /// for the API's own check that the task instance exists.
     fn delete_task(&mut self, scope: &TaskScope, key: &str, missing: MissingTaskInstance) -> Result<u64> {
         Self::refuse_missing(missing)?;
+        addressable(scope)?;
+        key_addressable(key)?;
         let api = self.api()?;
         let present = api.task_entry(scope, key)?.is_some();
         api.delete_task(scope, key)?;
         Ok(u64::from(present))
     }
 
-    /// Counted a map index at a time. The task instance is checked by the DELETE that
-    /// follows, as the API checks it there.
+    /// The keys a clear would delete, read now (see [`Planned`]).
     fn count_task_keys(
         &mut self,
         scope: &TaskScope,
@@ -147,46 +225,39 @@ impl Keys for Remote {
         missing: MissingTaskInstance,
     ) -> Result<u64> {
         Self::refuse_missing(missing)?;
-        let (indexes, _) = self.indexes(scope, all_map_indices)?;
-        let api = self.api()?;
-        let mut count = 0;
-        for map_index in indexes {
-            count += api.count_task(&TaskScope { map_index, ..scope.clone() })?;
-        }
-        self.counted = Some(count);
+        addressable(scope)?;
+        let keys = self.plan_task(scope, all_map_indices)?;
+        let count = keys.len() as u64;
+        self.planned = Some(Planned::Task(keys));
         Ok(count)
     }
 
-    /// One DELETE of the collection. Across map indexes, when the server could not name the
-    /// task's instances (a dag it has not parsed), the keys it does list are deleted one by
-    /// one instead: the collection's DELETE would also remove keys nobody was asked about.
+    /// The counted keys, one DELETE each, so that the count is exactly what goes and a key
+    /// written since the count is left. With none, the task instance is only checked (any of
+    /// the task's, across map indexes), as the database checks it.
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
-        let (indexes, whole) = self.indexes(scope, all_map_indices)?;
-        if all_map_indices && !whole {
-            let keys = self.task_keys(scope, &indexes)?;
-            output::warn(
-                "the API does not name this task's map indexes (a dag its server has not parsed): \
-                 only the keys of map index -1 are deleted, one by one",
-            );
-            if keys.is_empty() {
-                // The API's check that a task instance exists, with nothing to delete.
-                self.api()?.clear_task(scope, false)?;
-                return Ok(0);
-            }
+        addressable(scope)?;
+        let keys = match self.planned.take() {
+            Some(Planned::Task(keys)) => keys,
+            _ => self.plan_task(scope, all_map_indices)?,
+        };
+        if !keys.is_empty() {
             return self.delete_task_keys(scope, &keys);
         }
-        let counted = match self.counted.take() {
-            Some(counted) => counted,
-            None => self.count_task_keys(scope, all_map_indices, MissingTaskInstance::Refuse)?,
-        };
-        self.api()?.clear_task(scope, all_map_indices)?;
-        Ok(counted)
+        let known = self.indexes(scope, all_map_indices)?;
+        if !(all_map_indices && known.indexes.len() > 1) {
+            let api = self.api()?;
+            api.require_task_instance(scope)?;
+        }
+        Ok(0)
     }
 
     /// One DELETE per key: the API has no transaction.
     fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+        addressable(scope)?;
         let api = self.api()?;
         for (map_index, key) in keys {
+            key_addressable(key)?;
             api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key)?;
         }
         Ok(keys.len() as u64)
@@ -207,7 +278,8 @@ impl Keys for Remote {
             task_id: task_id.clone(),
             map_index: filter.map_index.unwrap_or(-1),
         };
-        let (indexes, whole) = self.indexes(&scope, filter.map_index.is_none())?;
+        addressable(&scope)?;
+        let MapIndexes { indexes, whole, .. } = self.indexes(&scope, filter.map_index.is_none())?;
         if !whole {
             output::warn(
                 "the API does not name this task's map indexes (a dag its server has not parsed): \
@@ -239,6 +311,7 @@ impl Keys for Remote {
     }
 
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
+        key_addressable(key)?;
         self.api()?.asset_entry(asset, key)
     }
 
@@ -252,6 +325,7 @@ impl Keys for Remote {
                 "the API refuses a value over its [state_store] max_value_storage_bytes",
             ));
         }
+        key_addressable(set.key)?;
         let api = self.api()?;
         let asset = &api.asset_to_write(selector)?;
         require_active(asset)?;
@@ -260,30 +334,38 @@ impl Keys for Remote {
     }
 
     fn delete_asset(&mut self, asset: &Asset, key: &str) -> Result<u64> {
+        key_addressable(key)?;
         let api = self.api()?;
         let present = api.asset_entry(asset, key)?.is_some();
         api.delete_asset(asset, key)?;
         Ok(u64::from(present))
     }
 
+    /// The keys a clear would delete, read now (see [`Planned`]).
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
-        let count = self.api()?.count_asset(asset)?;
-        self.counted = Some(count);
+        let mut keys = Vec::new();
+        let _: ControlFlow<()> = self.api()?.each_asset(asset, 0, &mut |row| {
+            keys.push(row.key);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        let count = keys.len() as u64;
+        self.planned = Some(Planned::Asset(keys));
         Ok(count)
     }
 
+    /// The counted keys, one DELETE each (see [`Remote::clear_task`]).
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
-        let counted = match self.counted.take() {
-            Some(counted) => counted,
-            None => self.count_asset_keys(asset)?,
-        };
-        self.api()?.clear_asset(asset)?;
-        Ok(counted)
+        if !matches!(self.planned, Some(Planned::Asset(_))) {
+            self.count_asset_keys(asset)?;
+        }
+        let Some(Planned::Asset(keys)) = self.planned.take() else { return Ok(0) };
+        self.delete_asset_keys(asset, &keys)
     }
 
     fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
         let api = self.api()?;
         for key in keys {
+            key_addressable(key)?;
             api.delete_asset(asset, key)?;
         }
         Ok(keys.len() as u64)

@@ -23,7 +23,7 @@ use ureq::http::Method;
 
 pub(crate) use self::auth::Credentials;
 pub(crate) use self::http::Settings;
-use self::http::{Answer, Http, detail, status_error};
+use self::http::{Answer, Crowded, Http, detail, status_error};
 pub(crate) use self::keys::Remote;
 pub(crate) use self::url::BaseUrl;
 use self::url::Target;
@@ -37,6 +37,12 @@ use crate::time::Timestamp;
 /// The page size asked for: Airflow cuts any larger `limit` to `[api] maximum_page_limit`,
 /// 100 by default, and says nothing.
 const PAGE: u64 = 100;
+
+/// The most entries read from one collection (a task instance's or an asset's keys, a task's
+/// mapped instances, the assets a name filter matches), so that a server whose
+/// `total_entries` lies cannot keep a command paging forever; beyond it the database
+/// transport reads any number.
+pub(crate) const MAX_ENTRIES: u64 = 1_000_000;
 
 /// The first Airflow with the state-store API.
 const FIRST_VERSION: (u64, u64) = (3, 3);
@@ -66,11 +72,13 @@ impl Api {
     /// Checks the server's version, then gets the token.
     pub(crate) fn open(options: Options) -> Result<Api> {
         let verbose = options.settings.verbose;
+        options.credentials.register();
         let mut http = Http::new(options.base, options.settings)?;
         let version = check_version(&http)?;
         if verbose {
             output::note(&format!(
-                "api: Airflow {version} at {}; {}",
+                "api: Airflow {} at {}; {}",
+                http::from_server(&version, 100),
                 http.base().as_str(),
                 options.credentials.describe()
             ));
@@ -104,6 +112,11 @@ impl Api {
         let mut message = format!("{method} {shown} answered {}", answer.status);
         if !said.is_empty() {
             message.push_str(&format!(": {said}"));
+        }
+        if *method != Method::GET && matches!(answer.status, 502..=504) {
+            message.push_str(
+                "; a gateway's answer: the request may have been carried out, so it was not sent again (check before retrying)",
+            );
         }
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
@@ -175,62 +188,57 @@ impl Api {
         Ok(())
     }
 
-    /// Deletes every key of the task instance, or of every instance of the task.
-    pub(crate) fn clear_task(&self, scope: &TaskScope, all_map_indices: bool) -> Result<()> {
-        let mut target = Self::task_target(scope, None);
-        if all_map_indices {
-            target = target.query("all_map_indices", "true");
-        }
-        self.call(Method::DELETE, &target, None, &[200, 204])?;
-        Ok(())
-    }
-
-    /// How many keys the task instance holds.
-    pub(crate) fn count_task(&self, scope: &TaskScope) -> Result<u64> {
-        let target = Self::task_target(scope, None).query("limit", 1).query("offset", 0);
-        let answer = self.call(Method::GET, &target, None, &[200])?;
-        total_entries(&answer)
-    }
-
-    /// The map indexes a task has in its dag run, ascending, starting with -1 (an unmapped
-    /// instance, or keys written there anyway): `listMapped` names the mapped ones. The flag
-    /// says whether the list is whole: `listMapped` answered, or said the task is not mapped;
-    /// not when the server could not tell (a dag it has not parsed).
-    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<(Vec<i64>, bool)> {
+    /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
+    pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
         let mut indexes = vec![-1];
-        let mut offset = 0;
-        let mut whole = true;
-        loop {
-            let target = Target::api(&[
-                "dags",
-                &scope.dag_id,
-                "dagRuns",
-                &scope.run_id,
-                "taskInstances",
-                &scope.task_id,
-                "listMapped",
-            ])
-            .query("limit", PAGE)
-            .query("offset", offset);
-            let answer = self.call(Method::GET, &target, None, &[200, 404])?;
-            if answer.status == 404 {
-                whole = detail(&answer).contains("is not mapped");
-                break;
-            }
-            let page = array(&answer, "task_instances")?;
-            for ti in page {
+        let walked = self.walk(
+            |offset, limit| {
+                Target::api(&[
+                    "dags",
+                    &scope.dag_id,
+                    "dagRuns",
+                    &scope.run_id,
+                    "taskInstances",
+                    &scope.task_id,
+                    "listMapped",
+                ])
+                .query("limit", limit)
+                .query("offset", offset)
+            },
+            "task_instances",
+            0,
+            true,
+            &mut |ti| {
                 if let Some(index) = ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0) {
                     indexes.push(index);
                 }
-            }
-            offset += page.len() as u64;
-            if page.is_empty() || offset >= total_entries(&answer)? {
-                break;
-            }
-        }
+                Ok(ControlFlow::Continue(()))
+            },
+        )?;
+        let (whole, mapped) = match walked {
+            Walked::Flow(_) => (true, true),
+            Walked::NotFound(answer) => (detail(&answer).contains("is not mapped"), false),
+        };
         indexes.sort_unstable();
         indexes.dedup();
-        Ok((indexes, whole))
+        Ok(MapIndexes { indexes, whole, mapped })
+    }
+
+    /// That the task instance exists, asked without changing anything: a 404 is the API's own
+    /// words on what is missing.
+    pub(crate) fn require_task_instance(&self, scope: &TaskScope) -> Result<()> {
+        let index = scope.map_index.to_string();
+        let target = Target::api(&[
+            "dags",
+            &scope.dag_id,
+            "dagRuns",
+            &scope.run_id,
+            "taskInstances",
+            &scope.task_id,
+            &index,
+        ]);
+        self.call(Method::GET, &target, None, &[200])?;
+        Ok(())
     }
 
     /// Hands over the keys of one task instance from `offset`, a page at a time, in the API's
@@ -242,7 +250,7 @@ impl Api {
         each: &mut dyn FnMut(TaskEntry) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
         self.pages(
-            |o| Self::task_target(scope, None).query("limit", PAGE).query("offset", o),
+            |offset, limit| Self::task_target(scope, None).query("limit", limit).query("offset", offset),
             "task_state_store",
             offset,
             &mut |item| each(task_entry(scope, item)?),
@@ -321,12 +329,12 @@ impl Api {
     ) -> Result<Option<Asset>> {
         let mut found = None;
         let _: ControlFlow<()> = self.pages(
-            |o| {
+            |offset, limit| {
                 Target::api(&["assets"])
                     .query(filter, text)
                     .query("only_active", only_active)
-                    .query("limit", PAGE)
-                    .query("offset", o)
+                    .query("limit", limit)
+                    .query("offset", offset)
             },
             "assets",
             0,
@@ -365,16 +373,6 @@ impl Api {
         Ok(())
     }
 
-    pub(crate) fn clear_asset(&self, asset: &Asset) -> Result<()> {
-        self.call(Method::DELETE, &Self::asset_target(asset.id, None), None, &[200, 204])?;
-        Ok(())
-    }
-
-    pub(crate) fn count_asset(&self, asset: &Asset) -> Result<u64> {
-        let target = Self::asset_target(asset.id, None).query("limit", 1).query("offset", 0);
-        total_entries(&self.call(Method::GET, &target, None, &[200])?)
-    }
-
     pub(crate) fn each_asset(
         &self,
         asset: &Asset,
@@ -382,44 +380,136 @@ impl Api {
         each: &mut dyn FnMut(AssetEntry) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
         self.pages(
-            |o| Self::asset_target(asset.id, None).query("limit", PAGE).query("offset", o),
+            |offset, limit| Self::asset_target(asset.id, None).query("limit", limit).query("offset", offset),
             "asset_state_store",
             offset,
             &mut |item| each(asset_entry(asset, item)?),
         )
     }
 
-    /// Walks a collection a page at a time from `offset`: `limit` [`PAGE`] and a running
-    /// offset, until a page comes back empty or the offset reaches `total_entries`. Items
-    /// with a key already handed over (a page shifted by a concurrent write) are skipped;
-    /// only the keys are remembered, so memory grows with the number of keys, not their
-    /// values.
+    /// Walks a collection a page at a time from `offset` (see [`Api::walk`]).
     fn pages(
         &self,
-        target: impl Fn(u64) -> Target,
+        target: impl Fn(u64, u64) -> Target,
         field: &str,
         offset: u64,
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
-        let mut seen: HashSet<String> = HashSet::new();
+        match self.walk(target, field, offset, false, each)? {
+            Walked::Flow(flow) => Ok(flow),
+            Walked::NotFound(_) => Err(Error::Remote("the API answered 404".to_string()).into()),
+        }
+    }
+
+    /// Walks a collection a page at a time from `offset`: `limit` [`PAGE`] (or a tenth of it,
+    /// for a page that holds too much to read) and a running offset, until a page comes back
+    /// empty or the offset reaches `total_entries`; with
+    /// `may_be_missing`, a 404 ends the walk and is handed back. Items with a key already
+    /// handed over (a page shifted by a concurrent write) are skipped; only a digest of each
+    /// key is remembered, so memory grows by 16 bytes a key, not with their values.
+    ///
+    /// A server cannot keep it going: a page that holds nothing new ends it (exit 4), and so
+    /// does a collection said or found to hold more than [`MAX_ENTRIES`].
+    fn walk(
+        &self,
+        target: impl Fn(u64, u64) -> Target,
+        field: &str,
+        offset: u64,
+        may_be_missing: bool,
+        each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
+    ) -> Result<Walked> {
+        let expected: &[u16] = if may_be_missing { &[200, 404] } else { &[200] };
+        let mut seen = Seen::default();
         let mut offset = offset;
+        let mut limit = PAGE;
         loop {
-            let answer = self.call(Method::GET, &target(offset), None, &[200])?;
-            let page = array(&answer, field)?;
-            for item in page {
-                let key = item.get("key").or_else(|| item.get("id")).map(json::dumps).unwrap_or_default();
-                if !seen.insert(key) {
+            let page_target = target(offset, limit);
+            let answer = match self.call(Method::GET, &page_target, None, expected) {
+                // Values so many that the page is asked for again in tenths (a GET changes
+                // nothing), down to one entry.
+                Err(e) if limit > 1 && e.downcast_ref::<Crowded>().is_some() => {
+                    limit /= 10;
                     continue;
                 }
+                other => other?,
+            };
+            if answer.status == 404 {
+                return Ok(Walked::NotFound(answer));
+            }
+            let total = total_entries(&answer)?;
+            let shown = || self.http.base().join(&page_target);
+            if total > MAX_ENTRIES || seen.count() >= MAX_ENTRIES {
+                return Err(Error::Remote(format!(
+                    "GET {} says the collection holds {total} entries; the REST transport reads at most \
+                     {MAX_ENTRIES} (the database transport has no such limit)",
+                    shown()
+                ))
+                .into());
+            }
+            let page = array(&answer, field)?;
+            let mut new = 0;
+            for item in page {
+                let key = item.get("key").or_else(|| item.get("id")).map(json::dumps).unwrap_or_default();
+                if !seen.insert(&key) {
+                    continue;
+                }
+                new += 1;
                 if each(item)?.is_break() {
-                    return Ok(ControlFlow::Break(()));
+                    return Ok(Walked::Flow(ControlFlow::Break(())));
                 }
             }
+            if !page.is_empty() && new == 0 {
+                return Err(Error::Remote(format!(
+                    "the API repeats itself: GET {} answered only entries it had sent already; stopped",
+                    shown()
+                ))
+                .into());
+            }
             offset += page.len() as u64;
-            if page.is_empty() || offset >= total_entries(&answer)? {
-                return Ok(ControlFlow::Continue(()));
+            if page.is_empty() || offset >= total {
+                return Ok(Walked::Flow(ControlFlow::Continue(())));
             }
         }
+    }
+}
+
+/// The map indexes of a task in its dag run, ascending, starting with -1 (an unmapped
+/// instance, or keys written there anyway).
+#[derive(Debug, Clone)]
+pub(crate) struct MapIndexes {
+    pub indexes: Vec<i64>,
+    /// Whether the list is whole: `listMapped` answered, or said the task is not mapped; not
+    /// when the server could not tell (a dag it has not parsed).
+    pub whole: bool,
+    /// `listMapped` answered: the task is mapped, so no task instance has map index -1.
+    pub mapped: bool,
+}
+
+/// How a walk over a collection ended.
+enum Walked {
+    Flow(ControlFlow<()>),
+    /// The collection is not there (a 404, when it may be missing).
+    NotFound(Answer),
+}
+
+/// The keys a walk has handed over, as 128-bit digests under keys drawn for this run, so that
+/// no server can choose keys that collide.
+#[derive(Default)]
+struct Seen {
+    keys: HashSet<(u64, u64)>,
+    hashers: (std::hash::RandomState, std::hash::RandomState),
+}
+
+impl Seen {
+    /// Whether `key` is new, remembering it.
+    fn insert(&mut self, key: &str) -> bool {
+        use std::hash::BuildHasher as _;
+        let digest = (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key));
+        self.keys.insert(digest)
+    }
+
+    fn count(&self) -> u64 {
+        self.keys.len() as u64
     }
 }
 

@@ -9,7 +9,7 @@
 - **Auth**: exit 10 for 401 and 403; every way of getting a token; no token or password in any
   output, `-v` included.
 - **Faults**: a server that is down, a URL that is not the API, a server that never answers, a
-  server that is too old, 5xx answers retried and 4xx not, and what the client must refuse
+  server that is too old, 5xx answers to a GET retried and 4xx not, and what the client must refuse
   before it sends anything (NaN, DB-only commands and flags).
 """
 
