@@ -274,6 +274,18 @@ fn forget(path: &Path) {
     lock(&TEMPORARIES).retain(|p| p != path);
 }
 
+/// Names a file the process holds (a clean's lock file) for [`remove_temporaries`] to remove
+/// when the process ends at once, until [`keep_at_exit`]: a lock file is removed on every
+/// ending that runs code.
+pub(crate) fn remove_at_exit(path: &Path) {
+    lock(&TEMPORARIES).push(path.to_path_buf());
+}
+
+/// The file named by [`remove_at_exit`] is its holder's to remove again.
+pub(crate) fn keep_at_exit(path: &Path) {
+    forget(path);
+}
+
 /// Removes every temporary file that still exists by name: a signal is ending the process.
 pub(crate) fn remove_temporaries() {
     for path in lock(&TEMPORARIES).drain(..) {

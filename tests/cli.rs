@@ -3610,6 +3610,173 @@ fn promtool_accepts_the_metrics_file_and_the_alerts() {
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
 
+/// The nightly clean as the docs run it, on every ending and in every format: the metrics
+/// file says what the database shows was deleted, and so do the JSON and YAML documents and the
+/// summary line where the ending prints them; `promtool check metrics` accepts every file; the
+/// clean lock file is gone after every ending. Endings: success, `--max-rows`,
+/// `--max-duration`, SIGINT, SIGTERM, a failure after committed batches (another connection
+/// takes the write lock, `--lock-timeout 1s`), the hard deadline (`--max-duration` + 15 s, a
+/// batch blocked on that lock) and a SIGTERM the blocked run cannot answer (its 10 s grace).
+#[test]
+fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
+    use std::time::Duration;
+    let promtool = support::shells::installed("promtool", "prometheus");
+    let endings = [
+        "success",
+        "max_rows",
+        "max_duration",
+        "SIGINT",
+        "SIGTERM",
+        "failure after batches",
+        "hard deadline",
+        "blocked SIGTERM",
+    ];
+    std::thread::scope(|scope| {
+        for format in ["json", "yaml", "table", "plain"] {
+            scope.spawn(move || {
+                for ending in endings {
+                    one_ending(format, ending, promtool);
+                }
+            });
+        }
+    });
+
+    fn one_ending(format: &str, ending: &str, promtool: bool) {
+        use std::process::{Command, Stdio};
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 40, 2);
+        let expired = || {
+            bench
+                .scalar("SELECT count(*) FROM task_state_store WHERE expires_at < '2026-01-01'")
+                .parse::<u64>()
+                .unwrap()
+        };
+        let before = expired();
+        let prom = bench.dir.path().join("clean.prom");
+        let prom_arg = prom.display().to_string();
+        let mut args = vec!["clean", "-o", format, "--metrics-file", &prom_arg, "--batch-size", "1"];
+        let lock_file = bench.dir.path().join("airflow.db.state-store-clean.lock");
+        let mut holder = None;
+        let (run, code) = match ending {
+            "success" => (bench.run(&args), 0),
+            "max_rows" => {
+                args.extend(["--max-rows", "3"]);
+                (bench.run(&args), 0)
+            }
+            "max_duration" => {
+                args.extend(["--max-duration", "1s", "--sleep", "300ms"]);
+                (bench.run(&args), 0)
+            }
+            _ => {
+                let signal = match ending {
+                    "SIGINT" => "-INT",
+                    _ => "-TERM",
+                };
+                let blocked = matches!(ending, "hard deadline" | "blocked SIGTERM" | "failure after batches");
+                args.extend(["--sleep", "300ms"]);
+                args.extend(match ending {
+                    "failure after batches" => ["--lock-timeout", "1s"],
+                    "hard deadline" => ["--lock-timeout", "60s"],
+                    _ => ["--lock-timeout", "60s"],
+                });
+                if ending == "hard deadline" {
+                    args.extend(["--max-duration", "2s"]);
+                }
+                let child = bench.cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+                // Two batches committed, then the ending.
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                while before - expired() < 2 {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{format} {ending}: no two batches in 30 s"
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                if blocked {
+                    holder = Some(bench.hold("DELETE FROM task_state_store WHERE 0"));
+                }
+                match ending {
+                    "SIGINT" | "SIGTERM" | "blocked SIGTERM" => {
+                        if ending == "blocked SIGTERM" {
+                            // Into the batch that waits for the lock.
+                            std::thread::sleep(Duration::from_millis(800));
+                        }
+                        let sent =
+                            Command::new("kill").args([signal, &child.id().to_string()]).status().unwrap();
+                        assert!(sent.success());
+                    }
+                    _ => {}
+                }
+                let code = match ending {
+                    "SIGINT" => 130,
+                    "SIGTERM" | "blocked SIGTERM" => 143,
+                    _ => 4,
+                };
+                (finished(child, &args), code)
+            }
+        };
+        drop(holder);
+        let what = format!("{format}, {ending}: {run:?}");
+        assert_eq!(run.code, code, "{what}");
+        let deleted = before - expired();
+        let samples = metrics(&prom);
+        let sample = |series: &str| samples.get(series).unwrap_or_else(|| panic!("{series}: {what}")).clone();
+        assert_eq!(
+            sample(r#"state_store_clean_deleted_rows{table="task_state_store"}"#),
+            deleted.to_string(),
+            "{what}"
+        );
+        assert_eq!(sample(r#"state_store_clean_batches{phase="expired"}"#), deleted.to_string(), "{what}");
+        assert_eq!(sample("state_store_clean_exit_code"), code.to_string(), "{what}");
+        let signalled = matches!(ending, "SIGINT" | "SIGTERM" | "blocked SIGTERM");
+        assert_eq!(sample("state_store_clean_interrupted"), u8::from(signalled).to_string(), "{what}");
+        assert!(deleted >= 2 || !signalled, "{what}");
+        if promtool {
+            let out = Command::new("promtool")
+                .args(["check", "metrics"])
+                .stdin(std::fs::File::open(&prom).unwrap())
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        if format == "json" {
+            let doc = one_document(&run);
+            assert_eq!(doc["task_rows_deleted"], json!(deleted), "{what}");
+            assert_eq!(doc["batches"], json!(deleted), "{what}");
+            assert_eq!(doc["interrupted"], json!(signalled), "{what}");
+            if code != 0 {
+                assert_eq!(doc["error"]["exit_code"], json!(code), "{what}");
+            }
+        }
+        if format == "yaml" {
+            for line in [
+                format!("\ntask_rows_deleted: {deleted}\n"),
+                format!("\nbatches: {deleted}\n"),
+                format!("\ninterrupted: {signalled}\n"),
+            ] {
+                assert!(format!("\n{}", run.stdout).contains(&line), "{line:?}: {what}");
+            }
+            if code != 0 {
+                assert!(run.stdout.contains(&format!("\n  exit_code: {code}\n")), "{what}");
+            }
+        }
+        if !matches!(ending, "hard deadline" | "blocked SIGTERM") {
+            let line = run
+                .stderr
+                .lines()
+                .find(|l| l.starts_with("clean: deleted "))
+                .unwrap_or_else(|| panic!("{what}"));
+            assert!(
+                line.starts_with(&format!(
+                    "clean: deleted {deleted} expired task row(s) in {deleted} batch(es)"
+                )),
+                "{what}"
+            );
+        }
+        assert!(!lock_file.exists(), "the lock file is left: {what}");
+    }
+}
+
 /// Clean behind rows another session holds, and what a run tells cron, systemd and Prometheus:
 /// held rows skipped and counted, `started_at` in every document, the metrics written after
 /// stdout with the real exit code, a custom backend that is no success, and a stop at shutdown

@@ -1,7 +1,9 @@
-//! `clean`: flags to [`ops::clean::Options`], the engine's run, and its one summary. With `-o
-//! json` or `-o yaml` every run prints exactly one document on stdout, a failed one included:
-//! see [`Report`].
+//! `clean`: flags to [`ops::clean::Options`], the engine's run, and one [`Outcome`] of it,
+//! from which everything the run tells is rendered: stdout's document, the summary line on
+//! stderr, the metrics file and the exit status, on every ending. With `-o json` or `-o yaml`
+//! every run prints exactly one document on stdout, a failed one included (see [`Sinks`]).
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -35,49 +37,65 @@ pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 const AUTO_BATCH_TIME: Duration = Duration::from_millis(10);
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
-    let mut report = Report::new(global.output);
-    let result = clean(global, args, &mut report);
-    if let Err(e) = &result {
-        let exit_code = crate::error::exit_code(e);
-        report.failed(&redact::mask(&crate::error::message(e.as_ref())), exit_code);
-        if let Err(unwritten) = report.write_metrics(exit_code) {
-            // The run already failed: its error, not this one, decides the exit code.
-            output::warn(&crate::error::message(unwritten.as_ref()));
-        }
-    }
-    result
+    let sinks = Sinks::new(global.output);
+    let outcome = clean(global, args, &sinks);
+    sinks.render(outcome)
 }
 
 /// A `clean -o json` (or `-o yaml`) whose command line clap rejected: its one document is the
 /// error alone. `message` is the stderr line without its `error: ` prefix, already masked.
 pub(crate) fn command_line_rejected(format: Format, message: &str) {
-    Report::new(format).failed(message, crate::error::exit::USAGE);
+    let sinks = Sinks::new(format);
+    let _ =
+        sinks.print(&Ending::Failed { message: message.to_string(), exit_code: crate::error::exit::USAGE });
 }
 
-/// The one document a `clean -o json` or `-o yaml` prints on stdout, so that a job appending
-/// them to a log gets one per run: the summary (or the dry-run object), or, when the exit code
-/// is not 0, an `error` member, `{"message": …, "exit_code": …}`, added to the summary of the
-/// batches run so far, or alone when none ran. Every document starts with `started_at`, when
-/// the run started (RFC 3339, UTC), so that documents appended to a log can be placed in time.
-/// Nothing is printed after a document: a stdout that failed gets no second one. A signal
-/// that ends the process at once (any signal before the run starts, a second one during it)
-/// prints the document instead (see `signals`). The metrics file is written after the
-/// document, with the exit code the process ends with.
-struct Report {
-    format: Format,
-    printed: bool,
-    /// The summary of the batches run, for the error document of a run that failed part-way
-    /// and for the metrics.
-    so_far: Option<Summary>,
-    /// `--metrics-file`, until it is written.
-    metrics: Option<MetricsFile>,
-    /// What the run left to delete (expired task rows, orphaned asset rows), for the metrics.
+/// What one run came to. Every sink is rendered from it, and from nothing else, so that the
+/// document, the summary line, the metrics file and the exit status agree on every ending.
+struct Outcome {
+    /// What the batches did, when the run got as far as its first batch: rows and batches
+    /// committed, what stopped it, the archive.
+    summary: Option<Summary>,
+    /// What the run left to delete (expired task rows, orphaned asset rows), counted for the
+    /// metrics after a run that completed.
     backlog: Option<(u64, u64)>,
-    /// A custom `[state_store] backend` made the run skip its work.
-    skipped: bool,
+    /// What a run that did its work prints.
+    done: Done,
+    /// Why the run failed; `None` for a success. A run stopped by a signal between batches
+    /// failed with [`Error::Interrupted`] (130, 143).
+    error: Option<anyhow::Error>,
+}
+
+enum Done {
+    /// The summary of the batches.
+    Clean,
+    /// A custom `[state_store] backend`: nothing done, for this reason (exit 0, no success).
+    Skipped(String),
+    /// A dry run's counts, its tables, and its line for stderr.
+    DryRun(Box<Rendered<DryRun>>, String),
+}
+
+/// Where a run's outcome goes, and what an ending that stops the process at once (a second
+/// signal, a first one the run does not answer, the hard deadline) needs to render it there
+/// too: the format of stdout's document, the metrics file, the summary of the batches
+/// committed so far. Every document starts with `started_at`, when the run started (RFC 3339,
+/// UTC), so that documents appended to a log can be placed in time. Nothing is printed after
+/// a document: a stdout that failed gets no second one. The metrics file is written after the
+/// document, with the exit code the process ends with.
+struct Sinks {
+    format: Format,
     started: Instant,
-    /// `started_at` of every document (RFC 3339, UTC).
     started_at: String,
+    shared: Arc<Mutex<Shared>>,
+}
+
+/// What the run has come to so far, which the at-once ending reads from another thread.
+#[derive(Default)]
+struct Shared {
+    /// `--metrics-file`, once validated (every run that gets past its command line writes it).
+    metrics: Option<MetricsFile>,
+    /// The batches committed so far.
+    so_far: Option<Summary>,
 }
 
 /// A document with the time its run started in front: `{"started_at": …, …}`.
@@ -88,70 +106,171 @@ struct Stamped<'a, D> {
     doc: &'a D,
 }
 
-impl Report {
-    fn new(format: Format) -> Report {
-        let report = Report {
+impl Sinks {
+    /// The sinks of a run starting now; from now on an ending that stops the process at once
+    /// renders what the run has done to them.
+    fn new(format: Format) -> Sinks {
+        let sinks = Sinks {
             format,
-            printed: false,
-            so_far: None,
-            metrics: None,
-            backlog: None,
-            skipped: false,
             started: Instant::now(),
             started_at: Timestamp::now().to_rfc3339(),
+            shared: Arc::new(Mutex::new(Shared::default())),
         };
-        if report.structured() {
-            let started_at = report.started_at.clone();
-            signals::on_exit_print(move |ending| {
-                let message = match ending {
-                    Ending::Signal(signal) => Error::Interrupted { signal: *signal }.to_string(),
-                    other => other.message().unwrap_or_default(),
-                };
-                let message = redact::mask(&message);
-                let doc = Failed::new(None, &message, ending.exit_code());
-                output::document(format, &Stamped { started_at: &started_at, doc: &doc }, false)
-                    .unwrap_or_default()
-            });
-        }
-        report
+        let at_once = Sinks {
+            format,
+            started: sinks.started,
+            started_at: sinks.started_at.clone(),
+            shared: Arc::clone(&sinks.shared),
+        };
+        signals::on_exit_print(move |ending| at_once.ending(ending));
+        sinks
     }
 
     fn structured(&self) -> bool {
         matches!(self.format, Format::Json | Format::Yaml)
     }
 
-    fn emit<D: Serialize>(&mut self, rendered: Rendered<D>) -> Result<()> {
-        self.printed = true;
-        let Rendered { doc, tables, plain } = rendered;
-        let stamped = Rendered { doc: Stamped { started_at: &self.started_at, doc: &doc }, tables, plain };
-        signals::print_instead(|| output::emit(self.format, &stamped))?;
+    fn shared(&self) -> std::sync::MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// What an ending that stops the process at once leaves: the metrics of the batches
+    /// committed so far, and stdout's document (returned, for `signals` to print).
+    fn ending(&self, ending: &Ending) -> String {
+        let (mut summary, metrics) = {
+            let shared = self.shared();
+            (shared.so_far.clone(), shared.metrics.clone())
+        };
+        let message = match ending {
+            Ending::Signal(signal) => match &mut summary {
+                Some(summary) => {
+                    summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(*signal)));
+                    format!(
+                        "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
+                        Stop::Signal(*signal).name()
+                    )
+                }
+                None => Error::Interrupted { signal: *signal }.to_string(),
+            },
+            Ending::GraceOver(signal) => {
+                if let Some(summary) = &mut summary {
+                    summary.stopped_by = Some(Stop::Signal(*signal));
+                }
+                ending.message().unwrap_or_default()
+            }
+            Ending::Failed { .. } => ending.message().unwrap_or_default(),
+        };
+        if let Some(summary) = &mut summary {
+            summary.seconds = self.started.elapsed().as_secs_f64();
+        }
+        if let Some(metrics) = metrics {
+            // Nothing more can be said of a failure here: the process is ending.
+            let _ = metrics.write(&self.metrics_of(summary.as_ref(), None, false, ending.exit_code()));
+        }
+        if !self.structured() {
+            return String::new();
+        }
+        let message = redact::mask(&message);
+        let doc = Failed::new(summary.map(|s| s.doc()), &message, ending.exit_code());
+        output::document(self.format, &Stamped { started_at: &self.started_at, doc: &doc }, false)
+            .unwrap_or_default()
+    }
+
+    /// The document of an ending that has no outcome of the run's own (a command line clap
+    /// refused), printed at once.
+    fn print(&self, ending: &Ending) -> Result<()> {
+        let text = self.ending(ending);
+        signals::print_instead(|| {
+            use std::io::Write as _;
+            let mut out = std::io::stdout().lock();
+            out.write_all(text.as_bytes()).and_then(|()| out.flush()).map_err(Error::stdout)
+        })?;
         Ok(())
     }
 
-    /// `message` is the error as printed on stderr (masked the same way), without `error: `.
-    fn failed(&mut self, message: &str, exit_code: i32) {
-        if self.printed || !self.structured() {
-            return;
+    /// Renders the outcome to every sink, in this order: the summary line on stderr, the
+    /// document on stdout, the metrics file; and returns the run's error, for its `error:`
+    /// line and its exit code. A stdout or a metrics file that cannot be written makes a
+    /// successful run fail (exit 6); a run that failed already keeps its own error.
+    fn render(&self, outcome: Outcome) -> Result<()> {
+        let Outcome { summary, backlog, done, error } = outcome;
+        match (&done, &summary) {
+            (Done::Skipped(reason), _) => output::note(reason),
+            (Done::DryRun(_, line), _) => output::note(line),
+            (Done::Clean, Some(summary)) => output::note(&summary.line()),
+            (Done::Clean, None) => {}
         }
-        let doc = Failed::new(self.so_far.take().map(|s| s.doc()), message, exit_code);
-        // The run already failed: a stdout that fails too changes neither its message nor its
-        // exit code.
-        let _ = self.emit(Rendered::doc(doc));
+        let skipped = matches!(done, Done::Skipped(_));
+        let mut result = match error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        };
+        // Held through both, so that an ending meanwhile renders neither a second time.
+        signals::print_instead(|| {
+            let printed = self.document(done, summary.as_ref(), result.as_ref().err());
+            if let Err(e) = printed
+                && result.is_ok()
+            {
+                result = Err(e);
+            }
+            let Some(metrics) = self.shared().metrics.take() else { return };
+            let exit_code =
+                result.as_ref().err().map_or(crate::error::exit::SUCCESS, crate::error::exit_code);
+            match metrics.write(&self.metrics_of(summary.as_ref(), backlog, skipped, exit_code)) {
+                Err(e) if result.is_ok() => result = Err(e),
+                // The run already failed: its error, not this one, decides the exit code.
+                Err(e) => output::warn(&crate::error::message(e.as_ref())),
+                Ok(()) => {}
+            }
+        });
+        result
     }
 
-    /// Replaces the `--metrics-file`, if one was given, with what the run did; once, after the
-    /// document is on stdout, so that `exit_code` is the process's own even when stdout fails.
-    fn write_metrics(&mut self, exit_code: i32) -> Result<()> {
-        let Some(file) = self.metrics.take() else { return Ok(()) };
+    /// stdout's part: the document of a success, in every format; of a failure, in JSON and
+    /// YAML only, its `error` member beside the summary of the batches committed.
+    fn document(&self, done: Done, summary: Option<&Summary>, error: Option<&anyhow::Error>) -> Result<()> {
+        if let Some(error) = error {
+            if !self.structured() {
+                return Ok(());
+            }
+            let message = redact::mask(&crate::error::message(error.as_ref()));
+            let doc = Failed::new(summary.map(Summary::doc), &message, crate::error::exit_code(error));
+            return self.emit(Rendered::doc(doc));
+        }
+        match done {
+            Done::DryRun(rendered, _) => self.emit(*rendered),
+            Done::Skipped(reason) => {
+                self.emit(Rendered::doc(Skipped { summary: summary.map(Summary::doc), skipped: reason }))
+            }
+            Done::Clean => self.emit(Rendered::doc(summary.map(Summary::doc))),
+        }
+    }
+
+    fn emit<D: Serialize>(&self, rendered: Rendered<D>) -> Result<()> {
+        let Rendered { doc, tables, plain } = rendered;
+        output::emit(
+            self.format,
+            &Rendered { doc: Stamped { started_at: &self.started_at, doc: &doc }, tables, plain },
+        )
+    }
+
+    /// The metrics of a run: its batches, or zeroes before the first one.
+    fn metrics_of(
+        &self,
+        summary: Option<&Summary>,
+        backlog: Option<(u64, u64)>,
+        skipped: bool,
+        exit_code: i32,
+    ) -> metrics::CleanRun {
         let mut run = metrics::CleanRun {
             seconds: self.started.elapsed().as_secs_f64(),
             exit_code,
-            backlog: self.backlog,
-            skipped: self.skipped,
+            backlog,
+            skipped,
             ended: Timestamp::now().micros() as f64 / 1e6,
             ..metrics::CleanRun::default()
         };
-        if let Some(summary) = &self.so_far {
+        if let Some(summary) = summary {
             run.task_rows_deleted = summary.task_rows_deleted;
             run.asset_rows_deleted = summary.asset_rows_deleted;
             run.batches = summary.batches;
@@ -161,7 +280,7 @@ impl Report {
             run.interrupted = matches!(summary.stopped_by, Some(Stop::Signal(_)));
             run.limit = summary.stopped_by.filter(|s| !matches!(s, Stop::Signal(_))).map(Stop::name);
         }
-        file.write(&run)
+        run
     }
 }
 
@@ -186,8 +305,19 @@ impl Failed<'_> {
     }
 }
 
-fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<()> {
-    report.metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
+/// The run, up to its outcome: an error becomes the outcome's, beside the batches committed
+/// before it.
+fn clean(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks) -> Outcome {
+    let mut outcome = Outcome { summary: None, backlog: None, done: Done::Clean, error: None };
+    if let Err(e) = clean_into(global, args, sinks, &mut outcome) {
+        outcome.error = Some(e);
+    }
+    outcome
+}
+
+/// [`clean`], filling in `outcome` as the run goes.
+fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mut Outcome) -> Result<()> {
+    sinks.shared().metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
     super::refuse_api(global, "clean")?;
     let now = Timestamp::now();
     let cutoff = match &args.before {
@@ -271,14 +401,11 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
             "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
             ctx.settings.backend.value, ctx.settings.backend.source
         );
-        output::note(&reason);
         // The summary of a run that deleted nothing, with the reason: not a success, so its
         // metrics say `skipped` and leave the last success where it was.
-        let mut summary = Summary { batch_time, ..Summary::empty(cutoff, batch_size) }.doc();
-        summary.dry_run = args.dry_run;
-        report.skipped = true;
-        report.emit(Rendered::doc(Skipped { summary, skipped: reason }))?;
-        return report.write_metrics(crate::error::exit::SUCCESS);
+        outcome.summary = Some(Summary { batch_time, ..Summary::empty(cutoff, batch_size) });
+        outcome.done = Done::Skipped(reason);
+        return Ok(());
     }
     let options = Options {
         cutoff,
@@ -296,12 +423,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let timeouts = ctx.timeouts().with_lock(lock_timeout).with_pause(sleep.unwrap_or_default());
     if args.dry_run {
         let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
-        return dry_run(&ctx, &mut store, &options, args, report);
+        outcome.done = dry_run(&ctx, &mut store, &options, args)?;
+        return Ok(());
     }
     let mut store = ctx.open_with(Access::ReadWrite, &timeouts)?;
-    if let Some(Err(e)) = report.metrics.as_ref().map(MetricsFile::check) {
+    let checked = sinks.shared().metrics.as_ref().map(MetricsFile::check);
+    if let Some(Err(e)) = checked {
         // The metrics file is the database: the failed run's metrics must not be written either.
-        report.metrics = None;
+        sinks.shared().metrics = None;
         return Err(e);
     }
     if !store.begin_clean(lock_timeout)? {
@@ -315,12 +444,8 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     signals::defer();
     // Counting costs a query, worth it only for someone watching a bar.
     let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
-    let mut watcher = Watcher {
-        progress: Progress::new(total, progress_every),
-        last_words: report.structured().then_some(report.format),
-        started: Instant::now(),
-        started_at: report.started_at.clone(),
-    };
+    let mut watcher =
+        Watcher { progress: Progress::new(total, progress_every), shared: Arc::clone(&sinks.shared) };
     if global.verbose {
         watcher.progress.detail(&format!(
             "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {}",
@@ -333,20 +458,17 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let (summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
     store.finish_clean();
     watcher.progress.finish();
-    output::note(&summary.line());
-    if report.metrics.is_some() && result.is_ok() {
-        report.backlog = backlog(&mut store, cutoff).ok();
+    let stopped_by = summary.stopped_by;
+    outcome.summary = Some(summary);
+    if sinks.shared().metrics.is_some() && result.is_ok() {
+        outcome.backlog = backlog(&mut store, cutoff).ok();
     }
+    result?;
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
-    let result = result.and(match summary.stopped_by {
+    match stopped_by {
         Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }.into()),
         _ => Ok(()),
-    });
-    let doc = summary.doc();
-    report.so_far = Some(summary);
-    result?;
-    report.emit(Rendered::doc(doc))?;
-    report.write_metrics(crate::error::exit::SUCCESS)
+    }
 }
 
 /// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
@@ -355,48 +477,20 @@ fn backlog(store: &mut Store, cutoff: Timestamp) -> Result<(u64, u64)> {
     Ok((store.count_expired(cutoff)?, orphans))
 }
 
-/// The progress of a run on stderr, and the document a second signal prints: it ends the
-/// process at once, in the middle of a batch, which the database then rolls back, so the
-/// document holds the batches committed until then.
+/// The progress of a run on stderr, and the batches committed so far, for an ending that
+/// stops the process at once in the middle of a batch (which the database then rolls back).
 struct Watcher {
     progress: Progress,
-    /// With `-o json` or `-o yaml`, the format of the document a second signal prints.
-    last_words: Option<Format>,
-    started: Instant,
-    /// The documents' `started_at`.
-    started_at: String,
+    shared: Arc<Mutex<Shared>>,
 }
 
 impl Watch for Watcher {
-    fn batch(&mut self, summary: &Summary, deleted: bool) {
+    fn batch(&mut self, summary: &Summary, _deleted: bool) {
         self.progress.update(
             summary.task_rows_deleted + summary.asset_rows_deleted,
             summary.batches + summary.orphan_batches,
         );
-        let Some(format) = self.last_words.filter(|_| deleted) else { return };
-        let (summary, started, started_at) = (summary.clone(), self.started, self.started_at.clone());
-        signals::on_exit_print(move |ending| {
-            let mut summary = summary.clone();
-            summary.seconds = started.elapsed().as_secs_f64();
-            let message = match ending {
-                Ending::Signal(signal) => {
-                    summary.stopped_by = Some(Stop::Signal(signals::stop_requested().unwrap_or(*signal)));
-                    format!(
-                        "stopped at once by a second signal ({}); the batch in progress, if any, is rolled back",
-                        Stop::Signal(*signal).name()
-                    )
-                }
-                Ending::GraceOver(signal) => {
-                    summary.stopped_by = Some(Stop::Signal(*signal));
-                    ending.message().unwrap_or_default()
-                }
-                Ending::Failed { .. } => ending.message().unwrap_or_default(),
-            };
-            let message = redact::mask(&message);
-            let doc = Failed::new(Some(summary.doc()), &message, ending.exit_code());
-            output::document(format, &Stamped { started_at: &started_at, doc: &doc }, false)
-                .unwrap_or_default()
-        });
+        self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).so_far = Some(summary.clone());
     }
 
     fn detail(&mut self, line: &str) {
@@ -420,7 +514,7 @@ impl Watch for Notes {
 #[derive(Serialize)]
 struct Skipped {
     #[serde(flatten)]
-    summary: SummaryDoc,
+    summary: Option<SummaryDoc>,
     skipped: String,
 }
 
@@ -447,13 +541,7 @@ fn describe(args: &CleanArgs) -> String {
 }
 
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
-fn dry_run(
-    ctx: &Context,
-    store: &mut Store,
-    options: &Options,
-    args: &CleanArgs,
-    report: &mut Report,
-) -> Result<()> {
+fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs) -> Result<Done> {
     let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
     let shown = ops::clean::batch_size_text(batch_size, options.batch_time);
     if options.verbose {
@@ -524,29 +612,29 @@ fn dry_run(
         asset_rows_deleted: 0,
         task_rows_to_delete: task_rows,
         asset_rows_to_delete: asset_rows,
-        expired_by_dag: by_dag.iter().map(|d| DagRows { dag_id: &d.dag_id, rows: d.rows }).collect(),
+        expired_by_dag: by_dag.iter().map(|d| DagRows { dag_id: d.dag_id.clone(), rows: d.rows }).collect(),
         orphans_by_asset: by_asset
             .iter()
-            .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name.as_deref(), rows: a.rows })
+            .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name.clone(), rows: a.rows })
             .collect(),
         sample: tasks.docs,
         orphan_sample: orphans.docs,
         interrupted: false,
         stopped_by: None,
     };
-    output::note(&format!(
+    let line = format!(
         "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}",
         by_dag.len(),
         by_asset.len(),
         cutoff.to_rfc3339()
-    ));
-    report.emit(Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) })?;
-    Ok(())
+    );
+    let rendered = Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) };
+    Ok(Done::DryRun(Box::new(rendered), line))
 }
 
 /// What `clean --dry-run -o json` prints (docs/output.md#dry-run-object).
 #[derive(Serialize)]
-struct DryRun<'a> {
+struct DryRun {
     dry_run: bool,
     cutoff: String,
     batch_size: u64,
@@ -556,8 +644,8 @@ struct DryRun<'a> {
     asset_rows_deleted: u64,
     task_rows_to_delete: u64,
     asset_rows_to_delete: u64,
-    expired_by_dag: Vec<DagRows<'a>>,
-    orphans_by_asset: Vec<AssetRows<'a>>,
+    expired_by_dag: Vec<DagRows>,
+    orphans_by_asset: Vec<AssetRows>,
     sample: Vec<TaskEntryDoc>,
     orphan_sample: Vec<AssetEntryDoc>,
     interrupted: bool,
@@ -565,14 +653,14 @@ struct DryRun<'a> {
 }
 
 #[derive(Serialize)]
-struct DagRows<'a> {
-    dag_id: &'a str,
+struct DagRows {
+    dag_id: String,
     rows: u64,
 }
 
 #[derive(Serialize)]
-struct AssetRows<'a> {
+struct AssetRows {
     asset_id: i64,
-    asset_name: Option<&'a str>,
+    asset_name: Option<String>,
     rows: u64,
 }

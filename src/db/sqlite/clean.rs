@@ -63,6 +63,9 @@ impl CleanLock {
             let locked = file.metadata().map_err(|e| fail("read", e))?;
             match std::fs::symlink_metadata(&path) {
                 Ok(named) if (named.dev(), named.ino()) == (locked.dev(), locked.ino()) => {
+                    // Removed by an ending that stops the process at once too (a hard
+                    // deadline, a second signal), still locked, as `drop` removes it.
+                    crate::fs::remove_at_exit(&path);
                     return Ok(Some(CleanLock { file, path }));
                 }
                 // Unlinked, or replaced, by the holder that ended meanwhile: start over.
@@ -78,6 +81,7 @@ impl Drop for CleanLock {
     fn drop(&mut self) {
         // Unlinked while still locked: see `CleanLock`. Closing the file then lets go.
         let _ = std::fs::remove_file(&self.path);
+        crate::fs::keep_at_exit(&self.path);
         let _ = self.file.unlock();
     }
 }
