@@ -300,8 +300,8 @@ class Bench:
 
     def ours(self, db, target, batch, binary=None):
         env = clean_env(self.home)
-        return ([str(binary or self.bin), "clean", "--conn", db.url(target), "--batch-size", str(batch), "-o", "json"],
-                env)
+        size = [] if batch == AUTO else ["--batch-size", str(batch)]
+        return ([str(binary or self.bin), "clean", "--conn", db.url(target), *size, "-o", "json"], env)
 
     def airflow_cmd(self, db, target):
         env = clean_env(self.home)
@@ -367,9 +367,9 @@ class Bench:
         args = self.args
         base, expired = self.base(db, f"base_{os.getpid()}", args.rows, 50)
         try:
-            ours = [(f"state-store clean, batch {batch:,}", "ours", batch, lambda t, b=batch: self.ours(db, t, b))
+            ours = [(f"state-store clean, batch {batch_label(batch)}", "ours", batch, lambda t, b=batch: self.ours(db, t, b))
                     for batch in args.batch_sizes]
-            baseline = [(f"baseline ({args.baseline_label}) clean, batch {batch:,}", "baseline", batch,
+            baseline = [(f"baseline ({args.baseline_label}) clean, batch {batch_label(batch)}", "baseline", batch,
                          lambda t, b=batch: self.ours(db, t, b, self.baseline))
                         for batch in (args.batch_sizes if self.baseline else [])]
             floors = []
@@ -420,7 +420,7 @@ class Bench:
                 try:
                     found = {}
                     for batch in args.memory_batch_sizes:
-                        run = Run(db.dialect, f"state-store clean, batch {batch:,} ({rows:,} rows)", "ours", batch)
+                        run = Run(db.dialect, f"state-store clean, batch {batch_label(batch)} ({rows:,} rows)", "ours", batch)
                         found[batch] = self.measure(db, mbase, rows, mexpired, run,
                                                     lambda t, b=batch: self.ours(db, t, b))
                     self.memory.append(("memory", db.dialect, rows, mexpired, found))
@@ -503,7 +503,7 @@ class Bench:
                     if len(ratios) > 1:
                         ratio += f" ({min(ratios):.2f}–{max(ratios):.2f})"
                     slower = f"{sum(new.wall_s > old.wall_s for new, old in pairs)} of {len(pairs)}"
-                lines.append(f"| {name} | {batch:,} | {walls[0]} | {walls[1]} | {ratio} | {slower} |")
+                lines.append(f"| {name} | {batch_label(batch)} | {walls[0]} | {walls[1]} | {ratio} | {slower} |")
         return lines
 
     def report(self, elapsed):
@@ -553,7 +553,7 @@ class Bench:
             same = ours.get(self.args.airflow_batch_size)
             if airflow and same:
                 speedup = airflow / same.wall_s
-                others = ", ".join(f"batch {b:,}: {airflow / r.wall_s:.1f}x" for b, r in sorted(ours.items())
+                others = ", ".join(f"batch {batch_label(b)}: {airflow / r.wall_s:.1f}x" for b, r in sorted(ours.items())
                                    if b != self.args.airflow_batch_size)
                 goals.append(f"- {name}: at least 4x faster than Airflow's clean at the same batch size "
                              f"({self.args.airflow_batch_size:,}): {'met' if speedup >= 4 else 'NOT met'} "
@@ -563,7 +563,7 @@ class Bench:
         if self.memory:
             lines += ["", "### Peak RSS of state-store clean against table size", "",
                       "| database | table rows | expired rows | " + " | ".join(
-                          f"batch {b:,}: peak RSS MB" for b in self.args.memory_batch_sizes) + " |",
+                          f"batch {batch_label(b)}: peak RSS MB" for b in self.args.memory_batch_sizes) + " |",
                       "|---|---:|---:|" + "---:|" * len(self.args.memory_batch_sizes)]
             for _, dialect, rows, expired, found in sorted(self.memory, key=lambda m: (m[1], m[2])):
                 cells = [f"{found[b].rss_kb / 1024:.1f}" if b in found and found[b].ok else "failed"
@@ -577,9 +577,18 @@ class Bench:
         return "\n".join(lines)
 
 
+#: The batch "size" of the default clean: no --batch-size, so `auto` (Airflow's 0).
+AUTO = -1
+
+
 def int_list(text):
-    """`0,1000,10000` or `0,1_000,10_000`."""
-    return [int(x) for x in text.replace("_", "").split(",") if x]
+    """`0,1000,10000` or `0,1_000,10_000`; `auto` is the default clean (no --batch-size)."""
+    return [AUTO if x == "auto" else int(x) for x in text.replace("_", "").split(",") if x]
+
+
+def batch_label(batch):
+    """`10,000`, or `auto (default)` for the clean with no --batch-size."""
+    return "auto (default)" if batch == AUTO else f"{batch:,}"
 
 
 def main():

@@ -45,6 +45,20 @@ impl Progress {
         Progress { bar, total, every: (!every.is_zero()).then_some(every), started: now, last: now }
     }
 
+    /// Whether a plain line is due within half an interval and the rows expected are not
+    /// known yet: counting them costs a query, worth it only for a run long enough to print a
+    /// line (the bar at a terminal counts them before the run).
+    pub(crate) fn wants_total(&self) -> bool {
+        self.bar.is_none()
+            && self.total.is_none()
+            && self.every.is_some_and(|every| self.last.elapsed() >= every / 2)
+    }
+
+    /// The rows the run deletes in all, for the lines' share done and ETA.
+    pub(crate) fn set_total(&mut self, total: u64) {
+        self.total = Some(total);
+    }
+
     /// Reports `done` rows deleted in `batches` batches so far.
     pub(crate) fn update(&mut self, done: u64, batches: u64) {
         if let Some(bar) = &self.bar {
@@ -60,11 +74,21 @@ impl Progress {
         let elapsed = now.duration_since(self.started).as_secs_f64();
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-        let of = self.total.map(|t| format!(" of {t}")).unwrap_or_default();
+        let (of, eta) = match self.total.filter(|t| *t > 0) {
+            Some(total) => {
+                #[allow(clippy::cast_precision_loss)]
+                let share = (done.min(total) as f64 * 100.0 / total as f64).floor();
+                #[allow(clippy::cast_precision_loss)]
+                let left = if rate > 0.0 { total.saturating_sub(done) as f64 / rate } else { f64::NAN };
+                let eta = if left.is_finite() { format!(", ETA {left:.0}s") } else { String::new() };
+                (format!(" of {total} ({share:.0}%)"), eta)
+            }
+            None => (String::new(), String::new()),
+        };
         let mut err = std::io::stderr().lock();
         let _ = writeln!(
             err,
-            "clean: progress: {done}{of} expired task row(s) deleted in {batches} batch(es), {rate:.0} rows/s, {elapsed:.0}s"
+            "clean: progress: {done}{of} expired task row(s) deleted in {batches} batch(es), {rate:.0} rows/s, {elapsed:.0}s{eta}"
         );
         let _ = err.flush();
     }

@@ -1335,8 +1335,29 @@ contract! {
         let lines = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).count() as u64;
         assert_eq!(lines, batches, "{}", run.stderr);
         assert!(batches >= 2, "3,000 expired rows of 6,000 take more than one batch of 1,000 rows: {}", run.stderr);
-        let summary = format!("batch size auto (10 ms a batch, last {last})");
+        let summary = format!(
+            "batch size auto (10 ms a batch and a pause while other sessions write, full speed while none \
+             do, last {last} rows; state_cleanup_batch_size = 0 from default runs as auto, --batch-size 0 for \
+             one transaction)"
+        );
         assert!(run.stderr.contains(&summary), "{}", run.stderr);
+        assert_eq!(
+            fields(&v, &["batching", "batching_from"]),
+            json!(["auto", "state_cleanup_batch_size = 0 from default"])
+        );
+        // The same story everywhere the batch size is named: the dry run, `-v`, doctor,
+        // `config get`.
+        let dry = bench.run(&["clean", "--dry-run", "-o", "json", "-v"]).success();
+        assert_eq!(fields(&dry.json(), &["batching", "batch_size"]), json!(["auto", null]));
+        assert!(dry.stderr.contains("batch size auto (10 ms a batch"), "{}", dry.stderr);
+        assert!(!dry.stderr.contains("last "), "no batch ran: {}", dry.stderr);
+        let doctor = bench.run(&["doctor"]);
+        assert!(doctor.stdout.contains("batch size auto (10 ms a batch"), "{}", doctor.stdout);
+        let got = bench.run(&["config", "get", "state_store", "state_cleanup_batch_size", "-o", "json"]).success();
+        assert!(got.json()["note"].as_str().unwrap().contains("clean runs 0 as --batch-size auto"), "{}", got.stdout);
+        let one = bench.run(&["clean", "--batch-size", "0", "-o", "json"]).success();
+        assert_eq!(fields(&one.json(), &["batching", "batch_size"]), json!(["one_transaction", 0]));
+        assert!(one.stderr.contains("batch size 0 (one transaction)"), "{}", one.stderr);
     }
 
     fn clean_batch_size_comes_from_config_unless_flagged(d: Dialect) {
@@ -2536,18 +2557,29 @@ fn configuration_precedence_flag_env_file_default() {
     let out = c.output().unwrap();
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
-        fields(&doc, &["batch_size", "batch_time_ms"]),
-        json!([1000, 10]),
-        "nothing sets it: batches of about 10 ms, starting at 1,000 rows, not one transaction"
+        fields(&doc, &["batching", "batching_from", "batch_size", "batch_time_ms"]),
+        json!(["auto", "state_cleanup_batch_size = 0 from default", null, 10]),
+        "nothing sets it: auto (batches of about 10 ms beside writers), not one transaction"
     );
     // Airflow's default, 0, which every airflow.cfg Airflow generates names, is auto too; the
     // flag's 0 is Airflow's one transaction.
     bench.write_config("other.cfg", "[state_store]\nstate_cleanup_batch_size = 0\n");
     bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "0");
     let doc = bench.run(&["clean", "--dry-run", "-o", "json"]).success().json();
-    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([1000, 10]));
+    assert_eq!(
+        fields(&doc, &["batching", "batching_from", "batch_size", "batch_time_ms"]),
+        json!([
+            "auto",
+            "state_cleanup_batch_size = 0 from environment variable AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE",
+            null,
+            10
+        ])
+    );
     let doc = bench.run(&["clean", "--dry-run", "--batch-size", "0", "-o", "json"]).success().json();
-    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([0, null]));
+    assert_eq!(
+        fields(&doc, &["batching", "batching_from", "batch_size", "batch_time_ms"]),
+        json!(["one_transaction", null, 0, null])
+    );
     bench.env("AIRFLOW__STATE_STORE__STATE_CLEANUP_BATCH_SIZE", "5");
     bench.run(&["clean", "--dry-run", "--batch-time", "50ms"]).fails(
         2,
@@ -2557,7 +2589,10 @@ fn configuration_precedence_flag_env_file_default() {
         .run(&["clean", "--dry-run", "--batch-size", "auto", "--batch-time", "50ms", "-o", "json"])
         .success()
         .json();
-    assert_eq!(fields(&doc, &["batch_size", "batch_time_ms"]), json!([1000, 50]));
+    assert_eq!(
+        fields(&doc, &["batching", "batching_from", "batch_size", "batch_time_ms"]),
+        json!(["auto", null, null, 50])
+    );
     bench
         .run(&["clean", "--dry-run", "--batch-size", "auto", "--batch-time", "0s"])
         .fails(2, "invalid --batch-time");
@@ -2904,6 +2939,28 @@ fn postgres_sql_alchemy_schema_is_honoured() {
     bench.run(&["list"]).fails(3, "sql_alchemy_schema");
 }
 
+/// A reader in a transaction at the end of a clean keeps the WAL file from being emptied: the
+/// summary line and the document say how much it keeps; without the reader it is emptied and
+/// nothing is said.
+#[test]
+fn a_wal_file_a_reader_keeps_is_named_in_the_summary() {
+    let bench = with_run(Dialect::Sqlite);
+    let conn = bench.sqlite();
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    seed_expiring(&bench, 2_000, 2);
+    let reader = bench.sqlite();
+    reader.execute_batch("BEGIN; SELECT count(*) FROM dag_run;").unwrap();
+    let run = bench.run(&["clean", "--batch-size", "100", "-o", "json"]).success();
+    assert!(run.stderr.contains("; the -wal file keeps "), "{}", run.stderr);
+    let left = one_document(&run)["wal_bytes_left"].as_u64().unwrap();
+    assert!(left > 0, "{}", run.stdout);
+    reader.execute_batch("COMMIT").unwrap();
+    let run = bench.run(&["clean", "--batch-size", "100", "-o", "json"]).success();
+    assert!(!run.stderr.contains("-wal file"), "{}", run.stderr);
+    assert!(one_document(&run).get("wal_bytes_left").is_none(), "{}", run.stdout);
+}
+
 #[test]
 fn clean_reports_progress_on_stderr() {
     let bench = with_run(Dialect::Sqlite);
@@ -2913,6 +2970,14 @@ fn clean_reports_progress_on_stderr() {
     let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).collect();
     assert!(lines.len() >= 3, "periodic progress lines off a terminal: {}", run.stderr);
     assert!(run.stderr.lines().last().unwrap().starts_with("clean: deleted 12 expired task row(s)"));
+    // The total, the share done and the time left, as the bar at a terminal shows them.
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.contains(" of 12 (") && l.contains("%) expired task row(s)") && l.contains(", ETA ")),
+        "{}",
+        run.stderr
+    );
 
     let bench = with_run(Dialect::Sqlite);
     seed_expiring(&bench, 12, 1);
@@ -3799,6 +3864,46 @@ mod clean_locks_and_metrics {
     }
 
     contract! {
+        /// The default clean (`--batch-size auto`) goes at full speed while no other session
+        /// writes (its batches grow past 10,000 rows, no pause) and stays gentle while one does
+        /// (a write every few milliseconds on another connection): it reads the database's
+        /// count of writes between batches. Both runs delete exactly the expired rows.
+        fn the_default_clean_goes_full_speed_only_while_nobody_else_writes(d: Dialect) {
+            for writing in [false, true] {
+                let bench = with_run(d);
+                let survivors = seed_expiring(&bench, 40_000, 2);
+                let writes = || bench.scalar("SELECT max(clear_number) FROM dag_run");
+                let before = writes();
+                let writer = writing.then(|| bench.writer("UPDATE dag_run SET clear_number = clear_number + 1"));
+                // The writer's session is writing before the clean starts.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                while writing && writes() == before {
+                    assert!(std::time::Instant::now() < deadline, "the writer wrote nothing in 30 s");
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                let run = bench.run(&["clean", "-v"]).success();
+                drop(writer);
+                let paces: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: pace: ")).collect();
+                assert!(!paces.is_empty(), "{}", run.stderr);
+                let fast = paces.iter().filter(|l| l.contains("full speed")).count();
+                let largest = paces
+                    .iter()
+                    .filter_map(|l| l.split("next batch ").nth(1)?.split(' ').next()?.parse::<u64>().ok())
+                    .max()
+                    .unwrap();
+                if writing {
+                    assert_eq!(fast, 0, "{}", run.stderr);
+                    let paused = run.stderr.lines().filter(|l| l.starts_with("clean: pace: gentle")).count();
+                    assert_eq!(paused, paces.len(), "{}", run.stderr);
+                } else {
+                    // The first reading after the first batch is one of the two it needs.
+                    assert_eq!(fast, paces.len() - 1, "{}", run.stderr);
+                    assert!(largest > 10_000, "full-speed batches: {largest}");
+                }
+                assert_eq!(remaining_keys(&bench), survivors);
+            }
+        }
+
         /// A worker holds an expired row and an unexpired one in the same id range. PostgreSQL
         /// and MySQL delete every other expired row at once, skip the held one and count it
         /// (summary, line, metrics, backlog); the next run takes it. SQLite's lock is on the

@@ -30,12 +30,6 @@ use crate::time::{self, Timestamp};
 /// A responsive run stops at its next batch boundary, well within it.
 pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 
-/// `--batch-time`'s default: each batch of `--batch-size auto` about this long. At 10 ms a
-/// batch deletes a few hundred rows on MariaDB and several thousand on PostgreSQL on a 2-core
-/// machine; the workers beside it wait less for shorter ones (docs/performance.md), but below
-/// that a batch's round trips and commit become most of it.
-const AUTO_BATCH_TIME: Duration = Duration::from_millis(10);
-
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let sinks = Sinks::new(global.output);
     let outcome = clean(global, args, &sinks);
@@ -364,35 +358,23 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         _ => None,
     };
     let mut ctx = Context::load(global, rows_flag.as_deref())?;
-    // `auto` when asked for, and in place of the configured 0: Airflow's default, which Airflow
-    // writes into every airflow.cfg it generates, so it says nothing of the user's wishes. Its
-    // one transaction would hold the clean's locks for the whole run (on SQLite the one write
-    // lock every Airflow writer needs). `--batch-size 0` still asks for it.
-    let batch_time = match (args.batch_size, ctx.settings.state_cleanup_batch_size.value) {
-        (Some(BatchSize::Auto), _) | (None, 0) => {
-            let time = duration("--batch-time", &args.batch_time)?.unwrap_or(AUTO_BATCH_TIME);
-            if time.is_zero() {
-                return Err(
-                    Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into()
-                );
-            }
-            Some(time)
-        }
-        _ if args.batch_time.is_some() => {
-            let size = &ctx.settings.state_cleanup_batch_size;
-            return Err(Error::Usage(format!(
-                "--batch-time needs --batch-size auto; the batch size is {} (from {})",
-                size.value, size.source
-            ))
-            .into());
-        }
-        _ => None,
-    };
-    let batch_size = if batch_time.is_some() {
-        ops::clean::AUTO_FIRST_ROWS
-    } else {
-        ctx.settings.state_cleanup_batch_size.value
-    };
+    let flag = args.batch_size.map(|size| match size {
+        BatchSize::Auto => None,
+        BatchSize::Rows(n) => Some(n),
+    });
+    let busy = duration("--batch-time", &args.batch_time)?.unwrap_or(ops::clean::AUTO_BATCH_TIME);
+    if busy.is_zero() {
+        return Err(Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into());
+    }
+    let configured = &ctx.settings.state_cleanup_batch_size;
+    let (batch_size, batch_time, auto_from) = ops::clean::choose_batching(flag, configured, busy);
+    if batch_time.is_none() && args.batch_time.is_some() {
+        return Err(Error::Usage(format!(
+            "--batch-time needs --batch-size auto; the batch size is {} (from {})",
+            configured.value, configured.source
+        ))
+        .into());
+    }
     // clean's own first `-v` line names the database, with what the run is about to do.
     ctx.verbose = false;
     if !ctx.settings.is_builtin_backend() {
@@ -403,7 +385,8 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         );
         // The summary of a run that deleted nothing, with the reason: not a success, so its
         // metrics say `skipped` and leave the last success where it was.
-        outcome.summary = Some(Summary { batch_time, ..Summary::empty(cutoff, batch_size) });
+        let options = Options { batch_size, batch_time, auto_from, ..Options::new(cutoff) };
+        outcome.summary = Some(Summary::empty(cutoff, &options));
         outcome.done = Done::Skipped(reason);
         return Ok(());
     }
@@ -411,6 +394,7 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         cutoff,
         batch_size,
         batch_time,
+        auto_from,
         tasks: !args.orphans_only,
         orphans: !args.no_orphans,
         max_rows: args.max_rows,
@@ -452,11 +436,15 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
             ctx.url.redacted(),
             describe(args),
             cutoff.to_rfc3339(),
-            ops::clean::batch_size_text(options.batch_size, options.batch_time)
+            ops::clean::batching_text(
+                options.batch_time.is_none().then_some(options.batch_size),
+                options.batch_time,
+                options.auto_from.as_deref()
+            )
         ));
     }
-    let (summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
-    store.finish_clean();
+    let (mut summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
+    summary.wal_left = store.finish_clean();
     watcher.progress.finish();
     let stopped_by = summary.stopped_by;
     outcome.summary = Some(summary);
@@ -495,6 +483,14 @@ impl Watch for Watcher {
 
     fn detail(&mut self, line: &str) {
         self.progress.detail(line);
+    }
+
+    fn wants_total(&self) -> bool {
+        self.progress.wants_total()
+    }
+
+    fn total(&mut self, rows: u64) {
+        self.progress.set_total(rows);
     }
 }
 
@@ -543,7 +539,8 @@ fn describe(args: &CleanArgs) -> String {
 /// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
 fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs) -> Result<Done> {
     let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
-    let shown = ops::clean::batch_size_text(batch_size, options.batch_time);
+    let fixed = options.batch_time.is_none().then_some(batch_size);
+    let shown = ops::clean::batching_text(fixed, options.batch_time, options.auto_from.as_deref());
     if options.verbose {
         output::note(&format!(
             "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {shown}",
@@ -606,7 +603,9 @@ fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs
     let doc = DryRun {
         dry_run: true,
         cutoff: cutoff.to_rfc3339(),
-        batch_size,
+        batching: ops::clean::batching_name(fixed, options.batch_time),
+        batching_from: options.auto_from.clone(),
+        batch_size: fixed,
         batch_time_ms: ops::clean::batch_time_ms(options.batch_time),
         task_rows_deleted: 0,
         asset_rows_deleted: 0,
@@ -623,7 +622,7 @@ fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs
         stopped_by: None,
     };
     let line = format!(
-        "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}",
+        "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {shown}",
         by_dag.len(),
         by_asset.len(),
         cutoff.to_rfc3339()
@@ -637,7 +636,11 @@ fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs
 struct DryRun {
     dry_run: bool,
     cutoff: String,
-    batch_size: u64,
+    batching: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batching_from: Option<String>,
+    /// Rows per batch; `null` for auto, whose batches are sized as the run goes.
+    batch_size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     batch_time_ms: Option<u64>,
     task_rows_deleted: u64,

@@ -18,10 +18,27 @@ struct Shown {
     key: &'static str,
     value: Option<String>,
     source: String,
+    /// What the tool makes of a value it reads otherwise than it says (Airflow's
+    /// `state_cleanup_batch_size = 0`, which `clean` runs as auto).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<String>,
 }
 
 fn shown<T: ToString>(section: &'static str, key: &'static str, s: &Sourced<T>) -> Shown {
-    Shown { section, key, value: Some(s.value.to_string()), source: s.source.to_string() }
+    Shown { section, key, value: Some(s.value.to_string()), source: s.source.to_string(), note: None }
+}
+
+/// `state_cleanup_batch_size` with what `clean` makes of it when that is not what it says.
+fn batch_size_shown(s: &Sourced<u64>) -> Shown {
+    let mut shown = shown("state_store", "state_cleanup_batch_size", s);
+    if s.value == 0 {
+        shown.note = Some(
+            "clean runs 0 as --batch-size auto (time-sized batches; Airflow writes 0 into every airflow.cfg \
+             it generates); --batch-size 0 asks for one transaction"
+                .to_string(),
+        );
+    }
+    shown
 }
 
 fn options(ctx: &Context) -> Vec<Shown> {
@@ -30,12 +47,13 @@ fn options(ctx: &Context) -> Vec<Shown> {
     vec![
         shown("state_store", "backend", &s.backend),
         shown("state_store", "default_retention_days", &s.default_retention_days),
-        shown("state_store", "state_cleanup_batch_size", &s.state_cleanup_batch_size),
+        batch_size_shown(&s.state_cleanup_batch_size),
         Shown {
             section: "state_store",
             key: "clear_on_success",
             value: Some(python_bool(s.clear_on_success.value).to_string()),
             source: s.clear_on_success.source.to_string(),
+            note: None,
         },
         shown("state_store", "max_value_storage_bytes", &s.max_value_storage_bytes),
         shown("state_store", "database_timeout", &s.database_timeout),
@@ -45,12 +63,14 @@ fn options(ctx: &Context) -> Vec<Shown> {
             key: "sql_alchemy_conn",
             value: Some(ctx.url.redacted()),
             source: s.sql_alchemy_conn.source.to_string(),
+            note: None,
         },
         Shown {
             section: "database",
             key: "sql_alchemy_schema",
             value: s.sql_alchemy_schema.value.clone(),
             source: s.sql_alchemy_schema.source.to_string(),
+            note: None,
         },
     ]
 }
@@ -81,6 +101,14 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 .map(|o| format!("{}.{}={}", o.section, o.key, o.value.clone().unwrap_or_default()))
                 .collect::<Vec<_>>();
             let table = Table { title: None, headers: vec!["section", "key", "value", "source"], rows };
+            for o in all.iter().filter(|o| o.note.is_some()) {
+                output::note(&format!(
+                    "note: {}.{}: {}",
+                    o.section,
+                    o.key,
+                    o.note.as_deref().unwrap_or_default()
+                ));
+            }
             output::emit_report(
                 ctx.format,
                 &Rendered { doc: &all, tables: vec![table], plain: Some(plain.join("\n")) },
@@ -102,7 +130,10 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 ))
                 .into());
             };
-            let doc = Got { value, source: &option.source };
+            if let Some(note) = &option.note {
+                output::note(&format!("note: {}.{}: {note}", option.section, option.key));
+            }
+            let doc = Got { value, source: &option.source, note: option.note.as_deref() };
             let format =
                 if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
             output::emit_report(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
@@ -133,6 +164,8 @@ fn option_name<'a>(first: &'a str, key: Option<&'a str>) -> Result<(&'a str, &'a
 struct Got<'a> {
     value: &'a str,
     source: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    note: Option<&'a str>,
 }
 
 #[cfg(test)]

@@ -875,11 +875,12 @@ mod tests {
         // A daemon in a session of its own outlives the group and holds the pipe open: what
         // was printed before the command exited is used, or the message says why nothing came.
         let started = Instant::now();
+        // (The pause lets the daemon leave the command's group before the command ends.)
         assert_eq!(
-            run_command("sh -c 'setsid sleep 3 & echo tok'", Duration::from_secs(30)).as_deref(),
+            run_command("sh -c 'setsid sleep 3 & sleep 0.3; echo tok'", Duration::from_secs(30)).as_deref(),
             Ok("tok")
         );
-        let e = run_command("sh -c 'setsid sleep 3 & true'", Duration::from_secs(30)).expect_err("held");
+        let e = run_command("sh -c 'setsid sleep 3 & sleep 0.3'", Duration::from_secs(30)).expect_err("held");
         assert!(e.contains("holds its stdout open"), "{e}");
         assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
     }

@@ -133,13 +133,24 @@ impl Store {
         self.connection().begin_clean(lock_timeout)
     }
 
+    /// See [`Connection::quiet_pace`].
+    pub(crate) fn quiet_pace(&mut self) -> super::dialect::QuietPace {
+        self.connection().quiet_pace()
+    }
+
+    /// See [`Connection::write_mark`].
+    pub(crate) fn write_mark(&mut self) -> Result<Option<super::dialect::WriteMark>> {
+        self.connection().write_mark()
+    }
+
     /// See [`Connection::skipped_locked_rows`].
     pub(crate) fn skipped_locked_rows(&mut self) -> bool {
         self.connection().skipped_locked_rows()
     }
 
-    pub(crate) fn finish_clean(&mut self) {
-        self.connection().finish_clean();
+    /// See [`Connection::finish_clean`].
+    pub(crate) fn finish_clean(&mut self) -> Option<u64> {
+        self.connection().finish_clean()
     }
 
     /// The id of the `n`-th expired row after `after_id`, where a batch of `n` rows ends.

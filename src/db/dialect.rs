@@ -414,12 +414,29 @@ pub(crate) trait Connection {
     /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
     fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool>;
     /// Ends a clean's work on this connection, whatever its outcome: work the session let the
-    /// database defer (SQLite's WAL checkpoints) is done here. Best effort, never fails.
-    fn finish_clean(&mut self) {}
+    /// database defer (SQLite's WAL checkpoints) is done here. Best effort, never fails; it
+    /// returns the bytes of that work left undone (a WAL file a reader kept from being
+    /// emptied), for the summary to say so.
+    fn finish_clean(&mut self) -> Option<u64> {
+        None
+    }
     /// Deletes one batch of expired task rows after `after_id`; see
     /// [`super::clean::batch_by_nth_expired`], the portable way.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+    }
+    /// A counter of the writes the database has committed, read now, with whether this
+    /// session's own commits count in it: two readings that differ by more than this
+    /// session's own commits between them say that another session wrote. A clean's pacing
+    /// reads it between batches (see `ops::clean`); `None` where the database cannot tell.
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
+        Ok(None)
+    }
+    /// How a clean paces itself while no other session writes ([`QuietPace`]): by default
+    /// batches of about 250 ms back to back, since a server's row locks keep a batch from
+    /// blocking writers of live rows.
+    fn quiet_pace(&self) -> QuietPace {
+        QuietPace { batch: Duration::from_millis(250), pause: Duration::ZERO }
     }
     /// Whether a batch of this session's clean met a row another session held and skipped it
     /// (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+); only then can a complete run leave expired
@@ -532,6 +549,21 @@ pub(crate) fn each<C: Connection + ?Sized, T>(
     })
     .map_err(|cause| Error::db(format!("{what} in {location}"), cause))?;
     failed.map_or(Ok(()), Err)
+}
+
+/// How long a clean's batches take, and the pause after each, while no other session writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QuietPace {
+    pub(crate) batch: Duration,
+    pub(crate) pause: Duration,
+}
+
+/// A reading of [`Connection::write_mark`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WriteMark {
+    pub(crate) value: u64,
+    /// Each write transaction this session commits adds one to it.
+    pub(crate) counts_own: bool,
 }
 
 /// A statement's first row, decoded by `map`.

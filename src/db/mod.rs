@@ -32,7 +32,7 @@ mod stats;
 mod store;
 
 pub(crate) use clean::{AssetCount, Batch, DagCount};
-pub(crate) use dialect::OnConflict;
+pub(crate) use dialect::{OnConflict, QuietPace, WriteMark};
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use restore::{RestoreRow, Restored};
 pub(crate) use sandbox::Sandbox;

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::archive::{Sink, archive_error};
-use crate::db::{AssetCount, DagCount, Store};
+use crate::config::Sourced;
+use crate::db::{AssetCount, DagCount, QuietPace, Store, WriteMark};
 use crate::error::Result;
 use crate::model::{AssetEntry, Page, TaskEntry, TaskFilter};
 use crate::signals;
@@ -27,10 +28,14 @@ pub(crate) struct Options {
     pub(crate) cutoff: Timestamp,
     /// Rows per batch; 0 is one transaction. With `batch_time`, the first batch's size.
     pub(crate) batch_size: u64,
-    /// `--batch-size auto`: each batch sized to take about this long, and followed by a pause
-    /// [`AUTO_PAUSE_RATIO`] times as long as the batch took, unless `sleep` says otherwise (see
+    /// `--batch-size auto`: while other sessions write, each batch sized to take about this
+    /// long and followed by a pause [`AUTO_PAUSE_RATIO`] times as long as the batch took,
+    /// unless `sleep` says otherwise; while none does, [`QUIET_BATCH_TIME`] and no pause (see
     /// [`Pacer`]).
     pub(crate) batch_time: Option<Duration>,
+    /// Where the configured value came from, when it runs as auto though it says 0 (see
+    /// [`choose_batching`]).
+    pub(crate) auto_from: Option<String>,
     /// Which of the two phases run: expired task rows, orphaned asset rows.
     pub(crate) tasks: bool,
     pub(crate) orphans: bool,
@@ -42,6 +47,25 @@ pub(crate) struct Options {
     pub(crate) verbose: bool,
 }
 
+impl Options {
+    /// A run of everything, in one transaction, with no limit: what the fields a caller sets
+    /// start from.
+    pub(crate) fn new(cutoff: Timestamp) -> Options {
+        Options {
+            cutoff,
+            batch_size: 0,
+            batch_time: None,
+            auto_from: None,
+            tasks: true,
+            orphans: true,
+            max_rows: None,
+            max_duration: None,
+            sleep: None,
+            verbose: false,
+        }
+    }
+}
+
 /// Who hears of a run while it goes: a progress bar, the last words a second signal prints.
 pub(crate) trait Watch {
     /// Before the first batch and after every batch, with the summary so far; `deleted` when
@@ -49,6 +73,12 @@ pub(crate) trait Watch {
     fn batch(&mut self, summary: &Summary, deleted: bool);
     /// A line about a batch, with `--verbose`.
     fn detail(&mut self, line: &str);
+    /// Whether it wants the number of rows the run deletes in all (which costs a count).
+    fn wants_total(&self) -> bool {
+        false
+    }
+    /// The number of rows the run deletes in all: those deleted so far and those left.
+    fn total(&mut self, _rows: u64) {}
 }
 
 /// Runs a clean on a store whose clean lock this process holds. The summary comes back with
@@ -59,14 +89,12 @@ pub(crate) fn run(
     archive: Option<&mut Sink>,
     watch: &mut dyn Watch,
 ) -> (Summary, Result<()>) {
-    let summary = Summary {
-        archive: archive.as_deref().map(archived),
-        batch_time: options.batch_time,
-        ..Summary::empty(options.cutoff, options.batch_size)
-    };
+    let summary =
+        Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options.cutoff, options) };
     let started = Instant::now();
     let size = options.batch_size;
-    let mut run = Run { store, summary, options, started, archive, watch, size };
+    let pacer = options.batch_time.map(|busy| Pacer::new(busy, store));
+    let mut run = Run { store, summary, options, started, archive, watch, size, pacer };
     run.watch.batch(&run.summary, true);
     let result = run.delete_all();
     run.summary.seconds = started.elapsed().as_secs_f64();
@@ -102,13 +130,19 @@ pub(crate) struct Summary {
     /// locked, which the batches skipped. `None` when the phase did not run to its end.
     pub(crate) task_rows_skipped: Option<u64>,
     pub(crate) cutoff: Timestamp,
-    /// Rows per batch; with `batch_time` (`--batch-size auto`), the size of the last batch.
-    pub(crate) batch_size: u64,
+    /// Rows per batch; with `batch_time` (`--batch-size auto`), the size of the last batch,
+    /// `None` before one ran.
+    pub(crate) batch_size: Option<u64>,
     pub(crate) batch_time: Option<Duration>,
+    /// See [`Options::auto_from`].
+    pub(crate) auto_from: Option<String>,
     pub(crate) stopped_by: Option<Stop>,
     pub(crate) seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
     pub(crate) archive: Option<(String, u64)>,
+    /// Bytes of the SQLite WAL file the run's last checkpoint could not empty (a reader was in
+    /// a transaction): they stay on disk until a later checkpoint.
+    pub(crate) wal_left: Option<u64>,
     /// The batch whose DELETE failed, when one did (`Some(None)`: the open-ended last batch).
     /// A connection lost after the server committed the DELETE but before it answered leaves
     /// that batch deleted without the count knowing it (observed with MariaDB's `KILL`).
@@ -116,8 +150,8 @@ pub(crate) struct Summary {
 }
 
 impl Summary {
-    /// The summary of a run that has done nothing yet.
-    pub(crate) fn empty(cutoff: Timestamp, batch_size: u64) -> Summary {
+    /// The summary of a run with these options that has done nothing yet.
+    pub(crate) fn empty(cutoff: Timestamp, options: &Options) -> Summary {
         Summary {
             task_rows_deleted: 0,
             asset_rows_deleted: 0,
@@ -125,11 +159,13 @@ impl Summary {
             orphan_batches: 0,
             task_rows_skipped: None,
             cutoff,
-            batch_size,
-            batch_time: None,
+            batch_size: options.batch_time.is_none().then_some(options.batch_size),
+            batch_time: options.batch_time,
+            auto_from: options.auto_from.clone(),
             stopped_by: None,
             seconds: 0.0,
             archive: None,
+            wal_left: None,
             in_doubt: None,
         }
     }
@@ -156,6 +192,14 @@ impl Summary {
             ),
             None => String::new(),
         };
+        let wal = match self.wal_left {
+            Some(bytes) => format!(
+                "; the -wal file keeps {} MiB, which a reader in a transaction kept from being emptied \
+                 (a later checkpoint gives the space back)",
+                bytes.div_ceil(1 << 20)
+            ),
+            None => String::new(),
+        };
         let skipped = match self.task_rows_skipped {
             Some(rows) if rows > 0 => {
                 format!(
@@ -165,7 +209,7 @@ impl Summary {
             _ => String::new(),
         };
         format!(
-            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{skipped}{archived}{in_doubt}{stopped}",
+            "clean: deleted {} expired task row(s) in {} batch(es) and {} orphaned asset row(s); cutoff {}, batch size {}, {:.2}s{skipped}{archived}{wal}{in_doubt}{stopped}",
             self.task_rows_deleted,
             self.batches,
             self.asset_rows_deleted,
@@ -175,9 +219,9 @@ impl Summary {
         )
     }
 
-    /// `10000`, or `auto (10 ms a batch, last 4200)`.
+    /// The batch size in words (see [`batching_text`]).
     pub(crate) fn batch_size_text(&self) -> String {
-        batch_size_text(self.batch_size, self.batch_time)
+        batching_text(self.batch_size, self.batch_time, self.auto_from.as_deref())
     }
 
     pub(crate) fn doc(&self) -> SummaryDoc {
@@ -187,6 +231,8 @@ impl Summary {
             batches: self.batches,
             orphan_batches: self.orphan_batches,
             cutoff: self.cutoff.to_rfc3339(),
+            batching: batching_name(self.batch_size, self.batch_time),
+            batching_from: self.auto_from.clone(),
             batch_size: self.batch_size,
             batch_time_ms: batch_time_ms(self.batch_time),
             dry_run: false,
@@ -196,6 +242,7 @@ impl Summary {
             archive: self.archive.as_ref().map(|(path, _)| path.clone()),
             archived_rows: self.archive.as_ref().map(|(_, rows)| *rows),
             task_rows_skipped: self.task_rows_skipped,
+            wal_bytes_left: self.wal_left,
         }
     }
 }
@@ -208,8 +255,14 @@ pub(crate) struct SummaryDoc {
     pub(crate) batches: u64,
     pub(crate) orphan_batches: u64,
     pub(crate) cutoff: String,
-    pub(crate) batch_size: u64,
-    /// `--batch-size auto`'s time per batch, in ms; `batch_size` is then the last batch's size.
+    /// `auto`, `rows` or `one_transaction` (see [`batching_name`]).
+    pub(crate) batching: &'static str,
+    /// Where the configured 0 that runs as auto came from (see [`Options::auto_from`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) batching_from: Option<String>,
+    /// Rows per batch; with `auto`, the last batch's size, `null` before one ran.
+    pub(crate) batch_size: Option<u64>,
+    /// `--batch-size auto`'s time per batch beside other sessions' writes, in ms.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) batch_time_ms: Option<u64>,
     pub(crate) dry_run: bool,
@@ -220,6 +273,9 @@ pub(crate) struct SummaryDoc {
     pub(crate) archive: Option<String>,
     archived_rows: Option<u64>,
     pub(crate) task_rows_skipped: Option<u64>,
+    /// SQLite: bytes the `-wal` file keeps after the run (see [`Summary::wal_left`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) wal_bytes_left: Option<u64>,
 }
 
 /// One clean in progress: the connection, what has been done so far, what may stop it, and
@@ -233,6 +289,8 @@ struct Run<'a> {
     watch: &'a mut dyn Watch,
     /// Rows of the next batch: the batch size, or what the pacer made of it.
     size: u64,
+    /// `--batch-size auto`'s pacing.
+    pacer: Option<Pacer>,
 }
 
 /// Smallest and largest batch `--batch-size auto` makes, in rows.
@@ -240,39 +298,95 @@ pub(crate) const AUTO_MIN_ROWS: u64 = 100;
 pub(crate) const AUTO_MAX_ROWS: u64 = 100_000;
 /// The first batch of `--batch-size auto`, in rows.
 pub(crate) const AUTO_FIRST_ROWS: u64 = 1_000;
-/// `--batch-size auto` pauses this many times as long as each batch took. Measured beside two
-/// workers writing on a 2-core machine (docs/performance.md#workers-beside-a-clean): a
-/// workers' p99 rises less the less of the time the clean keeps the server busy; at half the
-/// time (a ratio of 1) MariaDB's p99 rose 1.5 to 1.6 times, at a quarter 1.4 times.
+/// `--batch-size auto` pauses this many times as long as each batch took, while other
+/// sessions write. Measured beside two workers writing on a 2-core machine
+/// (docs/performance.md#workers-beside-a-clean): a workers' p99 rises less the less of the
+/// time the clean keeps the server busy; at half the time (a ratio of 1) MariaDB's p99 rose
+/// 1.5 to 1.6 times, at a quarter 1.4 times.
 pub(crate) const AUTO_PAUSE_RATIO: u32 = 3;
+/// `--batch-time`'s default: while other sessions write, each batch of `--batch-size auto`
+/// about this long. At 10 ms a batch deletes a few hundred rows on MariaDB and several thousand
+/// on PostgreSQL on a 2-core machine; the workers beside it wait less for shorter ones
+/// (docs/performance.md), but below that a batch's round trips and commit become most of it.
+pub(crate) const AUTO_BATCH_TIME: Duration = Duration::from_millis(10);
+/// After another session's write is seen, `--batch-size auto` stays gentle at least this
+/// long: a worker that writes every few hundred milliseconds is never met at full speed.
+pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
 
 /// `--batch-size auto`: batches bounded by time rather than rows, as pt-archiver's and gh-ost's
-/// chunks are. Each batch is sized from the last one's pace to take about `target`, and is
-/// followed by a pause [`AUTO_PAUSE_RATIO`] times as long as it took, so a clean holds a
-/// transaction open for one short spell at a time and keeps the database busy at most a
-/// quarter of the time, whatever the server's speed, the table's size or the load on the
-/// machine. A size grows at most twofold from one batch to the next (one fast batch says
-/// little) and shrinks as far as the pace says.
-#[derive(Debug, Clone, Copy)]
+/// chunks are, and paced by what other sessions do, as gh-ost's `--max-load` throttles on the
+/// server's load. Between batches the pacer reads the database's count of committed writes
+/// ([`Store::write_mark`]): when another session wrote since the last batch (or within
+/// [`QUIET_AFTER`]), each batch is sized to take about `busy` (`--batch-time`) and followed by
+/// a pause [`AUTO_PAUSE_RATIO`] times as long, so that the clean keeps the database busy at
+/// most a quarter of the time. Once two readings in a row show no one else writing, the run
+/// goes at full speed: batches of the dialect's [`QuietPace`] (250 ms back to back on a server;
+/// 500 ms with a 100 ms pause on SQLite, whose waiting writers are otherwise unseen). A
+/// database that cannot tell is taken as busy. A size grows at most twofold from one batch to
+/// the next (one fast batch says little) and shrinks as far as the pace says.
+#[derive(Debug, Clone)]
 struct Pacer {
-    target: Duration,
+    busy: Duration,
+    quiet_pace: QuietPace,
+    /// The last reading of the write counter.
+    mark: Option<WriteMark>,
+    /// Until when the run stays gentle, after another session's write.
+    busy_until: Instant,
+    /// Readings in a row that showed no other session's write.
+    calm: u32,
+    /// No other session wrote within [`QUIET_AFTER`], nor in the last two readings: full speed.
+    quiet: bool,
 }
 
 impl Pacer {
+    /// A pacer that starts gentle, with the counter as it is before the first batch.
+    fn new(busy: Duration, store: &mut Store) -> Pacer {
+        let mark = store.write_mark().ok().flatten();
+        let quiet_pace = store.quiet_pace();
+        Pacer { busy, quiet_pace, mark, busy_until: Instant::now(), calm: 0, quiet: false }
+    }
+
+    /// Reads the counter after a batch that committed `own` write transactions of this
+    /// session's, and says whether the run may go at full speed.
+    fn observe(&mut self, store: &mut Store, own: u64) {
+        let now = store.write_mark().ok().flatten();
+        let others_wrote = match (self.mark, now) {
+            (Some(before), Some(after)) => {
+                let own = if after.counts_own { own } else { 0 };
+                after.value.saturating_sub(before.value) > own
+            }
+            // Nothing to compare: the database cannot tell, or a reading failed.
+            _ => true,
+        };
+        self.mark = now;
+        let at = Instant::now();
+        if others_wrote {
+            self.busy_until = at + QUIET_AFTER;
+            self.calm = 0;
+        } else {
+            self.calm += 1;
+        }
+        self.quiet = self.calm >= 2 && at >= self.busy_until;
+    }
+
+    fn target(&self) -> Duration {
+        if self.quiet { self.quiet_pace.batch } else { self.busy }
+    }
+
     /// The next batch's size after one of `rows` that took `took`.
-    fn next(self, rows: u64, took: Duration) -> u64 {
+    fn next(&self, rows: u64, took: Duration) -> u64 {
         let took = took.as_secs_f64().max(1e-4);
-        let paced = (rows as f64 * self.target.as_secs_f64() / took) as u64;
+        let paced = (rows as f64 * self.target().as_secs_f64() / took) as u64;
         paced.min(rows.saturating_mul(2)).clamp(AUTO_MIN_ROWS, AUTO_MAX_ROWS)
+    }
+
+    /// The pause after a batch that took `took`.
+    fn pause(&self, took: Duration) -> Duration {
+        if self.quiet { self.quiet_pace.pause } else { took * AUTO_PAUSE_RATIO }
     }
 }
 
 impl Run<'_> {
-    /// `--batch-size auto`'s pacer, when the run has one.
-    fn pacer(&self) -> Option<Pacer> {
-        self.options.batch_time.map(|target| Pacer { target })
-    }
-
     /// The two phases of a run. The orphan sweep starts only after every expired task row is
     /// gone, so a stopped run leaves the database as a later run expects to find it.
     fn delete_all(&mut self) -> Result<()> {
@@ -377,11 +491,16 @@ impl Run<'_> {
                 });
             }
             self.batch_done(deleted > 0);
-            let took = batch_started.elapsed();
-            if let (Some(pacer), Some(n)) = (self.pacer(), batch) {
-                self.summary.batch_size = n;
-                self.size = pacer.next(n, took);
+            if self.watch.wants_total()
+                && let Ok(left) = self.store.count_expired(cutoff)
+            {
+                self.watch.total(self.summary.task_rows_deleted + left);
             }
+            let took = batch_started.elapsed();
+            if let Some(n) = batch {
+                self.summary.batch_size = Some(n);
+            }
+            self.pace(batch, deleted > 0, took);
             let Some(id) = up_to_id else { return Ok(()) };
             after_id = id;
             if self.options.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
@@ -435,7 +554,9 @@ impl Run<'_> {
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
             }
-            self.pause(batch_started.elapsed());
+            let took = batch_started.elapsed();
+            self.pace(None, true, took);
+            self.pause(took);
         }
     }
 
@@ -452,7 +573,9 @@ impl Run<'_> {
             if batch.is_none_or(|b| deleted < b) {
                 return Ok(());
             }
-            self.pause(batch_started.elapsed());
+            let took = batch_started.elapsed();
+            self.pace(None, true, took);
+            self.pause(took);
         }
     }
 
@@ -492,10 +615,30 @@ impl Run<'_> {
         self.watch.batch(&self.summary, deleted);
     }
 
-    /// After a batch that took `took`: `--sleep`, or with `--batch-size auto`
-    /// [`AUTO_PAUSE_RATIO`] times as long.
+    /// `--batch-size auto` after a batch of `rows` (task rows; `None` for the orphan sweep,
+    /// whose batches keep their size) that took `took`: whether other sessions write, then
+    /// the next batch's size.
+    fn pace(&mut self, rows: Option<u64>, committed: bool, took: Duration) {
+        let Some(pacer) = self.pacer.as_mut() else { return };
+        pacer.observe(self.store, u64::from(committed));
+        if let Some(n) = rows {
+            self.size = pacer.next(n, took);
+        }
+        if self.options.verbose {
+            let mode = match (pacer.quiet, pacer.calm) {
+                (true, _) => "full speed: no other session writes",
+                (false, 0) => "gentle: another session writes",
+                (false, _) => "gentle: no other session's write seen since the last",
+            };
+            self.watch.detail(&format!("clean: pace: {mode}; next batch {} row(s)", self.size));
+        }
+    }
+
+    /// After a batch that took `took`: `--sleep`, or with `--batch-size auto` what the pacer
+    /// says.
     fn pause(&self, took: Duration) {
-        if let Some(pause) = self.options.sleep.or(self.pacer().map(|_| took * AUTO_PAUSE_RATIO)) {
+        let pause = self.options.sleep.or(self.pacer.as_ref().map(|p| p.pause(took)));
+        if let Some(pause) = pause.filter(|p| !p.is_zero()) {
             signals::sleep(pause);
         }
     }
@@ -641,11 +784,60 @@ pub(crate) fn dry_run(
     Ok(found)
 }
 
-/// A batch size as the summary lines show it: `10000`, or `auto (10 ms a batch, last 4200)`.
-pub(crate) fn batch_size_text(batch_size: u64, batch_time: Option<Duration>) -> String {
-    match batch_time {
-        Some(time) => format!("auto ({} ms a batch, last {batch_size})", time.as_millis()),
-        None => batch_size.to_string(),
+/// A run's batching from `--batch-size` (`Some(None)` for auto, `Some(Some(n))` for `n`
+/// rows) over the configured `state_cleanup_batch_size`: the batch size, auto's time per batch
+/// beside other sessions' writes (`busy`) when it is auto, and where a configured 0 that runs
+/// as auto came from. Auto when asked for, and in place of the configured 0: Airflow's default,
+/// which Airflow writes into every `airflow.cfg` it generates, so it says nothing of the
+/// user's wishes. Its one transaction would hold the clean's locks for the whole run (on
+/// SQLite the one write lock every Airflow writer needs). `--batch-size 0` still asks for it.
+pub(crate) fn choose_batching(
+    flag: Option<Option<u64>>,
+    configured: &Sourced<u64>,
+    busy: Duration,
+) -> (u64, Option<Duration>, Option<String>) {
+    match (flag, configured.value) {
+        (Some(None), _) => (AUTO_FIRST_ROWS, Some(busy), None),
+        (None, 0) => {
+            let from = format!("state_cleanup_batch_size = 0 from {}", configured.source);
+            (AUTO_FIRST_ROWS, Some(busy), Some(from))
+        }
+        (Some(Some(rows)), _) => (rows, None, None),
+        (None, rows) => (rows, None, None),
+    }
+}
+
+/// How a run sizes its batches, for scripts: `auto`, `rows` or `one_transaction`.
+pub(crate) fn batching_name(batch_size: Option<u64>, batch_time: Option<Duration>) -> &'static str {
+    match (batch_time, batch_size) {
+        (Some(_), _) => "auto",
+        (None, Some(0)) => "one_transaction",
+        (None, _) => "rows",
+    }
+}
+
+/// A run's batching in the words every report uses (the summary line, the dry run, `-v`,
+/// doctor): `10000 rows`, `0 (one transaction)`, or `auto (…)` with auto's pacing, the last
+/// batch's size once one ran, and where a configured 0 that runs as auto came from.
+pub(crate) fn batching_text(
+    batch_size: Option<u64>,
+    batch_time: Option<Duration>,
+    auto_from: Option<&str>,
+) -> String {
+    match (batch_time, batch_size) {
+        (Some(time), last) => {
+            let last = last.map(|n| format!(", last {n} rows")).unwrap_or_default();
+            let from = auto_from
+                .map(|from| format!("; {from} runs as auto, --batch-size 0 for one transaction"))
+                .unwrap_or_default();
+            format!(
+                "auto ({} ms a batch and a pause while other sessions write, full speed while none do{last}{from})",
+                time.as_millis()
+            )
+        }
+        (None, Some(0)) => "0 (one transaction)".to_string(),
+        (None, Some(rows)) => format!("{rows} rows"),
+        (None, None) => "auto".to_string(),
     }
 }
 
@@ -669,7 +861,7 @@ pub(crate) fn batches_needed(
     let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
     let text = if let Some(time) = batch_time {
         format!(
-            "batches of about {} ms each, sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows), for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s), each followed by a pause {AUTO_PAUSE_RATIO} times as long (batch size auto)",
+            "batches sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows) for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s): about {} ms each with a pause {AUTO_PAUSE_RATIO} times as long while other sessions write, full speed while none do (batch size auto)",
             time.as_millis()
         )
     } else if batch_size == 0 {
@@ -730,17 +922,7 @@ mod tests {
     }
 
     fn options(batch_size: u64) -> Options {
-        Options {
-            cutoff: Timestamp::now(),
-            batch_size,
-            batch_time: None,
-            tasks: true,
-            orphans: true,
-            max_rows: None,
-            max_duration: None,
-            sleep: None,
-            verbose: true,
-        }
+        Options { batch_size, verbose: true, ..Options::new(Timestamp::now()) }
     }
 
     /// Every batch heard of, and the detail lines.
@@ -841,7 +1023,7 @@ mod tests {
         assert!(batches_needed(25, 2, 0, None, None).starts_with("one transaction for 25"));
         let auto = batches_needed(25, 2, AUTO_FIRST_ROWS, Some(Duration::from_millis(20)), None);
         assert!(
-            auto.starts_with("batches of about 20 ms each") && auto.ends_with("(batch size auto)"),
+            auto.starts_with("batches sized by their pace") && auto.ends_with("(batch size auto)"),
             "{auto}"
         );
     }
@@ -851,7 +1033,15 @@ mod tests {
     /// bounds however fast or slow the database is.
     #[test]
     fn auto_batches_follow_their_pace_within_bounds() {
-        let pacer = Pacer { target: Duration::from_millis(20) };
+        let quiet_pace = QuietPace { batch: Duration::from_millis(250), pause: Duration::ZERO };
+        let mut pacer = Pacer {
+            busy: Duration::from_millis(20),
+            quiet_pace,
+            mark: None,
+            busy_until: Instant::now(),
+            calm: 0,
+            quiet: false,
+        };
         let ms = Duration::from_millis;
         assert_eq!(pacer.next(1_000, ms(40)), 500);
         assert_eq!(pacer.next(1_000, ms(20)), 1_000);
@@ -860,6 +1050,55 @@ mod tests {
         assert_eq!(pacer.next(1_000, Duration::ZERO), 2_000);
         assert_eq!(pacer.next(1_000, Duration::from_secs(60)), AUTO_MIN_ROWS);
         assert_eq!(pacer.next(90_000, ms(1)), AUTO_MAX_ROWS);
+        assert_eq!(pacer.pause(ms(10)), ms(30));
+        // While no other session writes: the dialect's quiet pace.
+        pacer.quiet = true;
+        assert_eq!(pacer.next(1_000, ms(500)), 500);
+        assert_eq!(pacer.next(1_000, ms(125)), 2_000);
+        assert_eq!(pacer.pause(ms(10)), Duration::ZERO);
+    }
+
+    /// The pacer reads the database's count of writes between batches: another session's write
+    /// (an upsert on another connection of the same database) makes it gentle for
+    /// [`QUIET_AFTER`]; writes of its own do not, nor does nobody writing.
+    #[test]
+    fn the_pacer_is_gentle_while_other_sessions_write() {
+        let dir = std::env::temp_dir().join(format!("state-store-pacer-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("airflow.db");
+        let url = crate::url::DbUrl::parse(&format!("sqlite:///{}", path.display())).unwrap();
+        let timeouts = crate::db::Timeouts::new(Duration::from_secs(30));
+        let mut other = crate::db::open_sandbox(&url, None, &timeouts).unwrap();
+        other.create().unwrap();
+        let run = other.add_dag_run("d", "r").unwrap();
+        let mut mine = crate::db::open(&url, None, crate::db::Access::ReadWrite, &timeouts).unwrap();
+        let mut pacer = Pacer::new(Duration::from_millis(10), &mut mine);
+        assert!(pacer.mark.is_some(), "SQLite tells");
+        pacer.observe(&mut mine, 0);
+        assert!(!pacer.quiet, "one reading says little");
+        pacer.observe(&mut mine, 0);
+        assert!(pacer.quiet, "nobody wrote in two");
+        let scope = TaskScope { dag_id: "d".into(), run_id: "r".into(), task_id: "t".into(), map_index: -1 };
+        let now = Timestamp::now();
+        let write = TaskWrite {
+            dag_run_id: run,
+            scope: &scope,
+            key: "k",
+            value: "1",
+            updated_at: now,
+            expires_at: None,
+        };
+        mine.upsert_task(&write).unwrap();
+        pacer.observe(&mut mine, 1);
+        assert!(pacer.quiet, "its own commit");
+        let mut other = other.into_store();
+        other.upsert_task(&write).unwrap();
+        pacer.observe(&mut mine, 0);
+        assert!(!pacer.quiet, "another connection wrote");
+        pacer.observe(&mut mine, 0);
+        assert!(!pacer.quiet, "gentle for a second after it");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A run in auto mode deletes exactly what a fixed one does, in batches whose size follows
@@ -875,10 +1114,11 @@ mod tests {
         assert_eq!((summary.task_rows_deleted, summary.asset_rows_deleted), (5_000, 4));
         assert_eq!(remaining(&mut store), 300);
         assert!(summary.batches < 50, "the batches grew from 100 rows: {}", summary.batches);
-        assert!(summary.batch_size > 100, "{}", summary.batch_size);
-        assert!(
-            summary.line().contains(&format!("batch size auto (20 ms a batch, last {})", summary.batch_size))
-        );
-        assert_eq!(summary.doc().batch_time_ms, Some(20));
+        let last = summary.batch_size.unwrap();
+        assert!(last > 100, "{last}");
+        assert!(summary.line().contains("batch size auto (20 ms a batch and a pause"), "{}", summary.line());
+        assert!(summary.line().contains(&format!(", last {last} rows)")), "{}", summary.line());
+        let doc = summary.doc();
+        assert_eq!((doc.batching, doc.batch_time_ms), ("auto", Some(20)));
     }
 }

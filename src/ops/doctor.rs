@@ -66,7 +66,7 @@ pub(crate) struct Check {
 pub(crate) enum Details {
     None {},
     Schema { found: String },
-    Backend(Backend),
+    Backend(Box<Backend>),
 }
 
 /// The database and backend in use and the settings a clean uses, each with where it came
@@ -79,6 +79,9 @@ pub(crate) struct Backend {
     backend_from: String,
     state_cleanup_batch_size: u64,
     state_cleanup_batch_size_from: String,
+    /// How `state-store clean` sizes its batches with that setting: `auto` (the configured 0),
+    /// `rows` or `one_transaction` (`--batch-size 0` only).
+    batching: &'static str,
     default_retention_days: u32,
     default_retention_days_from: String,
     max_value_storage_bytes: u64,
@@ -463,11 +466,12 @@ fn backend_check(settings: &Settings, url: &DbUrl, store: Option<(&mut Store, Ti
     let s = settings;
     let database = url.redacted();
     let batch = &s.state_cleanup_batch_size;
-    let batches = if batch.value == 0 {
-        "in one transaction (state_cleanup_batch_size 0)".to_string()
-    } else {
-        format!("in batches of {} row(s)", batch.value)
-    };
+    // What `state-store clean` makes of it, in its own words: Airflow's 0 runs as auto.
+    let (size, time, auto_from) =
+        crate::ops::clean::choose_batching(None, batch, crate::ops::clean::AUTO_BATCH_TIME);
+    let fixed = time.is_none().then_some(size);
+    let batches =
+        format!("batch size {}", crate::ops::clean::batching_text(fixed, time, auto_from.as_deref()));
     let mut details = Backend {
         dialect: dialect_name(url),
         database: database.clone(),
@@ -475,6 +479,7 @@ fn backend_check(settings: &Settings, url: &DbUrl, store: Option<(&mut Store, Ti
         backend_from: s.backend.source.to_string(),
         state_cleanup_batch_size: batch.value,
         state_cleanup_batch_size_from: batch.source.to_string(),
+        batching: crate::ops::clean::batching_name(fixed, time),
         default_retention_days: s.default_retention_days.value,
         default_retention_days_from: s.default_retention_days.source.to_string(),
         max_value_storage_bytes: s.max_value_storage_bytes.value,
@@ -501,7 +506,7 @@ fn backend_check(settings: &Settings, url: &DbUrl, store: Option<(&mut Store, Ti
     };
     let mut check =
         Check::new("backend", Status::Info, format!("{} at {database}; {clean}", dialect_name(url)));
-    check.details = Details::Backend(details);
+    check.details = Details::Backend(Box::new(details));
     Ok(check)
 }
 

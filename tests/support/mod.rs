@@ -610,6 +610,84 @@ impl Bench {
     }
 }
 
+/// Another session writing beside the tool: a statement that changes a row every few
+/// milliseconds, committed at once, as an Airflow worker's writes are. Stops when dropped.
+pub struct Writer {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Bench {
+    /// Starts a [`Writer`] that runs `sql` again and again, in its own session.
+    pub fn writer(&self, sql: &str) -> Writer {
+        use std::io::Write;
+        use std::sync::atomic::Ordering;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = std::sync::Arc::clone(&stop);
+        let sql = sql.to_string();
+        let thread = match self.dialect {
+            Dialect::Sqlite => {
+                let conn = self.sqlite();
+                // Airflow's connections wait for the lock (Python's sqlite3: 5 s).
+                conn.busy_timeout(std::time::Duration::from_secs(5)).expect("busy timeout");
+                std::thread::spawn(move || {
+                    while !flag.load(Ordering::SeqCst) {
+                        let _ = conn.execute_batch(&sql);
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                })
+            }
+            dialect => {
+                let srv = server(dialect);
+                let db = self.database.clone().expect("database");
+                let mut cmd = if dialect == Dialect::Postgres {
+                    let mut c = Command::new("psql");
+                    c.args(["-X", "-q", "-h", &srv.host, "-U", &srv.user, "-d", &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-p", &srv.port]);
+                    }
+                    c
+                } else {
+                    let mut c = Command::new("mariadb");
+                    c.args(["--protocol=tcp", "-N", "-B", "-h", &srv.host, "-u", &srv.user, &db]);
+                    if !srv.port.is_empty() {
+                        c.args(["-P", &srv.port]);
+                    }
+                    c
+                };
+                let mut child = cmd
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("client");
+                std::thread::spawn(move || {
+                    let mut stdin = child.stdin.take().expect("stdin");
+                    while !flag.load(Ordering::SeqCst) {
+                        if writeln!(stdin, "{sql};").and_then(|()| stdin.flush()).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(5));
+                    }
+                    drop(stdin);
+                    let _ = child.kill();
+                    let _ = child.wait();
+                })
+            }
+        };
+        Writer { stop, thread: Some(thread) }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 impl Drop for Holder {
     fn drop(&mut self) {
         if let Holder::Client(child) = self {

@@ -352,6 +352,20 @@ impl Connection for MysqlConnection {
         self.skipped_locked
     }
 
+    /// The server's count of statements that insert or update rows, in any session: a clean
+    /// only deletes, so its own are not among them.
+    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+        let query = Query::new(
+            "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_insert', 'Com_insert_select', 'Com_update', \
+             'Com_update_multi', 'Com_replace', 'Com_replace_select')",
+        );
+        let counts = crate::db::dialect::all(self, "cannot read the server's status", &query, |f| {
+            f.text();
+            f.count()
+        })?;
+        Ok(Some(crate::db::dialect::WriteMark { value: counts.iter().sum(), counts_own: false }))
+    }
+
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         if up_to.is_none() {
             return clean::delete_all_windowed(self, cutoff, after);

@@ -406,6 +406,17 @@ impl Connection for PostgresConnection {
         self.skipped_locked
     }
 
+    /// The next transaction id to be given out: every transaction that writes takes one, in
+    /// any database of the server, this session's batches included; reading it takes none.
+    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+        let query = Query::new("SELECT pg_snapshot_xmax(pg_current_snapshot())::text");
+        let next =
+            crate::db::dialect::first(self, "cannot read the transaction counter", &query, |f| Ok(f.text()))?;
+        Ok(next
+            .and_then(|text| text.parse().ok())
+            .map(|value| crate::db::dialect::WriteMark { value, counts_own: true }))
+    }
+
     /// A chunk is one multi-row upsert. A row it inserted has no `xmax` yet, a row it
     /// updated has this transaction's, and a row it leaves alone returns nothing.
     fn restore_rows(

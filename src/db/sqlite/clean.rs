@@ -110,18 +110,22 @@ pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Re
 /// it the file keeps its largest size, up to the budget, until the database's last connection
 /// closes): TRUNCATE holds off writers while it waits for readers, so it waits at most
 /// [`TRUNCATE_WAIT`], and a busy database just keeps its WAL file.
-pub(super) fn finish(sqlite: &mut SqliteConnection) {
+pub(super) fn finish(sqlite: &mut SqliteConnection) -> Option<u64> {
     let passive = sqlite.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
     });
     // (busy, frames in the WAL, frames copied): -1 frames when not in WAL mode.
-    if let Ok((0, log, copied)) = passive
-        && log > 0
-        && log == copied
-        && sqlite.conn.busy_timeout(TRUNCATE_WAIT).is_ok()
-    {
+    let Ok((busy, log, copied)) = passive else { return None };
+    if log <= 0 {
+        return None;
+    }
+    if busy == 0 && log == copied && sqlite.conn.busy_timeout(TRUNCATE_WAIT).is_ok() {
         let _ = sqlite.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
+    // What is left of the WAL file: emptied, or kept by a reader in a transaction.
+    let mut wal = sqlite.path.clone()?.into_os_string();
+    wal.push("-wal");
+    std::fs::metadata(wal).ok().map(|m| m.len()).filter(|&bytes| bytes > 0)
 }
 
 /// Settings for the clean's own connection only; they end with it. Measured on 1,000,000
@@ -140,7 +144,8 @@ pub(super) fn tune(conn: &rusqlite::Connection, path: Option<&std::path::Path>) 
         let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
         let free = path.and_then(|p| free_bytes(p.parent().unwrap_or(p)));
         let budget = wal_budget(pages.saturating_mul(page_size), free);
-        conn.pragma_update(None, "wal_autocheckpoint", budget / page_size.max(1))?;
+        // At least a page: 0 would turn checkpoints off.
+        conn.pragma_update(None, "wal_autocheckpoint", (budget / page_size.max(1)).max(1))?;
         // In WAL mode NORMAL skips the fsync of each commit. A power loss can then undo the
         // last batches, never corrupt the file, and undoing a delete of expired rows is
         // safe: the next clean deletes them again. (In rollback-journal mode NORMAL can
@@ -152,8 +157,9 @@ pub(super) fn tune(conn: &rusqlite::Connection, path: Option<&std::path::Path>) 
 
 /// How far a clean lets the WAL grow before its commit copies it back into the database
 /// file (a checkpoint), in bytes: as large as the database, between 64 MiB and 1 GiB, and
-/// never more than a quarter of the free space beside it (`free`, when known), except that
-/// it never goes below 64 MiB.
+/// never more than a quarter of the free space beside it (`free`, when known), that floor
+/// included: with 12 MB free, a floor of 64 MiB filled the file system mid-run, where
+/// checkpoints as often as the space allows finish the same deletes.
 ///
 /// Each batch rewrites the pages of the `expires_at` index that its rows' entries sit on, and
 /// on a big table those are spread over the whole index (a batch of 10,000 touched 9,500 of
@@ -165,9 +171,8 @@ pub(super) fn tune(conn: &rusqlite::Connection, path: Option<&std::path::Path>) 
 /// 162 s; every 256 MiB, 124 s; every 1 GiB, 80 s, against 90 s for one `DELETE` by the
 /// `sqlite3` shell (docs/performance.md).
 fn wal_budget(database_bytes: u64, free: Option<u64>) -> u64 {
-    let budget = database_bytes.min(WAL_BUDGET_MAX);
-    let budget = free.map_or(budget, |free| budget.min(free / WAL_BUDGET_FREE_SHARE));
-    budget.max(WAL_BUDGET_MIN)
+    let budget = database_bytes.clamp(WAL_BUDGET_MIN, WAL_BUDGET_MAX);
+    free.map_or(budget, |free| budget.min(free / WAL_BUDGET_FREE_SHARE))
 }
 
 /// The bytes an unprivileged user may still write on the filesystem holding `dir`.
@@ -224,9 +229,11 @@ mod tests {
         assert_eq!(wal_budget(10 * MIB, None), WAL_BUDGET_MIN);
         assert_eq!(wal_budget(280 * MIB, None), 280 * MIB);
         assert_eq!(wal_budget(2_800 * MIB, None), WAL_BUDGET_MAX);
-        // A quarter of the free space at most, but never below the 64 MiB it always had.
+        // A quarter of the free space at most, the 64 MiB floor included: a nearly full disk
+        // gets checkpoints as often as it needs.
         assert_eq!(wal_budget(2_800 * MIB, Some(2_000 * MIB)), 500 * MIB);
-        assert_eq!(wal_budget(2_800 * MIB, Some(100 * MIB)), WAL_BUDGET_MIN);
+        assert_eq!(wal_budget(2_800 * MIB, Some(100 * MIB)), 25 * MIB);
+        assert_eq!(wal_budget(10 * MIB, Some(12 * MIB)), 3 * MIB);
         assert_eq!(wal_budget(2_800 * MIB, Some(80 << 30)), WAL_BUDGET_MAX);
         assert!(free_bytes(&std::env::temp_dir()).is_some_and(|free| free > 0));
     }
