@@ -397,10 +397,11 @@ pub(crate) struct ListArgs {
     /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
     #[arg(long)]
     pub external: bool,
-    /// At most this many rows; 0 means no limit (a table shows at most 10,000: -o plain, json
-    /// or yaml for more)
-    #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true, value_parser = count)]
-    pub limit: u64,
+    /// At most this many rows; 0 means no limit. Default: 100 when stdout is a terminal (a note
+    /// on stderr names the next --offset), every row when it is not (a pipe, a file, a
+    /// script's $(...)). A table shows at most 10,000: -o plain, json or yaml for more
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count)]
+    pub limit: Option<u64>,
     /// Skip this many rows first
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = count)]
     pub offset: u64,

@@ -1863,13 +1863,27 @@ contract! {
         });
     }
 
-    fn list_without_a_limit_lists_every_row(d: Dialect) {
+    /// Off a terminal (a pipe, a file, a script's `$(…)`), `list` without `--limit` lists every
+    /// row in every format and says nothing on stderr: a script that drops stderr is never
+    /// handed a cut list. A `--limit` still pages, with its note. (At a terminal:
+    /// `list_shows_a_page_of_100_at_a_terminal`.)
+    fn list_without_a_limit_lists_every_row_off_a_terminal(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 150, 1000);
-        bench.run(&["list", "-o", "plain"]).success().stderr_has("more follow");
-        let run = bench.run(&["list", "--limit", "0", "-o", "plain"]).success();
-        assert_eq!(run.stdout.lines().count(), 150);
-        assert_eq!(run.stderr, "");
+        for args in [&["list", "-o", "plain"][..], &["list", "--limit", "0", "-o", "plain"]] {
+            let run = bench.run(args).success();
+            assert_eq!(run.stdout.lines().count(), 150, "{args:?}");
+            assert_eq!(run.stderr, "", "{args:?}");
+        }
+        let json = bench.run(&["list", "-o", "json"]).success();
+        assert_eq!((json.json().as_array().unwrap().len(), json.stderr.as_str()), (150, ""));
+        let yaml = bench.run(&["list", "-o", "yaml"]).success();
+        assert_eq!(yaml.stdout.lines().filter(|l| l.starts_with("- ")).count(), 150);
+        let table = bench.run(&["list"]).success();
+        assert_eq!((table.stdout.lines().count(), table.stderr.as_str()), (152, ""), "a header, its rule, 150 rows");
+        let page = bench.run(&["list", "--limit", "100", "-o", "plain"]).success();
+        assert_eq!(page.stdout.lines().count(), 100);
+        page.stderr_has("showing 100 rows from offset 0; more follow (--offset 100 for the next page, --limit 0 for all)");
     }
 
     fn stats_counts_rows_bytes_and_expiry(d: Dialect) {
@@ -2851,6 +2865,27 @@ fn clear_asks_on_a_terminal() {
     assert_eq!(code, 0, "{screen}");
     assert!(screen.contains("removed 2 keys"), "{screen}");
     assert_eq!(count(&bench, "task_state_store"), 0);
+}
+
+/// At a terminal, `list` shows a page of 100 rows unless `--limit` says otherwise, and the note
+/// after it names the next `--offset`.
+#[test]
+fn list_shows_a_page_of_100_at_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 150, 1000);
+    let (code, screen) = on_terminal(&bench, &["list", "-o", "plain"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(screen.lines().filter(|l| l.starts_with(DAG)).count(), 100, "{screen}");
+    assert!(
+        screen.contains(
+            "showing 100 rows from offset 0; more follow (--offset 100 for the next page, --limit 0 for all)"
+        ),
+        "{screen}"
+    );
+    let (code, screen) = on_terminal(&bench, &["list", "--limit", "0", "-o", "plain"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(screen.lines().filter(|l| l.starts_with(DAG)).count(), 150, "{screen}");
+    assert!(!screen.contains("more follow"), "{screen}");
 }
 
 #[test]

@@ -3045,6 +3045,45 @@ mod rest_transport {
         }
     }
 
+    /// Off a terminal, `list` over the API reads every page, as it does on the database: 250 keys
+    /// in three requests of 100, nothing on stderr; `--limit` still pages.
+    #[test]
+    fn list_without_a_limit_reads_every_page_off_a_terminal() {
+        let api = FakeApi::airflow(|request, _| {
+            let number = |name: &str| -> usize {
+                let query = request.target.split_once('?').map_or("", |(_, q)| q);
+                query
+                    .split('&')
+                    .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            let (offset, limit) = (number("offset"), number("limit"));
+            let items: Vec<String> = (offset..(offset + limit).min(250))
+                .map(|i| format!(r#"{{"key": "k{i:03}", "value": {i}, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}}"#))
+                .collect();
+            Reply::Send(json(
+                200,
+                &format!(r#"{{"task_state_store": [{}], "total_entries": 250}}"#, items.join(", ")),
+            ))
+        });
+        let bench = Bench::bare();
+        let run = bench.run(&args(&api.url, &["list", "--map-index", "-1", "-o", "plain"], &TASK)).success();
+        assert_eq!(run.stdout.lines().count(), 250, "{run:?}");
+        assert!(run.stdout.ends_with("d\tr\tt\t-1\tk249\t249\n"), "{run:?}");
+        assert_eq!(run.stderr, "");
+        let pages = api.requests().iter().filter(|r| r.target.contains("/state-store?")).count();
+        assert_eq!(pages, 3);
+        let page = bench.run(&args(
+            &api.url,
+            &["list", "--map-index", "-1", "--limit", "120", "-o", "plain"],
+            &TASK,
+        ));
+        let page = page.success();
+        assert_eq!(page.stdout.lines().count(), 120);
+        assert!(page.stderr.contains("--offset 120 for the next page"), "{page:?}");
+    }
+
     /// `clear --all-map-indices` when the server cannot name the task's map indexes (a dag it
     /// has not parsed): only the keys it counted, asked about and reported are deleted, one by
     /// one; the collection's DELETE, which would take every map index, is never sent.
