@@ -421,7 +421,8 @@ pub(crate) struct ExportArgs {
     #[arg(long)]
     pub external: bool,
     /// Write to this file instead of stdout: written beside it, fsynced and renamed over it once
-    /// complete, so a failed export leaves the old file (a pipe or FIFO is written in place)
+    /// complete, so a failed export leaves the old file (a pipe or FIFO is written in place);
+    /// `-` is stdout (./- for a file of that name)
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
 }

@@ -3918,6 +3918,32 @@ mod shell_and_scripts {
         assert!(!bench.db.exists(), "usage errors never open the database");
     }
 
+    /// `export --file -` is stdout, as `import -` and `set KEY -` read stdin: the lines reach
+    /// stdout (and `import -` takes them back), the summary names stdout, and no file named `-`
+    /// appears; `--file ./-` still names a file of that name.
+    #[test]
+    fn export_file_dash_is_stdout() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let in_dir = |args: &[&str]| {
+            let out = bench.cmd(args).current_dir(bench.dir.path()).output().unwrap();
+            support::Run::from(out, args)
+        };
+        let run = in_dir(&["export", "--file", "-", "-o", "json"]).success();
+        let lines = support::json_lines(&run.stdout);
+        assert_eq!(fields(&lines[0], &["kind", "key"]), json!(["task", "k"]), "{run:?}");
+        assert_eq!(lines.len(), 1, "the rows alone, no counts document: {run:?}");
+        let run = run.stderr_has("exported 1 task row(s) and 0 asset row(s) to stdout");
+        assert!(!bench.dir.path().join("-").exists(), "a file named - was written");
+        bench.run(&cmd(&["delete", "k"], &task(&[]))).success();
+        bench.run_with_stdin(&["import", "-"], &run.stdout).success();
+        bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+
+        let run = in_dir(&["export", "--file", "./-"]).success().stdout_is("");
+        run.stderr_has("to ./-");
+        assert!(std::fs::read_to_string(bench.dir.path().join("-")).unwrap().contains("\"key\": \"k\""));
+    }
+
     #[test]
     fn set_from_an_empty_stdin_says_stdin_was_empty() {
         let bench = with_run(Dialect::Sqlite);
