@@ -106,6 +106,11 @@ pub(crate) struct GlobalArgs {
     /// and per query of a dry run (Airflow's `clean -v`)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
+    /// No status lines on stderr: the summaries of delete, clear, export, import, clean and the
+    /// other commands, list's paging note, progress bars and lines. Warnings, errors and the
+    /// data on stdout stay
+    #[arg(short = 'q', long, global = true, conflicts_with = "verbose", help_heading = GLOBAL)]
+    pub quiet: bool,
     #[command(flatten)]
     pub api: ApiArgs,
 }

@@ -2977,6 +2977,88 @@ fn clean_progress_every_0_keeps_the_bar_at_a_terminal() {
     }
 }
 
+/// `-q`/`--quiet` turns the status lines off (the summaries of delete, clear, export, import,
+/// clean and its dry run, and clean's progress lines), as cargo's, git's and pip's do; stdout is
+/// the same, and warnings and errors are still printed. It is a global flag, before or after
+/// the command, and cannot go with `-v`.
+#[test]
+fn quiet_drops_status_lines_and_keeps_warnings_errors_and_data() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let file = bench.dir.path().join("e.jsonl");
+    let file = file.to_str().unwrap();
+    // What only reads: the same stdout and exit code as without -q, and nothing on stderr.
+    let quiet = |args: &[&str]| {
+        let loud = bench.run(args);
+        let run = bench.run(&cmd(args, &["-q"]));
+        assert_eq!((run.code, &run.stdout), (loud.code, &loud.stdout), "the same data: {args:?}");
+        assert!(!loud.stderr.is_empty(), "{args:?} has a status line to silence");
+        assert_eq!(run.stderr, "", "{args:?}");
+    };
+    quiet(&["export", "--dag-id", DAG, "--task-id", "t"]);
+    quiet(&["clean", "--dry-run", "-o", "plain"]);
+    bench
+        .run(&["export", "--file", file, "-q", "-o", "json"])
+        .success()
+        .stdout_is("{\"task_rows\": 12, \"asset_rows\": 0}\n")
+        .stderr_is("");
+    quiet(&["import", "--dry-run", file, "-o", "json"]);
+    // What writes: its data alone.
+    let set = cmd(&["set", "k", "1"], &task(&[]));
+    bench.run(&set).success();
+    bench
+        .run(&cmd(&["delete", "k", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("1\n")
+        .stderr_is("");
+    bench
+        .run(&cmd(&["delete", "k", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("0\n")
+        .stderr_is("");
+    bench.run(&set).success();
+    bench
+        .run(&cmd(&["clear", "--yes", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("1\n")
+        .stderr_is("");
+    let run = bench.run(&[
+        "--quiet",
+        "clean",
+        "--batch-size",
+        "1",
+        "--sleep",
+        "30ms",
+        "--progress-every",
+        "10ms",
+        "-o",
+        "json",
+    ]);
+    let run = run.success();
+    assert_eq!(
+        (run.json()["task_rows_deleted"].as_u64(), run.stderr.as_str()),
+        (Some(12), ""),
+        "no progress, no summary"
+    );
+    let run = bench.run(&["-q", "import", file, "-o", "plain"]).success();
+    assert_eq!((run.stdout.as_str(), run.stderr.as_str()), ("12\n", ""));
+    // At a terminal, no bar either: the restored rows are all expired again.
+    let (code, screen) = on_terminal(&bench, &["clean", "-q", "--batch-size", "1", "--sleep", "50ms"], "");
+    assert_eq!((code, screen.trim()), (0, ""), "{screen}");
+    assert_eq!(bench.scalar("SELECT COUNT(*) FROM task_state_store"), "0");
+
+    // Warnings and errors stay.
+    let past = cmd(&["set", "old", "1", "--expires-at", "2020-01-01T00:00:00Z", "-q"], &task(&[]));
+    bench.run(&past).success().stderr_has("warning: ");
+    bench.run(&cmd(&["get", "nosuch", "-q"], &task(&[]))).fails(1, "not found");
+    std::fs::write(bench.dir.path().join("cut.jsonl"), "{\"kind\": \"task\"").unwrap();
+    let cut = bench.dir.path().join("cut.jsonl");
+    let run = bench.run(&["import", "-q", "--skip-damaged", cut.to_str().unwrap()]).code(11);
+    assert!(run.stderr.contains("damaged, skipped") && run.stderr.contains("error: "), "{run:?}");
+    assert!(!run.stderr.contains("import: restored"), "{run:?}");
+    bench.run(&["list", "-q", "-v"]).fails(2, "cannot be used with");
+}
+
 /// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file
 /// exists only while it runs. A file a killed run left is no lock: the next run takes it over
 /// and removes it.

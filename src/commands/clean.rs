@@ -333,7 +333,7 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, report: &mut Report) -> Result<(
     let (summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
     store.finish_clean();
     watcher.progress.finish();
-    output::note(&summary.line());
+    output::status(&summary.line());
     if report.metrics.is_some() && result.is_ok() {
         report.backlog = backlog(&mut store, cutoff).ok();
     }
@@ -534,7 +534,7 @@ fn dry_run(
         interrupted: false,
         stopped_by: None,
     };
-    output::note(&format!(
+    output::status(&format!(
         "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}",
         by_dag.len(),
         by_asset.len(),

@@ -108,7 +108,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     progress.finish();
     sink.finish().map_err(file_error)?;
     let place = sink.path().map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
-    output::note(&format!(
+    output::status(&format!(
         "exported {} task row(s) and {} asset row(s) to {place}",
         sink.task_rows, sink.asset_rows
     ));

@@ -84,7 +84,7 @@ fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
         let roff = render(page).map_err(failed)?;
         crate::fs::replace("man --out-dir", "", &path(page), &roff, crate::fs::default_mode())?;
     }
-    crate::output::note(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
+    crate::output::status(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
     Ok(())
 }
 

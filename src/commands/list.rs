@@ -107,7 +107,7 @@ impl Shown {
         stream.finish()?;
         if more {
             let next = args.offset.saturating_add(seen);
-            output::note(&if self.capped {
+            output::status(&if self.capped {
                 format!(
                     "showing {seen} rows from offset {}; more follow (a table shows at most {TABLE_ROWS} rows: \
                      -o plain, json or yaml for all, --offset {next} for the next page)",

@@ -32,6 +32,7 @@ pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
     let Cli { global, command } = cli;
+    output::set_quiet(global.quiet);
     match command {
         Command::Get(args) => get::run(&global, &args),
         Command::Set(args) => set::run(&global, &args),
