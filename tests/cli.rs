@@ -3594,12 +3594,34 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
             .replace("/var/log/airflow", log.to_str().unwrap())
     };
     let service = local(&read("state-store-clean.service"));
+    // The guide shows the cron line and the drop-in for a SQLite metastore under /home as the
+    // files have them: its ini block holding `ReadWritePaths=` is verified with the units.
+    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
+    let shipped_cron = read("state-store-clean.cron");
+    let shipped_line = shipped_cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
+    assert!(guide.contains(shipped_line), "docs/operations.md shows another cron line than {shipped_line}");
+    let drop_in = guide
+        .split("```ini\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("ReadWritePaths="))
+        .expect("the guide's drop-in for a SQLite metastore under /home")
+        .lines()
+        .map(|l| l.trim_start().to_string() + "\n")
+        .collect::<String>();
+    assert!(
+        read("state-store-clean.service").contains("ProtectHome=read-only")
+            && drop_in.contains("[Service]\nReadWritePaths=/home/"),
+        "{drop_in}"
+    );
 
     if support::shells::installed("systemd-analyze", "systemd") {
         let units = dir.join("units");
         std::fs::create_dir(&units).unwrap();
         std::fs::write(units.join("state-store-clean.service"), &service).unwrap();
         std::fs::write(units.join("state-store-clean.timer"), read("state-store-clean.timer")).unwrap();
+        std::fs::create_dir(units.join("state-store-clean.service.d")).unwrap();
+        std::fs::write(units.join("state-store-clean.service.d/override.conf"), &drop_in).unwrap();
         bench.run(&["man", "--out-dir", dir.join("man/man1").to_str().unwrap()]).success();
         let out = std::process::Command::new("systemd-analyze")
             .args(["verify", "state-store-clean.service", "state-store-clean.timer"])
@@ -3631,6 +3653,13 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     let words: Vec<&str> = line.splitn(7, ' ').collect();
     assert_eq!(words[..6], ["30", "3", "*", "*", "*", "airflow"], "minute, hour, day, month, weekday, user");
     let cron_command = words[6];
+    // The command names the binary by its full path, the one the unit's ExecStart= names, so
+    // that the user field cannot be read as the command.
+    let exec_start = read("state-store-clean.service");
+    let binary = exec_start.split("\nExecStart=").nth(1).unwrap().split(' ').next().unwrap();
+    assert_eq!(binary, "/usr/local/bin/state-store");
+    assert!(shipped_line.split(' ').nth(6) == Some(binary), "{shipped_line}");
+    assert!(shipped_cron.contains("leave out \"airflow\""), "the file says what the sixth field is");
     let cron_log = log.join("state-store-clean.log");
     let expired = || bench.scalar("SELECT COUNT(*) FROM task_state_store WHERE expires_at < '2026-01-01'");
 
@@ -3689,6 +3718,49 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     let (code, output) = sh(exec);
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(json_documents(&output).pop().unwrap()["task_rows_deleted"], 1, "{output}");
+}
+
+/// What the systemd unit's `ProtectHome=read-only` does to a SQLite metastore under /home,
+/// played with a read-only bind mount of its directory in a mount namespace of its own:
+/// `clean` says the file system is read-only for it, where it used to say "check their
+/// permissions" of a file and directory whose permissions are right. (A read fails too: in WAL
+/// mode, which Airflow sets, SQLite's readers write the `-shm` file.) The same clean succeeds
+/// once the directory is writable again.
+#[test]
+fn a_sqlite_metastore_on_a_read_only_mount_says_so() {
+    if !support::shells::installed("unshare", "util-linux") {
+        return;
+    }
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 4, 2);
+    let dir = bench.dir.path().to_str().unwrap().to_string();
+    let read_only = |args: &[&str]| {
+        let tool = bench.cmd(args);
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--map-root-user", "sh", "-c"])
+            .arg(r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@""#)
+            .arg(&dir)
+            .arg(support::BIN)
+            .args(args);
+        for (key, value) in tool.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        support::Run::from(cmd.output().unwrap(), args)
+    };
+    for args in [&["clean"][..], &["clean", "--dry-run"], &["list"]] {
+        let run = bench.unchanged(|| read_only(args).fails(4, "cannot use SQLite database"));
+        assert!(
+            run.stderr.contains("the file system holding it is read-only for this process")
+                && run.stderr.contains("ReadWritePaths=")
+                && !run.stderr.contains("check their permissions"),
+            "{run:?}"
+        );
+    }
+    bench.run(&["clean", "-o", "plain"]).success();
+    assert_eq!(bench.scalar("SELECT COUNT(*) FROM task_state_store"), "2");
 }
 
 /// The JSON documents among the lines of a log: those that are objects.
@@ -3895,9 +3967,15 @@ mod clean_locks_and_metrics {
 
         let cron = std::fs::read_to_string(ops.join("state-store-clean.cron")).unwrap();
         let line = cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
-        let command = line.splitn(7, ' ').nth(6).unwrap().replace("/var/log/airflow", "/tmp");
         let dir = support::TempDir::new();
         let stub = dir.path().join("state-store");
+        // The line names the binary by its full path: the stub stands in for it there.
+        let command = line
+            .splitn(7, ' ')
+            .nth(6)
+            .unwrap()
+            .replace("/var/log/airflow", "/tmp")
+            .replace("/usr/local/bin/state-store", stub.to_str().unwrap());
         for (code, mail) in [(143, false), (7, false), (0, false), (130, true), (4, true)] {
             std::fs::write(&stub, format!("#!/bin/sh\nexit {code}\n")).unwrap();
             std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
