@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -71,6 +71,40 @@ then each UTC calendar day from today (today's from now to midnight UTC) for 30 
 and never (NULL). Asset keys have no expiry and are not in it. The table shows it as a bar
 chart of the days that have keys; json, yaml and plain always give all 30 days.";
 
+/// The commands that go over Airflow's REST API when `--api-url` names one: the only ones whose
+/// help, manual page and completions show the REST transport's flags.
+const REST_COMMANDS: &[&str] = &["get", "set", "delete", "clear", "list"];
+
+/// What `clean` exits with, for its manual page's EXIT STATUS (the page the systemd unit's
+/// `Documentation=` names): each code and when.
+pub(crate) const CLEAN_EXIT_STATUS: &[(&str, &str)] = &[
+    (
+        "0",
+        "the run completed, or stopped at --max-rows or --max-duration; a dry run; a custom \
+         [state_store] backend, skipped with a notice",
+    ),
+    ("2", "an invalid flag or value; also --api-url, which clean refuses"),
+    ("3", "a configuration error (airflow.cfg, the environment, _cmd, sql_alchemy_conn)"),
+    (
+        "4",
+        "a database error: it cannot be opened or reached, a lock not granted within \
+         --lock-timeout, a database that stopped answering, the --max-duration hard deadline",
+    ),
+    ("5", "the schema is not an Airflow 3.3 state store"),
+    ("6", "the --archive file, the --metrics-file or stdout cannot be written"),
+    (
+        "7",
+        "another clean of the same database is running, or another run is appending to the \
+         --archive; this one deleted nothing (no failure for cron or systemd)",
+    ),
+    ("70", "an internal error: a defect of state-store itself"),
+    (
+        "130, 143",
+        "stopped by SIGINT or SIGTERM, after the batch in progress committed (143 at a \
+         shutdown or systemctl stop: no failure for the shipped unit)",
+    ),
+];
+
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database or over Airflow's REST API.
 #[derive(Debug, Parser)]
@@ -96,6 +130,7 @@ pub(crate) struct GlobalArgs {
         long,
         global = true,
         value_enum,
+        value_name = "FORMAT",
         default_value_t = Format::Table,
         help_heading = GLOBAL
     )]
@@ -579,6 +614,66 @@ pub(crate) enum SandboxCommand {
         #[arg(long)]
         inactive: bool,
     },
+}
+
+/// The command line as every user sees it: clap's definition, built, with the REST transport's
+/// flags hidden under the commands they do not apply to (see [`scoped`]).
+pub(crate) fn command() -> clap::Command {
+    scoped(Cli::command())
+}
+
+/// Parses a command line with [`command`], as `Cli::try_parse_from` would with clap's own.
+pub(crate) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
+    let mut command = command();
+    let mut matches = command.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))
+}
+
+/// `command` with the REST transport's flags hidden on every command but [`REST_COMMANDS`], in
+/// help, manual pages and completions alike: 14 of `clean --help`'s lines were flags clean
+/// refuses. They stay global, so that `state-store --api-url URL get …` parses, and `clean
+/// --api-url …` too, to be refused with the reason rather than as an unknown flag. clap hands
+/// a global flag down to each command when it builds them, unless the command has a flag of
+/// that id already: each other command is given a hidden copy first, which its own commands
+/// inherit in turn. (Hiding them after the build instead leaves clap's index of flags stale,
+/// and `clean --help` then asked for a value of --api-timeout.)
+pub(crate) fn scoped(command: clap::Command) -> clap::Command {
+    let ids = api_ids();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| ids.contains(arg.get_id()))
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .filter(|name| !REST_COMMANDS.contains(&name.as_str()))
+        .collect();
+    names.iter().fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(hidden.clone())))
+}
+
+/// The command line as the completion scripts offer it: the REST transport's flags on the top
+/// command and on [`REST_COMMANDS`] only. clap_complete offers hidden flags too, so
+/// [`scoped`]'s hidden copies would still be completed: here the flags are not global, and each
+/// of those commands has its own. Only completions are built from this; nothing is parsed
+/// with it.
+pub(crate) fn for_completions() -> clap::Command {
+    let ids = api_ids();
+    let command = Cli::command();
+    let local: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| ids.contains(arg.get_id()))
+        .map(|arg| arg.clone().global(false))
+        .collect();
+    let command = ids.iter().fold(command, |command, id| command.mut_arg(id, |arg| arg.global(false)));
+    REST_COMMANDS
+        .iter()
+        .fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(local.clone())))
+}
+
+/// The ids of the REST transport's flags.
+fn api_ids() -> Vec<clap::Id> {
+    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().map(|arg| arg.get_id().clone()).collect()
 }
 
 /// The format of a `clean -o json` (or `-o yaml`) whose command line clap rejected: such a run

@@ -3392,6 +3392,9 @@ fn completes_as_help_says(shell: &str, complete: fn(&str) -> Vec<String>) {
     assert_eq!(sorted("state-store clean -o "), ["json", "plain", "table", "yaml"], "{shell}");
     assert_eq!(sorted("state-store -o j"), ["json"], "{shell}");
     assert_eq!(sorted("state-store stats --by "), ["dag", "task"], "{shell}");
+    // The REST transport's flags where they apply only.
+    assert_eq!(sorted("state-store get --api-u"), ["--api-url", "--api-username"], "{shell}");
+    assert_eq!(sorted("state-store clean --api-u"), Vec::<String>::new(), "{shell}");
 }
 
 /// The values of an argument (not a flag) that clap knows: bash and zsh complete them; fish's
@@ -3517,6 +3520,106 @@ fn man_pages_exist_for_every_command_they_name() {
     let file = bench.write_config("not-a-directory", "");
     let below_file = file.join("man1").display().to_string();
     bench.run(&["man", "--out-dir", &below_file]).fails(6, "not-a-directory");
+}
+
+/// The REST transport's flags are shown where they apply, on get, set, delete, clear and list
+/// (and on the top page, whose flags every command takes), in `--help`, the manual pages and
+/// the completions; not on the commands that refuse or ignore them. They are still accepted
+/// there, before or after the command, and refused with the reason.
+#[test]
+fn rest_flags_are_shown_where_they_apply() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let rest = [
+        "--api-url",
+        "--api-token-cmd",
+        "--api-username",
+        "--api-ca-file",
+        "--api-connect-timeout",
+        "--api-timeout",
+    ];
+    let applies = ["get", "set", "delete", "clear", "list"];
+    for (command, page) in [
+        (vec!["get"], "state-store-get"),
+        (vec!["set"], "state-store-set"),
+        (vec!["delete"], "state-store-delete"),
+        (vec!["clear"], "state-store-clear"),
+        (vec!["list"], "state-store-list"),
+        (vec!["clean"], "state-store-clean"),
+        (vec!["stats"], "state-store-stats"),
+        (vec!["doctor"], "state-store-doctor"),
+        (vec!["export"], "state-store-export"),
+        (vec!["import"], "state-store-import"),
+        (vec!["config", "show"], "state-store-config-show"),
+        (vec!["sandbox", "create"], "state-store-sandbox-create"),
+        (vec!["man"], "state-store-man"),
+    ] {
+        let shown = applies.contains(&command[0]);
+        let help = bench.run(&cmd(&command, &["--help"])).success().stdout;
+        let man = roff_text(&pages[page]);
+        for flag in rest {
+            // Listed as a flag, with its value; `-v`'s help names --api-url everywhere.
+            let listed = help.lines().any(|line| line.trim_start().starts_with(&format!("{flag} <")));
+            assert_eq!(listed, shown, "{command:?} --help and {flag}: {help}");
+            assert_eq!(man.contains(&format!("{flag} <")), shown, "{page}.1 and {flag}: {man}");
+        }
+        for global in ["--config", "--conn", "--output", "--verbose", "--quiet"] {
+            assert!(help.contains(global) && man.contains(global), "{command:?} lacks {global}");
+        }
+    }
+    let top = bench.run(&["--help"]).success().stdout;
+    assert!(rest.iter().all(|flag| top.contains(flag)), "{top}");
+    assert!(roff_text(&pages["state-store"]).contains("--api-url"));
+    let clean = bench.run(&["clean", "--help"]).success().stdout;
+    assert!(clean.lines().count() < 60, "{} lines: {clean}", clean.lines().count());
+    // Still parsed, and refused with the reason, wherever it is given.
+    for args in
+        [&["clean", "--api-url", "http://127.0.0.1:9"][..], &["--api-url", "http://127.0.0.1:9", "stats"]]
+    {
+        bench.run(args).fails(2, "works on the metastore database only");
+    }
+}
+
+/// A manual page's synopsis shows the command's own flags first, each with its value's name as
+/// in `--help` (`[--before TIMESTAMP]`), then the global ones; the clean page, which the
+/// systemd unit's `Documentation=` names, has an EXIT STATUS section with clean's codes.
+#[test]
+fn man_page_synopses_name_values_and_clean_has_an_exit_status() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let synopsis = |page: &str| {
+        let roff = &pages[page];
+        let at = roff.find(".SH SYNOPSIS\n").unwrap_or_else(|| panic!("{page}: no synopsis"));
+        roff_text(roff[at..].lines().nth(1).unwrap())
+    };
+    let clean = synopsis("state-store-clean");
+    for part in [
+        "state-store clean [--dry-run] [--before TIMESTAMP] [--batch-size N|auto]",
+        "[--max-rows N]",
+        "[--archive FILE]",
+        "[-o|--output FORMAT]",
+        "[--config PATH]",
+        "[-q|--quiet]",
+    ] {
+        assert!(clean.contains(part), "the clean synopsis lacks {part}: {clean}");
+    }
+    assert!(
+        clean.find("--metrics-file").unwrap() < clean.find("--config").unwrap(),
+        "own flags first: {clean}"
+    );
+    assert!(!clean.contains("--api-url"), "{clean}");
+    assert!(synopsis("state-store-get").contains("[--dag-id DAG_ID]"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-get").contains("KEY"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-get").contains("[--api-url URL]"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-config").contains("COMMAND"), "{}", synopsis("state-store-config"));
+
+    let page = &pages["state-store-clean"];
+    let exit_status = page.split(".SH \"EXIT STATUS\"\n").nth(1).expect("clean has an EXIT STATUS section");
+    let exit_status = roff_text(exit_status.split("\n.SH ").next().unwrap());
+    for code in ["0 ", "2 ", "3 ", "4 ", "5 ", "6 ", "7 another clean", "130", "143"] {
+        assert!(exit_status.contains(code), "EXIT STATUS lacks {code}: {exit_status}");
+    }
+    assert!(page.find("EXIT STATUS").unwrap() < page.find("SEE ALSO").unwrap());
 }
 
 #[test]
