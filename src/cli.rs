@@ -22,7 +22,8 @@ Exit codes:
   7    another clean of the same database is running
   8    doctor found problems in the state store
   9    import --on-conflict fail: a row of the file is already stored
-  10   the REST API refused the credentials (401, 403, a login refused, no token to be had)
+  10   the REST API refused the credentials or the user's permission (401, 403, a login
+       refused, no token to be had)
   11   import --skip-damaged: the whole lines were restored, damaged lines skipped
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
