@@ -3866,6 +3866,43 @@ fn a_sqlite_metastore_on_a_read_only_mount_says_so() {
     assert_eq!(bench.scalar("SELECT COUNT(*) FROM task_state_store"), "2");
 }
 
+/// A number the guides write in words, as they write those up to twelve.
+fn number_word(word: &str) -> usize {
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    words.iter().position(|w| *w == word).unwrap_or_else(|| panic!("{word:?} is not a number in words"))
+}
+
+/// Where the guides count what the tool has, the count is right: doctor's page says how many
+/// checks `doctor -o json` always lists, and the operations guide how many rules of
+/// alerts.yml follow the one it shows (and names each of them).
+#[test]
+fn the_guides_count_what_they_list() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(top.join(path)).unwrap();
+
+    let bench = with_run(Dialect::Sqlite);
+    let checks = doctor(&bench, 0, &[]).json()["checks"].as_array().unwrap().len();
+    let page = read("docs/commands/doctor.md");
+    let said = page.split("the checks, always all ").nth(1).expect("doctor.md counts the checks");
+    let said = said.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap();
+    assert_eq!(number_word(said), checks, "docs/commands/doctor.md says {said} checks");
+
+    let alerts: Vec<String> = read("docs/operations/alerts.yml")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: ").map(str::to_string))
+        .collect();
+    let guide = read("docs/operations.md");
+    let said = guide.split("The file has ").nth(1).expect("the guide counts the other rules");
+    let said = said.split(' ').next().unwrap();
+    assert_eq!(number_word(said), alerts.len() - 1, "docs/operations.md says {said} more rules: {alerts:?}");
+    for alert in &alerts {
+        assert!(guide.contains(&format!("`{alert}`")), "docs/operations.md does not name {alert}");
+    }
+}
+
 /// The JSON documents among the lines of a log: those that are objects.
 fn json_documents(text: &str) -> Vec<Value> {
     text.lines().filter(|l| l.starts_with('{')).map(|l| serde_json::from_str(l).unwrap()).collect()
