@@ -2729,6 +2729,19 @@ fn small_mistakes_get_messages_that_say_what_to_do() {
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     }
     bench.run(&cmd(&["get", "k", "--map-index", "x"], &task(&[]))).fails(2, "give -1 for an unmapped task");
+    // The example URL of a message shows placeholders, which no masking hides (it used to show
+    // `postgresql://airflow:***@db:5432/airflow`, its own example's password masked).
+    for (conn, example) in [
+        (
+            "not a url",
+            "e.g. postgresql://<user>:<password>@<host>:5432/<database> or sqlite:////path/to/airflow.db",
+        ),
+        ("postgresql//db/airflow", "dialect[+driver]://[<user>[:<password>]@]<host>[:<port>]/<database>"),
+        ("mysql://root@127.0.0.1:3306", "expected mysql://<user>:<password>@<host>:3306/<database>"),
+    ] {
+        let run = bench.run(&["list", "--conn", conn]).fails(3, example);
+        assert!(!run.stderr.contains("***"), "{run:?}");
+    }
     // An '@' in a password must be percent-encoded: the message says how.
     bench
         .run(&["list", "--conn", "postgresql://airflow:p@ss@db.example/airflow"])
