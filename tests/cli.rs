@@ -2664,8 +2664,11 @@ fn sandbox_create_needs_an_explicit_target() {
     assert!(bench.db.exists());
 }
 
-/// `$AIRFLOW_CONFIG` naming a file that does not exist is said, and a failure to open the
-/// default database then names the file that was looked for.
+/// `$AIRFLOW_CONFIG` naming a file that does not exist is said. When no configuration file is
+/// found and Airflow's default database (`$AIRFLOW_HOME/airflow.db`) does not exist either,
+/// the configuration is what is missing: exit 3, naming the file looked for and what to give,
+/// where it used to be exit 4 ("cannot open SQLite database"). A home with its database and no
+/// airflow.cfg still works, as Airflow's defaults point there.
 #[test]
 fn a_missing_airflow_config_is_named() {
     let bench = Bench::bare();
@@ -2674,7 +2677,7 @@ fn a_missing_airflow_config_is_named() {
     c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW_CONFIG", &missing);
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
     assert_eq!(
@@ -2684,14 +2687,31 @@ fn a_missing_airflow_config_is_named() {
             missing.display()
         )
     );
-    assert!(lines[1].starts_with("error: cannot open SQLite database"), "{stderr}");
     assert!(
-        lines[1].contains(&format!(
-            "(the default [database] sql_alchemy_conn: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist)",
+        lines[1].starts_with(&format!(
+            "error: no Airflow configuration: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist, \
+             and the database of the default [database] sql_alchemy_conn does not exist either",
             missing.display()
         )),
         "{stderr}"
     );
+    assert!(lines[1].contains("--conn") && lines[1].contains("the file does not exist"), "{stderr}");
+    // $AIRFLOW_HOME without airflow.cfg or airflow.db: the same, for every command that opens it.
+    for args in
+        [&["list"][..], &["clean", "--dry-run"], &["doctor"], &["stats"], &["get", "k", "--asset-id", "1"]]
+    {
+        let mut c = bench.cmd(args);
+        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+        let run = support::Run::from(c.output().unwrap(), args);
+        let run = run.fails(3, "no Airflow configuration: the configuration file");
+        run.stderr_has("(named by $AIRFLOW_HOME/airflow.cfg) does not exist");
+    }
+    // ... and with its database, Airflow's default, it works.
+    let with_db = Bench::new();
+    let mut c = with_db.cmd(&["list", "-o", "json"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+    let run = support::Run::from(c.output().unwrap(), &["list"]).success();
+    assert_eq!(run.stdout, "[]\n", "{run:?}");
     // A URL from elsewhere names where it came from when it fails.
     let run = bench.run(&["list"]).fails(4, "cannot open SQLite database");
     run.stderr_has(
