@@ -135,8 +135,8 @@ class SqliteDb:
     def url(self, target, airflow=False):
         return f"sqlite:///{target}"
 
-    def seed(self, target, rows, pct):
-        return seeding.seed("sqlite", str(target), rows, pct)
+    def seed(self, target, rows, pct, layout="hashed"):
+        return seeding.seed("sqlite", str(target), rows, pct, layout=layout)
 
     def copy(self, base, name):
         target = self.create(name)
@@ -195,8 +195,8 @@ class ServerDb:
             driver = "psycopg2" if self.dialect == "postgres" else self.airflow_mysql_driver
         return self.server.with_database(target).url(driver)
 
-    def seed(self, target, rows, pct):
-        return seeding.seed(self.dialect, self.server.with_database(target), rows, pct)
+    def seed(self, target, rows, pct, layout="hashed"):
+        return seeding.seed(self.dialect, self.server.with_database(target), rows, pct, layout=layout)
 
     def copy(self, base, name):
         db = f"{DB_PREFIX}_{name}"
@@ -315,7 +315,7 @@ class Bench:
         subprocess.run([str(self.bin), "sandbox", "create", "--conn", db.url(target)], env=clean_env(self.home),
                        check=True, capture_output=True, text=True)
         started = time.monotonic()
-        expired = db.seed(target, rows, pct)
+        expired = db.seed(target, rows, pct, getattr(self.args, "layout", "hashed"))
         log(f"{db.dialect}: seeded {rows:,} task rows ({expired:,} expired) in {time.monotonic() - started:.0f}s")
         return target, expired
 
@@ -508,7 +508,8 @@ class Bench:
 
     def report(self, elapsed):
         lines = [
-            f"### state-store clean: {self.args.rows:,} task rows, half of them expired",
+            f"### state-store clean: {self.args.rows:,} task rows, half of them expired"
+            + ("" if self.args.layout == "hashed" else f" ({self.args.layout}: bench/seed.py)"),
             "",
             (f"Our runs, the baseline's and the floor: median of {self.args.repeat} (range in brackets); "
              "Airflow: one run." if self.baseline else
@@ -597,6 +598,8 @@ def main():
                         help="task rows to seed, half of them expired (default 1,000,000)")
     parser.add_argument("--dialects", default="sqlite,postgres,mysql",
                         help="comma-separated: sqlite, postgres, mysql (default all three)")
+    parser.add_argument("--layout", choices=seeding.LAYOUTS, default="hashed",
+                        help="where the expired rows are (bench/seed.py): hashed (default), interleaved, contiguous")
     parser.add_argument("--batch-sizes", type=int_list, default=[0, 1000, 10000],
                         help="batch sizes of our clean (default 0,1000,10000)")
     parser.add_argument("--repeat", type=int, default=3,

@@ -24,13 +24,13 @@ GOAL_GROWTH = 1.25  # our time per row at the large size over the small one's, a
 NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
 
 
-def run_size(args, rows, out):
+def run_size(args, rows, out, layout):
     argv = [sys.executable, str(REPO / "bench" / "bench.py"), "--rows", str(rows), "--dialects", args.dialects,
             "--batch-sizes", args.batch_sizes, "--repeat", str(args.repeat), "--memory-dialects", "none",
-            "--bin", args.bin, "--json", str(out)]
+            "--layout", layout, "--bin", args.bin, "--json", str(out)]
     if args.no_airflow or rows > args.airflow_max_rows:
         argv.append("--no-airflow")
-    log(f"scale: {rows:,} rows: {' '.join(argv[1:])}")
+    log(f"scale: {rows:,} rows, {layout}: {' '.join(argv[1:])}")
     started = time.monotonic()
     done = subprocess.run(argv)
     log(f"scale: {rows:,} rows done in {time.monotonic() - started:.0f}s (exit {done.returncode})")
@@ -57,10 +57,10 @@ def cell(value, fmt):
     return "–" if value is None else format(value, fmt)
 
 
-def report(args, small, large):
+def report(args, small, large, layout):
     s, l = index(small), index(large)
     lines = [
-        f"### Clean at {args.small:,} and {args.large:,} task rows (half expired), side by side",
+        f"### Clean at {args.small:,} and {args.large:,} task rows (half expired, {layout} layout), side by side",
         "",
         "Each figure is the median of the rounds (one round unless --repeat); floor: one `DELETE` by the "
         "database's own client on a copy of the same data, in the same run. µs/row: wall time per expired row. "
@@ -70,14 +70,15 @@ def report(args, small, large):
         "| database | clean | small: s | ÷ floor | µs/row | RSS MB | large: s | ÷ floor | µs/row | RSS MB | growth |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    keys = [int(b) for b in args.batch_sizes.split(",") if b] + ["floor", "airflow"]
+    keys = [-1 if b == "auto" else int(b) for b in args.batch_sizes.split(",") if b] + ["floor", "airflow"]
     for dialect in [d for d in args.dialects.split(",") if d]:
         for key in keys:
             a, b = s.get((dialect, key)), l.get((dialect, key))
             if not a and not b:
                 continue
             label = {"floor": "floor: one DELETE", "airflow": "Airflow 3.3.2, batch 10,000"}.get(
-                key, f"state-store, batch {key:,}" if isinstance(key, int) else key)
+                key, f"state-store, batch {'auto (default)' if key == -1 else format(key, ',')}"
+                if isinstance(key, int) else key)
 
             def ratio(run, table):
                 floor = table.get((dialect, "floor"))
@@ -102,7 +103,10 @@ def main():
     parser.add_argument("--large", type=number, default=10_000_000,
                         help="rows of the large table (default 10,000,000)")
     parser.add_argument("--dialects", default="sqlite,postgres,mysql")
-    parser.add_argument("--batch-sizes", default="0,10000", help="our batch sizes (default 0,10000)")
+    parser.add_argument("--batch-sizes", default="0,10000", help="our batch sizes (default 0,10000; auto: the default)")
+    parser.add_argument("--layouts", default="hashed,interleaved,contiguous",
+                        help="where the expired rows are (bench/seed.py), one run of both sizes each "
+                             "(default hashed,interleaved,contiguous)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds at each size (default 1)")
     parser.add_argument("--airflow-max-rows", type=number, default=1_000_000,
                         help="Airflow's clean runs at sizes up to this (default 1,000,000: at 10,000,000 it takes "
@@ -111,13 +115,18 @@ def main():
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "state-store"))
     parser.add_argument("--json", help="also write both runs' figures to this JSON file")
     args, _ = parser.parse_known_args()
-    with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
-        code_small, small = run_size(args, args.small, Path(tmp) / "small.json")
-        code_large, large = run_size(args, args.large, Path(tmp) / "large.json")
-    print(report(args, small, large))
+    code, figures = 0, {}
+    for layout in [x for x in args.layouts.split(",") if x]:
+        with tempfile.TemporaryDirectory(prefix="scale-") as tmp:
+            code_small, small = run_size(args, args.small, Path(tmp) / "small.json", layout)
+            code_large, large = run_size(args, args.large, Path(tmp) / "large.json", layout)
+        print(report(args, small, large, layout))
+        print()
+        figures[layout] = {"small": small, "large": large}
+        code = code or code_small or code_large
     if args.json:
-        Path(args.json).write_text(json.dumps({"small": small, "large": large}, indent=2) + "\n")
-    return code_small or code_large
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+    return code
 
 
 if __name__ == "__main__":

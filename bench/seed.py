@@ -17,11 +17,18 @@ checked against the same function in Python. Row i (0-based), in dag run r = i /
     expires); otherwise it expires 1 to 31 days after the base instant
     updated_at: up to 60 days before the base instant
 
-with h and g two multiplicative hashes of i. Usage:
+with h and g two multiplicative hashes of i. That is the `hashed` layout, the default: expired
+rows spread over the table at random. Two more place them as retention and task patterns do,
+each with half the rows expired (and none that never expires):
 
-    seed.py sqlite PATH ROWS [--expired-pct 50]
-    seed.py postgres URL ROWS [--expired-pct 50]    (URL names the database, e.g. postgresql://postgres@127.0.0.1:5432/db)
-    seed.py mysql URL ROWS [--expired-pct 50]       (e.g. mysql://root@127.0.0.1:3306/db)
+    interleaved: row i expired when (r + i % 100) % 2 == 0, every other row of every dag run
+    contiguous:  row i expired when i < ROWS / 2, the older half of the table
+
+Usage:
+
+    seed.py sqlite PATH ROWS [--expired-pct 50] [--layout hashed|interleaved|contiguous]
+    seed.py postgres URL ROWS [...]    (URL names the database, e.g. postgresql://postgres@127.0.0.1:5432/db)
+    seed.py mysql URL ROWS [...]       (e.g. mysql://root@127.0.0.1:3306/db)
 
 It prints the number of rows expired at the base instant (now).
 """
@@ -43,6 +50,7 @@ H_MUL = 2_654_435_761
 G_MUL = 2_246_822_519
 G_ADD = 374_761_393
 TWO_32 = 2**32
+LAYOUTS = ("hashed", "interleaved", "contiguous")
 
 
 def null_buckets(expired_pct):
@@ -50,13 +58,31 @@ def null_buckets(expired_pct):
     return (100 - expired_pct) // 10
 
 
-def row(i, base, expired_pct):
+def bucket_of(layout, i, run, h, rows):
+    """The bucket deciding row i's expiry (below the expired percentage: expired)."""
+    if layout == "interleaved":
+        return 0 if (run + i % ROWS_PER_RUN) % 2 == 0 else 99
+    if layout == "contiguous":
+        return 0 if i < rows // 2 else 99
+    return h // 256 % 100
+
+
+def bucket_sql(layout, i, run, h, rows, div="/"):
+    """`bucket_of` as SQL over the row number `i`, its run and hash (`div`: MySQL's `DIV`)."""
+    if layout == "interleaved":
+        return f"(CASE WHEN ({run} + {i} % {ROWS_PER_RUN}) % 2 = 0 THEN 0 ELSE 99 END)"
+    if layout == "contiguous":
+        return f"(CASE WHEN {i} < {rows // 2} THEN 0 ELSE 99 END)"
+    return f"({h} {div} 256 % 100)"
+
+
+def row(i, base, expired_pct, layout="hashed", rows=0):
     """Row i as Python values; the SQL of every dialect computes exactly the same."""
     run = i // ROWS_PER_RUN
     h = i * H_MUL % TWO_32
     g = (i * G_MUL + G_ADD) % TWO_32
     micros = i * 7919 % 1_000_000
-    bucket = h // 256 % 100
+    bucket = bucket_of(layout, i, run, h, rows)
     value = json.dumps({"offset": h % 10**9, "batch": f"b-{run}", "ratio": (h % 999 + 1) / 1000})
     updated = base - timedelta(seconds=1 + g % SIXTY_DAYS) + timedelta(microseconds=micros)
     if bucket < expired_pct:
@@ -148,7 +174,7 @@ class Server:
 # --- seeding ----------------------------------------------------------------------------------
 
 
-def seed_sqlite(path, rows, expired_pct, base):
+def seed_sqlite(path, rows, expired_pct, base, layout):
     """One `INSERT … SELECT` over a recursive counter, run by SQLite itself: 10,000,000 rows in
     minutes, where a Python loop binding each row took four."""
     conn = sqlite3.connect(path)
@@ -161,7 +187,7 @@ def seed_sqlite(path, rows, expired_pct, base):
     h = f"((s.i * {H_MUL}) % {TWO_32})"
     g = f"((s.i * {G_MUL} + {G_ADD}) % {TWO_32})"
     fraction = "printf('.%06d', (s.i * 7919) % 1000000)"
-    bucket = f"({h} / 256 % 100)"
+    bucket = bucket_sql(layout, "s.i", run, h, rows)
 
     def instant(seconds):
         # base and every offset are whole seconds; the microseconds are added as text.
@@ -210,13 +236,13 @@ def _sql_value(dialect, h, run):
             f"'\", \"ratio\": ', {ratio}, '}}')")
 
 
-def seed_postgres(server, rows, expired_pct, base):
+def seed_postgres(server, rows, expired_pct, base, layout):
     b = f"'{sqlite_text(base)}+00'::timestamptz"
     i, run = "s.i", "(s.i / 100)"
     h = f"((s.i * {H_MUL}) % {TWO_32})"
     g = f"((s.i * {G_MUL} + {G_ADD}) % {TWO_32})"
     micros = f"((s.i * 7919) % 1000000) * interval '1 microsecond'"
-    bucket = f"({h} / 256 % 100)"
+    bucket = bucket_sql(layout, "s.i", run, h, rows)
     sec = "interval '1 second'"
     nulls = null_buckets(expired_pct)
     server.sql(f"""
@@ -242,13 +268,13 @@ def seed_postgres(server, rows, expired_pct, base):
     return int(server.scalar(f"SELECT count(*) FROM task_state_store WHERE expires_at < {b}"))
 
 
-def seed_mysql(server, rows, expired_pct, base):
+def seed_mysql(server, rows, expired_pct, base, layout):
     b = f"TIMESTAMP'{sqlite_text(base)}'"
     i, run = "s.seq", "(s.seq DIV 100)"
     h = f"((s.seq * {H_MUL}) % {TWO_32})"
     g = f"((s.seq * {G_MUL} + {G_ADD}) % {TWO_32})"
     micros = "INTERVAL ((s.seq * 7919) % 1000000) MICROSECOND"
-    bucket = f"({h} DIV 256 % 100)"
+    bucket = bucket_sql(layout, "s.seq", run, h, rows, div="DIV")
     nulls = null_buckets(expired_pct)
     # Airflow runs every MySQL session in UTC; TIMESTAMP columns convert from the session zone.
     server.sql(f"""
@@ -271,7 +297,7 @@ def seed_mysql(server, rows, expired_pct, base):
     return int(server.scalar(f"SET time_zone = '+00:00'; SELECT count(*) FROM task_state_store WHERE expires_at < {b}"))
 
 
-def verify(dialect, target, rows, expired_pct, base, sample=2000):
+def verify(dialect, target, rows, expired_pct, base, layout="hashed", sample=2000):
     """Compares a spread of stored rows with what Python (and so Airflow) would have written."""
     step = max(1, rows // sample)
     ids = list(range(0, rows, step))[:sample] + [rows - 1]
@@ -300,23 +326,25 @@ def verify(dialect, target, rows, expired_pct, base, sample=2000):
         raise RuntimeError(f"{dialect}: expected {len(set(ids))} sample rows, found {len(got)}")
     for r in got:
         i = int(r[0]) - 1
-        run, task, key, value, updated, expires = row(i, base, expired_pct)
+        run, task, key, value, updated, expires = row(i, base, expired_pct, layout, rows)
         want = [str(i + 1), task, key, f"dag_{run % DAGS}", f"scheduled__{run}", value, sqlite_text(updated),
                 sqlite_text(expires)]
         if r != want:
             raise RuntimeError(f"{dialect}: row {i + 1} is\n  {r}\nbut Airflow would have written\n  {want}")
 
 
-def seed(dialect, target, rows, expired_pct, base=None):
+def seed(dialect, target, rows, expired_pct, base=None, layout="hashed"):
     """Fills the tables and checks a sample; returns the number of rows expired at `base`."""
     base = base or now_utc().replace(microsecond=0)
+    if layout != "hashed":
+        expired_pct = 50
     if dialect == "sqlite":
-        expired = seed_sqlite(target, rows, expired_pct, base)
+        expired = seed_sqlite(target, rows, expired_pct, base, layout)
     elif dialect == "postgres":
-        expired = seed_postgres(target, rows, expired_pct, base)
+        expired = seed_postgres(target, rows, expired_pct, base, layout)
     else:
-        expired = seed_mysql(target, rows, expired_pct, base)
-    verify(dialect, target, rows, expired_pct, base)
+        expired = seed_mysql(target, rows, expired_pct, base, layout)
+    verify(dialect, target, rows, expired_pct, base, layout)
     return expired
 
 
@@ -325,10 +353,11 @@ def main():
     parser.add_argument("dialect", choices=["sqlite", "postgres", "mysql"])
     parser.add_argument("target", help="SQLite file, or the URL of a PostgreSQL/MySQL database")
     parser.add_argument("rows", type=int)
-    parser.add_argument("--expired-pct", type=int, default=50, help="share of expired rows, in percent")
+    parser.add_argument("--expired-pct", type=int, default=50, help="share of expired rows, in percent (hashed)")
+    parser.add_argument("--layout", choices=LAYOUTS, default="hashed", help="where the expired rows are")
     args = parser.parse_args()
     target = args.target if args.dialect == "sqlite" else Server(args.target)
-    print(seed(args.dialect, target, args.rows, args.expired_pct))
+    print(seed(args.dialect, target, args.rows, args.expired_pct, layout=args.layout))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -22,7 +22,8 @@ Exit codes:
   7    another clean of the same database is running
   8    doctor found problems in the state store
   9    import --on-conflict fail: a row of the file is already stored
-  10   the REST API refused the credentials (401, 403, a login refused, no token to be had)
+  10   the REST API refused the credentials or the user's permission (401, 403, a login
+       refused, no token to be had)
   11   import --skip-damaged: the whole lines were restored, damaged lines skipped
   70   internal error: a defect of state-store itself (please report it)
   130  stopped by SIGINT, 143 stopped by SIGTERM
@@ -71,6 +72,40 @@ then each UTC calendar day from today (today's from now to midnight UTC) for 30 
 and never (NULL). Asset keys have no expiry and are not in it. The table shows it as a bar
 chart of the days that have keys; json, yaml and plain always give all 30 days.";
 
+/// The commands that go over Airflow's REST API when `--api-url` names one: the only ones whose
+/// help, manual page and completions show the REST transport's flags.
+const REST_COMMANDS: &[&str] = &["get", "set", "delete", "clear", "list"];
+
+/// What `clean` exits with, for its manual page's EXIT STATUS (the page the systemd unit's
+/// `Documentation=` names): each code and when.
+pub(crate) const CLEAN_EXIT_STATUS: &[(&str, &str)] = &[
+    (
+        "0",
+        "the run completed, or stopped at --max-rows or --max-duration; a dry run; a custom \
+         [state_store] backend, skipped with a notice",
+    ),
+    ("2", "an invalid flag or value; also --api-url, which clean refuses"),
+    ("3", "a configuration error (airflow.cfg, the environment, _cmd, sql_alchemy_conn)"),
+    (
+        "4",
+        "a database error: it cannot be opened or reached, a lock not granted within \
+         --lock-timeout, a database that stopped answering, the --max-duration hard deadline",
+    ),
+    ("5", "the schema is not an Airflow 3.3 state store"),
+    ("6", "the --archive file, the --metrics-file or stdout cannot be written"),
+    (
+        "7",
+        "another clean of the same database is running, or another run is appending to the \
+         --archive; this one deleted nothing (no failure for cron or systemd)",
+    ),
+    ("70", "an internal error: a defect of state-store itself"),
+    (
+        "130, 143",
+        "stopped by SIGINT or SIGTERM, after the batch in progress committed (143 at a \
+         shutdown or systemctl stop: no failure for the shipped unit)",
+    ),
+];
+
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database or over Airflow's REST API.
 #[derive(Debug, Parser)]
@@ -96,6 +131,7 @@ pub(crate) struct GlobalArgs {
         long,
         global = true,
         value_enum,
+        value_name = "FORMAT",
         default_value_t = Format::Table,
         help_heading = GLOBAL
     )]
@@ -106,6 +142,11 @@ pub(crate) struct GlobalArgs {
     /// and per query of a dry run (Airflow's `clean -v`)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
+    /// No status lines on stderr: the summaries of delete, clear, export, import, clean and the
+    /// other commands, list's paging note, progress bars and lines. Warnings, errors and the
+    /// data on stdout stay
+    #[arg(short = 'q', long, global = true, conflicts_with = "verbose", help_heading = GLOBAL)]
+    pub quiet: bool,
     #[command(flatten)]
     pub api: ApiArgs,
 }
@@ -397,10 +438,11 @@ pub(crate) struct ListArgs {
     /// state_store_backend): a stored {"__airflow_state_ref__": "<ref>"}
     #[arg(long)]
     pub external: bool,
-    /// At most this many rows; 0 means no limit (a table shows at most 10,000: -o plain, json
-    /// or yaml for more)
-    #[arg(long, value_name = "N", default_value_t = 100, allow_negative_numbers = true, value_parser = count)]
-    pub limit: u64,
+    /// At most this many rows; 0 means no limit. Default: 100 when stdout is a terminal (a note
+    /// on stderr names the next --offset), every row when it is not (a pipe, a file, a
+    /// script's $(...)). A table shows at most 10,000: -o plain, json or yaml for more
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = count)]
+    pub limit: Option<u64>,
     /// Skip this many rows first
     #[arg(long, value_name = "N", default_value_t = 0, allow_negative_numbers = true, value_parser = count)]
     pub offset: u64,
@@ -420,7 +462,8 @@ pub(crate) struct ExportArgs {
     #[arg(long)]
     pub external: bool,
     /// Write to this file instead of stdout: written beside it, fsynced and renamed over it once
-    /// complete, so a failed export leaves the old file (a pipe or FIFO is written in place)
+    /// complete, so a failed export leaves the old file (a pipe or FIFO is written in place);
+    /// `-` is stdout (./- for a file of that name)
     #[arg(long, value_name = "PATH")]
     pub file: Option<PathBuf>,
 }
@@ -572,6 +615,66 @@ pub(crate) enum SandboxCommand {
         #[arg(long)]
         inactive: bool,
     },
+}
+
+/// The command line as every user sees it: clap's definition, built, with the REST transport's
+/// flags hidden under the commands they do not apply to (see [`scoped`]).
+pub(crate) fn command() -> clap::Command {
+    scoped(Cli::command())
+}
+
+/// Parses a command line with [`command`], as `Cli::try_parse_from` would with clap's own.
+pub(crate) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
+    let mut command = command();
+    let mut matches = command.try_get_matches_from_mut(args)?;
+    Cli::from_arg_matches_mut(&mut matches).map_err(|e| e.format(&mut command))
+}
+
+/// `command` with the REST transport's flags hidden on every command but [`REST_COMMANDS`], in
+/// help, manual pages and completions alike: 14 of `clean --help`'s lines were flags clean
+/// refuses. They stay global, so that `state-store --api-url URL get …` parses, and `clean
+/// --api-url …` too, to be refused with the reason rather than as an unknown flag. clap hands
+/// a global flag down to each command when it builds them, unless the command has a flag of
+/// that id already: each other command is given a hidden copy first, which its own commands
+/// inherit in turn. (Hiding them after the build instead leaves clap's index of flags stale,
+/// and `clean --help` then asked for a value of --api-timeout.)
+pub(crate) fn scoped(command: clap::Command) -> clap::Command {
+    let ids = api_ids();
+    let hidden: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| ids.contains(arg.get_id()))
+        .map(|arg| arg.clone().hide(true))
+        .collect();
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|sub| sub.get_name().to_string())
+        .filter(|name| !REST_COMMANDS.contains(&name.as_str()))
+        .collect();
+    names.iter().fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(hidden.clone())))
+}
+
+/// The command line as the completion scripts offer it: the REST transport's flags on the top
+/// command and on [`REST_COMMANDS`] only. clap_complete offers hidden flags too, so
+/// [`scoped`]'s hidden copies would still be completed: here the flags are not global, and each
+/// of those commands has its own. Only completions are built from this; nothing is parsed
+/// with it.
+pub(crate) fn for_completions() -> clap::Command {
+    let ids = api_ids();
+    let command = Cli::command();
+    let local: Vec<clap::Arg> = command
+        .get_arguments()
+        .filter(|arg| ids.contains(arg.get_id()))
+        .map(|arg| arg.clone().global(false))
+        .collect();
+    let command = ids.iter().fold(command, |command, id| command.mut_arg(id, |arg| arg.global(false)));
+    REST_COMMANDS
+        .iter()
+        .fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(local.clone())))
+}
+
+/// The ids of the REST transport's flags.
+fn api_ids() -> Vec<clap::Id> {
+    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().map(|arg| arg.get_id().clone()).collect()
 }
 
 /// The format of a `clean -o json` (or `-o yaml`) whose command line clap rejected: such a run

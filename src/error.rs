@@ -27,7 +27,8 @@ pub(crate) mod exit {
     pub(crate) const UNHEALTHY: i32 = 8;
     /// `import --on-conflict fail` found a row whose key is already stored.
     pub(crate) const CONFLICT: i32 = 9;
-    /// The REST API refused the credentials: 401 or 403, a login refused, no token to be had.
+    /// The REST API refused the credentials or the user's permission: 401 or 403, a login
+    /// refused, no token to be had.
     pub(crate) const AUTH: i32 = 10;
     /// `import --skip-damaged` restored every whole line and skipped damaged ones.
     pub(crate) const DAMAGED: i32 = 11;

@@ -33,7 +33,6 @@ use std::any::Any;
 use std::io::Write;
 use std::panic::{AssertUnwindSafe, Location};
 
-use clap::Parser;
 use clap::error::ErrorKind;
 
 use crate::error::{CliError, exit};
@@ -48,7 +47,7 @@ pub fn main_exit_code() -> i32 {
     signals::install();
     install_panic_hook();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = match cli::Cli::try_parse_from(&args) {
+    let cli = match cli::parse(&args) {
         Ok(cli) => cli,
         Err(e) => {
             let code = clap_exit(&e);

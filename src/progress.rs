@@ -3,7 +3,7 @@
 //! run is alive. `--verbose` detail lines go through here too, so that they never land inside
 //! the bar. `import` ([`FileProgress`]) and `export` ([`RowProgress`]) draw the same kind of
 //! bar at a terminal and print nothing elsewhere: their runs are not scheduled, and a pipe's
-//! reader wants their summary line alone.
+//! reader wants their summary line alone. With `-q` there is no progress at all.
 
 use std::fs::File;
 use std::io::{Seek, Write};
@@ -35,14 +35,15 @@ impl Progress {
     /// at a terminal, where the bar is drawn instead.
     pub(crate) fn new(total: Option<u64>, every: Duration) -> Progress {
         let now = Instant::now();
-        let bar = stderr_is_terminal().then(|| {
+        let bar = bar_drawn().then(|| {
             let (bar, template) = match total {
                 Some(total) if total > 0 => (ProgressBar::new(total), BAR),
                 _ => (ProgressBar::no_length(), COUNT),
             };
             bar.with_style(style(template))
         });
-        Progress { bar, total, every: (!every.is_zero()).then_some(every), started: now, last: now }
+        let every = (!every.is_zero() && !crate::output::quiet()).then_some(every);
+        Progress { bar, total, every, started: now, last: now }
     }
 
     /// Whether a plain line is due within half an interval and the rows expected are not
@@ -142,7 +143,7 @@ pub(crate) struct FileProgress {
 
 impl FileProgress {
     pub(crate) fn new(command: &'static str, passes: &'static [&'static str]) -> FileProgress {
-        let bar = stderr_is_terminal().then(|| {
+        let bar = bar_drawn().then(|| {
             ProgressBar::no_length().with_style(style(FILE_COUNT)).with_finish(ProgressFinish::AndClear)
         });
         FileProgress { bar, passes, command, opened: AtomicUsize::new(0), watched: Mutex::new(None) }
@@ -218,7 +219,7 @@ impl RowProgress {
     /// `shown`: whether the bar may be drawn at all (not when the rows themselves go to the
     /// terminal, where the bar would be drawn over them).
     pub(crate) fn new(command: &'static str, shown: bool) -> RowProgress {
-        let bar = (shown && stderr_is_terminal()).then(|| {
+        let bar = (shown && bar_drawn()).then(|| {
             ProgressBar::no_length()
                 .with_style(style(ROWS))
                 .with_prefix(command)
@@ -239,6 +240,11 @@ impl RowProgress {
             bar.finish_and_clear();
         }
     }
+}
+
+/// A bar is drawn at a terminal, unless `-q` turned progress off with the status lines.
+fn bar_drawn() -> bool {
+    stderr_is_terminal() && !crate::output::quiet()
 }
 
 pub(crate) fn stderr_is_terminal() -> bool {

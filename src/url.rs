@@ -66,11 +66,13 @@ pub(crate) enum SqliteTarget {
 pub(crate) enum UrlError {
     #[error("[database] sql_alchemy_conn is empty")]
     Empty,
-    /// No `scheme://` at the start.
+    /// No `scheme://` at the start. The example's user and password are placeholders in angle
+    /// brackets, where no URL's userinfo is read: an example such as `airflow:secret@db` is
+    /// masked like any URL's password in a message, and showed `airflow:***@db`.
     #[error(
         "[database] sql_alchemy_conn is not a database URL: expected \
-         dialect[+driver]://[user[:password]@]host[:port]/database, \
-         e.g. postgresql://airflow:secret@db:5432/airflow or sqlite:////path/to/airflow.db"
+         dialect[+driver]://[<user>[:<password>]@]<host>[:<port>]/<database>, \
+         e.g. postgresql://<user>:<password>@<host>:5432/<database> or sqlite:////path/to/airflow.db"
     )]
     NotAUrl,
     #[error(
@@ -925,6 +927,10 @@ mod tests {
             assert_eq!(parse_err(url), UrlError::NotAUrl, "{url}");
         }
         assert_eq!(parse_err(""), UrlError::Empty);
+        // Its example reaches the user as written: no masking takes a placeholder for a password.
+        let message = UrlError::NotAUrl.to_string();
+        assert_eq!(crate::redact::mask(&message), message);
+        assert!(message.contains("postgresql://<user>:<password>@<host>:5432/<database>"), "{message}");
     }
 
     #[test]

@@ -1884,13 +1884,27 @@ contract! {
         });
     }
 
-    fn list_without_a_limit_lists_every_row(d: Dialect) {
+    /// Off a terminal (a pipe, a file, a script's `$(…)`), `list` without `--limit` lists every
+    /// row in every format and says nothing on stderr: a script that drops stderr is never
+    /// handed a cut list. A `--limit` still pages, with its note. (At a terminal:
+    /// `list_shows_a_page_of_100_at_a_terminal`.)
+    fn list_without_a_limit_lists_every_row_off_a_terminal(d: Dialect) {
         let bench = with_run(d);
         seed_expiring(&bench, 150, 1000);
-        bench.run(&["list", "-o", "plain"]).success().stderr_has("more follow");
-        let run = bench.run(&["list", "--limit", "0", "-o", "plain"]).success();
-        assert_eq!(run.stdout.lines().count(), 150);
-        assert_eq!(run.stderr, "");
+        for args in [&["list", "-o", "plain"][..], &["list", "--limit", "0", "-o", "plain"]] {
+            let run = bench.run(args).success();
+            assert_eq!(run.stdout.lines().count(), 150, "{args:?}");
+            assert_eq!(run.stderr, "", "{args:?}");
+        }
+        let json = bench.run(&["list", "-o", "json"]).success();
+        assert_eq!((json.json().as_array().unwrap().len(), json.stderr.as_str()), (150, ""));
+        let yaml = bench.run(&["list", "-o", "yaml"]).success();
+        assert_eq!(yaml.stdout.lines().filter(|l| l.starts_with("- ")).count(), 150);
+        let table = bench.run(&["list"]).success();
+        assert_eq!((table.stdout.lines().count(), table.stderr.as_str()), (152, ""), "a header, its rule, 150 rows");
+        let page = bench.run(&["list", "--limit", "100", "-o", "plain"]).success();
+        assert_eq!(page.stdout.lines().count(), 100);
+        page.stderr_has("showing 100 rows from offset 0; more follow (--offset 100 for the next page, --limit 0 for all)");
     }
 
     fn stats_counts_rows_bytes_and_expiry(d: Dialect) {
@@ -2685,8 +2699,11 @@ fn sandbox_create_needs_an_explicit_target() {
     assert!(bench.db.exists());
 }
 
-/// `$AIRFLOW_CONFIG` naming a file that does not exist is said, and a failure to open the
-/// default database then names the file that was looked for.
+/// `$AIRFLOW_CONFIG` naming a file that does not exist is said. When no configuration file is
+/// found and Airflow's default database (`$AIRFLOW_HOME/airflow.db`) does not exist either,
+/// the configuration is what is missing: exit 3, naming the file looked for and what to give,
+/// where it used to be exit 4 ("cannot open SQLite database"). A home with its database and no
+/// airflow.cfg still works, as Airflow's defaults point there.
 #[test]
 fn a_missing_airflow_config_is_named() {
     let bench = Bench::bare();
@@ -2695,7 +2712,7 @@ fn a_missing_airflow_config_is_named() {
     c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW_CONFIG", &missing);
     let out = c.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{stderr}");
     assert_eq!(
@@ -2705,14 +2722,31 @@ fn a_missing_airflow_config_is_named() {
             missing.display()
         )
     );
-    assert!(lines[1].starts_with("error: cannot open SQLite database"), "{stderr}");
     assert!(
-        lines[1].contains(&format!(
-            "(the default [database] sql_alchemy_conn: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist)",
+        lines[1].starts_with(&format!(
+            "error: no Airflow configuration: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist, \
+             and the database of the default [database] sql_alchemy_conn does not exist either",
             missing.display()
         )),
         "{stderr}"
     );
+    assert!(lines[1].contains("--conn") && lines[1].contains("the file does not exist"), "{stderr}");
+    // $AIRFLOW_HOME without airflow.cfg or airflow.db: the same, for every command that opens it.
+    for args in
+        [&["list"][..], &["clean", "--dry-run"], &["doctor"], &["stats"], &["get", "k", "--asset-id", "1"]]
+    {
+        let mut c = bench.cmd(args);
+        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+        let run = support::Run::from(c.output().unwrap(), args);
+        let run = run.fails(3, "no Airflow configuration: the configuration file");
+        run.stderr_has("(named by $AIRFLOW_HOME/airflow.cfg) does not exist");
+    }
+    // ... and with its database, Airflow's default, it works.
+    let with_db = Bench::new();
+    let mut c = with_db.cmd(&["list", "-o", "json"]);
+    c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
+    let run = support::Run::from(c.output().unwrap(), &["list"]).success();
+    assert_eq!(run.stdout, "[]\n", "{run:?}");
     // A URL from elsewhere names where it came from when it fails.
     let run = bench.run(&["list"]).fails(4, "cannot open SQLite database");
     run.stderr_has(
@@ -2750,6 +2784,19 @@ fn small_mistakes_get_messages_that_say_what_to_do() {
         assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
     }
     bench.run(&cmd(&["get", "k", "--map-index", "x"], &task(&[]))).fails(2, "give -1 for an unmapped task");
+    // The example URL of a message shows placeholders, which no masking hides (it used to show
+    // `postgresql://airflow:***@db:5432/airflow`, its own example's password masked).
+    for (conn, example) in [
+        (
+            "not a url",
+            "e.g. postgresql://<user>:<password>@<host>:5432/<database> or sqlite:////path/to/airflow.db",
+        ),
+        ("postgresql//db/airflow", "dialect[+driver]://[<user>[:<password>]@]<host>[:<port>]/<database>"),
+        ("mysql://root@127.0.0.1:3306", "expected mysql://<user>:<password>@<host>:3306/<database>"),
+    ] {
+        let run = bench.run(&["list", "--conn", conn]).fails(3, example);
+        assert!(!run.stderr.contains("***"), "{run:?}");
+    }
     // An '@' in a password must be percent-encoded: the message says how.
     bench
         .run(&["list", "--conn", "postgresql://airflow:p@ss@db.example/airflow"])
@@ -2888,6 +2935,27 @@ fn clear_asks_on_a_terminal() {
     assert_eq!(count(&bench, "task_state_store"), 0);
 }
 
+/// At a terminal, `list` shows a page of 100 rows unless `--limit` says otherwise, and the note
+/// after it names the next `--offset`.
+#[test]
+fn list_shows_a_page_of_100_at_a_terminal() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 150, 1000);
+    let (code, screen) = on_terminal(&bench, &["list", "-o", "plain"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(screen.lines().filter(|l| l.starts_with(DAG)).count(), 100, "{screen}");
+    assert!(
+        screen.contains(
+            "showing 100 rows from offset 0; more follow (--offset 100 for the next page, --limit 0 for all)"
+        ),
+        "{screen}"
+    );
+    let (code, screen) = on_terminal(&bench, &["list", "--limit", "0", "-o", "plain"], "");
+    assert_eq!(code, 0, "{screen}");
+    assert_eq!(screen.lines().filter(|l| l.starts_with(DAG)).count(), 150, "{screen}");
+    assert!(!screen.contains("more follow"), "{screen}");
+}
+
 #[test]
 fn sigint_stops_clean_with_exit_130() {
     let bench = with_run(Dialect::Sqlite);
@@ -3005,6 +3073,88 @@ fn clean_progress_every_0_keeps_the_bar_at_a_terminal() {
             "a detail line inside the bar: {line:?}"
         );
     }
+}
+
+/// `-q`/`--quiet` turns the status lines off (the summaries of delete, clear, export, import,
+/// clean and its dry run, and clean's progress lines), as cargo's, git's and pip's do; stdout is
+/// the same, and warnings and errors are still printed. It is a global flag, before or after
+/// the command, and cannot go with `-v`.
+#[test]
+fn quiet_drops_status_lines_and_keeps_warnings_errors_and_data() {
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 12, 1);
+    let file = bench.dir.path().join("e.jsonl");
+    let file = file.to_str().unwrap();
+    // What only reads: the same stdout and exit code as without -q, and nothing on stderr.
+    let quiet = |args: &[&str]| {
+        let loud = bench.run(args);
+        let run = bench.run(&cmd(args, &["-q"]));
+        assert_eq!((run.code, &run.stdout), (loud.code, &loud.stdout), "the same data: {args:?}");
+        assert!(!loud.stderr.is_empty(), "{args:?} has a status line to silence");
+        assert_eq!(run.stderr, "", "{args:?}");
+    };
+    quiet(&["export", "--dag-id", DAG, "--task-id", "t"]);
+    quiet(&["clean", "--dry-run", "-o", "plain"]);
+    bench
+        .run(&["export", "--file", file, "-q", "-o", "json"])
+        .success()
+        .stdout_is("{\"task_rows\": 12, \"asset_rows\": 0}\n")
+        .stderr_is("");
+    quiet(&["import", "--dry-run", file, "-o", "json"]);
+    // What writes: its data alone.
+    let set = cmd(&["set", "k", "1"], &task(&[]));
+    bench.run(&set).success();
+    bench
+        .run(&cmd(&["delete", "k", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("1\n")
+        .stderr_is("");
+    bench
+        .run(&cmd(&["delete", "k", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("0\n")
+        .stderr_is("");
+    bench.run(&set).success();
+    bench
+        .run(&cmd(&["clear", "--yes", "-q", "-o", "plain"], &task(&[])))
+        .success()
+        .stdout_is("1\n")
+        .stderr_is("");
+    let run = bench.run(&[
+        "--quiet",
+        "clean",
+        "--batch-size",
+        "1",
+        "--sleep",
+        "30ms",
+        "--progress-every",
+        "10ms",
+        "-o",
+        "json",
+    ]);
+    let run = run.success();
+    assert_eq!(
+        (run.json()["task_rows_deleted"].as_u64(), run.stderr.as_str()),
+        (Some(12), ""),
+        "no progress, no summary"
+    );
+    let run = bench.run(&["-q", "import", file, "-o", "plain"]).success();
+    assert_eq!((run.stdout.as_str(), run.stderr.as_str()), ("12\n", ""));
+    // At a terminal, no bar either: the restored rows are all expired again.
+    let (code, screen) = on_terminal(&bench, &["clean", "-q", "--batch-size", "1", "--sleep", "50ms"], "");
+    assert_eq!((code, screen.trim()), (0, ""), "{screen}");
+    assert_eq!(bench.scalar("SELECT COUNT(*) FROM task_state_store"), "0");
+
+    // Warnings and errors stay.
+    let past = cmd(&["set", "old", "1", "--expires-at", "2020-01-01T00:00:00Z", "-q"], &task(&[]));
+    bench.run(&past).success().stderr_has("warning: ");
+    bench.run(&cmd(&["get", "nosuch", "-q"], &task(&[]))).fails(1, "not found");
+    std::fs::write(bench.dir.path().join("cut.jsonl"), "{\"kind\": \"task\"").unwrap();
+    let cut = bench.dir.path().join("cut.jsonl");
+    let run = bench.run(&["import", "-q", "--skip-damaged", cut.to_str().unwrap()]).code(11);
+    assert!(run.stderr.contains("damaged, skipped") && run.stderr.contains("error: "), "{run:?}");
+    assert!(!run.stderr.contains("import: restored"), "{run:?}");
+    bench.run(&["list", "-q", "-v"]).fails(2, "cannot be used with");
 }
 
 /// A clean of a SQLite database leaves nothing beside it, however it ends: its lock file
@@ -3340,6 +3490,9 @@ fn completes_as_help_says(shell: &str, complete: fn(&str) -> Vec<String>) {
     assert_eq!(sorted("state-store clean -o "), ["json", "plain", "table", "yaml"], "{shell}");
     assert_eq!(sorted("state-store -o j"), ["json"], "{shell}");
     assert_eq!(sorted("state-store stats --by "), ["dag", "task"], "{shell}");
+    // The REST transport's flags where they apply only.
+    assert_eq!(sorted("state-store get --api-u"), ["--api-url", "--api-username"], "{shell}");
+    assert_eq!(sorted("state-store clean --api-u"), Vec::<String>::new(), "{shell}");
 }
 
 /// The values of an argument (not a flag) that clap knows: bash and zsh complete them; fish's
@@ -3467,6 +3620,106 @@ fn man_pages_exist_for_every_command_they_name() {
     bench.run(&["man", "--out-dir", &below_file]).fails(6, "not-a-directory");
 }
 
+/// The REST transport's flags are shown where they apply, on get, set, delete, clear and list
+/// (and on the top page, whose flags every command takes), in `--help`, the manual pages and
+/// the completions; not on the commands that refuse or ignore them. They are still accepted
+/// there, before or after the command, and refused with the reason.
+#[test]
+fn rest_flags_are_shown_where_they_apply() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let rest = [
+        "--api-url",
+        "--api-token-cmd",
+        "--api-username",
+        "--api-ca-file",
+        "--api-connect-timeout",
+        "--api-timeout",
+    ];
+    let applies = ["get", "set", "delete", "clear", "list"];
+    for (command, page) in [
+        (vec!["get"], "state-store-get"),
+        (vec!["set"], "state-store-set"),
+        (vec!["delete"], "state-store-delete"),
+        (vec!["clear"], "state-store-clear"),
+        (vec!["list"], "state-store-list"),
+        (vec!["clean"], "state-store-clean"),
+        (vec!["stats"], "state-store-stats"),
+        (vec!["doctor"], "state-store-doctor"),
+        (vec!["export"], "state-store-export"),
+        (vec!["import"], "state-store-import"),
+        (vec!["config", "show"], "state-store-config-show"),
+        (vec!["sandbox", "create"], "state-store-sandbox-create"),
+        (vec!["man"], "state-store-man"),
+    ] {
+        let shown = applies.contains(&command[0]);
+        let help = bench.run(&cmd(&command, &["--help"])).success().stdout;
+        let man = roff_text(&pages[page]);
+        for flag in rest {
+            // Listed as a flag, with its value; `-v`'s help names --api-url everywhere.
+            let listed = help.lines().any(|line| line.trim_start().starts_with(&format!("{flag} <")));
+            assert_eq!(listed, shown, "{command:?} --help and {flag}: {help}");
+            assert_eq!(man.contains(&format!("{flag} <")), shown, "{page}.1 and {flag}: {man}");
+        }
+        for global in ["--config", "--conn", "--output", "--verbose", "--quiet"] {
+            assert!(help.contains(global) && man.contains(global), "{command:?} lacks {global}");
+        }
+    }
+    let top = bench.run(&["--help"]).success().stdout;
+    assert!(rest.iter().all(|flag| top.contains(flag)), "{top}");
+    assert!(roff_text(&pages["state-store"]).contains("--api-url"));
+    let clean = bench.run(&["clean", "--help"]).success().stdout;
+    assert!(clean.lines().count() < 60, "{} lines: {clean}", clean.lines().count());
+    // Still parsed, and refused with the reason, wherever it is given.
+    for args in
+        [&["clean", "--api-url", "http://127.0.0.1:9"][..], &["--api-url", "http://127.0.0.1:9", "stats"]]
+    {
+        bench.run(args).fails(2, "works on the metastore database only");
+    }
+}
+
+/// A manual page's synopsis shows the command's own flags first, each with its value's name as
+/// in `--help` (`[--before TIMESTAMP]`), then the global ones; the clean page, which the
+/// systemd unit's `Documentation=` names, has an EXIT STATUS section with clean's codes.
+#[test]
+fn man_page_synopses_name_values_and_clean_has_an_exit_status() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let synopsis = |page: &str| {
+        let roff = &pages[page];
+        let at = roff.find(".SH SYNOPSIS\n").unwrap_or_else(|| panic!("{page}: no synopsis"));
+        roff_text(roff[at..].lines().nth(1).unwrap())
+    };
+    let clean = synopsis("state-store-clean");
+    for part in [
+        "state-store clean [--dry-run] [--before TIMESTAMP] [--batch-size N|auto]",
+        "[--max-rows N]",
+        "[--archive FILE]",
+        "[-o|--output FORMAT]",
+        "[--config PATH]",
+        "[-q|--quiet]",
+    ] {
+        assert!(clean.contains(part), "the clean synopsis lacks {part}: {clean}");
+    }
+    assert!(
+        clean.find("--metrics-file").unwrap() < clean.find("--config").unwrap(),
+        "own flags first: {clean}"
+    );
+    assert!(!clean.contains("--api-url"), "{clean}");
+    assert!(synopsis("state-store-get").contains("[--dag-id DAG_ID]"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-get").contains("KEY"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-get").contains("[--api-url URL]"), "{}", synopsis("state-store-get"));
+    assert!(synopsis("state-store-config").contains("COMMAND"), "{}", synopsis("state-store-config"));
+
+    let page = &pages["state-store-clean"];
+    let exit_status = page.split(".SH \"EXIT STATUS\"\n").nth(1).expect("clean has an EXIT STATUS section");
+    let exit_status = roff_text(exit_status.split("\n.SH ").next().unwrap());
+    for code in ["0 ", "2 ", "3 ", "4 ", "5 ", "6 ", "7 another clean", "130", "143"] {
+        assert!(exit_status.contains(code), "EXIT STATUS lacks {code}: {exit_status}");
+    }
+    assert!(page.find("EXIT STATUS").unwrap() < page.find("SEE ALSO").unwrap());
+}
+
 #[test]
 fn man_pages_render_without_warnings_and_install_where_man_finds_them() {
     if !support::shells::installed("man", "man-db groff-base") {
@@ -3542,12 +3795,34 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
             .replace("/var/log/airflow", log.to_str().unwrap())
     };
     let service = local(&read("state-store-clean.service"));
+    // The guide shows the cron line and the drop-in for a SQLite metastore under /home as the
+    // files have them: its ini block holding `ReadWritePaths=` is verified with the units.
+    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
+    let shipped_cron = read("state-store-clean.cron");
+    let shipped_line = shipped_cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
+    assert!(guide.contains(shipped_line), "docs/operations.md shows another cron line than {shipped_line}");
+    let drop_in = guide
+        .split("```ini\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("ReadWritePaths="))
+        .expect("the guide's drop-in for a SQLite metastore under /home")
+        .lines()
+        .map(|l| l.trim_start().to_string() + "\n")
+        .collect::<String>();
+    assert!(
+        read("state-store-clean.service").contains("ProtectHome=read-only")
+            && drop_in.contains("[Service]\nReadWritePaths=/home/"),
+        "{drop_in}"
+    );
 
     if support::shells::installed("systemd-analyze", "systemd") {
         let units = dir.join("units");
         std::fs::create_dir(&units).unwrap();
         std::fs::write(units.join("state-store-clean.service"), &service).unwrap();
         std::fs::write(units.join("state-store-clean.timer"), read("state-store-clean.timer")).unwrap();
+        std::fs::create_dir(units.join("state-store-clean.service.d")).unwrap();
+        std::fs::write(units.join("state-store-clean.service.d/override.conf"), &drop_in).unwrap();
         bench.run(&["man", "--out-dir", dir.join("man/man1").to_str().unwrap()]).success();
         let out = std::process::Command::new("systemd-analyze")
             .args(["verify", "state-store-clean.service", "state-store-clean.timer"])
@@ -3579,6 +3854,13 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     let words: Vec<&str> = line.splitn(7, ' ').collect();
     assert_eq!(words[..6], ["30", "3", "*", "*", "*", "airflow"], "minute, hour, day, month, weekday, user");
     let cron_command = words[6];
+    // The command names the binary by its full path, the one the unit's ExecStart= names, so
+    // that the user field cannot be read as the command.
+    let exec_start = read("state-store-clean.service");
+    let binary = exec_start.split("\nExecStart=").nth(1).unwrap().split(' ').next().unwrap();
+    assert_eq!(binary, "/usr/local/bin/state-store");
+    assert!(shipped_line.split(' ').nth(6) == Some(binary), "{shipped_line}");
+    assert!(shipped_cron.contains("leave out \"airflow\""), "the file says what the sixth field is");
     let cron_log = log.join("state-store-clean.log");
     let expired = || bench.scalar("SELECT COUNT(*) FROM task_state_store WHERE expires_at < '2026-01-01'");
 
@@ -3637,6 +3919,86 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     let (code, output) = sh(exec);
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(json_documents(&output).pop().unwrap()["task_rows_deleted"], 1, "{output}");
+}
+
+/// What the systemd unit's `ProtectHome=read-only` does to a SQLite metastore under /home,
+/// played with a read-only bind mount of its directory in a mount namespace of its own:
+/// `clean` says the file system is read-only for it, where it used to say "check their
+/// permissions" of a file and directory whose permissions are right. (A read fails too: in WAL
+/// mode, which Airflow sets, SQLite's readers write the `-shm` file.) The same clean succeeds
+/// once the directory is writable again.
+#[test]
+fn a_sqlite_metastore_on_a_read_only_mount_says_so() {
+    if !support::shells::installed("unshare", "util-linux") {
+        return;
+    }
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 4, 2);
+    let dir = bench.dir.path().to_str().unwrap().to_string();
+    let read_only = |args: &[&str]| {
+        let tool = bench.cmd(args);
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--map-root-user", "sh", "-c"])
+            .arg(r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@""#)
+            .arg(&dir)
+            .arg(support::BIN)
+            .args(args);
+        for (key, value) in tool.get_envs() {
+            match value {
+                Some(value) => cmd.env(key, value),
+                None => cmd.env_remove(key),
+            };
+        }
+        support::Run::from(cmd.output().unwrap(), args)
+    };
+    for args in [&["clean"][..], &["clean", "--dry-run"], &["list"]] {
+        let run = bench.unchanged(|| read_only(args).fails(4, "cannot use SQLite database"));
+        assert!(
+            run.stderr.contains("the file system holding it is read-only for this process")
+                && run.stderr.contains("ReadWritePaths=")
+                && !run.stderr.contains("check their permissions"),
+            "{run:?}"
+        );
+    }
+    bench.run(&["clean", "-o", "plain"]).success();
+    assert_eq!(bench.scalar("SELECT COUNT(*) FROM task_state_store"), "2");
+}
+
+/// A number the guides write in words, as they write those up to twelve.
+fn number_word(word: &str) -> usize {
+    let words = [
+        "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+        "twelve",
+    ];
+    words.iter().position(|w| *w == word).unwrap_or_else(|| panic!("{word:?} is not a number in words"))
+}
+
+/// Where the guides count what the tool has, the count is right: doctor's page says how many
+/// checks `doctor -o json` always lists, and the operations guide how many rules of
+/// alerts.yml follow the one it shows (and names each of them).
+#[test]
+fn the_guides_count_what_they_list() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |path: &str| std::fs::read_to_string(top.join(path)).unwrap();
+
+    let bench = with_run(Dialect::Sqlite);
+    let checks = doctor(&bench, 0, &[]).json()["checks"].as_array().unwrap().len();
+    let page = read("docs/commands/doctor.md");
+    let said = page.split("the checks, always all ").nth(1).expect("doctor.md counts the checks");
+    let said = said.split(|c: char| !c.is_ascii_alphabetic()).next().unwrap();
+    assert_eq!(number_word(said), checks, "docs/commands/doctor.md says {said} checks");
+
+    let alerts: Vec<String> = read("docs/operations/alerts.yml")
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("- alert: ").map(str::to_string))
+        .collect();
+    let guide = read("docs/operations.md");
+    let said = guide.split("The file has ").nth(1).expect("the guide counts the other rules");
+    let said = said.split(' ').next().unwrap();
+    assert_eq!(number_word(said), alerts.len() - 1, "docs/operations.md says {said} more rules: {alerts:?}");
+    for alert in &alerts {
+        assert!(guide.contains(&format!("`{alert}`")), "docs/operations.md does not name {alert}");
+    }
 }
 
 /// The JSON documents among the lines of a log: those that are objects.
@@ -4050,9 +4412,15 @@ mod clean_locks_and_metrics {
 
         let cron = std::fs::read_to_string(ops.join("state-store-clean.cron")).unwrap();
         let line = cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
-        let command = line.splitn(7, ' ').nth(6).unwrap().replace("/var/log/airflow", "/tmp");
         let dir = support::TempDir::new();
         let stub = dir.path().join("state-store");
+        // The line names the binary by its full path: the stub stands in for it there.
+        let command = line
+            .splitn(7, ' ')
+            .nth(6)
+            .unwrap()
+            .replace("/var/log/airflow", "/tmp")
+            .replace("/usr/local/bin/state-store", stub.to_str().unwrap());
         for (code, mail) in [(143, false), (7, false), (0, false), (130, true), (4, true)] {
             std::fs::write(&stub, format!("#!/bin/sh\nexit {code}\n")).unwrap();
             std::fs::set_permissions(&stub, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
@@ -4153,6 +4521,32 @@ mod shell_and_scripts {
             .run(&[&["get", "k"][..], &t, &["--map-index", "99999999999999999999"]].concat())
             .fails(2, "out of range");
         assert!(!bench.db.exists(), "usage errors never open the database");
+    }
+
+    /// `export --file -` is stdout, as `import -` and `set KEY -` read stdin: the lines reach
+    /// stdout (and `import -` takes them back), the summary names stdout, and no file named `-`
+    /// appears; `--file ./-` still names a file of that name.
+    #[test]
+    fn export_file_dash_is_stdout() {
+        let bench = with_run(Dialect::Sqlite);
+        bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+        let in_dir = |args: &[&str]| {
+            let out = bench.cmd(args).current_dir(bench.dir.path()).output().unwrap();
+            support::Run::from(out, args)
+        };
+        let run = in_dir(&["export", "--file", "-", "-o", "json"]).success();
+        let lines = support::json_lines(&run.stdout);
+        assert_eq!(fields(&lines[0], &["kind", "key"]), json!(["task", "k"]), "{run:?}");
+        assert_eq!(lines.len(), 1, "the rows alone, no counts document: {run:?}");
+        let run = run.stderr_has("exported 1 task row(s) and 0 asset row(s) to stdout");
+        assert!(!bench.dir.path().join("-").exists(), "a file named - was written");
+        bench.run(&cmd(&["delete", "k"], &task(&[]))).success();
+        bench.run_with_stdin(&["import", "-"], &run.stdout).success();
+        bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is("1\n");
+
+        let run = in_dir(&["export", "--file", "./-"]).success().stdout_is("");
+        run.stderr_has("to ./-");
+        assert!(std::fs::read_to_string(bench.dir.path().join("-")).unwrap().contains("\"key\": \"k\""));
     }
 
     #[test]

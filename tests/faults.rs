@@ -2837,6 +2837,99 @@ mod rest_transport {
         assert!(run.stderr.contains("an HTML page") && run.stderr.contains("path prefix"), "{run:?}");
     }
 
+    /// https against a server that speaks plain HTTP: the TLS handshake gets an HTTP answer,
+    /// which OpenSSL reports as "wrong version number". The message says the server does not
+    /// speak TLS and gives the http:// URL to try, without OpenSSL's internals.
+    #[test]
+    fn https_against_a_plain_http_server_says_it_does_not_speak_tls() {
+        // What an HTTP server (uvicorn, Python's http.server, nginx) answers to a TLS
+        // ClientHello: a 400 in plain text.
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut hello = [0_u8; 512];
+                let _ = std::io::Read::read(&mut stream, &mut hello);
+                let answer = "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+                let _ = std::io::Write::write_all(&mut stream, answer.as_bytes());
+            }
+        });
+        let run =
+            Bench::bare().run(&args(&format!("https://127.0.0.1:{port}"), &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("does not speak TLS"), "{run:?}");
+        assert!(run.stderr.contains(&format!("give --api-url http://127.0.0.1:{port}")), "{run:?}");
+        assert!(!run.stderr.contains("ssl3_get_record") && !run.stderr.contains(".c:"), "{run:?}");
+        assert_eq!(run.stderr.lines().count(), 1, "{run:?}");
+    }
+
+    /// A URL whose path is not the deployment's prefix (`--api-url http://host:8080/ui`, the
+    /// UI's address): the web server's catch-all answers an HTML page, or a 404. The message
+    /// names the path as the one to check, where it used to say a prefix may be missing; a
+    /// URL without a path still hears of a missing prefix.
+    #[test]
+    fn a_path_that_is_not_the_prefix_is_named_as_one_too_many() {
+        let ui = FakeApi::start(|_, _| Reply::Send(html(200, "<!doctype html><title>Airflow</title>")));
+        let bench = Bench::bare();
+        let with_path = format!("{}/ui", ui.url);
+        let run = bench.run(&args(&with_path, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("an HTML page"), "{run:?}");
+        assert!(run.stderr.contains("/ui") && run.stderr.contains("one too many"), "{run:?}");
+        assert!(
+            run.stderr.contains(&format!("--api-url {} ", ui.url))
+                || run.stderr.contains(&format!("--api-url {})", ui.url)),
+            "{run:?}"
+        );
+        assert!(!run.stderr.contains("lack the deployment's path prefix"), "{run:?}");
+        let run = bench.run(&args(&ui.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("lack the deployment's path prefix"), "{run:?}");
+
+        let missing = FakeApi::start(|_, _| Reply::Send(json(404, r#"{"detail": "Not Found"}"#)));
+        let with_path = format!("{}/ui", missing.url);
+        let run = bench.run(&args(&with_path, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("answered 404") && run.stderr.contains("one too many"), "{run:?}");
+        assert!(!run.stderr.contains("belongs in it"), "{run:?}");
+        let run = bench.run(&args(&missing.url, &["get", "k"], &TASK)).code(4);
+        assert!(run.stderr.contains("a path prefix, such as Astronomer's, belongs in it"), "{run:?}");
+    }
+
+    /// A viewer's token on a write: Airflow reads the key for it (200) and refuses the write
+    /// with `403: Forbidden`. The credentials are good: the message says the user lacks the
+    /// permission to change that dag's state (asset state for an asset), still exit 10. A token
+    /// the server refuses (`403: Invalid JWT token`) is not called a permission problem.
+    #[test]
+    fn a_write_refused_after_the_token_was_accepted_is_a_missing_permission() {
+        const ORDERS: &str = r#"{"id": 7, "name": "orders", "uri": "s3://orders"}"#;
+        let viewer = FakeApi::airflow(|request, _| match request.method.as_str() {
+            "GET" if request.target.starts_with("/api/v2/assets/7") => Reply::Send(json(200, ORDERS)),
+            "GET" if request.target.starts_with("/api/v2/assets?") => {
+                Reply::Send(json(200, &format!(r#"{{"assets": [{ORDERS}], "total_entries": 1}}"#)))
+            }
+            "GET" => Reply::Send(json(
+                200,
+                r#"{"key": "k", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}"#,
+            )),
+            _ => Reply::Send(json(403, r#"{"detail": "Forbidden"}"#)),
+        });
+        let mut bench = Bench::bare();
+        bench.env("AIRFLOW_CLI_TOKEN", "viewer-token");
+        for (command, scope, what) in [
+            (&["set", "k", "1"][..], &TASK[..], "change the state of dag \"d\""),
+            (&["delete", "k"], &TASK, "delete the state of dag \"d\""),
+            (&["set", "k", "1"], &["--asset-id", "7"], "change the state of assets"),
+        ] {
+            let run = bench.run(&args(&viewer.url, command, scope)).code(10);
+            assert!(run.stderr.contains("answered 403: Forbidden"), "{run:?}");
+            assert!(
+                run.stderr.contains("the token was accepted") && run.stderr.contains(what),
+                "{what}: {run:?}"
+            );
+        }
+        let invalid = FakeApi::airflow(|_, _| Reply::Send(json(403, r#"{"detail": "Invalid JWT token"}"#)));
+        let run = bench.run(&args(&invalid.url, &["set", "k", "1"], &TASK)).code(10);
+        assert!(run.stderr.contains("Invalid JWT token") && !run.stderr.contains("permission"), "{run:?}");
+    }
+
     #[test]
     fn a_proxy_that_is_busy_is_retried_and_a_refusal_is_not() {
         let api = FakeApi::start(|request, n| match n {
@@ -3043,6 +3136,45 @@ mod rest_transport {
             let run = bench.run(&args(&busy.url, &["get", "k"], &TASK)).code(4);
             assert!(run.stderr.contains(&format!("answered {status}: slow down")), "{run:?}");
         }
+    }
+
+    /// Off a terminal, `list` over the API reads every page, as it does on the database: 250 keys
+    /// in three requests of 100, nothing on stderr; `--limit` still pages.
+    #[test]
+    fn list_without_a_limit_reads_every_page_off_a_terminal() {
+        let api = FakeApi::airflow(|request, _| {
+            let number = |name: &str| -> usize {
+                let query = request.target.split_once('?').map_or("", |(_, q)| q);
+                query
+                    .split('&')
+                    .find_map(|pair| pair.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            let (offset, limit) = (number("offset"), number("limit"));
+            let items: Vec<String> = (offset..(offset + limit).min(250))
+                .map(|i| format!(r#"{{"key": "k{i:03}", "value": {i}, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}}"#))
+                .collect();
+            Reply::Send(json(
+                200,
+                &format!(r#"{{"task_state_store": [{}], "total_entries": 250}}"#, items.join(", ")),
+            ))
+        });
+        let bench = Bench::bare();
+        let run = bench.run(&args(&api.url, &["list", "--map-index", "-1", "-o", "plain"], &TASK)).success();
+        assert_eq!(run.stdout.lines().count(), 250, "{run:?}");
+        assert!(run.stdout.ends_with("d\tr\tt\t-1\tk249\t249\n"), "{run:?}");
+        assert_eq!(run.stderr, "");
+        let pages = api.requests().iter().filter(|r| r.target.contains("/state-store?")).count();
+        assert_eq!(pages, 3);
+        let page = bench.run(&args(
+            &api.url,
+            &["list", "--map-index", "-1", "--limit", "120", "-o", "plain"],
+            &TASK,
+        ));
+        let page = page.success();
+        assert_eq!(page.stdout.lines().count(), 120);
+        assert!(page.stderr.contains("--offset 120 for the next page"), "{page:?}");
     }
 
     /// `clear --all-map-indices` when the server cannot name the task's map indexes (a dag it

@@ -211,6 +211,14 @@ impl Http {
     /// A transport error in words, a timeout with the flag that bounds it: the same words
     /// whether the headers or the body came too slowly.
     fn describe(&self, e: &ureq::Error) -> String {
+        if self.base.is_https() && answered_without_tls(e) {
+            return format!(
+                "the server does not speak TLS: it answered the TLS handshake with something else, as a \
+                 plain HTTP server does (OpenSSL: \"wrong version number\"); if it serves http, give \
+                 --api-url {}",
+                self.base.as_str().replacen("https://", "http://", 1)
+            );
+        }
         match e {
             ureq::Error::Timeout(ureq::Timeout::Connect) => format!(
                 "no connection within {} s (--api-connect-timeout)",
@@ -278,10 +286,12 @@ impl Http {
                     }
                 )
             };
-            let hint = if (200..300).contains(&status) {
-                ": this is not Airflow's API; does --api-url lack the deployment's path prefix, or name another server?"
+            // A page instead of the API (a UI's catch-all route, a login page), or no such
+            // path: the URL is the likely mistake.
+            let hint = if (200..300).contains(&status) || status == 404 {
+                format!(": this is not Airflow's API; {}", self.base.prefix_advice())
             } else {
-                ""
+                String::new()
             };
             let message = format!("{method} {shown} answered {status} with {what}{hint}");
             // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or
@@ -499,6 +509,25 @@ fn is_reset(e: &ureq::Error) -> bool {
         io.kind(),
         ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted | ErrorKind::NotConnected | ErrorKind::UnexpectedEof
     ))
+}
+
+/// Whether a TLS handshake failed because the peer's answer was not TLS at all: what OpenSSL
+/// says when the first bytes back are a plain HTTP answer (`HTTP/1.1 400 …` read as a TLS
+/// record: "wrong version number" in OpenSSL 1.1 and 3, "unknown protocol" in 1.0, "packet
+/// length too long" when the bytes read as a huge record). native-tls hands the reason over
+/// as text only.
+fn answered_without_tls(e: &ureq::Error) -> bool {
+    let text = match e {
+        ureq::Error::NativeTls(tls) => tls.to_string(),
+        ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
+            Some(inner) => return answered_without_tls(inner),
+            None => return false,
+        },
+        _ => return false,
+    };
+    ["wrong version number", "unknown protocol", "packet length too long"]
+        .iter()
+        .any(|reason| text.contains(reason))
 }
 
 /// A transport error in words.

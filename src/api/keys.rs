@@ -5,7 +5,7 @@
 
 use std::ops::ControlFlow;
 
-use super::{Api, Expiry as PutExpiry, MapIndexes, Options};
+use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
 use crate::error::{Error, Result};
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
 use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
@@ -393,16 +393,20 @@ impl Keys for Remote {
 
 /// A page of rows taken from a stream the server pages by itself: the offset skipped here
 /// (when the rows are filtered here, so that it counts the rows kept, as the database's
-/// `OFFSET` does), then at most the limit.
+/// `OFFSET` does), then at most the limit. Without a limit (`list` off a terminal, `--limit
+/// 0`), at most [`MAX_ENTRIES`] rows in all, as for one collection: a task's map indexes are
+/// each a collection of their own, and a server could otherwise keep a list going for as
+/// many of them as it names. Past the bound the list fails; it is never cut in silence.
 struct Window {
     skip: u64,
     left: Option<u64>,
+    handed: u64,
 }
 
 impl Window {
     /// `skip_here`: the offset is skipped here rather than sent to the server.
     fn new(page: Page, skip_here: bool) -> Window {
-        Window { skip: if skip_here { page.offset } else { 0 }, left: page.limit }
+        Window { skip: if skip_here { page.offset } else { 0 }, left: page.limit, handed: 0 }
     }
 
     /// Hands a row to `each` when it is `wanted` and within the page; ends the stream past it.
@@ -417,6 +421,15 @@ impl Window {
         if self.left == Some(0) {
             return Ok(ControlFlow::Break(()));
         }
+        if self.left.is_none() && self.handed >= MAX_ENTRIES {
+            return Err(Error::Remote(format!(
+                "the API holds more than {MAX_ENTRIES} keys for this list, more than the REST transport \
+                 reads in one (the database transport has no such limit): give --limit and --offset \
+                 to read it a page at a time"
+            ))
+            .into());
+        }
+        self.handed += 1;
         self.left = self.left.map(|n| n - 1);
         each(row)
     }
@@ -441,4 +454,35 @@ fn not_one_scope(what: &str) -> anyhow::Error {
 /// the stored text starts as every reference does; the command then checks it exactly.
 fn looks_external(stored: &str) -> bool {
     stored.starts_with(r#"{"__airflow_state_ref__": "#)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A list without a limit takes at most [`MAX_ENTRIES`] rows over the API, across every
+    /// map index, and fails past them rather than stopping there; a page takes its limit
+    /// and ends the stream.
+    #[test]
+    fn a_list_without_a_limit_fails_past_the_bound_and_a_page_ends_at_its_limit() {
+        let mut handed = 0_u64;
+        let mut count = |_: u64| -> Result<ControlFlow<()>> {
+            handed += 1;
+            Ok(ControlFlow::Continue(()))
+        };
+        let mut window = Window::new(Page { limit: None, offset: 0 }, false);
+        for row in 0..MAX_ENTRIES {
+            assert!(window.pass(true, row, &mut count).is_ok());
+        }
+        let past = window.pass(true, MAX_ENTRIES, &mut count).unwrap_err();
+        assert_eq!(crate::error::exit_code(&past), crate::error::exit::DATABASE);
+        assert!(past.to_string().contains("--limit and --offset"), "{past}");
+        assert_eq!(handed, MAX_ENTRIES);
+
+        let mut page = Window::new(Page { limit: Some(2), offset: 1 }, true);
+        let flows: Vec<bool> = (0..5)
+            .map(|row| page.pass(true, row, &mut |_| Ok(ControlFlow::Continue(()))).unwrap().is_break())
+            .collect();
+        assert_eq!(flows, [false, false, false, true, true], "one skipped, two handed, then the end");
+    }
 }

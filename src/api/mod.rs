@@ -26,7 +26,7 @@ pub(crate) use self::http::Settings;
 use self::http::{Answer, Crowded, Http, detail, status_error};
 pub(crate) use self::keys::Remote;
 pub(crate) use self::url::BaseUrl;
-use self::url::Target;
+use self::url::{Subject, Target};
 use crate::error::{Error, Result};
 use crate::json::{self, Value};
 use crate::model::{Asset, AssetEntry, AssetSelector, StoredTime, TaskEntry, TaskScope};
@@ -66,6 +66,9 @@ pub(crate) enum Expiry {
 /// The open transport: a checked server and a token.
 pub(crate) struct Api {
     http: Http,
+    /// A request with the token got an answer other than 401 or 403: the token is good, and
+    /// a 403 after it is about the user's permissions.
+    accepted: std::cell::Cell<bool>,
 }
 
 impl Api {
@@ -86,7 +89,7 @@ impl Api {
         if let Some(token) = options.credentials.token(&http)? {
             http.set_bearer(token);
         }
-        Ok(Api { http })
+        Ok(Api { http, accepted: std::cell::Cell::new(false) })
     }
 
     /// Sends a request and reads its answer; a status outside `expected` is an error of its
@@ -99,6 +102,9 @@ impl Api {
         expected: &[u16],
     ) -> Result<Answer> {
         let answer = self.http.send(method.clone(), target, body, true)?;
+        if !matches!(answer.status, 401 | 403) {
+            self.accepted.set(true);
+        }
         if expected.contains(&answer.status) {
             return Ok(answer);
         }
@@ -122,6 +128,12 @@ impl Api {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
             );
+        }
+        // Airflow says "Forbidden" when the token is good and its user lacks the permission (a
+        // bad token is "Invalid JWT token", an expired one a 401); a token the server accepted
+        // for an earlier request is good too.
+        if answer.status == 403 && self.http.has_token() && (said == "Forbidden" || self.accepted.get()) {
+            message.push_str(&lacking_permission(method, target.subject()));
         }
         status_error(answer.status, &message)
     }
@@ -519,10 +531,15 @@ fn check_version(http: &Http) -> Result<String> {
     let shown = http.base().join(&target);
     let answer = http.send(Method::GET, &target, None, false)?;
     if answer.status != 200 {
-        let hint = if answer.status == 404 {
-            "; not Airflow 3's API: check --api-url (a path prefix, such as Astronomer's, belongs in it)"
-        } else {
-            ""
+        let hint = match answer.status {
+            404 if http.base().has_path() => {
+                format!("; not Airflow 3's API: {}", http.base().prefix_advice())
+            }
+            404 => {
+                "; not Airflow 3's API: check --api-url (a path prefix, such as Astronomer's, belongs in it)"
+                    .to_string()
+            }
+            _ => String::new(),
         };
         let message = format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer));
         return Err(match answer.status {
@@ -550,6 +567,33 @@ fn check_version(http: &Http) -> Result<String> {
             quote(&version)
         ))
         .into()),
+    }
+}
+
+/// What a 403 to a token the server accepts means: its user lacks the permission Airflow checks
+/// for this request, on the dag's task instances for a task key (`requires_access_dag`,
+/// `TASK_INSTANCE`) or on assets for an asset key (`requires_access_asset`). A Viewer may read
+/// both and change neither.
+fn lacking_permission(method: &Method, subject: &Subject) -> String {
+    let (verb, permission) = match *method {
+        Method::GET => ("read", "read"),
+        Method::DELETE => ("delete", "delete"),
+        _ => ("change", "edit"),
+    };
+    let viewer = if *method == Method::GET { "" } else { "; a Viewer may only read" };
+    match subject {
+        Subject::Dag(dag_id) => format!(
+            "; the token was accepted, but its user may not {verb} the state of dag {}: that takes \
+             Airflow's permission to {permission} the dag's task instances{viewer}",
+            quote(dag_id)
+        ),
+        Subject::Assets => format!(
+            "; the token was accepted, but its user may not {verb} the state of assets: that takes \
+             Airflow's permission to {permission} assets{viewer}"
+        ),
+        Subject::Other => {
+            "; the token was accepted, but its user lacks the permission for this request".to_string()
+        }
     }
 }
 

@@ -66,6 +66,26 @@ impl BaseUrl {
         self.0.starts_with("https://")
     }
 
+    /// Whether the URL has a path after its host: the deployment's prefix, or a mistake.
+    pub(crate) fn has_path(&self) -> bool {
+        self.0.split_once("://").is_some_and(|(_, rest)| rest.contains('/'))
+    }
+
+    /// What to check when the server there is not Airflow's API (an HTML page, a 404): without
+    /// a path, a missing prefix; with one (`http://host:8080/ui`, the UI's address), that path,
+    /// which may be one too many, and the URL without it.
+    pub(crate) fn prefix_advice(&self) -> String {
+        let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, rest)| rest);
+        match rest.find('/') {
+            None => "does --api-url lack the deployment's path prefix, or name another server?".to_string(),
+            Some(at) => format!(
+                "is {} the deployment's path prefix, or one too many (--api-url {})?",
+                &rest[at..],
+                &self.0[..self.0.len() - (rest.len() - at)]
+            ),
+        }
+    }
+
     /// The host, without its port or an IPv6 address's brackets, in lower case.
     pub(crate) fn host(&self) -> String {
         let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, rest)| rest);
@@ -97,6 +117,16 @@ fn masked(text: &str) -> String {
 pub(crate) struct Target {
     path: String,
     query: Vec<(&'static str, String)>,
+    subject: Subject,
+}
+
+/// Whose state a request reads or writes, as Airflow checks permissions on it: a dag's task
+/// instances, or assets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Subject {
+    Dag(String),
+    Assets,
+    Other,
 }
 
 impl Target {
@@ -107,12 +137,21 @@ impl Target {
             path.push('/');
             path.push_str(&encode(segment));
         }
-        Target { path, query: Vec::new() }
+        let subject = match segments {
+            ["dags", dag_id, ..] => Subject::Dag((*dag_id).to_string()),
+            ["assets", ..] => Subject::Assets,
+            _ => Subject::Other,
+        };
+        Target { path, query: Vec::new(), subject }
+    }
+
+    pub(crate) fn subject(&self) -> &Subject {
+        &self.subject
     }
 
     /// A path outside `/api/v2` (the token exchange: `/auth/token`), given literally.
     pub(crate) fn literal(path: &'static str) -> Target {
-        Target { path: path.to_string(), query: Vec::new() }
+        Target { path: path.to_string(), query: Vec::new(), subject: Subject::Other }
     }
 
     pub(crate) fn query(mut self, name: &'static str, value: impl ToString) -> Target {
@@ -149,6 +188,28 @@ pub(crate) fn encode(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_path_is_named_as_the_one_to_check_and_no_path_as_a_missing_prefix() {
+        let ui = BaseUrl::parse("http://host:8080/ui/", "--api-url").unwrap();
+        assert!(ui.has_path());
+        assert_eq!(
+            ui.prefix_advice(),
+            "is /ui the deployment's path prefix, or one too many (--api-url http://host:8080)?"
+        );
+        let root = BaseUrl::parse("https://host", "--api-url").unwrap();
+        assert!(!root.has_path());
+        assert!(root.prefix_advice().contains("lack the deployment's path prefix"));
+        let targets = [
+            (Target::api(&["dags", "d/x", "dagRuns", "r"]), Subject::Dag("d/x".to_string())),
+            (Target::api(&["assets", "7", "state-store"]), Subject::Assets),
+            (Target::api(&["version"]), Subject::Other),
+            (Target::literal("/auth/token"), Subject::Other),
+        ];
+        for (target, subject) in targets {
+            assert_eq!(target.subject(), &subject);
+        }
+    }
 
     fn base(text: &str) -> Result<BaseUrl> {
         BaseUrl::parse(text, "--api-url")

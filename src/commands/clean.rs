@@ -190,8 +190,8 @@ impl Sinks {
         let Outcome { summary, backlog, done, error } = outcome;
         match (&done, &summary) {
             (Done::Skipped(reason), _) => output::note(reason),
-            (Done::DryRun(_, line), _) => output::note(line),
-            (Done::Clean, Some(summary)) => output::note(&summary.line()),
+            (Done::DryRun(_, line), _) => output::status(line),
+            (Done::Clean, Some(summary)) => output::status(&summary.line()),
             (Done::Clean, None) => {}
         }
         let skipped = matches!(done, Done::Skipped(_));

@@ -39,7 +39,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         Target::Asset(asset) => keys.count_asset_keys(asset)?,
     };
     if present > 0 && !confirmed(args.yes, present, &place)? {
-        output::note("cancelled; nothing deleted");
+        output::status("cancelled; nothing deleted");
         return Ok(());
     }
     let deleted = match (&target, &args.archive) {
@@ -50,7 +50,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset)?,
         (Target::Asset(_), _) => 0,
     };
-    output::note(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
+    output::status(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
     output::emit(
         global.output,
         &Rendered { doc: Cleared { deleted }, tables: Vec::new(), plain: Some(deleted.to_string()) },

@@ -84,7 +84,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 || "no configuration file found; Airflow's defaults apply".to_string(),
                 |p| format!("configuration file: {}", p.display()),
             );
-            output::note(&file);
+            output::status(&file);
             let rows = all
                 .iter()
                 .map(|o| {

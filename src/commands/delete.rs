@@ -26,9 +26,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
         }
     };
     if deleted == 0 {
-        output::note(&format!("key {} not found for {place}; nothing deleted", quote(&args.key)));
+        output::status(&format!("key {} not found for {place}; nothing deleted", quote(&args.key)));
     } else {
-        output::note(&format!("deleted key {} of {place}", quote(&args.key)));
+        output::status(&format!("deleted key {} of {place}", quote(&args.key)));
     }
     let doc = Deleted { key: &args.key, deleted };
     output::emit(global.output, &Rendered { doc, tables: Vec::new(), plain: Some(deleted.to_string()) })

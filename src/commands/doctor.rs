@@ -46,7 +46,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
         return Err(problem.into_error().into());
     }
     if healthy {
-        output::note(&format!(
+        output::status(&format!(
             "doctor: healthy: {} check(s) ok, {warnings} warning(s), {} skipped",
             tally(Status::Ok),
             tally(Status::Skipped)

@@ -41,6 +41,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;
     }
+    // `--file -` is stdout, as `import -` and `set KEY -` read stdin (`--file ./-` for a file
+    // of that name).
+    let file = args.file.as_deref().filter(|path| path.as_os_str() != "-");
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
     let asset_id = match &selector {
@@ -48,19 +51,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         None => None,
     };
     // A file that cannot be written is an output error (exit 6), naming the file.
-    let file_error = |e: std::io::Error| match &args.file {
+    let file_error = |e: std::io::Error| match file {
         Some(path) => Error::output_file(path.display().to_string(), e),
         None => Error::stdout(e),
     };
-    let mut sink = match &args.file {
+    let mut sink = match file {
         Some(path) => Sink::file(path)?,
         None => Sink::stdout(),
     };
     // Rows written to the terminal itself are their own progress; a bar would be drawn over them.
-    let progress = RowProgress::new(
-        "export",
-        args.file.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()),
-    );
+    let progress =
+        RowProgress::new("export", file.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()));
     if tasks {
         let filter = TaskFilter {
             dag_id: args.scope.dag_id.clone(),
@@ -107,11 +108,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     progress.finish();
     sink.finish().map_err(file_error)?;
     let place = sink.path().map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
-    output::note(&format!(
+    output::status(&format!(
         "exported {} task row(s) and {} asset row(s) to {place}",
         sink.task_rows, sink.asset_rows
     ));
-    if args.file.is_some() && matches!(ctx.format, Format::Json | Format::Yaml) {
+    if file.is_some() && matches!(ctx.format, Format::Json | Format::Yaml) {
         output::emit(
             ctx.format,
             &Rendered::doc(Exported { task_rows: sink.task_rows, asset_rows: sink.asset_rows }),

@@ -1,20 +1,22 @@
 //! Shell completions and the manual pages, generated from the same clap definition as the
 //! command line itself: every subcommand, flag and fixed set of values in them is the one
-//! `--help` shows. The bash script gets one correction on the way out (see [`fix_bash_labels`]),
-//! and each manual page a SEE ALSO section naming the pages it belongs to.
+//! `--help` shows. The bash script gets one correction on the way out (see [`fix_bash_labels`]);
+//! each manual page gets a synopsis of its own (see [`synopsis`]), and a SEE ALSO section naming
+//! the pages it belongs to; the clean page, which the systemd unit's `Documentation=` names,
+//! an EXIT STATUS section.
 
 use std::io::Write;
 use std::path::Path;
 
 use clap::{Command, CommandFactory};
 
-use crate::cli::{Cli, ManArgs, Shell};
+use crate::cli::{self, Cli, ManArgs, Shell};
 use crate::error::{Error, Result};
 
 const BIN: &str = "state-store";
 
 pub(crate) fn completions(shell: Shell) -> Result<()> {
-    let mut command = Cli::command();
+    let mut command = cli::for_completions();
     let generator = match shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
@@ -84,7 +86,7 @@ fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
         let roff = render(page).map_err(failed)?;
         crate::fs::replace("man --out-dir", "", &path(page), &roff, crate::fs::default_mode())?;
     }
-    crate::output::note(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
+    crate::output::status(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
     Ok(())
 }
 
@@ -116,8 +118,9 @@ fn pages() -> Vec<Page> {
         }
     }
     // Built once, as a whole: building names each command `state-store-clean`, … and hands the
-    // global flags down, so every page shows --config, --conn and --output too.
-    let mut top = without_help_command(Cli::command());
+    // global flags down, so every page shows --config, --conn and --output too (the REST
+    // transport's only where they apply: `cli::scoped`).
+    let mut top = cli::scoped(without_help_command(Cli::command()));
     top.build();
     let mut pages = Vec::new();
     walk(&top, &[], &mut pages);
@@ -126,8 +129,16 @@ fn pages() -> Vec<Page> {
 
 fn render(page: &Page) -> std::io::Result<Vec<u8>> {
     let version = env!("CARGO_PKG_VERSION");
-    let mut roff = Vec::new();
-    clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}")).render(&mut roff)?;
+    let mut rendered = Vec::new();
+    clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}")).render(&mut rendered)?;
+    let rendered = String::from_utf8_lossy(&rendered);
+    let mut roff = with_synopsis(&rendered, &synopsis(&page.command)).into_bytes();
+    if page.path == ["clean"] {
+        writeln!(roff, ".SH \"EXIT STATUS\"")?;
+        for (code, when) in cli::CLEAN_EXIT_STATUS {
+            writeln!(roff, ".TP\n\\fB{}\\fR\n{}", roff_escape(code), roff_escape(when))?;
+        }
+    }
     if !page.path.is_empty() {
         // A command's page says where the rest is: the exit codes and the configuration are on
         // the top page, and a nested command's siblings on its parent's.
@@ -140,6 +151,68 @@ fn render(page: &Page) -> std::io::Result<Vec<u8>> {
         writeln!(roff, ".SH \"SEE ALSO\"\n{}", refs.join(", "))?;
     }
     Ok(roff)
+}
+
+/// clap_mangen's page with its SYNOPSIS line (the one text line after `.SH SYNOPSIS`) replaced.
+fn with_synopsis(page: &str, synopsis: &str) -> String {
+    let Some(at) = page.find(".SH SYNOPSIS\n") else { return page.to_string() };
+    let start = at + ".SH SYNOPSIS\n".len();
+    let end = page[start..].find('\n').map_or(page.len(), |n| start + n);
+    format!("{}{synopsis}{}", &page[..start], &page[end..])
+}
+
+/// A command's synopsis in roff: its own flags first, each with the name of its value as
+/// `--help` shows it (`[--before TIMESTAMP]`), then the global flags, then its arguments and
+/// commands. clap_mangen's own interleaves the command's flags with the global ones, in its
+/// sorting, and names no value (`[--before]`).
+fn synopsis(command: &Command) -> String {
+    let name = command.get_bin_name().unwrap_or_else(|| command.get_name());
+    let mut parts = vec![format!("\\fB{}\\fR", roff_escape(name))];
+    let flags: Vec<&clap::Arg> =
+        command.get_arguments().filter(|arg| !arg.is_positional() && !arg.is_hide_set()).collect();
+    let (global, own): (Vec<&clap::Arg>, Vec<&clap::Arg>) =
+        flags.into_iter().partition(|arg| arg.is_global_set());
+    parts.extend(own.iter().chain(global.iter()).map(|arg| flag(arg)));
+    for arg in command.get_positionals().filter(|arg| !arg.is_hide_set()) {
+        let names = arg.get_value_names().map_or_else(
+            || arg.get_id().as_str().to_ascii_uppercase(),
+            |names| names.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+        );
+        let many = if arg.get_num_args().is_some_and(|n| n.max_values() > 1) { "..." } else { "" };
+        let text = format!("\\fI{}\\fR{many}", roff_escape(&names));
+        parts.push(if arg.is_required_set() { text } else { format!("[{text}]") });
+    }
+    if command.has_subcommands() {
+        parts.push("\\fICOMMAND\\fR".to_string());
+    }
+    parts.join(" ")
+}
+
+/// One flag of a synopsis: `[\fB-o\fR|\fB--output\fR \fIFORMAT\fR]`, without the brackets when
+/// it is required.
+fn flag(arg: &clap::Arg) -> String {
+    let mut names: Vec<String> = Vec::new();
+    if let Some(short) = arg.get_short() {
+        names.push(format!("\\fB{}\\fR", roff_escape(&format!("-{short}"))));
+    }
+    if let Some(long) = arg.get_long() {
+        names.push(format!("\\fB{}\\fR", roff_escape(&format!("--{long}"))));
+    }
+    let mut text = names.join("|");
+    if arg.get_num_args().is_some_and(|n| n.takes_values()) {
+        let value = arg.get_value_names().map_or_else(
+            || arg.get_id().as_str().to_ascii_uppercase(),
+            |names| names.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+        );
+        text.push_str(&format!(" \\fI{}\\fR", roff_escape(&value)));
+    }
+    if arg.is_required_set() { text } else { format!("[{text}]") }
+}
+
+/// Text as roff prints it: a backslash as `\e`, a hyphen as `\-` (a minus sign that man does
+/// not break a line at, and that searches for `--flag` find).
+fn roff_escape(text: &str) -> String {
+    text.replace('\\', "\\e").replace('-', "\\-")
 }
 
 #[cfg(test)]

@@ -63,7 +63,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     } else {
         String::new()
     };
-    output::note(&format!(
+    output::status(&format!(
         "{verb} {} task row(s) and {} asset row(s) from {} ({} inserted, {} replaced); {existing}{} skipped (dag run or asset missing){damaged_note}",
         counts.task_rows, counts.asset_rows, name, counts.inserted, counts.replaced, counts.skipped_missing
     ));

@@ -1,8 +1,11 @@
 //! `list`: task keys filtered by any part of their scope, or asset keys; ordered by scope,
-//! then key; a page at a time (100 rows unless `--limit` says otherwise). Rows are written as
-//! the database hands them over, so `--limit 0` of any table takes the memory of a few rows;
-//! a table, which must hold its rows to size its columns, shows at most [`TABLE_ROWS`].
+//! then key. At a terminal a page at a time ([`TERMINAL_PAGE`] rows unless `--limit` says
+//! otherwise); anywhere else every row, so that a script that drops stderr, where the note
+//! that more rows follow goes, is never handed a cut list. Rows are written as the database
+//! hands them over, so a list of any length takes the memory of a few rows; a table, which
+//! must hold its rows to size its columns, shows at most [`TABLE_ROWS`].
 
+use std::io::IsTerminal;
 use std::ops::ControlFlow;
 
 use super::{asset_selector, check_map_index, has_task_flags, open_keys};
@@ -29,7 +32,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         check_map_index(map_index)?;
     }
     let mut keys = open_keys(global, Access::ReadOnly)?;
-    let shown = Shown::new(global.output, args);
+    let shown = Shown::new(global.output, args, std::io::stdout().is_terminal());
     // One row more than shown tells whether more follow, without a count query.
     let page = Page { limit: shown.rows.map(|n| n.saturating_add(1)), offset: args.offset };
 
@@ -52,8 +55,13 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     }
 }
 
-/// How many rows a list shows: `--limit` (0 for all), and in a table at most
-/// [`TABLE_ROWS`], which is all a table holds in memory.
+/// The rows a list shows at a terminal when `--limit` is not given: a screenful or two that a
+/// person reads, with the next `--offset` named after it.
+const TERMINAL_PAGE: u64 = 100;
+
+/// How many rows a list shows: `--limit` (0 for all); without it a page at a terminal and
+/// every row elsewhere; and in a table at most [`TABLE_ROWS`], which is all a table holds in
+/// memory.
 struct Shown {
     rows: Option<u64>,
     /// The table's bound cut the list shorter than `--limit` asked.
@@ -61,8 +69,12 @@ struct Shown {
 }
 
 impl Shown {
-    fn new(format: Format, args: &ListArgs) -> Shown {
-        let asked = (args.limit > 0).then_some(args.limit);
+    fn new(format: Format, args: &ListArgs, at_terminal: bool) -> Shown {
+        let asked = match args.limit {
+            Some(0) => None,
+            Some(limit) => Some(limit),
+            None => at_terminal.then_some(TERMINAL_PAGE),
+        };
         match format {
             Format::Table if asked.is_none_or(|n| n > TABLE_ROWS) => {
                 Shown { rows: Some(TABLE_ROWS), capped: true }
@@ -95,7 +107,7 @@ impl Shown {
         stream.finish()?;
         if more {
             let next = args.offset.saturating_add(seen);
-            output::note(&if self.capped {
+            output::status(&if self.capped {
                 format!(
                     "showing {seen} rows from offset {}; more follow (a table shows at most {TABLE_ROWS} rows: \
                      -o plain, json or yaml for all, --offset {next} for the next page)",

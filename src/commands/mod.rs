@@ -26,12 +26,13 @@ use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
 use crate::text::quote;
-use crate::url::DbUrl;
+use crate::url::{DbUrl, SqliteTarget};
 use anyhow::Context as _;
 pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
 
 pub(crate) fn run(cli: Cli) -> Result<()> {
     let Cli { global, command } = cli;
+    output::set_quiet(global.quiet);
     match command {
         Command::Get(args) => get::run(&global, &args),
         Command::Set(args) => set::run(&global, &args),
@@ -184,9 +185,25 @@ impl Context {
 
     /// A database or schema error of opening the metastore, with where its URL came from: the
     /// flag, the environment, the config file and line, or the default when no config file
-    /// was found (and which one was looked for).
+    /// was found (and which one was looked for). When no config file was found and the default
+    /// URL's SQLite file does not exist either, nothing names a database: the configuration is
+    /// what is missing (exit 3), not the database (4).
     pub(crate) fn located<T>(&self, result: Result<T>) -> Result<T> {
         let conn = &self.settings.sql_alchemy_conn;
+        if let (Source::Default, Some(missing), Err(e)) =
+            (&conn.source, &self.settings.missing_config, &result)
+            && matches!(crate::error::kind(e), Some(Error::Database { .. }))
+            && matches!(self.url.sqlite_target(), Some(SqliteTarget::File(path)) if !path.exists())
+        {
+            return result.map_err(|e| {
+                e.context(Error::Config(format!(
+                    "no Airflow configuration: the configuration file {missing}, and the database of the \
+                     default [database] sql_alchemy_conn does not exist either; give --config, or set \
+                     $AIRFLOW_HOME or $AIRFLOW_CONFIG as Airflow has them, or name the database with --conn \
+                     or AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"
+                )))
+            });
+        }
         let origin = match (&conn.source, &self.settings.missing_config) {
             (Source::Default, Some(missing)) => {
                 format!("the default [database] sql_alchemy_conn: the configuration file {missing}")

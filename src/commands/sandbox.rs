@@ -38,7 +38,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             if *sample_data {
                 add_sample_data(&ctx)?;
             }
-            output::note(&format!(
+            output::status(&format!(
                 "created an Airflow 3.3.2 state-store sandbox at {}{}",
                 ctx.url.redacted(),
                 if *sample_data { " with sample data" } else { "" }

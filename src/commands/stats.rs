@@ -48,7 +48,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
     );
     let asset_rows: u64 = assets.iter().map(|a| a.rows).sum();
     let asset_bytes: u64 = assets.iter().map(|a| a.value_bytes).sum();
-    output::note(&format!(
+    output::status(&format!(
         "{rows} task key(s) ({bytes} value bytes): {expired} expired, {soon_n} expiring within 7 days, {never} never \
          expiring; {asset_rows} asset key(s) ({asset_bytes} value bytes)"
     ));

@@ -14,6 +14,7 @@ mod table;
 mod yaml;
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -96,6 +97,29 @@ pub(crate) fn document<D: Serialize>(format: Format, doc: &D, masked: bool) -> i
             Ok(format!("{}\n", json::to_text(&doc, style)))
         }
         _ => yaml::render(&doc),
+    }
+}
+
+/// `-q`: status lines are not printed. Set once, before the command runs.
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+/// Turns the status lines off (`-q`, `--quiet`) or on.
+pub(crate) fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, Ordering::Relaxed);
+}
+
+/// Whether status lines and progress are off (`-q`).
+pub(crate) fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
+/// A status line: what a command did (`deleted key …`, `exported N rows …`, clean's summary),
+/// on stderr like every [`note`], unless `-q` turned status lines off, as cargo's, git's and
+/// pip's `-q` do. Warnings and errors are never status lines: a script that silences the
+/// status still hears what went wrong.
+pub(crate) fn status(message: &str) {
+    if !quiet() {
+        note(message);
     }
 }
 

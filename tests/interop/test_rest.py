@@ -545,9 +545,10 @@ def test_auth_failures_exit_10(task, airflow, api_server, run, secrets_seen) -> 
     # No token at all: the server answers 401.
     fails("get", "k", *task.args(), env={})
     fails("list", *task.args(), env={})
-    # A token the server did not sign, and one that is not a JWT.
-    fails("get", "k", *task.args(), env={"AIRFLOW_CLI_TOKEN": api_server.token()[:-4] + "AAAA"})
-    fails("get", "k", *task.args(), env={"AIRFLOW_CLI_TOKEN": "not-a-jwt"})
+    # A token the server did not sign, and one that is not a JWT: no word of permissions.
+    for token in (api_server.token()[:-4] + "AAAA", "not-a-jwt"):
+        result = fails("get", "k", *task.args(), env={"AIRFLOW_CLI_TOKEN": token})
+        assert "the token was accepted" not in result.stderr, result
     # A wrong password: /auth/token answers 401.
     wrong_login = {"STATE_STORE_API_USERNAME": "admin", "STATE_STORE_API_PASSWORD": WRONG_PASSWORD}
     result = fails("get", "k", *task.args(), env=wrong_login)
@@ -558,10 +559,18 @@ def test_auth_failures_exit_10(task, airflow, api_server, run, secrets_seen) -> 
     ok = store.run("-v", "get", "k", *task.args(), env=viewer, ok=False)
     secrets_seen.append(ok)
     assert ok.code == 0, ok
-    fails("set", "k", "2", *task.args(), env=viewer)
-    fails("set", "k", "2", *task.args(), "--keep-expiry", env=viewer)
-    fails("delete", "k", *task.args(), env=viewer)
-    fails("clear", *task.args(), "--yes", env=viewer)
+    # Its token is good: the message says which permission the user lacks, not that the
+    # credentials were refused.
+    for args, verb in (
+        (["set", "k", "2"], "change"),
+        (["set", "k", "2", "--keep-expiry"], "change"),
+        (["delete", "k"], "delete"),
+        (["clear", "--yes"], "delete"),
+    ):
+        result = fails(*args[:1], *args[1:], *task.args(), env=viewer)
+        said = result.stderr.splitlines()[-1]
+        assert "answered 403: Forbidden; the token was accepted" in said, result
+        assert f'may not {verb} the state of dag "{task.dag_id}"' in said, result
     assert airflow.get(task, "k") == "1"
     viewer_login = {"STATE_STORE_API_PASSWORD": api_server.passwords["viewer"]}
     fails("--api-username", "viewer", "set", "k", "2", *task.args(), env=viewer_login)
@@ -682,6 +691,10 @@ def test_an_html_page_is_not_the_api(api_server, run, task) -> None:
                 assert result.code == UNREACHABLE and result.stdout == "", result
                 assert re.search(r"html|json|content.type", result.stderr, re.I), result
                 assert url.split("//")[1] in result.stderr, result
+                if url != html_url:
+                    # A path after the server's address: that path is named as the one to check.
+                    path = "/" + url.split("//")[1].split("/", 1)[1]
+                    assert f"is {path} the deployment's path prefix, or one too many" in result.stderr, result
 
 
 def test_a_server_that_never_answers_times_out(run) -> None:

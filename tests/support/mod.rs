@@ -762,6 +762,12 @@ impl Run {
     }
 
     #[track_caller]
+    pub fn stderr_is(self, expected: &str) -> Run {
+        assert_eq!(self.stderr, expected, "stderr of {:?}; stdout: {}", self.args, self.stdout);
+        self
+    }
+
+    #[track_caller]
     pub fn stderr_has(self, needle: &str) -> Run {
         assert!(self.stderr.contains(needle), "stderr of {:?} lacks {needle:?}: {}", self.args, self.stderr);
         self

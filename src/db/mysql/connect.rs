@@ -113,7 +113,7 @@ impl ConnectPlan {
     fn from_url(url: &DbUrl) -> Result<ConnectPlan> {
         let database = url.database.clone().filter(|d| !d.is_empty()).ok_or_else(|| {
             Error::Config(format!(
-                "[database] sql_alchemy_conn {} names no database: expected mysql://user:password@host:3306/airflow",
+                "[database] sql_alchemy_conn {} names no database: expected mysql://<user>:<password>@<host>:3306/<database>",
                 url.redacted()
             ))
         })?;

@@ -47,15 +47,24 @@ pub(crate) struct SqliteConnection {
 /// SQLite's own words, plus what to check when they are about permissions: "attempt to write
 /// a readonly database" also comes from a read, when the directory of a WAL database is not
 /// writable and SQLite cannot create the `-wal` and `-shm` files it needs beside the file.
+/// When the file system itself is mounted read-only for this process, permissions are not the
+/// cause and look right: the hint names the mount instead (a systemd unit's
+/// `ProtectHome=read-only` makes `/home`, Airflow's default home, such a mount).
 #[derive(Debug)]
-struct SqliteError(rusqlite::Error);
+struct SqliteError {
+    error: rusqlite::Error,
+    read_only_mount: bool,
+}
 
 impl std::error::Error for SqliteError {}
 
 impl std::fmt::Display for SqliteError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.0)?;
-        match self.0.sqlite_error_code() {
+        write!(f, "{}", self.error)?;
+        match self.error.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen) if self.read_only_mount => {
+                f.write_str(READ_ONLY_MOUNT)
+            }
             Some(rusqlite::ErrorCode::ReadOnly | rusqlite::ErrorCode::CannotOpen) => f.write_str(
                 " (SQLite needs write access to the database file and to its directory, where it \
                  creates the -wal, -shm and -journal files; check their permissions)",
@@ -65,8 +74,24 @@ impl std::fmt::Display for SqliteError {
     }
 }
 
+/// Why a database on a read-only mount cannot be used, whatever its permissions say.
+const READ_ONLY_MOUNT: &str = " (the file system holding it is read-only for this process: a read-only \
+     mount, or a systemd unit's ProtectHome=read-only or ProtectSystem=; SQLite writes beside the \
+     file, even to read it in WAL mode: make its directory writable, e.g. ReadWritePaths= in a \
+     drop-in, see docs/operations.md)";
+
 fn cause(e: rusqlite::Error) -> Cause {
-    Box::new(SqliteError(e))
+    Box::new(SqliteError { error: e, read_only_mount: false })
+}
+
+/// [`cause`] for an error of the file at `path`, which says when its mount is read-only.
+fn cause_at(e: rusqlite::Error, path: Option<&Path>) -> Cause {
+    Box::new(SqliteError { error: e, read_only_mount: path.is_some_and(on_read_only_mount) })
+}
+
+/// Whether the file system holding `path` is mounted read-only for this process.
+fn on_read_only_mount(path: &Path) -> bool {
+    rustix::fs::statvfs(path).is_ok_and(|stat| stat.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY))
 }
 
 impl rusqlite::ToSql for Param<'_> {
@@ -148,7 +173,7 @@ impl SqliteConnection {
     }
 
     fn prepare(&self, access: Access) -> Result<()> {
-        let fail = |e| Error::db(format!("cannot use {}", self.location), cause(e));
+        let fail = |e| Error::db(format!("cannot use {}", self.location), cause_at(e, self.path.as_deref()));
         self.conn.busy_timeout(BUSY_TIMEOUT).map_err(fail)?;
         // Reading sqlite_master is the first real read: a file that is not a database fails here.
         self.conn
@@ -165,7 +190,7 @@ impl SqliteConnection {
     }
 
     fn error(&self, what: &str, e: rusqlite::Error) -> Error {
-        Error::db(format!("{what} in {}", self.location), cause(e))
+        Error::db(format!("{what} in {}", self.location), cause_at(e, self.path.as_deref()))
     }
 }
 
@@ -197,7 +222,8 @@ fn open_file(path: &Path, location: &str, purpose: Purpose, read_only: bool) -> 
     if purpose == Purpose::Sandbox {
         flags |= OpenFlags::SQLITE_OPEN_CREATE;
     }
-    Ok(rusqlite::Connection::open_with_flags(path, flags).map_err(|e| Error::db(context(), cause(e)))?)
+    Ok(rusqlite::Connection::open_with_flags(path, flags)
+        .map_err(|e| Error::db(context(), cause_at(e, Some(path))))?)
 }
 
 impl Connection for SqliteConnection {
@@ -263,12 +289,14 @@ impl Connection for SqliteConnection {
             return Err(read_only_refusal(&self.location, why));
         }
         if self.conn.is_readonly(rusqlite::MAIN_DB).map_err(|e| Error::db(self.location.clone(), cause(e)))? {
-            return Err(Error::db(
-                format!("cannot write to {}", self.location),
+            let why = if self.path.as_deref().is_some_and(on_read_only_mount) {
+                READ_ONLY_MOUNT.trim_start().to_string()
+            } else {
                 "the file is read-only for this user; commands that only read \
-                 (get, list, stats, export, clean --dry-run) still work",
-            )
-            .into());
+                 (get, list, stats, export, clean --dry-run) still work"
+                    .to_string()
+            };
+            return Err(Error::db(format!("cannot write to {}", self.location), why).into());
         }
         Ok(())
     }
