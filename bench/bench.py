@@ -551,6 +551,10 @@ class Bench:
                 ratio = ours[10000].wall_s / floor
                 goals.append(f"- {name}: batch 10,000 within 1.3x of the floor: "
                              f"{'met' if ratio <= 1.3 else 'NOT met'} ({ratio:.2f}x)")
+            if AUTO in ours and 10000 in ours:
+                ratio = ours[AUTO].wall_s / ours[10000].wall_s
+                goals.append(f"- {name}: the default (auto) within 1.3x of batch 10,000 on an idle database: "
+                             f"{'met' if ratio <= 1.3 else 'NOT met'} ({ratio:.2f}x)")
             same = ours.get(self.args.airflow_batch_size)
             if airflow and same:
                 speedup = airflow / same.wall_s
@@ -600,8 +604,8 @@ def main():
                         help="comma-separated: sqlite, postgres, mysql (default all three)")
     parser.add_argument("--layout", choices=seeding.LAYOUTS, default="hashed",
                         help="where the expired rows are (bench/seed.py): hashed (default), interleaved, contiguous")
-    parser.add_argument("--batch-sizes", type=int_list, default=[0, 1000, 10000],
-                        help="batch sizes of our clean (default 0,1000,10000)")
+    parser.add_argument("--batch-sizes", type=int_list, default=[AUTO, 0, 1000, 10000],
+                        help="batch sizes of our clean; auto is the default clean (default auto,0,1000,10000)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="runs of each of our cleans and of the floor; the table shows the median (default 3)")
     parser.add_argument("--airflow-batch-size", type=int, default=10000,

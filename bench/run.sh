@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The benchmarks of docs/performance.md in one command: builds the release binary, then runs
-# bench/bench.py (seed, clean at batch sizes 0/1,000/10,000, the plain-SQL floor, Airflow's own
+# bench/bench.py (seed, clean at its default (auto) and at batch sizes 0/1,000/10,000, the plain-SQL floor, Airflow's own
 # clean when installed) and bench/import_bench.py (export, then import into an empty table
 # beside the client's bulk insert of the same rows), and prints a markdown table of each.
 #
