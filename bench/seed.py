@@ -19,7 +19,8 @@ checked against the same function in Python. Row i (0-based), in dag run r = i /
 
 with h and g two multiplicative hashes of i. That is the `hashed` layout, the default: expired
 rows spread over the table at random. Two more place them as retention and task patterns do,
-each with half the rows expired (and none that never expires):
+each with half the rows expired, all of them at one instant 30 days before the base, and the
+rest at one instant five years after it (none never expires), as a fixed retention leaves them:
 
     interleaved: row i expired when (r + i % 100) % 2 == 0, every other row of every dag run
     contiguous:  row i expired when i < ROWS / 2, the older half of the table
@@ -51,6 +52,7 @@ G_MUL = 2_246_822_519
 G_ADD = 374_761_393
 TWO_32 = 2**32
 LAYOUTS = ("hashed", "interleaved", "contiguous")
+FIVE_YEARS = 5 * 365 * DAY
 
 
 def null_buckets(expired_pct):
@@ -83,6 +85,11 @@ def row(i, base, expired_pct, layout="hashed", rows=0):
     g = (i * G_MUL + G_ADD) % TWO_32
     micros = i * 7919 % 1_000_000
     bucket = bucket_of(layout, i, run, h, rows)
+    if layout != "hashed":
+        updated = base - timedelta(seconds=1 + g % SIXTY_DAYS) + timedelta(microseconds=micros)
+        expires = base - timedelta(seconds=THIRTY_DAYS) if bucket == 0 else base + timedelta(seconds=FIVE_YEARS)
+        value = json.dumps({"offset": h % 10**9, "batch": f"b-{run}", "ratio": (h % 999 + 1) / 1000})
+        return run, f"task_{i % 10}", f"key_{i % ROWS_PER_RUN // 10}", value, updated, expires
     value = json.dumps({"offset": h % 10**9, "batch": f"b-{run}", "ratio": (h % 999 + 1) / 1000})
     updated = base - timedelta(seconds=1 + g % SIXTY_DAYS) + timedelta(microseconds=micros)
     if bucket < expired_pct:
@@ -207,9 +214,14 @@ def seed_sqlite(path, rows, expired_pct, base, layout):
         f"SELECT s.i + 1, {run} + 1, 'task_' || (s.i % 10), -1, 'key_' || (s.i % 100 / 10), "
         f"'dag_' || ({run} % {DAGS}), 'scheduled__' || {run}, {_sql_value('sqlite', h, run)}, "
         f"{instant(f'{b} - 1 - {g} % {SIXTY_DAYS}')}, "
-        f"CASE WHEN {bucket} < {expired_pct} THEN {instant(f'{b} - 1 - {g} % {THIRTY_DAYS}')} "
-        f"WHEN {bucket} < {expired_pct + null_buckets(expired_pct)} THEN NULL "
-        f"ELSE {instant(f'{b} + {DAY} + {g} % {THIRTY_DAYS}')} END FROM s"
+        + (
+            f"CASE WHEN {bucket} < {expired_pct} THEN {instant(f'{b} - 1 - {g} % {THIRTY_DAYS}')} "
+            f"WHEN {bucket} < {expired_pct + null_buckets(expired_pct)} THEN NULL "
+            f"ELSE {instant(f'{b} + {DAY} + {g} % {THIRTY_DAYS}')} END FROM s"
+            if layout == "hashed" else
+            f"CASE WHEN {bucket} = 0 THEN datetime({b} - {THIRTY_DAYS}, 'unixepoch') || '.000000' "
+            f"ELSE datetime({b} + {FIVE_YEARS}, 'unixepoch') || '.000000' END FROM s"
+        )
     )
     conn.commit()
     expired = conn.execute(
@@ -245,6 +257,13 @@ def seed_postgres(server, rows, expired_pct, base, layout):
     bucket = bucket_sql(layout, "s.i", run, h, rows)
     sec = "interval '1 second'"
     nulls = null_buckets(expired_pct)
+    expires = (
+        f"""CASE WHEN {bucket} < {expired_pct} THEN {b} - (1 + {g} % {THIRTY_DAYS}) * {sec} + {micros}
+                    WHEN {bucket} < {expired_pct + nulls} THEN NULL
+                    ELSE {b} + ({DAY} + {g} % {THIRTY_DAYS}) * {sec} + {micros} END"""
+        if layout == "hashed" else
+        f"CASE WHEN {bucket} = 0 THEN {b} - {THIRTY_DAYS} * {sec} ELSE {b} + {FIVE_YEARS} * {sec} END"
+    )
     server.sql(f"""
         SET synchronous_commit = off;
         INSERT INTO dag_run (id, dag_id, run_id, run_type, run_after, clear_number, span_status)
@@ -256,9 +275,7 @@ def seed_postgres(server, rows, expired_pct, base, layout):
         SELECT {i} + 1, {run} + 1, 'task_' || ({i} % 10), -1, 'key_' || ({i} % 100 / 10), 'dag_' || ({run} % {DAGS}),
                'scheduled__' || {run}, {_sql_value("postgres", h, run)},
                {b} - (1 + {g} % {SIXTY_DAYS}) * {sec} + {micros},
-               CASE WHEN {bucket} < {expired_pct} THEN {b} - (1 + {g} % {THIRTY_DAYS}) * {sec} + {micros}
-                    WHEN {bucket} < {expired_pct + nulls} THEN NULL
-                    ELSE {b} + ({DAY} + {g} % {THIRTY_DAYS}) * {sec} + {micros} END
+               {expires}
         FROM generate_series(0, {rows - 1}::bigint) AS s(i);
         SELECT setval(pg_get_serial_sequence('task_state_store', 'id'), {rows});
     """)
@@ -276,6 +293,13 @@ def seed_mysql(server, rows, expired_pct, base, layout):
     micros = "INTERVAL ((s.seq * 7919) % 1000000) MICROSECOND"
     bucket = bucket_sql(layout, "s.seq", run, h, rows, div="DIV")
     nulls = null_buckets(expired_pct)
+    expires = (
+        f"""CASE WHEN {bucket} < {expired_pct} THEN {b} - INTERVAL (1 + {g} % {THIRTY_DAYS}) SECOND + {micros}
+                    WHEN {bucket} < {expired_pct + nulls} THEN NULL
+                    ELSE {b} + INTERVAL ({DAY} + {g} % {THIRTY_DAYS}) SECOND + {micros} END"""
+        if layout == "hashed" else
+        f"CASE WHEN {bucket} = 0 THEN {b} - INTERVAL {THIRTY_DAYS} SECOND ELSE {b} + INTERVAL {FIVE_YEARS} SECOND END"
+    )
     # Airflow runs every MySQL session in UTC; TIMESTAMP columns convert from the session zone.
     server.sql(f"""
         SET time_zone = '+00:00', unique_checks = 0, foreign_key_checks = 0;
@@ -288,9 +312,7 @@ def seed_mysql(server, rows, expired_pct, base, layout):
         SELECT {i} + 1, {run} + 1, CONCAT('task_', {i} % 10), -1, CONCAT('key_', {i} % 100 DIV 10),
                CONCAT('dag_', {run} % {DAGS}), CONCAT('scheduled__', {run}), {_sql_value("mysql", h, run)},
                {b} - INTERVAL (1 + {g} % {SIXTY_DAYS}) SECOND + {micros},
-               CASE WHEN {bucket} < {expired_pct} THEN {b} - INTERVAL (1 + {g} % {THIRTY_DAYS}) SECOND + {micros}
-                    WHEN {bucket} < {expired_pct + nulls} THEN NULL
-                    ELSE {b} + INTERVAL ({DAY} + {g} % {THIRTY_DAYS}) SECOND + {micros} END
+               {expires}
         FROM seq_0_to_{rows - 1} AS s;
         ANALYZE TABLE dag_run, task_state_store;
     """)

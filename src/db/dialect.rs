@@ -436,7 +436,7 @@ pub(crate) trait Connection {
     /// batches of about 250 ms back to back, since a server's row locks keep a batch from
     /// blocking writers of live rows.
     fn quiet_pace(&self) -> QuietPace {
-        QuietPace { batch: Duration::from_millis(250), pause: Duration::ZERO }
+        QuietPace { batch: Duration::from_millis(250), pause_share: 0.0, max_pause: Duration::ZERO }
     }
     /// Whether a batch of this session's clean met a row another session held and skipped it
     /// (PostgreSQL, MySQL 8.0.1+, MariaDB 10.6+); only then can a complete run leave expired
@@ -551,11 +551,13 @@ pub(crate) fn each<C: Connection + ?Sized, T>(
     failed.map_or(Ok(()), Err)
 }
 
-/// How long a clean's batches take, and the pause after each, while no other session writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How long a clean's batches take, and the pause after each, while no other session writes:
+/// the pause is `pause_share` of the time the batch took, at most `max_pause`.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct QuietPace {
     pub(crate) batch: Duration,
-    pub(crate) pause: Duration,
+    pub(crate) pause_share: f64,
+    pub(crate) max_pause: Duration,
 }
 
 /// A reading of [`Connection::write_mark`].

@@ -321,7 +321,8 @@ pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
 /// a pause [`AUTO_PAUSE_RATIO`] times as long, so that the clean keeps the database busy at
 /// most a quarter of the time. Once two readings in a row show no one else writing, the run
 /// goes at full speed: batches of the dialect's [`QuietPace`] (250 ms back to back on a server;
-/// 500 ms with a 100 ms pause on SQLite, whose waiting writers are otherwise unseen). A
+/// 500 ms on SQLite, each followed by a pause a fifth as long (at most 100 ms), since its waiting
+/// writers are otherwise unseen). A
 /// database that cannot tell is taken as busy. A size grows at most twofold from one batch to
 /// the next (one fast batch says little) and shrinks as far as the pace says.
 #[derive(Debug, Clone)]
@@ -382,7 +383,11 @@ impl Pacer {
 
     /// The pause after a batch that took `took`.
     fn pause(&self, took: Duration) -> Duration {
-        if self.quiet { self.quiet_pace.pause } else { took * AUTO_PAUSE_RATIO }
+        if self.quiet {
+            took.mul_f64(self.quiet_pace.pause_share).min(self.quiet_pace.max_pause)
+        } else {
+            took * AUTO_PAUSE_RATIO
+        }
     }
 }
 
@@ -1033,7 +1038,8 @@ mod tests {
     /// bounds however fast or slow the database is.
     #[test]
     fn auto_batches_follow_their_pace_within_bounds() {
-        let quiet_pace = QuietPace { batch: Duration::from_millis(250), pause: Duration::ZERO };
+        let quiet_pace =
+            QuietPace { batch: Duration::from_millis(250), pause_share: 0.0, max_pause: Duration::ZERO };
         let mut pacer = Pacer {
             busy: Duration::from_millis(20),
             quiet_pace,
