@@ -28,6 +28,8 @@ def run_size(args, rows, out, layout):
     argv = [sys.executable, str(REPO / "bench" / "bench.py"), "--rows", str(rows), "--dialects", args.dialects,
             "--batch-sizes", args.batch_sizes, "--repeat", str(args.repeat), "--memory-dialects", "none",
             "--layout", layout, "--bin", args.bin, "--json", str(out)]
+    if args.until_purged:
+        argv.append("--until-purged")
     if args.no_airflow or rows > args.airflow_max_rows:
         argv.append("--no-airflow")
     log(f"scale: {rows:,} rows, {layout}: {' '.join(argv[1:])}")
@@ -112,6 +114,7 @@ def main():
                         help="Airflow's clean runs at sizes up to this (default 1,000,000: at 10,000,000 it takes "
                              "many minutes per database)")
     parser.add_argument("--no-airflow", action="store_true")
+    parser.add_argument("--until-purged", action="store_true", help="bench.py's --until-purged (MySQL)")
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "state-store"))
     parser.add_argument("--json", help="also write both runs' figures to this JSON file")
     args, _ = parser.parse_known_args()
