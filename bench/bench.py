@@ -159,6 +159,10 @@ class SqliteDb:
         conn.close()
         return total, expired
 
+    def innodb(self):
+        """No InnoDB here (see `ServerDb.innodb`)."""
+        return None
+
     def floors(self, target, cutoff):
         delete = f"DELETE FROM task_state_store WHERE expires_at < '{seeding.sqlite_text(cutoff)}';"
         # Airflow (and state-store) turn foreign keys on for every SQLite connection; the sqlite3
