@@ -22,11 +22,12 @@ const COUNT: &str = "clean: {pos} rows deleted, {rate}";
 pub(crate) struct Progress {
     /// At a terminal: the bar, which indicatif redraws at most 20 times a second.
     bar: Option<ProgressBar>,
-    total: Option<u64>,
     /// Between plain lines; `None` (`--progress-every 0`) prints none.
     every: Option<Duration>,
     started: Instant,
     last: Instant,
+    /// The share of the table's primary key walked so far, for plain lines.
+    walked: Option<f64>,
 }
 
 impl Progress {
@@ -43,21 +44,17 @@ impl Progress {
             bar.with_style(style(template))
         });
         let every = (!every.is_zero() && !crate::output::quiet()).then_some(every);
-        Progress { bar, total, every, started: now, last: now }
+        Progress { bar, every, started: now, last: now, walked: None }
     }
 
-    /// Whether a plain line is due within half an interval and the rows expected are not
-    /// known yet: counting them costs a query, worth it only for a run long enough to print a
-    /// line (the bar at a terminal counts them before the run).
-    pub(crate) fn wants_total(&self) -> bool {
-        self.bar.is_none()
-            && self.total.is_none()
-            && self.every.is_some_and(|every| self.last.elapsed() >= every / 2)
+    /// Whether plain lines are printed: they say how far the run has walked the table.
+    pub(crate) fn wants_walk(&self) -> bool {
+        self.bar.is_none() && self.every.is_some()
     }
 
-    /// The rows the run deletes in all, for the lines' share done and ETA.
-    pub(crate) fn set_total(&mut self, total: u64) {
-        self.total = Some(total);
+    /// The share of the table's primary key the run has walked (0 to 1).
+    pub(crate) fn walked(&mut self, share: f64) {
+        self.walked = Some(share.clamp(0.0, 1.0));
     }
 
     /// Reports `done` rows deleted in `batches` batches so far.
@@ -75,21 +72,28 @@ impl Progress {
         let elapsed = now.duration_since(self.started).as_secs_f64();
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-        let (of, eta) = match self.total.filter(|t| *t > 0) {
-            Some(total) => {
+        // How far: the walk's position in the primary key, which each batch moves forward; the
+        // time a run takes follows it. (A count of the expired rows left would say it in rows,
+        // but on PostgreSQL it visits every row the run has deleted: as long as the DELETEs.)
+        let (walked, eta) = match self.walked.filter(|w| *w > 0.0) {
+            Some(share) => {
                 #[allow(clippy::cast_precision_loss)]
-                let share = (done.min(total) as f64 * 100.0 / total as f64).floor();
-                #[allow(clippy::cast_precision_loss)]
-                let left = if rate > 0.0 { total.saturating_sub(done) as f64 / rate } else { f64::NAN };
-                let eta = if left.is_finite() { format!(", ETA {left:.0}s") } else { String::new() };
-                (format!(" of {total} ({share:.0}%)"), eta)
+                let total = (done as f64 / share).round();
+                let left = elapsed * (1.0 - share) / share;
+                (
+                    format!(
+                        ", {:.0}% of the table walked (about {total:.0} in all)",
+                        (share * 100.0).floor()
+                    ),
+                    format!(", ETA {left:.0}s"),
+                )
             }
             None => (String::new(), String::new()),
         };
         let mut err = std::io::stderr().lock();
         let _ = writeln!(
             err,
-            "clean: progress: {done}{of} expired task row(s) deleted in {batches} batch(es), {rate:.0} rows/s, {elapsed:.0}s{eta}"
+            "clean: progress: {done} expired task row(s) deleted in {batches} batch(es){walked}, {rate:.0} rows/s, {elapsed:.0}s{eta}"
         );
         let _ = err.flush();
     }

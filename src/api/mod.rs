@@ -140,7 +140,8 @@ impl Api {
 
     // ── task keys ────────────────────────────────────────────────────────────────────────
 
-    fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
+    /// `/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/` and `tail`.
+    fn task_instance_target(scope: &TaskScope, tail: &[&str]) -> Target {
         let mut segments = vec![
             "dags",
             scope.dag_id.as_str(),
@@ -148,10 +149,15 @@ impl Api {
             scope.run_id.as_str(),
             "taskInstances",
             scope.task_id.as_str(),
-            "state-store",
         ];
-        segments.extend(key);
-        Target::api(&segments).query("map_index", scope.map_index)
+        segments.extend_from_slice(tail);
+        Target::api(&segments)
+    }
+
+    fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
+        let mut tail = vec!["state-store"];
+        tail.extend(key);
+        Self::task_instance_target(scope, &tail).query("map_index", scope.map_index)
     }
 
     /// One task key, expired or not; `None` when the API has no such key (it says so alike
@@ -205,17 +211,9 @@ impl Api {
         let mut indexes = vec![-1];
         let walked = self.walk(
             |offset, limit| {
-                Target::api(&[
-                    "dags",
-                    &scope.dag_id,
-                    "dagRuns",
-                    &scope.run_id,
-                    "taskInstances",
-                    &scope.task_id,
-                    "listMapped",
-                ])
-                .query("limit", limit)
-                .query("offset", offset)
+                Self::task_instance_target(scope, &["listMapped"])
+                    .query("limit", limit)
+                    .query("offset", offset)
             },
             "task_instances",
             0,
@@ -239,16 +237,7 @@ impl Api {
     /// That the task instance exists, asked without changing anything: a 404 is the API's own
     /// words on what is missing.
     pub(crate) fn require_task_instance(&self, scope: &TaskScope) -> Result<()> {
-        let index = scope.map_index.to_string();
-        let target = Target::api(&[
-            "dags",
-            &scope.dag_id,
-            "dagRuns",
-            &scope.run_id,
-            "taskInstances",
-            &scope.task_id,
-            &index,
-        ]);
+        let target = Self::task_instance_target(scope, &[&scope.map_index.to_string()]);
         self.call(Method::GET, &target, None, &[200])?;
         Ok(())
     }

@@ -485,12 +485,12 @@ impl Watch for Watcher {
         self.progress.detail(line);
     }
 
-    fn wants_total(&self) -> bool {
-        self.progress.wants_total()
+    fn wants_walk(&self) -> bool {
+        self.progress.wants_walk()
     }
 
-    fn total(&mut self, rows: u64) {
-        self.progress.set_total(rows);
+    fn walked(&mut self, share: f64) {
+        self.progress.walked(share);
     }
 }
 

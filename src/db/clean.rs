@@ -100,6 +100,14 @@ impl Store {
         count(self.connection(), "cannot count expired rows", &query)
     }
 
+    /// The lowest and the highest id of the task table, `None` when it is empty.
+    pub(crate) fn id_bounds(&mut self) -> Result<Option<(i64, i64)>> {
+        let query = Query::new("SELECT min(id), max(id) FROM task_state_store");
+        let bounds =
+            first(self.connection(), "cannot read the ids", &query, |f| Ok((f.opt_int()?, f.opt_int()?)))?;
+        Ok(bounds.and_then(|(low, high)| low.zip(high)))
+    }
+
     /// Expired task rows per dag, for a dry run.
     pub(crate) fn expired_by_dag(&mut self, cutoff: Timestamp) -> Result<Vec<DagCount>> {
         let query = Query::new(

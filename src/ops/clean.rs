@@ -73,12 +73,12 @@ pub(crate) trait Watch {
     fn batch(&mut self, summary: &Summary, deleted: bool);
     /// A line about a batch, with `--verbose`.
     fn detail(&mut self, line: &str);
-    /// Whether it wants the number of rows the run deletes in all (which costs a count).
-    fn wants_total(&self) -> bool {
+    /// Whether it wants to hear how far the walk of the primary key has gone.
+    fn wants_walk(&self) -> bool {
         false
     }
-    /// The number of rows the run deletes in all: those deleted so far and those left.
-    fn total(&mut self, _rows: u64) {}
+    /// The share of the primary key walked so far (0 to 1).
+    fn walked(&mut self, _share: f64) {}
 }
 
 /// Runs a clean on a store whose clean lock this process holds. The summary comes back with
@@ -425,6 +425,8 @@ impl Run<'_> {
     fn delete_expired(&mut self) -> Result<()> {
         let cutoff = self.summary.cutoff;
         let mut after_id = i64::MIN;
+        // The ends of the primary key, for how far the walk has gone: two index lookups.
+        let bounds = if self.watch.wants_walk() { self.store.id_bounds().ok().flatten() } else { None };
         loop {
             if let Some(stop) = self.should_stop() {
                 self.summary.stopped_by = Some(stop);
@@ -496,10 +498,10 @@ impl Run<'_> {
                 });
             }
             self.batch_done(deleted > 0);
-            if self.watch.wants_total()
-                && let Ok(left) = self.store.count_expired(cutoff)
-            {
-                self.watch.total(self.summary.task_rows_deleted + left);
+            if let Some((first, last)) = bounds {
+                #[allow(clippy::cast_precision_loss)]
+                let share = up_to_id.map_or(1.0, |id| (id - first + 1) as f64 / (last - first + 1) as f64);
+                self.watch.walked(share);
             }
             let took = batch_started.elapsed();
             if let Some(n) = batch {
