@@ -29,7 +29,8 @@
 # (default 10,000,000) on every dialect, each table seeded with SQL inside its database, and
 # prints both sizes side by side with the floor of each size: wall time, µs per expired row,
 # peak RSS, the ratio to the floor and the growth of the time per row; it takes --dialects,
-# --batch-sizes (default 0,10000), --repeat (default 1), --no-airflow and --json.
+# --batch-sizes (default 0,10000), --layouts (default hashed,interleaved,contiguous), --repeat
+# (default 1), --until-purged, --no-airflow and --json.
 #
 # bench/rest_bench.py (the REST transport beside curl, on a local `airflow api-server`) runs with
 # --only rest, or last in a full run when the Airflow venv is there; of the options it takes

@@ -5,7 +5,9 @@ seeded with SQL inside the database (bench/seed.py) and each with the floor (one
 the database's own client) measured in the same run. Prints, per database and batch size, the
 wall time, the time per expired row and the peak RSS at both sizes, each clean's ratio to its
 floor, and how the time per row grew from the small table to the large one. Every figure is
-also written with --json. Usually started by `bench/run.sh --only scale`; not part of the test
+also written with --json. With --layouts, one such pair for each layout of the expired rows
+(bench/seed.py: hashed, interleaved, contiguous); with --until-purged, MySQL runs are also
+timed until InnoDB's purge caught up with them. Usually started by `bench/run.sh --only scale`; not part of the test
 suite (the 10,000,000-row tables take about 3 GB each and the whole run most of an hour on
 2 cores).
 """
