@@ -93,6 +93,14 @@ pub(super) fn delete_range<C: Connection + ?Sized>(
     conn.run("cannot delete expired rows", &query)
 }
 
+/// The lowest and the highest id of the task table, `None` when it is empty: two index
+/// lookups.
+pub(super) fn id_bounds<C: Connection + ?Sized>(conn: &mut C) -> Result<Option<(i64, i64)>> {
+    let query = Query::new("SELECT min(id), max(id) FROM task_state_store");
+    let bounds = first(conn, "cannot read the ids", &query, |f| Ok((f.opt_int()?, f.opt_int()?)))?;
+    Ok(bounds.and_then(|(low, high)| low.zip(high)))
+}
+
 impl Store {
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     pub(crate) fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
@@ -100,12 +108,10 @@ impl Store {
         count(self.connection(), "cannot count expired rows", &query)
     }
 
-    /// The lowest and the highest id of the task table, `None` when it is empty.
+    /// The lowest and the highest id of the task table, `None` when it is empty or when
+    /// reading them would wait for a lock (see [`Connection::id_bounds_at_once`]).
     pub(crate) fn id_bounds(&mut self) -> Result<Option<(i64, i64)>> {
-        let query = Query::new("SELECT min(id), max(id) FROM task_state_store");
-        let bounds =
-            first(self.connection(), "cannot read the ids", &query, |f| Ok((f.opt_int()?, f.opt_int()?)))?;
-        Ok(bounds.and_then(|(low, high)| low.zip(high)))
+        self.connection().id_bounds_at_once()
     }
 
     /// Expired task rows per dag, for a dry run.

@@ -432,6 +432,13 @@ pub(crate) trait Connection {
     fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         Ok(None)
     }
+    /// The lowest and the highest id of the task table (`None` when it is empty), read
+    /// without waiting for a lock: a clean's progress lines only. Behind a table another
+    /// session locked (`LOCK TABLE`, `ALTER`, `airflow db migrate`) the read fails at once
+    /// instead of spending `--lock-timeout` before the batches spend it again.
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        super::clean::id_bounds(self)
+    }
     /// How a clean paces itself while no other session writes ([`QuietPace`]): by default
     /// batches of about 250 ms back to back, since a server's row locks keep a batch from
     /// blocking writers of live rows.

@@ -180,6 +180,15 @@ pub(super) fn range_skipping_locked(
     }
 }
 
+/// The ends of the primary key with no wait for a lock: `None` behind a table another
+/// session holds, which the batches then wait for once.
+pub(super) fn id_bounds_at_once(my: &mut MysqlConnection) -> Result<Option<(i64, i64)>> {
+    match without_waiting(my, crate::db::clean::id_bounds) {
+        Err(e) if lock_not_granted(&e) => Ok(None),
+        done => done,
+    }
+}
+
 /// Runs `statement` with InnoDB's row-lock wait and the table (metadata) lock wait at 0 for
 /// this session (MariaDB gives up at once; MySQL's shortest waits are 1 s), then puts back the
 /// waits `begin` set from `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL,

@@ -334,6 +334,10 @@ impl Connection for MysqlConnection {
         clean::begin(self)
     }
 
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        clean::id_bounds_at_once(self)
+    }
+
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
         // A row a worker holds is skipped, not waited for, wherever the server can.
         if self.version.contains("MariaDB") && clean::skips_locked_rows(&self.version) {

@@ -61,6 +61,29 @@ pub(super) fn batch_by_window(
     Ok(Batch { deleted, last_id })
 }
 
+/// The ends of the primary key with no wait for a lock: `None` behind a table another
+/// session holds (`LOCK TABLE`, `ALTER`), which the batches then wait for once.
+pub(super) fn id_bounds_at_once(pg: &mut PostgresConnection) -> Result<Option<(i64, i64)>> {
+    let context = format!("cannot read the ids in {}", pg.location);
+    {
+        let _stall = pg.stall_guard();
+        pg.client
+            .batch_execute("BEGIN READ ONLY; SET LOCAL lock_timeout = '1ms'")
+            .map_err(super::pg_err(&context))?;
+    }
+    let bounds = crate::db::clean::id_bounds(pg);
+    let _stall = pg.stall_guard();
+    let ended = pg.client.batch_execute(if bounds.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    match bounds {
+        Err(e) if super::lock_not_available(&e) => Ok(None),
+        Err(e) => Err(e),
+        Ok(bounds) => {
+            ended.map_err(super::pg_err(&context))?;
+            Ok(bounds)
+        }
+    }
+}
+
 /// The expired rows of an id range: a plain DELETE in a transaction that gives up after 1 ms
 /// on any lock, and, when a row is locked by another session (a worker writing that key right
 /// now), a DELETE that skips such rows instead: they are not expired any more, or the next

@@ -71,6 +71,18 @@ fn cause(error: postgres::Error) -> Cause {
     Box::new(PgError { error, uncommitted: false })
 }
 
+/// Whether `e` is PostgreSQL's `lock_not_available` (55P03): a lock the statement needed was
+/// not granted within `lock_timeout`.
+fn lock_not_available(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        let pg = match cause.downcast_ref::<Error>() {
+            Some(Error::Database { cause, .. }) => cause.downcast_ref::<PgError>(),
+            _ => cause.downcast_ref::<PgError>(),
+        };
+        pg.and_then(|pg| pg.error.code()) == Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE)
+    })
+}
+
 /// The error of a statement inside a transaction whose COMMIT was never sent.
 fn uncommitted(error: postgres::Error) -> Cause {
     Box::new(PgError { error, uncommitted: true })
@@ -392,6 +404,10 @@ impl Connection for PostgresConnection {
 
     fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<bool> {
         clean::begin(self)
+    }
+
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        clean::id_bounds_at_once(self)
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
