@@ -147,13 +147,17 @@ def test_list_order_and_paging_match_airflow(task, airflow, state_store) -> None
 
 
 def test_list_without_a_limit_lists_every_key(task, airflow, state_store) -> None:
-    """`--limit 0` is documented as "no limit": every key Airflow wrote, more than a page."""
+    """Off a terminal `list` has no limit, and `--limit 0` is documented as "no limit": every
+    key Airflow wrote, more than a terminal's page of 100; `--limit N` stops at N."""
     keys = [f"k{n:03d}" for n in range(120)]
     for key in keys:
         airflow.backend_set(task, key, "1", None)
-    assert len(state_store.json("list", *task.args())) == 100
+    listed = [e["key"] for e in state_store.json("list", *task.args())]
+    assert listed == keys, f"`list` off a terminal printed {len(listed)} of {len(keys)} keys"
     listed = [e["key"] for e in state_store.json("list", *task.args(), "--limit", "0")]
     assert listed == keys, f"`list --limit 0` printed {len(listed)} of {len(keys)} keys"
+    limited = [e["key"] for e in state_store.json("list", *task.args(), "--limit", "100")]
+    assert limited == keys[:100]
 
 
 def test_expired_keys_are_still_read_until_cleaned(task, airflow, state_store) -> None:
