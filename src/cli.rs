@@ -26,7 +26,7 @@ Exit codes:
        refused, no token to be had)
   11   import --skip-damaged: the whole lines were restored, damaged lines skipped
   70   internal error: a defect of state-store itself (please report it)
-  130  stopped by SIGINT, 143 stopped by SIGTERM
+  130  stopped by SIGINT, 143 stopped by SIGTERM, 129 SIGHUP, 131 SIGQUIT (128 + the signal)
 
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
 $AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
@@ -102,7 +102,8 @@ pub(crate) const CLEAN_EXIT_STATUS: &[(&str, &str)] = &[
     (
         "130, 143",
         "stopped by SIGINT or SIGTERM, after the batch in progress committed (143 at a \
-         shutdown or systemctl stop: no failure for the shipped unit)",
+         shutdown or systemctl stop: no failure for the shipped unit); 129 SIGHUP, 131 SIGQUIT, \
+         128 + the number of any other signal that ends a run",
     ),
 ];
 

@@ -34,8 +34,6 @@ pub(crate) mod exit {
     pub(crate) const DAMAGED: i32 = 11;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
     pub(crate) const INTERNAL: i32 = 70;
-    pub(crate) const SIGINT: i32 = 130;
-    pub(crate) const SIGTERM: i32 = 143;
 }
 
 /// A cause from outside the tool (a driver, the operating system), kept as an error value.
@@ -93,8 +91,9 @@ pub(crate) enum Error {
     /// 10, so a script can tell "restored, but the file was damaged" from a clean import.
     #[error("{0}")]
     Damaged(String),
-    /// A signal stopped the command (the report, if any, was already printed): exit 130/143.
-    #[error("stopped by {}", if *signal == 15 { "SIGTERM" } else { "SIGINT" })]
+    /// A signal stopped the command (the report, if any, was already printed): exit 128 + its
+    /// number (129 SIGHUP, 130 SIGINT, 131 SIGQUIT, 143 SIGTERM).
+    #[error("stopped by {}", crate::signals::signal_name(*signal))]
     Interrupted { signal: i32 },
     /// Writing the report (to stdout, or to the file `target` names) failed. A closed stdout
     /// pipe ends the process quietly (exit 0); anything else (a full disk) is exit 6, since
@@ -131,8 +130,7 @@ impl Error {
             Error::Database { .. } | Error::Remote(_) => exit::DATABASE,
             Error::Auth(_) => exit::AUTH,
             Error::Schema(_) => exit::SCHEMA,
-            Error::Interrupted { signal: 15 } => exit::SIGTERM,
-            Error::Interrupted { .. } => exit::SIGINT,
+            Error::Interrupted { signal } => crate::signals::exit_code(*signal),
             Error::Output { .. } => exit::OUTPUT,
             Error::Busy(_) => exit::BUSY,
             Error::Unhealthy(_) => exit::UNHEALTHY,
@@ -156,9 +154,19 @@ pub(crate) fn kind(error: &anyhow::Error) -> Option<&Error> {
     error.downcast_ref::<Error>().or_else(|| error.chain().find_map(|cause| cause.downcast_ref::<Error>()))
 }
 
-/// The exit code an error ends the process with: its kind's, or 70 when it has none.
+/// The exit code an error ends the process with: its kind's, or 70 when it has none; 0 for a
+/// closed stdout pipe, a quiet success. The one place it is decided: the exit status and
+/// every sink that reports it (clean's document and metrics file) take it from here.
 pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
+    if is_broken_pipe(error) {
+        return exit::SUCCESS;
+    }
     kind(error).map_or(exit::INTERNAL, Error::exit_code)
+}
+
+/// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    matches!(kind(error), Some(Error::Output { target: None, cause }) if cause.kind() == io::ErrorKind::BrokenPipe)
 }
 
 impl CliError {
@@ -173,7 +181,7 @@ impl CliError {
 
     /// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
     pub(crate) fn is_broken_pipe(&self) -> bool {
-        matches!(self.kind(), Some(Error::Output { target: None, cause }) if cause.kind() == io::ErrorKind::BrokenPipe)
+        is_broken_pipe(&self.error)
     }
 }
 
@@ -232,6 +240,9 @@ mod tests {
     fn only_a_closed_stdout_is_a_quiet_end() {
         let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
         assert!(CliError::from(Error::stdout(pipe())).is_broken_pipe());
+        assert_eq!(CliError::from(Error::stdout(pipe())).exit_code, exit::SUCCESS);
+        let full = CliError::from(Error::stdout(io::Error::from(io::ErrorKind::StorageFull)));
+        assert_eq!(full.exit_code, exit::OUTPUT);
         let file = CliError::from(Error::output_file("archive a.jsonl", pipe()));
         assert!(!file.is_broken_pipe());
         assert_eq!(file.exit_code, exit::OUTPUT);

@@ -62,7 +62,8 @@ pub fn main_exit_code() -> i32 {
     };
     guarded(|| match commands::run(cli).map_err(CliError::from) {
         Ok(()) => exit::SUCCESS,
-        Err(e) if e.is_broken_pipe() => exit::SUCCESS,
+        // Its exit code is 0 (error::exit_code): nothing to say.
+        Err(e) if e.is_broken_pipe() => e.exit_code,
         Err(e) => {
             // A signal's report was already printed; the exit code says the rest.
             if !matches!(e.kind(), Some(error::Error::Interrupted { .. })) {

@@ -154,7 +154,7 @@ pub(crate) fn render(run: &CleanRun, last_success: Option<&str>) -> String {
     );
     metric(
         "state_store_clean_interrupted",
-        "1 when a signal (SIGTERM, SIGINT) stopped the last clean run between batches.",
+        "1 when a signal (SIGTERM, SIGINT, SIGHUP, ...) stopped the last clean run between batches.",
         &[("", flag(run.interrupted))],
     );
     metric(

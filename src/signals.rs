@@ -1,7 +1,21 @@
-//! SIGINT and SIGTERM, and every other way the process is ended from outside its main thread.
+//! Signals, and every other way the process is ended from outside its main thread.
 //!
-//! Most commands are one short transaction: a signal ends the process at once with 130/143,
-//! and the database discards the unfinished transaction. `clean` runs for minutes, so while it
+//! Every signal whose default action ends the process and that can be caught is handled here,
+//! one set for every command ([`ENDING`]): SIGHUP (a dropped ssh session), SIGINT (Ctrl-C),
+//! SIGQUIT (Ctrl-\), SIGTERM, and SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU,
+//! SIGIO and SIGPWR, which nothing should send but which would otherwise end a clean with no
+//! summary, no metrics file and its lock file left. Each is answered as SIGTERM is, with
+//! exit code 128 + its number. SIGXFSZ is caught and does nothing, so that a write past a
+//! file size limit fails with `EFBIG` as a full disk does (exit 6, the file named) instead
+//! of killing the process; SIGPIPE is ignored (Rust's runtime does it before `main`), so a
+//! closed pipe is a write error too. Left to the kernel: SIGKILL and SIGSTOP, which cannot be
+//! caught; SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT, SIGTRAP and SIGSYS, the process's own
+//! faults, whose core is what a report needs; and the real-time signals, which only a
+//! process that asks for them is sent.
+//!
+//! Most commands are one short transaction: a signal ends the process at once with 128 + its
+//! number (130 for SIGINT, 143 for SIGTERM), and the database discards the unfinished
+//! transaction. `clean` runs for minutes, so while it
 //! runs a signal only raises a flag; the current batch commits or rolls back as a whole, the
 //! summary is printed with `interrupted: true`, and a second signal ends the process at once.
 //! A first signal that the run does not answer within [`SIGNAL_GRACE`] (a batch blocked on a
@@ -19,8 +33,17 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use signal_hook::consts::{SIGINT, SIGTERM};
+use libc::SIGPWR;
+use signal_hook::consts::{
+    SIGALRM, SIGHUP, SIGINT, SIGIO, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU, SIGXFSZ,
+};
 use signal_hook::iterator::Signals;
+
+/// The signals that would end the process, each answered as SIGTERM is (see the module's
+/// paragraph for those left out, and why).
+pub(crate) const ENDING: &[i32] = &[
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGIO, SIGPWR,
+];
 
 /// How long a first signal may wait for a clean to stop on its own, after which the process
 /// ends at once. A responsive clean stops well within it: its batches are bounded, and its
@@ -46,7 +69,7 @@ pub(crate) enum Ending {
 impl Ending {
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
-            Ending::Signal(signal) | Ending::GraceOver(signal) => 128 + signal,
+            Ending::Signal(signal) | Ending::GraceOver(signal) => exit_code(*signal),
             Ending::Failed { exit_code, .. } => *exit_code,
         }
     }
@@ -66,12 +89,15 @@ impl Ending {
     }
 }
 
+/// `SIGTERM`, `SIGHUP`, …: the name of a signal of [`ENDING`].
 pub(crate) fn signal_name(signal: i32) -> &'static str {
-    match signal {
-        SIGINT => "SIGINT",
-        SIGTERM => "SIGTERM",
-        _ => "a signal",
-    }
+    signal_hook::low_level::signal_name(signal).unwrap_or("a signal")
+}
+
+/// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
+/// the signal killed (130 for SIGINT, 143 for SIGTERM).
+pub(crate) fn exit_code(signal: i32) -> i32 {
+    128 + signal
 }
 
 /// What puts the terminal back as it was (its echo, after a password prompt), run when the
@@ -97,14 +123,19 @@ pub(crate) fn restored() {
 type LastWords = Box<dyn Fn(&Ending) -> String + Send>;
 static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
 
-/// Starts the thread that receives SIGINT/SIGTERM. Without it the defaults apply (the
-/// process dies by the signal), which is still safe; so a failure here is not fatal.
+/// Starts the thread that receives the signals of [`ENDING`] (and SIGXFSZ, to let it pass).
+/// Without it the defaults apply (the process dies by the signal), which is still safe; so a
+/// failure here is not fatal.
 pub(crate) fn install() {
-    let Ok(mut signals) = Signals::new([SIGINT, SIGTERM]) else {
+    let Ok(mut signals) = Signals::new(ENDING.iter().copied().chain([SIGXFSZ])) else {
         return;
     };
     std::thread::spawn(move || {
         for signal in signals.forever() {
+            if signal == SIGXFSZ {
+                // Caught only so that the write past the limit fails (EFBIG) instead.
+                continue;
+            }
             let first = RECEIVED.swap(signal, Ordering::SeqCst) == 0;
             if GRACEFUL.load(Ordering::SeqCst) && first {
                 after(SIGNAL_GRACE, move || Ending::GraceOver(signal));

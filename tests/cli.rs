@@ -4042,7 +4042,10 @@ fn promtool_accepts_the_metrics_file_and_the_alerts() {
 /// clean lock file is gone after every ending. Endings: success, `--max-rows`,
 /// `--max-duration`, SIGINT, SIGTERM, a failure after committed batches (another connection
 /// takes the write lock, `--lock-timeout 1s`), the hard deadline (`--max-duration` + 15 s, a
-/// batch blocked on that lock) and a SIGTERM the blocked run cannot answer (its 10 s grace).
+/// batch blocked on that lock), a SIGTERM the blocked run cannot answer (its 10 s grace),
+/// SIGHUP (a dropped ssh session) and SIGQUIT (Ctrl-\) between batches, and a stdout closed
+/// before the document (`| head`), which is a success. The metrics' exit code is the
+/// process's on every ending.
 #[test]
 fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
     use std::time::Duration;
@@ -4053,6 +4056,9 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
         "max_duration",
         "SIGINT",
         "SIGTERM",
+        "SIGHUP",
+        "SIGQUIT",
+        "closed stdout",
         "failure after batches",
         "hard deadline",
         "blocked SIGTERM",
@@ -4093,9 +4099,20 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
                 args.extend(["--max-duration", "1s", "--sleep", "300ms"]);
                 (bench.run(&args), 0)
             }
+            "closed stdout" => {
+                // The reader is gone before the run writes its document, as `| head` that
+                // has read its lines already.
+                args.extend(["--sleep", "100ms"]);
+                let mut child =
+                    bench.cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+                drop(child.stdout.take());
+                (finished(child, &args), 0)
+            }
             _ => {
                 let signal = match ending {
                     "SIGINT" => "-INT",
+                    "SIGHUP" => "-HUP",
+                    "SIGQUIT" => "-QUIT",
                     _ => "-TERM",
                 };
                 let blocked = matches!(ending, "hard deadline" | "blocked SIGTERM" | "failure after batches");
@@ -4122,7 +4139,7 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
                     holder = Some(bench.hold("DELETE FROM task_state_store WHERE 0"));
                 }
                 match ending {
-                    "SIGINT" | "SIGTERM" | "blocked SIGTERM" => {
+                    "SIGINT" | "SIGTERM" | "SIGHUP" | "SIGQUIT" | "blocked SIGTERM" => {
                         if ending == "blocked SIGTERM" {
                             // Into the batch that waits for the lock.
                             std::thread::sleep(Duration::from_millis(800));
@@ -4134,7 +4151,9 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
                     _ => {}
                 }
                 let code = match ending {
+                    "SIGHUP" => 129,
                     "SIGINT" => 130,
+                    "SIGQUIT" => 131,
                     "SIGTERM" | "blocked SIGTERM" => 143,
                     _ => 4,
                 };
@@ -4153,8 +4172,10 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
             "{what}"
         );
         assert_eq!(sample(r#"state_store_clean_batches{phase="expired"}"#), deleted.to_string(), "{what}");
-        assert_eq!(sample("state_store_clean_exit_code"), code.to_string(), "{what}");
-        let signalled = matches!(ending, "SIGINT" | "SIGTERM" | "blocked SIGTERM");
+        assert_eq!(sample("state_store_clean_exit_code"), run.code.to_string(), "{what}");
+        let succeeded = samples.contains_key("state_store_clean_last_success_timestamp_seconds");
+        assert_eq!(succeeded, code == 0, "a success is recorded exactly when the run succeeded: {what}");
+        let signalled = matches!(ending, "SIGINT" | "SIGTERM" | "SIGHUP" | "SIGQUIT" | "blocked SIGTERM");
         assert_eq!(sample("state_store_clean_interrupted"), u8::from(signalled).to_string(), "{what}");
         assert!(deleted >= 2 || !signalled, "{what}");
         if promtool {
@@ -4165,7 +4186,7 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
                 .unwrap();
             assert!(out.status.success(), "promtool: {}", String::from_utf8_lossy(&out.stderr));
         }
-        if format == "json" {
+        if format == "json" && ending != "closed stdout" {
             let doc = one_document(&run);
             assert_eq!(doc["task_rows_deleted"], json!(deleted), "{what}");
             assert_eq!(doc["batches"], json!(deleted), "{what}");
@@ -4174,7 +4195,7 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
                 assert_eq!(doc["error"]["exit_code"], json!(code), "{what}");
             }
         }
-        if format == "yaml" {
+        if format == "yaml" && ending != "closed stdout" {
             for line in [
                 format!("\ntask_rows_deleted: {deleted}\n"),
                 format!("\nbatches: {deleted}\n"),

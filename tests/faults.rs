@@ -3233,38 +3233,50 @@ mod rest_transport {
     }
 
     /// Ctrl-C at the password prompt ends the run (130) with the terminal's echo back on:
-    /// it was turned off to read the password. A pseudo-terminal (Python's `pty`) plays the
-    /// user's terminal.
+    /// it was turned off to read the password; so do Ctrl-\ (SIGQUIT) and SIGHUP. A
+    /// pseudo-terminal (Python's `pty`) plays the user's terminal.
     #[test]
     fn ctrl_c_at_the_password_prompt_puts_the_echo_back() {
         let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
         let script = r#"
-import os, pty, sys, termios, time
+import os, pty, signal, sys, termios, time
+how = sys.argv[1]
 pid, fd = pty.fork()
 if pid == 0:
-    os.execv(sys.argv[1], sys.argv[1:])
+    os.execv(sys.argv[2], sys.argv[2:])
 seen, deadline = b"", time.time() + 20
 while b"Password for" not in seen and time.time() < deadline:
     seen += os.read(fd, 1024)
 time.sleep(0.2)
-os.write(fd, b"\x03")
+if how == "hup":
+    os.kill(pid, signal.SIGHUP)
+else:
+    os.write(fd, {"ctrl-c": b"\x03", "ctrl-backslash": b"\x1c"}[how])
 _, status = os.waitpid(pid, 0)
 print(os.waitstatus_to_exitcode(status), bool(termios.tcgetattr(fd)[3] & termios.ECHO))
 "#;
         let mut line = vec!["--api-url", &api.url, "--api-username", "ann", "get", "k"];
         line.extend_from_slice(&TASK);
         let tool = Bench::bare().cmd(&line);
-        let mut python = Command::new("python3");
-        python.arg("-c").arg(script).arg(tool.get_program()).args(tool.get_args());
-        for (key, value) in tool.get_envs() {
-            match value {
-                Some(value) => python.env(key, value),
-                None => python.env_remove(key),
-            };
+        // Ctrl-C is SIGINT, Ctrl-\ SIGQUIT; a dropped ssh session sends SIGHUP.
+        for (how, code) in [("ctrl-c", 130), ("ctrl-backslash", 131), ("hup", 129)] {
+            let mut python = Command::new("python3");
+            python.arg("-c").arg(script).arg(how).arg(tool.get_program()).args(tool.get_args());
+            for (key, value) in tool.get_envs() {
+                match value {
+                    Some(value) => python.env(key, value),
+                    None => python.env_remove(key),
+                };
+            }
+            let out = python.env_remove("STATE_STORE_API_PASSWORD").output().expect("python3");
+            let said = String::from_utf8_lossy(&out.stdout);
+            assert_eq!(
+                said.trim(),
+                format!("{code} True"),
+                "{how}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
         }
-        let out = python.env_remove("STATE_STORE_API_PASSWORD").output().expect("python3");
-        let said = String::from_utf8_lossy(&out.stdout);
-        assert_eq!(said.trim(), "130 True", "{}", String::from_utf8_lossy(&out.stderr));
     }
 
     #[test]

@@ -211,7 +211,8 @@ impl Sinks {
             let exit_code =
                 result.as_ref().err().map_or(crate::error::exit::SUCCESS, crate::error::exit_code);
             match metrics.write(&self.metrics_of(summary.as_ref(), backlog, skipped, exit_code)) {
-                Err(e) if result.is_ok() => result = Err(e),
+                // A success so far (a closed stdout pipe is one) fails now.
+                Err(e) if exit_code == crate::error::exit::SUCCESS => result = Err(e),
                 // The run already failed: its error, not this one, decides the exit code.
                 Err(e) => output::warn(&crate::error::message(e.as_ref())),
                 Ok(()) => {}

@@ -112,8 +112,7 @@ pub(crate) enum Stop {
 impl Stop {
     pub(crate) fn name(self) -> &'static str {
         match self {
-            Stop::Signal(15) => "SIGTERM",
-            Stop::Signal(_) => "SIGINT",
+            Stop::Signal(signal) => crate::signals::signal_name(signal),
             Stop::MaxRows => "max_rows",
             Stop::MaxDuration => "max_duration",
         }
