@@ -1577,8 +1577,9 @@ for doc in docs:
     #[test]
     fn matches_python_json_dumps() {
         // A fixed seed, so the run is the same everywhere; `STATE_STORE_TEST_SEED` draws others.
-        let seed = std::env::var("STATE_STORE_TEST_SEED")
+        let seed = crate::env::var("STATE_STORE_TEST_SEED")
             .ok()
+            .flatten()
             .and_then(|s| s.parse::<u64>().ok())
             .filter(|s| *s != 0)
             .unwrap_or(0x5eed_1234_abcd_ef01);

@@ -12,6 +12,7 @@ mod cli;
 mod commands;
 mod config;
 mod db;
+mod env;
 mod error;
 mod fs;
 mod json;

@@ -4,6 +4,9 @@
 //! against the servers named by `STATE_STORE_TEST_POSTGRES_URL` / `STATE_STORE_TEST_MYSQL_URL`,
 //! by default this machine's). The rest are about SQLite files and the command line itself.
 
+// The suite reads its own settings (database URLs, seeds, PATH) from the environment; the
+// rule of one reader that refuses what is not UTF-8 (src/env.rs) is the tool's.
+#![allow(clippy::disallowed_methods)]
 #![allow(clippy::unwrap_used, clippy::print_stdout, clippy::print_stderr)]
 
 #[macro_use]
@@ -4792,4 +4795,135 @@ fn verbose_names_the_database_opened_and_masks_its_password() {
     // A password is masked (the server is never reached: nothing listens on port 9).
     let run = bench.run(&["-v", "--conn", "postgresql://u:pw-Secret-9@127.0.0.1:9/x", "list"]).code(4);
     assert!(!run.stderr.contains("pw-Secret-9"), "{}", run.stderr);
+}
+
+/// The environment is read by one reader that never takes bytes that are not UTF-8 for an
+/// unset variable: such a value is refused with exit 3 naming the variable, or, for a path
+/// and nothing else (`AIRFLOW_HOME`), used as bytes. Each case is one that, read as unset,
+/// ran the command somewhere else: on `~/airflow/airflow.db`, which `HOME` holds here with
+/// expired rows that must survive, on the database instead of the API, or without a token.
+mod environment_not_utf8 {
+    use super::*;
+    use std::ffi::{OsStr, OsString};
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+
+    fn with_ff(text: &str) -> OsString {
+        let mut bytes = text.as_bytes().to_vec();
+        bytes.push(0xff);
+        OsString::from_vec(bytes)
+    }
+
+    fn expired(db: &std::path::Path) -> i64 {
+        rusqlite::Connection::open(db)
+            .unwrap()
+            .query_row("SELECT count(*) FROM task_state_store WHERE expires_at < '2026-01-01'", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    }
+
+    fn run(bench: &Bench, args: &[&str], env: &[(&str, &OsStr)], unset: &[&str]) -> support::Run {
+        let mut cmd = bench.cmd(args);
+        for name in unset {
+            cmd.env_remove(name);
+        }
+        for (name, value) in env {
+            cmd.env(name, value);
+        }
+        support::Run::from(cmd.output().unwrap(), args)
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_refused_by_name_or_used_as_a_path() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 20, 2);
+        let db = bench.dir.path().join("airflow.db");
+        // ~/airflow/airflow.db: the database a variable read as unset falls back to.
+        let home = bench.dir.path().join("home");
+        std::fs::create_dir_all(home.join("airflow")).unwrap();
+        let fallback = home.join("airflow/airflow.db");
+        std::fs::copy(&db, &fallback).unwrap();
+        let before = expired(&fallback);
+        assert!(before > 0);
+        let home = home.as_os_str();
+
+        // The database's URL: refused, and ~/airflow/airflow.db left alone.
+        let conn = with_ff(&format!("sqlite:///{}/x", bench.dir.path().display()));
+        let refused = run(
+            &bench,
+            &["clean"],
+            &[("HOME", home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", &conn)],
+            &["AIRFLOW_HOME"],
+        )
+        .fails(3, "environment variable AIRFLOW__DATABASE__SQL_ALCHEMY_CONN is not valid UTF-8");
+        assert_eq!(refused.stderr.lines().count(), 1, "{refused:?}");
+        assert_eq!(expired(&fallback), before);
+
+        // AIRFLOW_HOME is a path: its airflow.cfg is read by those bytes.
+        let airflow_home = bench.dir.path().join(with_ff("airflow-home-"));
+        std::fs::create_dir(&airflow_home).unwrap();
+        std::fs::write(
+            airflow_home.join("airflow.cfg"),
+            format!("[database]\nsql_alchemy_conn = sqlite:///{}\n", db.display()),
+        )
+        .unwrap();
+        let cleaned_before = expired(&db);
+        run(
+            &bench,
+            &["clean"],
+            &[("HOME", home), ("AIRFLOW_HOME", airflow_home.as_os_str())],
+            &["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+        )
+        .success();
+        assert!(cleaned_before > 0);
+        assert_eq!(expired(&db), 0, "the database AIRFLOW_HOME's airflow.cfg names is cleaned");
+        assert_eq!(expired(&fallback), before, "~/airflow/airflow.db is left alone");
+
+        // Without an airflow.cfg there, the default URL would have to hold those bytes: refused.
+        let empty_home = bench.dir.path().join(with_ff("empty-home-"));
+        std::fs::create_dir(&empty_home).unwrap();
+        run(
+            &bench,
+            &["clean"],
+            &[("HOME", home), ("AIRFLOW_HOME", empty_home.as_os_str())],
+            &["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"],
+        )
+        .fails(3, "environment variable AIRFLOW_HOME is not valid UTF-8");
+        assert_eq!(expired(&fallback), before);
+
+        // A `$VARIABLE` in a value, and another option's override, are refused the same way.
+        run(&bench, &["stats"], &[("AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS", &with_ff("3"))], &[])
+            .fails(3, "environment variable AIRFLOW__STATE_STORE__DEFAULT_RETENTION_DAYS is not valid UTF-8");
+    }
+
+    /// The REST transport's variables: the URL (read as unset, the command ran on the
+    /// database), the token (requests went without one) and the password (reported as not set).
+    #[test]
+    fn the_rest_transports_variables_that_are_not_utf8_are_refused_by_name() {
+        let bench = with_run(Dialect::Sqlite);
+        let url = with_ff("http://127.0.0.1:1/");
+        run(&bench, &["stats"], &[("STATE_STORE_API_URL", &url)], &[])
+            .fails(3, "environment variable STATE_STORE_API_URL is not valid UTF-8");
+        let get = [
+            "--api-url",
+            "http://127.0.0.1:1",
+            "get",
+            "k",
+            "--dag-id",
+            "d",
+            "--run-id",
+            "r",
+            "--task-id",
+            "t",
+        ];
+        run(&bench, &get, &[("AIRFLOW_CLI_TOKEN", &with_ff("token"))], &[])
+            .fails(3, "environment variable AIRFLOW_CLI_TOKEN is not valid UTF-8");
+        let mut login = vec!["--api-username", "ann"];
+        login.extend_from_slice(&get);
+        let refused = run(&bench, &login, &[("STATE_STORE_API_PASSWORD", &with_ff("secret"))], &[])
+            .fails(3, "environment variable STATE_STORE_API_PASSWORD is not valid UTF-8");
+        assert!(!refused.stderr.contains("secret"), "{refused:?}");
+        run(&bench, &get, &[("http_proxy", OsStr::from_bytes(b"http://\xff:3128"))], &[])
+            .fails(3, "environment variable http_proxy is not valid UTF-8");
+    }
 }

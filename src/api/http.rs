@@ -84,7 +84,8 @@ impl Http {
             None => RootCerts::PlatformVerifier,
         };
         let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
-        let proxy = proxy_for(&base, &|name| std::env::var(name).ok())?;
+        let proxies = crate::env::vars(&PROXY_VARIABLES)?;
+        let proxy = proxy_for(&base, &|name| proxies.get(name).cloned())?;
         if settings.verbose
             && let Some((variable, _)) = &proxy
         {
@@ -399,6 +400,11 @@ fn redirect(response: &Response<Body>, method: &Method, shown: &str) -> anyhow::
 /// (or `ALL_PROXY`). None when `no_proxy` (or `NO_PROXY`) names the host (see [`bypasses`]).
 /// An http, https or SOCKS (4, 4a, 5, 5h) proxy is supported; any other scheme is refused.
 /// Returns the variable it came from, for `-v`.
+/// The variables [`proxy_for`] reads, read first through the one reader of the environment:
+/// one that is not UTF-8 is refused by name (exit 3), never taken for unset.
+const PROXY_VARIABLES: [&str; 7] =
+    ["no_proxy", "NO_PROXY", "https_proxy", "HTTPS_PROXY", "http_proxy", "all_proxy", "ALL_PROXY"];
+
 fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Option<(String, Proxy)>> {
     let set = |name: &str| env(name).filter(|v| !v.trim().is_empty());
     let host = base.host();

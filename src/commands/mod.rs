@@ -65,7 +65,7 @@ pub(crate) fn open_keys(global: &GlobalArgs, access: Access) -> Result<Box<dyn K
 
 /// The REST transport's settings, checked, when a URL names it.
 fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
-    let Some((url, origin)) = api_url(global) else { return Ok(None) };
+    let Some((url, origin)) = api_url(global)? else { return Ok(None) };
     let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
     if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
         return Err(Error::Usage(format!(
@@ -74,7 +74,16 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
         .into());
     }
     let base = api::BaseUrl::parse(&url, origin)?;
-    let env = |name: &str| std::env::var(name).ok();
+    // Read before anything is chosen: a token or password that is not UTF-8 is refused by
+    // name (exit 3), never taken for unset.
+    let vars = crate::env::vars(&[
+        "AIRFLOW_CLI_TOKEN",
+        "STATE_STORE_API_TOKEN_CMD",
+        "STATE_STORE_API_USERNAME",
+        "STATE_STORE_API_PASSWORD",
+        "STATE_STORE_API_CA_FILE",
+    ])?;
+    let env = |name: &str| vars.get(name).cloned();
     let flags = &global.api;
     let credentials =
         api::Credentials::choose(flags.api_token_cmd.as_deref(), flags.api_username.as_deref(), &env);
@@ -95,7 +104,7 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
 /// A command that works on the metastore database only refuses the REST transport, before
 /// anything is read or sent.
 pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
-    match api_url(global) {
+    match api_url(global)? {
         Some((_, origin)) => Err(Error::Usage(format!(
             "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
              unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
@@ -105,15 +114,16 @@ pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
     }
 }
 
-/// The API's base URL and where it came from, when one is given.
-fn api_url(global: &GlobalArgs) -> Option<(String, &'static str)> {
+/// The API's base URL and where it came from, when one is given. A `STATE_STORE_API_URL`
+/// that is not UTF-8 is refused (exit 3): taken for unset, it would run the command on the
+/// database instead.
+fn api_url(global: &GlobalArgs) -> Result<Option<(String, &'static str)>> {
     if let Some(url) = &global.api.api_url {
-        return Some((url.clone(), "--api-url"));
+        return Ok(Some((url.clone(), "--api-url")));
     }
-    std::env::var("STATE_STORE_API_URL")
-        .ok()
+    Ok(crate::env::var("STATE_STORE_API_URL")?
         .filter(|u| !u.trim().is_empty())
-        .map(|u| (u, "$STATE_STORE_API_URL"))
+        .map(|u| (u, "$STATE_STORE_API_URL")))
 }
 
 /// The validated configuration of one run: everything is checked before a database is opened.
@@ -133,7 +143,7 @@ impl Context {
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
-        let settings = config::load(&overrides, &|name| std::env::var(name).ok()).map_err(Error::Settings)?;
+        let settings = config::load(&overrides, &crate::env::os).map_err(Error::Settings)?;
         let conn = &settings.sql_alchemy_conn;
         let url = DbUrl::parse(&conn.value)
             .map_err(|error| Error::Url { error, origin: conn.source.to_string() })?;

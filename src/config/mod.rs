@@ -204,17 +204,26 @@ pub(crate) enum ConfigError {
     /// An Airflow environment variable that locates the configuration is unusable.
     #[error("environment variable {var} {reason}")]
     Environment { var: String, reason: String },
+    /// A variable read is not UTF-8: refused rather than taken for unset.
+    #[error("{}", crate::env::not_utf8(var))]
+    NotUtf8 { var: String },
 }
 
 /// Finds, reads and checks the settings. `env` answers for environment variables (HOME
-/// included); production passes `|k| std::env::var(k).ok()`.
+/// included), as bytes; production passes `crate::env::os`. A variable read as text whose
+/// value is not UTF-8 is refused by name (`AIRFLOW__DATABASE__SQL_ALCHEMY_CONN` with a byte
+/// `\xff` must not fall back to `~/airflow/airflow.db`); `AIRFLOW_HOME` and `AIRFLOW_CONFIG`
+/// are paths, and find the file as bytes.
 pub(crate) fn load(
     overrides: &Overrides,
-    env: &dyn Fn(&str) -> Option<String>,
+    env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<Settings, ConfigError> {
-    let vars = Vars { env };
-    let home = airflow_home(&vars)?;
-    let (config_file, missing_config) = match find_config_file(overrides, &vars, &home)? {
+    let vars = Vars::new(env);
+    let (home_path, home) = airflow_home_path(&vars)?;
+    vars.check()?;
+    let found = find_config_file(overrides, &vars, &home_path)?;
+    vars.check()?;
+    let (config_file, missing_config) = match found {
         Ok(path) => (Some(path), None),
         Err(missing) => (None, Some(missing)),
     };
@@ -262,8 +271,18 @@ pub(crate) fn load(
         non_negative(&MAX_VALUE_STORAGE_BYTES, resolver.resolve(&MAX_VALUE_STORAGE_BYTES, None, "65535")?)?;
 
     let conn_flag = overrides.conn.as_deref().map(|v| ("--conn", v));
-    let default_conn = format!("sqlite:///{home}/airflow.db");
+    let default_conn = home.as_ref().map(|home| format!("sqlite:///{home}/airflow.db")).unwrap_or_default();
     let sql_alchemy_conn = resolver.resolve(&SQL_ALCHEMY_CONN, conn_flag, &default_conn)?;
+    if home.is_none() && sql_alchemy_conn.source == Source::Default {
+        return Err(ConfigError::Environment {
+            var: "AIRFLOW_HOME".to_owned(),
+            reason: "is not valid UTF-8: its airflow.cfg is found by those bytes, but the default \
+                     [database] sql_alchemy_conn, sqlite:///$AIRFLOW_HOME/airflow.db, is a URL, which is \
+                     text; name the database in sql_alchemy_conn (the file, \
+                     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN or --conn)"
+                .to_owned(),
+        });
+    }
 
     let schema_flag = overrides.schema.as_deref().map(|v| ("--schema", v));
     let raw = resolver.resolve(&SQL_ALCHEMY_SCHEMA, schema_flag, "")?;
@@ -273,6 +292,7 @@ pub(crate) fn load(
         source: raw.source,
     };
 
+    vars.check()?;
     Ok(Settings {
         config_file,
         missing_config,
@@ -332,10 +352,10 @@ mod tests {
         }
     }
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + use<> {
         let map: HashMap<String, String> =
             pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        move |key| map.get(key).cloned()
+        move |key| map.get(key).map(Into::into)
     }
 
     fn load_with(overrides: &Overrides, pairs: &[(&str, &str)]) -> Result<Settings, ConfigError> {
@@ -988,7 +1008,7 @@ mod tests {
     fn expand_env_var_matches_python() {
         // each expectation printed by python3 with os.path.expandvars/expanduser in a loop
         let env = env_of(&[("HOME", "/home/t"), ("A", "1"), ("B", "${A}x"), ("E", "")]);
-        let vars = Vars { env: &env };
+        let vars = Vars::new(&env);
         for (input, want) in [
             ("$A", "1"),
             ("${A}", "1"),
@@ -1014,11 +1034,11 @@ mod tests {
             assert_eq!(expand_env_var(input, &vars).as_deref(), Some(want), "{input:?}");
         }
         let root = env_of(&[("HOME", "/")]);
-        let vars = Vars { env: &root };
+        let vars = Vars::new(&root);
         assert_eq!(expand_env_var("~", &vars).as_deref(), Some("/"));
         assert_eq!(expand_env_var("~/x", &vars).as_deref(), Some("/x"));
         let grow = env_of(&[("G", "$G$G")]);
-        let vars = Vars { env: &grow };
+        let vars = Vars::new(&grow);
         assert_eq!(expand_env_var("$G", &vars), None);
     }
 
@@ -1031,7 +1051,7 @@ mod tests {
         let python_home = String::from_utf8(output.stdout).expect("UTF-8");
         let python_home = python_home.trim_end();
         let env = env_of(&[]);
-        let vars = Vars { env: &env };
+        let vars = Vars::new(&env);
         assert_eq!(
             airflow_home(&vars).as_deref(),
             Ok(format!("{}/airflow", python_home.trim_end_matches('/')).as_str())

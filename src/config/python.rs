@@ -3,17 +3,44 @@
 
 use super::*;
 
-/// The injected environment, guarded against names no environment can hold.
+/// The injected environment, guarded against names no environment can hold. A value that is
+/// not UTF-8 reads as unset here, and is recorded: [`Vars::check`] then refuses it by name
+/// (exit 3) before anything is decided on its absence.
 pub(super) struct Vars<'a> {
-    pub(super) env: &'a dyn Fn(&str) -> Option<String>,
+    env: &'a dyn Fn(&str) -> Option<std::ffi::OsString>,
+    refused: std::cell::RefCell<Option<String>>,
 }
 
-impl Vars<'_> {
+impl<'a> Vars<'a> {
+    pub(super) fn new(env: &'a dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vars<'a> {
+        Vars { env, refused: std::cell::RefCell::new(None) }
+    }
+
+    /// A variable as text.
     pub(super) fn get(&self, name: &str) -> Option<String> {
+        match self.raw(name)?.into_string() {
+            Ok(value) => Some(value),
+            Err(_) => {
+                self.refused.borrow_mut().get_or_insert_with(|| name.to_owned());
+                None
+            }
+        }
+    }
+
+    /// A variable as bytes, for a value that is a path and nothing else.
+    pub(super) fn raw(&self, name: &str) -> Option<std::ffi::OsString> {
         if name.is_empty() || name.contains(['=', '\0']) {
             return None;
         }
         (self.env)(name)
+    }
+
+    /// The first variable read so far whose value is not UTF-8, refused.
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        match self.refused.borrow().as_ref() {
+            Some(var) => Err(ConfigError::NotUtf8 { var: var.clone() }),
+            None => Ok(()),
+        }
     }
 }
 

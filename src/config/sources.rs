@@ -76,7 +76,7 @@ pub(super) fn config_file_exists(path: &Path) -> Result<bool, ConfigError> {
 pub(super) fn find_config_file(
     overrides: &Overrides,
     vars: &Vars<'_>,
-    airflow_home: &str,
+    airflow_home: &Path,
 ) -> Result<Result<PathBuf, MissingConfig>, ConfigError> {
     if let Some(path) = &overrides.config_path {
         return if config_file_exists(path)? {
@@ -85,28 +85,31 @@ pub(super) fn find_config_file(
             Err(ConfigError::Io { path: path.clone(), reason: "no such file".to_owned() })
         };
     }
-    let named_by = if vars.get("AIRFLOW_CONFIG").is_some() {
+    let named_by = if vars.raw("AIRFLOW_CONFIG").is_some() {
         "$AIRFLOW_CONFIG"
-    } else if vars.get("AIRFLOW_HOME").is_some() {
+    } else if vars.raw("AIRFLOW_HOME").is_some() {
         "$AIRFLOW_HOME/airflow.cfg"
     } else {
         "$AIRFLOW_HOME/airflow.cfg, AIRFLOW_HOME unset"
     };
-    let candidate = match vars.get("AIRFLOW_CONFIG") {
+    let candidate = match vars.raw("AIRFLOW_CONFIG").map(|value| path_or_text("AIRFLOW_CONFIG", value)) {
+        Some(Err(e)) => return Err(e),
+        // Bytes that are not UTF-8: a path, as Python's surrogateescape keeps it.
+        Some(Ok(Err(path))) => path,
         // Airflow takes "" as the current directory and fails on it.
-        Some(value) if value.is_empty() => {
+        Some(Ok(Ok(value))) if value.is_empty() => {
             return Err(ConfigError::Environment {
                 var: "AIRFLOW_CONFIG".to_owned(),
                 reason: "is set but empty".to_owned(),
             });
         }
-        Some(value) => {
+        Some(Ok(Ok(value))) => {
             PathBuf::from(expand_env_var(&value, vars).ok_or_else(|| ConfigError::Environment {
                 var: "AIRFLOW_CONFIG".to_owned(),
                 reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
             })?)
         }
-        None => Path::new(airflow_home).join("airflow.cfg"),
+        None => airflow_home.join("airflow.cfg"),
     };
     Ok(if config_file_exists(&candidate)? {
         Ok(candidate)
@@ -130,7 +133,10 @@ impl Resolver<'_> {
         value: &str,
         source: Source,
     ) -> Result<Sourced<String>, ConfigError> {
-        match expand_env_var(value, self.vars) {
+        let expanded = expand_env_var(value, self.vars);
+        // A `$VARIABLE` that is not UTF-8 is refused, not left unexpanded.
+        self.vars.check()?;
+        match expanded {
             Some(value) => Ok(Sourced { value, source }),
             None => Err(ConfigError::Invalid {
                 option: spec.name(),
@@ -174,6 +180,8 @@ impl Resolver<'_> {
             if let Some(value) = self.vars.get(&var) {
                 return self.expanded(spec, &value, Source::Env(var));
             }
+            // An override that is not UTF-8 is refused, never passed over for the next source.
+            self.vars.check()?;
             if !spec.sensitive {
                 continue;
             }
@@ -214,6 +222,38 @@ impl Resolver<'_> {
         }
         self.expanded(spec, default, Source::Default)
     }
+}
+
+/// A path variable's value: its text when it is UTF-8, else its bytes as a path. Bytes are
+/// not expanded, so a `$` or a leading `~` among them is refused.
+fn path_or_text(var: &str, value: std::ffi::OsString) -> Result<Result<String, PathBuf>, ConfigError> {
+    match value.into_string() {
+        Ok(text) => Ok(Ok(text)),
+        Err(bytes) => {
+            let raw = bytes.as_encoded_bytes();
+            if raw.contains(&b'$') || raw.starts_with(b"~") {
+                return Err(ConfigError::Environment {
+                    var: var.to_owned(),
+                    reason: "is not valid UTF-8 and holds a $ or a leading ~, which state-store \
+                             expands only in text"
+                        .to_owned(),
+                });
+            }
+            Ok(Err(PathBuf::from(bytes)))
+        }
+    }
+}
+
+/// Airflow's `AIRFLOW_HOME` as a path, and as text when it is UTF-8 (the default
+/// `sql_alchemy_conn` is built from the text).
+pub(super) fn airflow_home_path(vars: &Vars<'_>) -> Result<(PathBuf, Option<String>), ConfigError> {
+    if let Some(raw) = vars.raw("AIRFLOW_HOME")
+        && let Err(path) = path_or_text("AIRFLOW_HOME", raw)?
+    {
+        return Ok((path, None));
+    }
+    let home = airflow_home(vars)?;
+    Ok((PathBuf::from(&home), Some(home)))
 }
 
 /// Airflow's `AIRFLOW_HOME`: the variable, else `~/airflow`, expanded.

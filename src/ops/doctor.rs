@@ -549,7 +549,7 @@ mod tests {
             .unwrap();
         let overrides = Overrides { conn: Some("sqlite://".to_string()), ..Overrides::default() };
         let settings =
-            config::load(&overrides, &|name| (name == "HOME").then(|| "/nonexistent".to_string())).unwrap();
+            config::load(&overrides, &|name| (name == "HOME").then(|| "/nonexistent".into())).unwrap();
         let url = DbUrl::parse("sqlite://").unwrap();
         checks(&settings, &url, Diagnosis::Recognised(SchemaVersion::Airflow33, store), 5).unwrap()
     }

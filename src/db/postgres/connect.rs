@@ -342,7 +342,7 @@ impl ConnectOptions {
         let tls_err = |e: openssl::error::ErrorStack| config_error(url, &format!("cannot set up TLS: {e}"));
         let mut builder = SslConnector::builder(SslMethod::tls_client()).map_err(tls_err)?;
         let home_file =
-            |name: &str| std::env::var_os("HOME").map(|h| Path::new(&h).join(".postgresql").join(name));
+            |name: &str| crate::env::os("HOME").map(|h| Path::new(&h).join(".postgresql").join(name));
         let verify_chain = match self.tls {
             TlsMode::Disable | TlsMode::Allow | TlsMode::Prefer => false,
             TlsMode::Require | TlsMode::VerifyCa | TlsMode::VerifyFull => {
@@ -593,7 +593,7 @@ pub(super) fn connect(
     timeouts: &Timeouts,
 ) -> Result<(Client, String)> {
     let quoted = schema.map(quote_schema).transpose()?;
-    let mut options = ConnectOptions::from_url(url, &Environment::current())?;
+    let mut options = ConnectOptions::from_url(url, &Environment::current()?)?;
     for warning in &options.warnings {
         // libpq's own warning, on stderr as psql shows it: the only output of this layer.
         crate::output::warn(warning);

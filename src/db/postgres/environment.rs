@@ -55,17 +55,23 @@ pub(super) struct Environment {
 }
 
 impl Environment {
-    /// The running process's.
-    pub(super) fn current() -> Environment {
-        let vars = std::env::vars_os()
-            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-            .filter(|(k, _)| k.starts_with("PG"))
-            .collect();
-        Environment {
-            vars,
-            home: std::env::var_os("HOME").map(PathBuf::from),
-            os_user: whoami::username().ok(),
+    /// The running process's. A `PG…` variable whose value is not UTF-8 is refused by name
+    /// (exit 3): taken for unset, a `PGHOST` or `PGPASSWORD` would quietly become libpq's
+    /// default.
+    pub(super) fn current() -> crate::error::Result<Environment> {
+        let mut vars = HashMap::new();
+        for (name, value) in crate::env::os_with_prefix("PG") {
+            // A name that is not UTF-8 is none that libpq reads.
+            if let Ok(name) = name.into_string() {
+                let value = crate::env::text(&name, value)?;
+                vars.insert(name, value);
+            }
         }
+        Ok(Environment {
+            vars,
+            home: crate::env::os("HOME").map(PathBuf::from),
+            os_user: whoami::username().ok(),
+        })
     }
 
     #[cfg(test)]
