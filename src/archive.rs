@@ -195,8 +195,40 @@ pub(crate) fn parse_line(line: &str) -> Result<Record, String> {
     match serde_json::from_str::<AnyLine>(line) {
         Ok(AnyLine::Task(task)) => task_record(task),
         Ok(AnyLine::Asset(asset)) => asset_record(asset),
-        Err(_) => parse_fields(line),
+        // json.loads keeps the last of a field given twice; like an unknown field (a typo), a
+        // line that says two things could restore a row nobody meant, so it is refused.
+        Err(_) => match repeated_field(line) {
+            Some(field) => Err(format!("{} is given twice", quote(&field))),
+            None => parse_fields(line),
+        },
     }
+}
+
+/// The first field of a line's object given twice, if any. The values are skipped unread,
+/// so a line serde_json cannot read otherwise (a `NaN`, a lone surrogate) is not refused
+/// here: `parse_fields` judges it by json.loads's rules.
+fn repeated_field(line: &str) -> Option<String> {
+    struct Keys;
+    impl<'de> de::Visitor<'de> for Keys {
+        type Value = Option<String>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an object")
+        }
+
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Option<String>, A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<de::IgnoredAny>()?;
+                if !seen.insert(key.clone()) {
+                    return Ok(Some(key));
+                }
+            }
+            Ok(None)
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(line);
+    de::Deserializer::deserialize_map(&mut deserializer, Keys).ok().flatten()
 }
 
 fn parse_fields(line: &str) -> Result<Record, String> {
@@ -465,5 +497,16 @@ mod tests {
         line.pop();
         line.push_str(", \"extra\": 1}");
         assert!(parse_line(&line).unwrap_err().contains("unknown field \"extra\""));
+        // json.loads keeps the last of a field given twice; a line is refused instead.
+        let twice = |field: &str, value: &str| {
+            let mut line = task_line(&entry());
+            line.pop();
+            line.push_str(&format!(", \"{field}\": {value}}}"));
+            parse_line(&line).unwrap_err()
+        };
+        assert_eq!(twice("key", "\"other\""), "\"key\" is given twice");
+        assert_eq!(twice("kind", "\"asset\""), "\"kind\" is given twice");
+        assert_eq!(twice("expires_at", "null"), "\"expires_at\" is given twice");
+        assert_eq!(twice("updated_at", "1e400"), "\"updated_at\" is given twice");
     }
 }

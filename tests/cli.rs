@@ -557,6 +557,14 @@ contract! {
         std::fs::write(&file, &malformed).unwrap();
         bench.unchanged(|| bench.run(&["import", file.to_str().unwrap()]).fails(2, "line 2: not JSON"));
 
+        // A field given twice is refused, as an unknown one is: json.loads keeps the last, and
+        // a line that says two things may restore a row nobody meant.
+        let twice = format!("{}, \"key\": \"another\"}}", lines[1].strip_suffix('}').unwrap());
+        std::fs::write(&file, format!("{}\n{twice}\n", lines[0])).unwrap();
+        bench.unchanged(|| {
+            bench.run(&["import", file.to_str().unwrap()]).fails(2, "line 2: \"key\" is given twice")
+        });
+
         let gone = lines[1].replace(&format!("\"dag_id\": \"{DAG}\""), "\"dag_id\": \"gone_dag\"");
         std::fs::write(&file, format!("{}\n{gone}\n", lines[0])).unwrap();
         bench.exec("DELETE FROM task_state_store");
