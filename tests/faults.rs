@@ -446,6 +446,68 @@ fn running_as_root() -> bool {
     String::from_utf8_lossy(&out.stdout).trim() == "0"
 }
 
+/// A small file system of its own (tmpfs, mounted as root), unmounted when dropped.
+struct SmallDisk(std::path::PathBuf);
+
+impl SmallDisk {
+    fn mount(dir: std::path::PathBuf, bytes: u64) -> Option<SmallDisk> {
+        std::fs::create_dir_all(&dir).unwrap();
+        let size = format!("size={bytes}");
+        let mounted = Command::new("mount").args(["-t", "tmpfs", "-o", &size, "tmpfs"]).arg(&dir).status();
+        mounted.is_ok_and(|s| s.success()).then_some(SmallDisk(dir))
+    }
+
+    fn free(&self) -> u64 {
+        let out = Command::new("df").args(["-B1", "--output=avail"]).arg(&self.0).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).lines().nth(1).unwrap().trim().parse().unwrap()
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// The default clean (`--batch-size auto`) on a SQLite database with 4 MiB free beside it, in
+/// WAL mode and with a rollback journal: its batches grow while nobody else writes (up to
+/// 100,000 rows), and each batch's pages go to the `-wal` file or the journal before its
+/// commit. The batch is bounded by the free space too, so the run deletes every expired row
+/// and ends 0, where a batch that outgrew the space failed with exit 4 part-way.
+#[test]
+fn sqlite_auto_batches_fit_in_the_free_space_beside_the_database() {
+    if !running_as_root() {
+        println!("skipped: mounting a small tmpfs needs root");
+        return;
+    }
+    for mode in ["wal", "delete"] {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 100_000, 2);
+        let source = bench.dir.path().join("airflow.db");
+        let size = std::fs::metadata(&source).unwrap().len();
+        let Some(disk) = SmallDisk::mount(bench.dir.path().join("small"), size + (4 << 20)) else {
+            println!("skipped: mount -t tmpfs is not allowed here");
+            return;
+        };
+        let db = disk.0.join("airflow.db");
+        std::fs::copy(&source, &db).unwrap();
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let _: String = conn.query_row(&format!("PRAGMA journal_mode = {mode}"), [], |r| r.get(0)).unwrap();
+        let expired = |conn: &rusqlite::Connection| -> i64 {
+            conn.query_row(&format!("SELECT count(*) FROM {EXPIRED}"), [], |r| r.get(0)).unwrap()
+        };
+        assert_eq!(expired(&conn), 50_000);
+        let free = disk.free();
+        assert!(free < 5 << 20, "{free} bytes free");
+        let url = format!("sqlite:///{}", db.display());
+        let run = bench.run(&["--conn", &url, "clean", "-v"]);
+        let what = format!("{mode}, {free} bytes free: {run:?}");
+        assert_eq!(run.code, 0, "{what}");
+        assert_eq!(expired(&conn), 0, "{what}");
+        drop(conn);
+    }
+}
+
 /// Runs a command of the bench so that file permissions apply to it: as root, without the
 /// capabilities that bypass them (util-linux `setpriv`), otherwise as it is.
 fn run_without_override(bench: &Bench, args: &[&str]) -> Run {

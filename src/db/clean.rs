@@ -152,6 +152,11 @@ impl Store {
         self.connection().quiet_pace()
     }
 
+    /// See [`Connection::batch_rows_bound`].
+    pub(crate) fn batch_rows_bound(&mut self) -> Option<u64> {
+        self.connection().batch_rows_bound()
+    }
+
     /// See [`Connection::write_mark`].
     pub(crate) fn write_mark(&mut self) -> Result<Option<super::dialect::WriteMark>> {
         self.connection().write_mark()

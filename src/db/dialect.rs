@@ -420,6 +420,12 @@ pub(crate) trait Connection {
     fn finish_clean(&mut self) -> Option<u64> {
         None
     }
+    /// The most rows a batch of `--batch-size auto` may delete, when the space its changes
+    /// take before the commit is bounded (SQLite's `-wal` file or rollback journal, beside the
+    /// database, on a file system that may be nearly full); `None`: no bound but the engine's.
+    fn batch_rows_bound(&self) -> Option<u64> {
+        None
+    }
     /// Deletes one batch of expired task rows after `after_id`; see
     /// [`super::clean::batch_by_nth_expired`], the portable way.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {

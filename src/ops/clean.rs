@@ -92,8 +92,16 @@ pub(crate) fn run(
     let summary =
         Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options.cutoff, options) };
     let started = Instant::now();
-    let size = options.batch_size;
     let pacer = options.batch_time.map(|busy| Pacer::new(busy, store));
+    let size = pacer.as_ref().map_or(options.batch_size, |pacer| pacer.bounded(options.batch_size));
+    if let Some(bound) = pacer.as_ref().and_then(|pacer| pacer.bound).filter(|&b| b < AUTO_MAX_ROWS)
+        && options.verbose
+    {
+        watch.detail(&format!(
+            "clean: batches of at most {bound} row(s): the pages a batch changes must fit in the free \
+             space beside the database"
+        ));
+    }
     let mut run = Run { store, summary, options, started, archive, watch, size, pacer };
     run.watch.batch(&run.summary, true);
     let result = run.delete_all();
@@ -336,6 +344,9 @@ struct Pacer {
     calm: u32,
     /// No other session wrote within [`QUIET_AFTER`], nor in the last two readings: full speed.
     quiet: bool,
+    /// The most rows a batch may delete for the space its changes take before the commit
+    /// ([`Store::batch_rows_bound`]): below [`AUTO_MIN_ROWS`] too, when that is all that fits.
+    bound: Option<u64>,
 }
 
 impl Pacer {
@@ -343,7 +354,13 @@ impl Pacer {
     fn new(busy: Duration, store: &mut Store) -> Pacer {
         let mark = store.write_mark().ok().flatten();
         let quiet_pace = store.quiet_pace();
-        Pacer { busy, quiet_pace, mark, busy_until: Instant::now(), calm: 0, quiet: false }
+        let bound = store.batch_rows_bound();
+        Pacer { busy, quiet_pace, mark, busy_until: Instant::now(), calm: 0, quiet: false, bound }
+    }
+
+    /// `rows` within [`Pacer::bound`].
+    fn bounded(&self, rows: u64) -> u64 {
+        self.bound.map_or(rows, |bound| rows.min(bound))
     }
 
     /// Reads the counter after a batch that committed `own` write transactions of this
@@ -377,7 +394,7 @@ impl Pacer {
     fn next(&self, rows: u64, took: Duration) -> u64 {
         let took = took.as_secs_f64().max(1e-4);
         let paced = (rows as f64 * self.target().as_secs_f64() / took) as u64;
-        paced.min(rows.saturating_mul(2)).clamp(AUTO_MIN_ROWS, AUTO_MAX_ROWS)
+        self.bounded(paced.min(rows.saturating_mul(2)).clamp(AUTO_MIN_ROWS, AUTO_MAX_ROWS))
     }
 
     /// The pause after a batch that took `took`.
@@ -1048,6 +1065,7 @@ mod tests {
             busy_until: Instant::now(),
             calm: 0,
             quiet: false,
+            bound: None,
         };
         let ms = Duration::from_millis;
         assert_eq!(pacer.next(1_000, ms(40)), 500);
@@ -1063,6 +1081,12 @@ mod tests {
         assert_eq!(pacer.next(1_000, ms(500)), 500);
         assert_eq!(pacer.next(1_000, ms(125)), 2_000);
         assert_eq!(pacer.pause(ms(10)), Duration::ZERO);
+        // The space a batch's changes take bounds it, below the smallest pace too.
+        pacer.bound = Some(1_500);
+        assert_eq!(pacer.next(1_000, ms(125)), 1_500);
+        assert_eq!(pacer.next(1_000, ms(500)), 500);
+        pacer.bound = Some(40);
+        assert_eq!(pacer.next(1_000, Duration::from_secs(60)), 40);
     }
 
     /// The pacer reads the database's count of writes between batches: another session's write

@@ -89,7 +89,7 @@ impl Drop for CleanLock {
 pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Result<bool> {
     let fail = |e| sqlite.error("cannot prepare the clean", e);
     sqlite.conn.busy_timeout(lock_timeout).map_err(fail)?;
-    tune(&sqlite.conn, sqlite.path.as_deref()).map_err(fail)?;
+    sqlite.batch_bound = tune(&sqlite.conn, sqlite.path.as_deref()).map_err(fail)?;
     // SQLite's own locks cannot say "a clean is running" without blocking Airflow's writers
     // too (a lock on the database, or on a table of it, is a write lock), so the guard is a
     // lock file beside the database (see `CleanLock`).
@@ -131,18 +131,30 @@ pub(super) fn finish(sqlite: &mut SqliteConnection) -> Option<u64> {
 /// Settings for the clean's own connection only; they end with it. Measured on 1,000,000
 /// rows with 500,012 expired at batch 10,000 (docs/performance.md): each batch deletes
 /// entries spread over the whole expired part of the `expires_at` index. `path` is the
-/// database file, for the free space beside it.
-pub(super) fn tune(conn: &rusqlite::Connection, path: Option<&std::path::Path>) -> rusqlite::Result<()> {
+/// database file, for the free space beside it. Returns the most rows a batch may delete for
+/// its pages to fit in that free space (see [`batch_rows_bound`]).
+pub(super) fn tune(
+    conn: &rusqlite::Connection,
+    path: Option<&std::path::Path>,
+) -> rusqlite::Result<Option<u64>> {
     // SQLite's default 2 MiB page cache spills those dirty pages to the WAL several times
     // within one batch; 32 MiB holds most of one batch's pages, so each is written about once per
     // commit (64 MiB measured no faster, at 35 MB more memory; at 10,000,000 rows 1 GiB gained
     // 13 % for 1 GB more).
     conn.pragma_update(None, "cache_size", -CLEAN_CACHE_KIB)?;
     let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+    let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+    let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    let free = path.and_then(|p| free_bytes(p.parent().unwrap_or(p)));
+    // The b-trees a deleted row is in: its table's and each index's, the larger table's count.
+    let trees: u64 = conn.query_row(
+        "SELECT 1 + max((SELECT count(*) FROM pragma_index_list('task_state_store')), \
+                        (SELECT count(*) FROM pragma_index_list('asset_state_store')))",
+        [],
+        |r| r.get(0),
+    )?;
+    let bound = free.and_then(|free| batch_rows_bound(free, page_size, pages, trees));
     if mode.eq_ignore_ascii_case("wal") {
-        let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-        let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
-        let free = path.and_then(|p| free_bytes(p.parent().unwrap_or(p)));
         let budget = wal_budget(pages.saturating_mul(page_size), free);
         // At least a page: 0 would turn checkpoints off.
         conn.pragma_update(None, "wal_autocheckpoint", (budget / page_size.max(1)).max(1))?;
@@ -152,8 +164,29 @@ pub(super) fn tune(conn: &rusqlite::Connection, path: Option<&std::path::Path>) 
         // corrupt on some filesystems, so it stays as Airflow left it there.)
         conn.pragma_update(None, "synchronous", "NORMAL")?;
     }
-    Ok(())
+    Ok(bound)
 }
+
+/// The most rows one batch may delete so that the pages it changes fit in half the free space
+/// beside the database (`free`), or `None` when the whole database would. Until its commit a
+/// batch's pages are in the `-wal` file (beside at most [`wal_budget`], a quarter of the free
+/// space, left from earlier batches) or, with a rollback journal, their old content in the
+/// journal. A deleted row changes a page of each b-tree it is in (`trees`: its table and
+/// each index), and on a big table those pages are spread (a batch of 10,000 touched 9,500
+/// pages of the `expires_at` index at 10,000,000 rows), so each row is counted as a page of
+/// each, plus a WAL frame's header: with 4 MiB free and 4 KiB pages, 127 rows, where batches
+/// grown to 16,922 rows filled the file system mid-run (exit 4).
+fn batch_rows_bound(free: u64, page_size: u64, pages: u64, trees: u64) -> Option<u64> {
+    let frame = page_size.saturating_add(WAL_FRAME_HEADER);
+    let room = free / 2;
+    if pages.saturating_mul(frame) <= room {
+        return None;
+    }
+    Some((room / frame.saturating_mul(trees.max(1)).max(1)).max(1))
+}
+
+/// The bytes a WAL frame holds beside its page.
+const WAL_FRAME_HEADER: u64 = 24;
 
 /// How far a clean lets the WAL grow before its commit copies it back into the database
 /// file (a checkpoint), in bytes: as large as the database, between 64 MiB and 1 GiB, and
@@ -221,6 +254,20 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn a_batch_is_bounded_by_the_free_space_unless_the_whole_database_fits() {
+        const MIB: u64 = 1 << 20;
+        // 4 MiB free, 4 KiB pages, a table and 3 indexes: 2 MiB for 4 frames a row.
+        assert_eq!(batch_rows_bound(4 * MIB, 4096, 100_000, 4), Some(2 * MIB / (4 * 4120)));
+        assert_eq!(batch_rows_bound(4 * MIB, 4096, 100_000, 4), Some(127));
+        // A database whose every page fits needs no bound; nor does plenty of room.
+        assert_eq!(batch_rows_bound(4 * MIB, 4096, 500, 4), None);
+        assert_eq!(batch_rows_bound(100_000 * MIB, 4096, 1_000_000, 4), None);
+        assert_eq!(batch_rows_bound(100_000 * MIB, 4096, 100_000_000, 4), Some(3_181_359));
+        // Nearly nothing free: one row a batch, never none.
+        assert_eq!(batch_rows_bound(1_000, 4096, 100_000, 4), Some(1));
+    }
 
     #[test]
     fn the_wal_budget_follows_the_database_within_its_bounds_and_the_free_space() {

@@ -42,6 +42,9 @@ pub(crate) struct SqliteConnection {
     /// The URL's `mode=ro` or `immutable=1`: the file is opened read-only, and a command that
     /// writes is refused up front.
     read_only_url: Option<&'static str>,
+    /// The most rows a clean's batch may delete for its pages to fit in the free space beside
+    /// the database (see `clean::batch_rows_bound`), set when a clean begins.
+    batch_bound: Option<u64>,
 }
 
 /// SQLite's own words, plus what to check when they are about permissions: "attempt to write
@@ -167,6 +170,7 @@ impl SqliteConnection {
             clean_lock: None,
             chunks: ChunkSql::default(),
             read_only_url: url.sqlite_read_only(),
+            batch_bound: None,
         };
         connection.prepare(access)?;
         Ok(connection)
@@ -307,6 +311,10 @@ impl Connection for SqliteConnection {
 
     fn finish_clean(&mut self) -> Option<u64> {
         clean::finish(self)
+    }
+
+    fn batch_rows_bound(&self) -> Option<u64> {
+        self.batch_bound
     }
 
     /// A batch holds the database's one write lock, so a writer that comes meanwhile waits,
