@@ -504,6 +504,37 @@ mod tests {
         assert!(e.starts_with(&format!("{home}/broken.cfg line 1: File contains no section headers")));
     }
 
+    /// A variable that is not UTF-8 is refused by name, never passed over for the next source:
+    /// the file's `_cmd` does not run in place of an environment `_CMD` of such bytes.
+    #[test]
+    fn a_variable_that_is_not_utf8_is_refused_before_the_next_source_is_tried() {
+        use std::os::unix::ffi::OsStringExt;
+        let dir = TempDir::new("not-utf8");
+        let home = dir.text();
+        let ran = dir.path("ran");
+        let cfg = dir.write(
+            "airflow.cfg",
+            format!("[database]\nsql_alchemy_conn_cmd = touch {}\n", ran.display()).as_bytes(),
+        );
+        let ac = cfg.display().to_string();
+        for var in [
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD",
+            "AIRFLOW__CORE__SQL_ALCHEMY_CONN_CMD",
+            "HOME",
+        ] {
+            let env = |name: &str| match name {
+                _ if name == var => Some(std::ffi::OsString::from_vec(b"printf x\xff".to_vec())),
+                "HOME" => Some(home.clone().into()),
+                "AIRFLOW_CONFIG" => Some(ac.clone().into()),
+                _ => None,
+            };
+            let e = err(load(&Overrides::default(), &env));
+            assert_eq!(e, crate::env::not_utf8(var));
+            assert!(!ran.exists(), "{var}: the file's command ran");
+        }
+    }
+
     #[test]
     fn connection_precedence() {
         let dir = TempDir::new("conn-precedence");

@@ -197,6 +197,9 @@ impl Resolver<'_> {
                 });
             }
         }
+        // A `_CMD` or `_SECRET` variable that is not UTF-8 is refused before the file's
+        // `_cmd` could run in its place.
+        self.vars.check()?;
         if let Some(file) = self.file {
             for (section, key) in spec.locations() {
                 if let Some(found) = file.get(section, key)? {
