@@ -1311,9 +1311,14 @@ mod files {
     /// SIGXFSZ ignored, so a write past the limit fails with EFBIG as a full disk fails with
     /// ENOSPC (a tmpfs of a chosen size needs root).
     fn run_with_file_limit(bench: &Bench, bytes: u64, args: &[&str]) -> Run {
+        run_with_file_limit_as(bench, bytes, args, "trap '' XFSZ; ")
+    }
+
+    /// [`run_with_file_limit`], SIGXFSZ as `trap` (a shell command, or nothing) leaves it.
+    fn run_with_file_limit_as(bench: &Bench, bytes: u64, args: &[&str], trap: &str) -> Run {
         let plain = bench.cmd(args);
         let mut c = Command::new("sh");
-        c.arg("-c").arg(format!("trap '' XFSZ; exec prlimit --fsize={bytes} -- \"$0\" \"$@\""));
+        c.arg("-c").arg(format!("{trap}exec prlimit --fsize={bytes} -- \"$0\" \"$@\""));
         c.arg(plain.get_program()).args(plain.get_args());
         for (key, value) in plain.get_envs() {
             match value {
@@ -1327,6 +1332,26 @@ mod files {
 
     /// The file holds whole lines only, each a JSON object; their number.
     #[track_caller]
+    /// A file size limit (`ulimit -f`) with SIGXFSZ at its default, which would kill the
+    /// process mid-write: the tool catches it, so the write fails with EFBIG as on a full disk,
+    /// and the export ends with exit 6 naming its file, the old file kept.
+    #[test]
+    fn sqlite_a_file_size_limit_fails_the_write_instead_of_killing_the_process() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 2_000, 2);
+        let file = bench.dir.path().join("backup.jsonl");
+        std::fs::write(&file, "old\n").unwrap();
+        let path = file.to_str().unwrap();
+        let run = run_with_file_limit_as(&bench, 100_000, &["export", "--file", path], "");
+        let what = format!("{run:?}");
+        assert_eq!(run.code, 6, "{what}");
+        assert!(
+            run.stderr.contains(&format!("error: cannot write the output: {path}: File too large")),
+            "{what}"
+        );
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "old\n");
+    }
+
     fn whole_lines(path: &Path) -> usize {
         let text = std::fs::read_to_string(path).unwrap();
         assert!(text.is_empty() || text.ends_with('\n'), "{} ends in a partial line", path.display());
