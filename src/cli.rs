@@ -424,7 +424,12 @@ pub(crate) struct ClearArgs {
     pub archive: Option<PathBuf>,
 }
 
+/// `--map-index` where the task flags filter (list, export): without it, every map index.
+const MAP_INDEX_FILTER: &str =
+    "Only this map index (-1 for an unmapped task); without it, every map index of the task";
+
 #[derive(Debug, Args)]
+#[command(mut_arg("map_index", |arg| arg.help(MAP_INDEX_FILTER)))]
 pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
@@ -449,6 +454,7 @@ pub(crate) struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("map_index", |arg| arg.help(MAP_INDEX_FILTER)))]
 pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,

@@ -1181,6 +1181,27 @@ contract! {
 
     // ------------------------------------------------------------ list
 
+    /// `--map-index` filters list and export: without it, every map index of the task is
+    /// taken, and their help says so rather than a default of -1 (which is get's and set's).
+    fn list_and_export_without_map_index_take_every_map_index(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "mapped", &[0, 1]);
+        let mapped = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "mapped"];
+        for map_index in ["0", "1"] {
+            bench.run(&cmd(&["set", "offset", map_index, "--map-index", map_index], &mapped)).success();
+        }
+        let row = |map_index: &str| format!("{DAG}\t{RUN}\tmapped\t{map_index}\toffset\t{map_index}\n");
+        bench.run(&cmd(&["list", "-o", "plain"], &mapped)).success().stdout_is(&(row("0") + &row("1")));
+        bench.run(&cmd(&["list", "-o", "plain", "--map-index", "1"], &mapped)).success().stdout_is(&row("1"));
+        let exported = bench.run(&cmd(&["export"], &mapped)).success().stdout;
+        assert_eq!(exported.lines().count(), 2, "{exported}");
+        for command in ["list", "export"] {
+            let help = flag_help(&bench, command, "--map-index");
+            assert!(help.contains("every map index") && !help.contains("default"), "{command} --help: {help}");
+        }
+        assert!(flag_help(&bench, "get", "--map-index").contains("-1 (the default)"));
+    }
+
     fn list_filters_orders_and_pages(d: Dialect) {
         let bench = with_run(d);
         bench.add_dag_run_with("other_dag", "r1", &["t"]);
