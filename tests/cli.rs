@@ -1531,6 +1531,8 @@ contract! {
             bench.run(&["clean", "--metrics-file", nowhere.to_str().unwrap()]).fails(2, "does not exist")
         });
         bench.unchanged(|| bench.run(&["clean", "--metrics-file", dir.to_str().unwrap()]).fails(2, "is a directory"));
+        // Before the database is opened: a missing database is not reached (4) either.
+        bench.run(&["clean", "--conn", &missing, "--metrics-file", nowhere.to_str().unwrap()]).fails(2, "the directory");
         bench.run(&["clean", "--dry-run", "--metrics-file", file]).fails(2, "--metrics-file");
     }
 
