@@ -14,6 +14,7 @@ mod config;
 mod db;
 mod error;
 mod fs;
+mod help;
 mod json;
 mod keys;
 mod metrics;
