@@ -3789,6 +3789,7 @@ fn every_man_page_has_its_exit_status_and_headings_of_a_man_page() {
         let codes = exit_status_codes(page);
         assert!(codes.contains(&0) && codes.contains(&70), "{name}.1's EXIT STATUS: {codes:?}");
         assert!(codes.is_subset(&all), "{name}.1 lists codes docs/exit-codes.md does not: {codes:?}");
+        assert_eq!(page.lines().filter(|line| line.starts_with(".ie ")).count(), 1, "{name}.1: one preamble");
         let headings: Vec<&str> = page.lines().filter_map(|line| line.strip_prefix(".SH ")).collect();
         for heading in &headings {
             assert!(*heading != "EXTRA" && !heading.contains("DOCS/REST.MD"), "{name}.1: .SH {heading}");

@@ -136,23 +136,31 @@ fn render(page: &Page) -> std::io::Result<Vec<u8>> {
     let version = env!("CARGO_PKG_VERSION");
     let path: Vec<&str> = page.path.iter().map(String::as_str).collect();
     let man = clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}"));
+    // Each part comes with the roff crate's preamble (the `Aq` string): the page keeps the
+    // title's only.
+    let part = |render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| -> std::io::Result<String> {
+        let mut out = Vec::new();
+        render(&mut out)?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let body = text.strip_prefix(".ie \\n(.g .ds Aq \\(aq\n.el .ds Aq '\n").unwrap_or(&text);
+        Ok(body.to_string())
+    };
     let mut head = Vec::new();
     man.render_title(&mut head)?;
-    man.render_name_section(&mut head)?;
-    man.render_synopsis_section(&mut head)?;
-    man.render_description_section(&mut head)?;
-    let mut roff = with_synopsis(&String::from_utf8_lossy(&head), &synopsis(&page.command)).into_bytes();
+    let mut head = String::from_utf8_lossy(&head).into_owned();
+    head.push_str(&part(&|w| man.render_name_section(w))?);
+    head.push_str(&part(&|w| man.render_synopsis_section(w))?);
+    head.push_str(&part(&|w| man.render_description_section(w))?);
+    let mut roff = with_synopsis(&head, &synopsis(&page.command)).into_bytes();
     let sections = help::sections(&path);
     for section in sections.iter().filter(|section| section.heading == help::DESCRIPTION) {
         writeln!(roff, ".PP\n{}", roff_body(&section.body))?;
     }
     if page.command.get_arguments().any(|arg| !arg.is_hide_set()) {
-        let mut options = Vec::new();
-        man.render_options_section(&mut options)?;
-        roff.extend_from_slice(man_headings(&String::from_utf8_lossy(&options)).as_bytes());
+        roff.extend_from_slice(man_headings(&part(&|w| man.render_options_section(w))?).as_bytes());
     }
     if page.command.get_subcommands().any(|sub| !sub.is_hide_set()) {
-        man.render_subcommands_section(&mut roff)?;
+        roff.extend_from_slice(part(&|w| man.render_subcommands_section(w))?.as_bytes());
     }
     writeln!(roff, ".SH \"{}\"", help::EXIT_STATUS)?;
     for exit in help::exit_status(&path) {
@@ -164,7 +172,7 @@ fn render(page: &Page) -> std::io::Result<Vec<u8>> {
         }
     }
     if page.command.get_version().is_some() {
-        man.render_version_section(&mut roff)?;
+        roff.extend_from_slice(part(&|w| man.render_version_section(w))?.as_bytes());
     }
     if !page.path.is_empty() {
         // A command's page says where the rest is: the exit codes and the configuration are on
