@@ -254,7 +254,7 @@ impl Keys for Remote {
         addressable(scope)?;
         let mapped = self.mapped(scope);
         let api = self.api()?;
-        let mut deleted = 0;
+        let (mut deleted, mut deleted_unmapped) = (0, 0);
         let mut unmapped_refused = false;
         for (map_index, key) in keys {
             key_addressable(key)?;
@@ -262,14 +262,17 @@ impl Keys for Remote {
                 continue;
             }
             match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
-                Ok(()) => deleted += 1,
+                Ok(()) => {
+                    deleted += 1;
+                    deleted_unmapped += usize::from(*map_index < 0);
+                }
                 Err(e)
                     if *map_index < 0
                         && mapped
                         && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
                 {
                     unmapped_refused = true;
-                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count();
+                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
                     output::warn(&format!(
                         "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
                          holds them, and the API deletes only keys of task instances (the database \
