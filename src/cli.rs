@@ -7,110 +7,22 @@ use std::path::PathBuf;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
-const EXIT_CODES: &str = "\
-Exit codes:
-  0    success
-  1    not found: the key, dag run, task instance or asset does not exist (404 over --api-url)
-  2    invalid usage or input (flags, values, JSON); over --api-url, a request the API
-       refuses (422) or a flag it cannot honour
-  3    configuration error (airflow.cfg, environment, _cmd, sql_alchemy_conn); over --api-url,
-       the server's own configuration (400)
-  4    database error (cannot open, connect, read or write); over --api-url, the API cannot
-       be reached, times out, fails (5xx) or answers what is not Airflow's API
-  5    schema not recognised (not an Airflow 3.3 state store); over --api-url, Airflow before 3.3
-  6    cannot write the output (other than a closed pipe, which exits 0), --file or --archive
-  7    another clean of the same database is running
-  8    doctor found problems in the state store
-  9    import --on-conflict fail: a row of the file is already stored
-  10   the REST API refused the credentials or the user's permission (401, 403, a login
-       refused, no token to be had)
-  11   import --skip-damaged: the whole lines were restored, damaged lines skipped
-  70   internal error: a defect of state-store itself (please report it)
-  130  stopped by SIGINT, 143 stopped by SIGTERM, 129 SIGHUP, 131 SIGQUIT (128 + the signal)
-
-Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
-$AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
-variables override the file, and flags override both.";
+use crate::help;
 
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
 const GLOBAL: &str = "Global options";
 /// The help heading of the REST transport's flags.
-const API: &str = "REST transport (Airflow's API instead of the database; docs/rest.md)";
-
-const DOCTOR_CHECKS: &str = "\
-Checks, read-only, each reported as ok, problem, warning, info or skipped:
-  schema               the state-store tables exist with Airflow 3.3's columns; otherwise names
-                       what it found: a pre-release 3.3, a 3.4 or a missing schema
-  dag_run_match        task rows whose dag_id/run_id differ from their dag_run row
-  dangling_task_rows   task rows whose dag run is gone (written with foreign keys off)
-  missing_task_instance
-                       task rows whose task instance has no task_instance row (written by
-                       another tool, or with set --allow-missing-task-instance): a warning
-  dangling_asset_rows  asset rows whose asset is gone (written with foreign keys off)
-  json_values          values Airflow cannot read back: not JSON to Python's json.loads, or nested
-                       more than 199 levels deep (every row, a page at a time)
-  key_length           keys over Airflow's 512 characters
-  value_size           values over [state_store] max_value_storage_bytes, measured as `set`
-                       measures them: a warning, as Airflow's workers may write them (skipped
-                       when the limit is 0)
-  sqlite_timestamps    SQLite only: timestamps not stored as YYYY-MM-DD HH:MM:SS.ffffff, which
-                       Airflow's clean compares wrongly
-  sqlite_integers      SQLite only: task rows whose map_index or dag_run_id is not an integer
-                       (SQLite keeps text in an INTEGER column), which Airflow cannot read
-  inactive_asset_rows  keys of inactive assets: a warning; `state-store clean` deletes them, and so
-                       does Airflow's scheduler
-  backend              information: the database (password masked), the backend, and what a
-                       clean would do now with the configured settings
-
-Exit codes: 0 no problem (warnings and information never fail the run); 8 a check found a
-problem; 5 the schema is not recognised (after the report); 3 and 4 as for every command.";
-
-const STATS_EXPIRY: &str = "\
-The expiry spread counts task keys by expires_at: expired (before now, as clean compares),
-then each UTC calendar day from today (today's from now to midnight UTC) for 30 days, later,
-and never (NULL). Asset keys have no expiry and are not in it. The table shows it as a bar
-chart of the days that have keys; json, yaml and plain always give all 30 days.";
+pub(crate) const API: &str = "REST transport (Airflow's API instead of the database; docs/rest.md)";
 
 /// The commands that go over Airflow's REST API when `--api-url` names one: the only ones whose
 /// help, manual page and completions show the REST transport's flags.
 const REST_COMMANDS: &[&str] = &["get", "set", "delete", "clear", "list"];
 
-/// What `clean` exits with, for its manual page's EXIT STATUS (the page the systemd unit's
-/// `Documentation=` names): each code and when.
-pub(crate) const CLEAN_EXIT_STATUS: &[(&str, &str)] = &[
-    (
-        "0",
-        "the run completed, or stopped at --max-rows or --max-duration; a dry run; a custom \
-         [state_store] backend, skipped with a notice",
-    ),
-    ("2", "an invalid flag or value; also --api-url, which clean refuses"),
-    ("3", "a configuration error (airflow.cfg, the environment, _cmd, sql_alchemy_conn)"),
-    (
-        "4",
-        "a database error: it cannot be opened or reached, a lock not granted within \
-         --lock-timeout, a database that stopped answering, the --max-duration hard deadline",
-    ),
-    ("5", "the schema is not an Airflow 3.3 state store"),
-    ("6", "the --archive file, the --metrics-file or stdout cannot be written"),
-    (
-        "7",
-        "another clean of the same database is running, or another run is appending to the \
-         --archive; this one deleted nothing (no failure for cron or systemd)",
-    ),
-    ("70", "an internal error: a defect of state-store itself"),
-    (
-        "130, 143",
-        "stopped by SIGINT or SIGTERM, after the batch in progress committed (143 at a \
-         shutdown or systemctl stop: no failure for the shipped unit); 129 SIGHUP, 131 SIGQUIT, \
-         128 + the number of any other signal that ends a run",
-    ),
-];
-
 /// Inspect, edit and garbage-collect the Apache Airflow 3.3 task and asset state store,
 /// directly in the metastore database or over Airflow's REST API.
 #[derive(Debug, Parser)]
-#[command(name = "state-store", version, about, after_help = EXIT_CODES, max_term_width = 100)]
+#[command(name = "state-store", version, about, after_help = help::after_help(&[]), max_term_width = 100)]
 pub(crate) struct Cli {
     #[command(flatten)]
     pub global: GlobalArgs,
@@ -200,24 +112,21 @@ pub(crate) enum Command {
     /// Delete every key of a task instance or an asset
     Clear(ClearArgs),
     /// List keys with their values, filtered by scope
-    #[command(after_help = "The task flags are optional filters here: with none of them, every \
-                            task key is listed.")]
+    #[command(after_help = help::after_help(&["list"]))]
     List(ListArgs),
     /// Delete expired task keys and the keys of inactive assets, in batches
     Clean(CleanArgs),
     /// How big the state store is: rows, bytes and expiry per dag (or task) and per asset,
     /// task keys expiring per day over the next 30 days, the largest values and the tables'
     /// size on disk
-    #[command(after_help = STATS_EXPIRY)]
+    #[command(after_help = help::after_help(&["stats"]))]
     Stats(StatsArgs),
     /// Check the state store for damage and say what is wrong, check by check (exit 0 only
     /// when healthy, 8 when a check finds a problem, 5 when the schema is not recognised)
-    #[command(after_help = DOCTOR_CHECKS)]
+    #[command(after_help = help::after_help(&["doctor"]))]
     Doctor(DoctorArgs),
     /// Write rows as JSON Lines that `import` restores exactly (values, timestamps, writers)
-    #[command(after_help = "With no filter, every task row and every asset row is exported. The \
-                            task flags are optional filters; task filters alone export task rows \
-                            only, asset flags alone asset rows only.")]
+    #[command(after_help = help::after_help(&["export"]))]
     Export(ExportArgs),
     /// Restore rows from an `export` file or a `--archive` of clean/clear, by upsert
     Import(ImportArgs),
@@ -229,7 +138,7 @@ pub(crate) enum Command {
     Sandbox(SandboxCommand),
     /// Print a shell completion script for bash, zsh or fish: it completes commands, their flags
     /// and the values of flags that have a fixed set (-o formats, stats --by)
-    #[command(after_help = COMPLETIONS_INSTALL)]
+    #[command(after_help = help::after_help(&["completions"]))]
     Completions {
         /// The shell to complete for
         #[arg(value_enum)]
@@ -237,28 +146,9 @@ pub(crate) enum Command {
     },
     /// Print a manual page in roff: the top page, or one command's page (`man clean`,
     /// `man config show`); --out-dir writes them all
-    #[command(after_help = MAN_INSTALL)]
+    #[command(after_help = help::after_help(&["man"]))]
     Man(ManArgs),
 }
-
-const COMPLETIONS_INSTALL: &str = "\
-Values without a fixed set (keys, ids, durations) complete as file names, the shell's default.
-
-Install one, then open a new shell:
-  bash  add to ~/.bashrc:  source <(state-store completions bash)
-  zsh   state-store completions zsh > ~/.zfunc/_state-store
-        and in ~/.zshrc, before compinit:  fpath=(~/.zfunc $fpath)
-  fish  state-store completions fish > ~/.config/fish/completions/state-store.fish";
-
-const MAN_INSTALL: &str = "\
-Read a page without installing it:  state-store man clean | man -l -
-
-Install every page (state-store.1, state-store-clean.1, state-store-config-show.1, ...), for you:
-  state-store man --out-dir ~/.local/share/man/man1
-  (man looks there when ~/.local/bin is on PATH; otherwise add ~/.local/share/man to MANPATH)
-or for everyone:
-  sudo state-store man --out-dir /usr/local/share/man/man1
-then: man state-store-clean";
 
 #[derive(Debug, Args)]
 pub(crate) struct ManArgs {
@@ -425,7 +315,12 @@ pub(crate) struct ClearArgs {
     pub archive: Option<PathBuf>,
 }
 
+/// `--map-index` where the task flags filter (list, export): without it, every map index.
+const MAP_INDEX_FILTER: &str =
+    "Only this map index (-1 for an unmapped task); without it, every map index of the task";
+
 #[derive(Debug, Args)]
+#[command(mut_arg("map_index", |arg| arg.help(MAP_INDEX_FILTER)))]
 pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
@@ -450,6 +345,7 @@ pub(crate) struct ListArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(mut_arg("map_index", |arg| arg.help(MAP_INDEX_FILTER)))]
 pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,

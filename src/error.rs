@@ -34,6 +34,11 @@ pub(crate) mod exit {
     pub(crate) const DAMAGED: i32 = 11;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
     pub(crate) const INTERNAL: i32 = 70;
+    // 128 + the signal's number (`signals::exit_code`), named for the help's tables.
+    pub(crate) const SIGHUP: i32 = 129;
+    pub(crate) const SIGINT: i32 = 130;
+    pub(crate) const SIGQUIT: i32 = 131;
+    pub(crate) const SIGTERM: i32 = 143;
 }
 
 /// A cause from outside the tool (a driver, the operating system), kept as an error value.

@@ -15,6 +15,7 @@ mod db;
 mod env;
 mod error;
 mod fs;
+mod help;
 mod json;
 mod keys;
 mod metrics;

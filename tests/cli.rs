@@ -1192,6 +1192,27 @@ contract! {
 
     // ------------------------------------------------------------ list
 
+    /// `--map-index` filters list and export: without it, every map index of the task is
+    /// taken, and their help says so rather than a default of -1 (which is get's and set's).
+    fn list_and_export_without_map_index_take_every_map_index(d: Dialect) {
+        let bench = with_run(d);
+        bench.add_task_instance(DAG, RUN, "mapped", &[0, 1]);
+        let mapped = ["--dag-id", DAG, "--run-id", RUN, "--task-id", "mapped"];
+        for map_index in ["0", "1"] {
+            bench.run(&cmd(&["set", "offset", map_index, "--map-index", map_index], &mapped)).success();
+        }
+        let row = |map_index: &str| format!("{DAG}\t{RUN}\tmapped\t{map_index}\toffset\t{map_index}\n");
+        bench.run(&cmd(&["list", "-o", "plain"], &mapped)).success().stdout_is(&(row("0") + &row("1")));
+        bench.run(&cmd(&["list", "-o", "plain", "--map-index", "1"], &mapped)).success().stdout_is(&row("1"));
+        let exported = bench.run(&cmd(&["export"], &mapped)).success().stdout;
+        assert_eq!(exported.lines().count(), 2, "{exported}");
+        for command in ["list", "export"] {
+            let help = flag_help(&bench, command, "--map-index");
+            assert!(help.contains("every map index") && !help.contains("default"), "{command} --help: {help}");
+        }
+        assert!(flag_help(&bench, "get", "--map-index").contains("-1 (the default)"));
+    }
+
     fn list_filters_orders_and_pages(d: Dialect) {
         let bench = with_run(d);
         bench.add_dag_run_with("other_dag", "r1", &["t"]);
@@ -1521,6 +1542,8 @@ contract! {
             bench.run(&["clean", "--metrics-file", nowhere.to_str().unwrap()]).fails(2, "does not exist")
         });
         bench.unchanged(|| bench.run(&["clean", "--metrics-file", dir.to_str().unwrap()]).fails(2, "is a directory"));
+        // Before the database is opened: a missing database is not reached (4) either.
+        bench.run(&["clean", "--conn", &missing, "--metrics-file", nowhere.to_str().unwrap()]).fails(2, "the directory");
         bench.run(&["clean", "--dry-run", "--metrics-file", file]).fails(2, "--metrics-file");
     }
 
@@ -2401,7 +2424,8 @@ fn doctor_help_lists_its_checks_and_exit_codes() {
         "inactive_asset_rows",
         "backend",
         "--sample",
-        "8 a check found a",
+        "8    a check found a problem",
+        "5    the schema is not recognised",
     ] {
         assert!(run.stdout.contains(word), "doctor --help lacks {word}: {}", run.stdout);
     }
@@ -3728,6 +3752,100 @@ fn man_page_synopses_name_values_and_clean_has_an_exit_status() {
         assert!(exit_status.contains(code), "EXIT STATUS lacks {code}: {exit_status}");
     }
     assert!(page.find("EXIT STATUS").unwrap() < page.find("SEE ALSO").unwrap());
+}
+
+/// The codes of a manual page's EXIT STATUS section (`.TP` then the codes, in bold).
+fn exit_status_codes(page: &str) -> std::collections::BTreeSet<i32> {
+    let section = page.split(".SH \"EXIT STATUS\"\n").nth(1).unwrap_or_default();
+    let section = section.split("\n.SH ").next().unwrap_or_default();
+    section
+        .split(".TP\n")
+        .skip(1)
+        .flat_map(|item| {
+            roff_text(item.lines().next().unwrap_or_default())
+                .split(", ")
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .map(|code| code.parse().unwrap_or_else(|_| panic!("not a code: {code:?} in {section}")))
+        .collect()
+}
+
+/// The codes of the first table of a markdown page's section (`## Exit codes`): `| 3, 4, 5 |`.
+fn documented_codes(markdown: &str, heading: &str) -> std::collections::BTreeSet<i32> {
+    let section = markdown.split(heading).nth(1).unwrap_or_else(|| panic!("no {heading}"));
+    section
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| line.split('|').nth(1))
+        .flat_map(|cell| cell.split(',').map(|code| code.trim().parse::<i32>()).collect::<Vec<_>>())
+        .filter_map(Result::ok)
+        .collect()
+}
+
+/// Every manual page has an EXIT STATUS section: the codes its command can end with, each a
+/// code of docs/exit-codes.md, and at least those its page in docs/commands/ gives. The
+/// after-help is under headings a manual page has (NOTES, EXAMPLES, …), never clap_mangen's
+/// EXTRA, and the REST transport's flags under `REST TRANSPORT`.
+#[test]
+fn every_man_page_has_its_exit_status_and_headings_of_a_man_page() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let docs = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs");
+    let read = |name: &str| std::fs::read_to_string(docs.join(name)).unwrap();
+    let all = documented_codes(&read("exit-codes.md"), "# Exit codes");
+    assert!(all.contains(&0) && all.contains(&143), "{all:?}");
+    for (name, page) in &pages {
+        let codes = exit_status_codes(page);
+        assert!(codes.contains(&0) && codes.contains(&70), "{name}.1's EXIT STATUS: {codes:?}");
+        assert!(codes.is_subset(&all), "{name}.1 lists codes docs/exit-codes.md does not: {codes:?}");
+        assert_eq!(page.lines().filter(|line| line.starts_with(".ie ")).count(), 1, "{name}.1: one preamble");
+        let headings: Vec<&str> = page.lines().filter_map(|line| line.strip_prefix(".SH ")).collect();
+        for heading in &headings {
+            assert!(*heading != "EXTRA" && !heading.contains("DOCS/REST.MD"), "{name}.1: .SH {heading}");
+        }
+        let rest = roff_text(page).contains("--api-url <URL>");
+        assert_eq!(headings.contains(&"\"REST TRANSPORT\""), rest, "{name}.1: {headings:?}");
+    }
+    assert_eq!(exit_status_codes(&pages["state-store"]), all, "the top page lists every code");
+    let get = exit_status_codes(&pages["state-store-get"]);
+    assert!([1, 10].iter().all(|code| get.contains(code)), "get: {get:?}");
+    for (doc, page) in [
+        ("get", "state-store-get"),
+        ("set", "state-store-set"),
+        ("delete", "state-store-delete"),
+        ("clear", "state-store-clear"),
+        ("list", "state-store-list"),
+        ("clean", "state-store-clean"),
+        ("stats", "state-store-stats"),
+        ("doctor", "state-store-doctor"),
+        ("export", "state-store-export"),
+        ("import", "state-store-import"),
+        ("config", "state-store-config"),
+        ("sandbox", "state-store-sandbox"),
+        ("completions", "state-store-completions"),
+        ("completions", "state-store-man"),
+    ] {
+        let documented = documented_codes(&read(&format!("commands/{doc}.md")), "## Exit codes");
+        let listed = exit_status_codes(&pages[page]);
+        assert!(
+            documented.is_subset(&listed),
+            "{page}.1 lists {listed:?}, docs/commands/{doc}.md {documented:?}"
+        );
+    }
+    for (page, heading) in [
+        ("state-store", "CONFIGURATION"),
+        ("state-store-list", "NOTES"),
+        ("state-store-export", "NOTES"),
+        ("state-store-completions", "EXAMPLES"),
+        ("state-store-man", "EXAMPLES"),
+    ] {
+        assert!(pages[page].contains(&format!("\n.SH {heading}\n")), "{page}.1 lacks {heading}");
+    }
+    let doctor = roff_text(&pages["state-store-doctor"]);
+    let description = &doctor[doctor.find("DESCRIPTION").unwrap()..doctor.find("OPTIONS").unwrap()];
+    assert!(description.contains("Checks, read-only") && description.contains("missing_task_instance"));
 }
 
 #[test]

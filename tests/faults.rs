@@ -3862,6 +3862,65 @@ mod hostile_server {
         );
     }
 
+    /// `clear --all-map-indices` of a task whose keys are at map index -1 and at 3: `listMapped`
+    /// names only 3 (it lists map indexes of 0 and up), so whether a task instance holds the
+    /// keys at -1 is the API's to say. They are deleted when it takes their DELETE; when it
+    /// refuses it (404, no task instance), the one refused DELETE is not sent again, the other
+    /// key at -1 is not tried, the keys at 3 are still deleted, and a warning names what is left.
+    #[test]
+    fn clear_of_every_map_index_tries_the_keys_at_minus_one_and_warns_only_when_refused() {
+        for refused in [false, true] {
+            let api = FakeApi::airflow(move |request, _| {
+                let target = request.target.as_str();
+                if target.contains("/listMapped") {
+                    return Reply::Send(page("task_instances", &[r#"{"id": "i3", "map_index": 3}"#], 1));
+                }
+                if request.method == "DELETE" {
+                    return Reply::Send(if refused && target.ends_with("map_index=-1") {
+                        json(
+                            404,
+                            r#"{"detail": "Task instance not found for dag_id='d', run_id='r', task_id='t', map_index=-1"}"#,
+                        )
+                    } else {
+                        no_content()
+                    });
+                }
+                let entry = |key: &str| ENTRY.replace(r#""a""#, &format!("\"{key}\""));
+                let keys = if target.contains("map_index=-1") {
+                    vec![entry("x"), entry("y")]
+                } else if target.contains("map_index=3") {
+                    vec![entry("z")]
+                } else {
+                    vec![]
+                };
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                Reply::Send(page("task_state_store", &keys, keys.len() as u64))
+            });
+            let mut args = vec!["clear", "--yes", "--all-map-indices", "-o", "json"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[]);
+            let run = run.success();
+            let deletes: Vec<String> =
+                api.requests().iter().filter(|r| r.method == "DELETE").map(|r| r.target.clone()).collect();
+            let at = |key: &str, map_index: i64| {
+                format!("/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store/{key}?map_index={map_index}")
+            };
+            if refused {
+                assert_eq!(run.json(), json!({"deleted": 1}), "{run:?}");
+                assert_eq!(deletes, [at("x", -1), at("z", 3)]);
+                assert!(
+                    run.stderr.contains("2 key(s) at map index -1")
+                        && run.stderr.contains("answered 404: Task instance not found"),
+                    "{run:?}"
+                );
+            } else {
+                assert_eq!(run.json(), json!({"deleted": 3}), "{run:?}");
+                assert_eq!(deletes, [at("x", -1), at("y", -1), at("z", 3)]);
+                assert!(!run.stderr.contains("warning"), "{run:?}");
+            }
+        }
+    }
+
     /// Servers drawn from a seed: random statuses, headers and bodies (JSON pages and entries
     /// with random fields, cut JSON, deep nesting, control characters, the token and the
     /// password echoed), for random commands. Whatever they answer, the tool ends within its

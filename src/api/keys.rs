@@ -131,10 +131,10 @@ impl Remote {
         Ok(keys)
     }
 
-    /// The keys a clear of the task deletes. Across map indexes they are the keys of the
-    /// task's instances: keys at map index -1 of a mapped task belong to no task instance, and
-    /// the API deletes keys of task instances only (the database transport deletes them), so
-    /// they are left, and said to be.
+    /// The keys a clear of the task deletes: every key of the task's map indexes, -1
+    /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
+    /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
+    /// refuses it (404) when none does (see [`Remote::delete_task_keys`]).
     fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<(i64, String)>> {
         let known = self.indexes(scope, all_map_indices)?;
         if all_map_indices && !known.whole {
@@ -143,20 +143,14 @@ impl Remote {
                  only the keys of map index -1 are deleted",
             );
         }
-        let mut keys = self.task_keys(scope, &known.indexes)?;
-        if all_map_indices && known.mapped {
-            let unmapped = keys.iter().filter(|(map_index, _)| *map_index < 0).count();
-            if unmapped > 0 {
-                output::warn(&format!(
-                    "{unmapped} key(s) at map index -1 of mapped task {} are left: no task instance holds \
-                     them, and the API deletes only keys of task instances (the database transport deletes \
-                     them)",
-                    scope.task_label()
-                ));
-                keys.retain(|(map_index, _)| *map_index >= 0);
-            }
-        }
-        Ok(keys)
+        self.task_keys(scope, &known.indexes)
+    }
+
+    /// Whether the task is known as mapped (from `listMapped`, read for every map index): then
+    /// the API alone knows whether a task instance holds its keys at map index -1.
+    fn mapped(&self, scope: &TaskScope) -> bool {
+        let task = TaskScope { map_index: -1, ..scope.clone() };
+        self.indexes.as_ref().is_some_and(|(known, indexes)| *known == task && indexes.mapped)
     }
 }
 
@@ -252,15 +246,45 @@ impl Keys for Remote {
         Ok(0)
     }
 
-    /// One DELETE per key: the API has no transaction.
+    /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
+    /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
+    /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
+    /// a warning, and the others are still deleted. Any other refusal ends the run.
     fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
         addressable(scope)?;
+        let mapped = self.mapped(scope);
         let api = self.api()?;
+        let (mut deleted, mut deleted_unmapped) = (0, 0);
+        let mut unmapped_refused = false;
         for (map_index, key) in keys {
             key_addressable(key)?;
-            api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key)?;
+            if *map_index < 0 && unmapped_refused {
+                continue;
+            }
+            match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
+                Ok(()) => {
+                    deleted += 1;
+                    deleted_unmapped += usize::from(*map_index < 0);
+                }
+                Err(e)
+                    if *map_index < 0
+                        && mapped
+                        && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
+                {
+                    unmapped_refused = true;
+                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
+                    output::warn(&format!(
+                        "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
+                         holds them, and the API deletes only keys of task instances (the database \
+                         transport deletes them)",
+                        scope.task_label(),
+                        crate::error::message(e.as_ref())
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
         }
-        Ok(keys.len() as u64)
+        Ok(deleted)
     }
 
     /// One task instance's keys, or each of the task's instances' in turn (map index, then

@@ -1,9 +1,9 @@
 //! Shell completions and the manual pages, generated from the same clap definition as the
 //! command line itself: every subcommand, flag and fixed set of values in them is the one
 //! `--help` shows. The bash script gets one correction on the way out (see [`fix_bash_labels`]);
-//! each manual page gets a synopsis of its own (see [`synopsis`]), and a SEE ALSO section naming
-//! the pages it belongs to; the clean page, which the systemd unit's `Documentation=` names,
-//! an EXIT STATUS section.
+//! each manual page gets a synopsis of its own (see [`synopsis`]), the sections of its
+//! after-help under their own headings, an EXIT STATUS section (both from `help.rs`, which
+//! `--help` reads too), and a SEE ALSO section naming the pages it belongs to.
 
 use std::io::Write;
 use std::path::Path;
@@ -12,6 +12,7 @@ use clap::{Command, CommandFactory};
 
 use crate::cli::{self, Cli, ManArgs, Shell};
 use crate::error::{Error, Result};
+use crate::help;
 
 const BIN: &str = "state-store";
 
@@ -127,17 +128,51 @@ fn pages() -> Vec<Page> {
     pages
 }
 
+/// A page as clap_mangen draws its parts (title, name, synopsis, description, flags, commands,
+/// version), with the rest in the order of man-pages(7): the after-help's sections under their
+/// own headings (clap_mangen's `render` would put them all under one named EXTRA), EXIT STATUS,
+/// SEE ALSO.
 fn render(page: &Page) -> std::io::Result<Vec<u8>> {
     let version = env!("CARGO_PKG_VERSION");
-    let mut rendered = Vec::new();
-    clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}")).render(&mut rendered)?;
-    let rendered = String::from_utf8_lossy(&rendered);
-    let mut roff = with_synopsis(&rendered, &synopsis(&page.command)).into_bytes();
-    if page.path == ["clean"] {
-        writeln!(roff, ".SH \"EXIT STATUS\"")?;
-        for (code, when) in cli::CLEAN_EXIT_STATUS {
-            writeln!(roff, ".TP\n\\fB{}\\fR\n{}", roff_escape(code), roff_escape(when))?;
+    let path: Vec<&str> = page.path.iter().map(String::as_str).collect();
+    let man = clap_mangen::Man::new(page.command.clone()).source(format!("{BIN} {version}"));
+    // Each part comes with the roff crate's preamble (the `Aq` string): the page keeps the
+    // title's only.
+    let part = |render: &dyn Fn(&mut Vec<u8>) -> std::io::Result<()>| -> std::io::Result<String> {
+        let mut out = Vec::new();
+        render(&mut out)?;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let body = text.strip_prefix(".ie \\n(.g .ds Aq \\(aq\n.el .ds Aq '\n").unwrap_or(&text);
+        Ok(body.to_string())
+    };
+    let mut head = Vec::new();
+    man.render_title(&mut head)?;
+    let mut head = String::from_utf8_lossy(&head).into_owned();
+    head.push_str(&part(&|w| man.render_name_section(w))?);
+    head.push_str(&part(&|w| man.render_synopsis_section(w))?);
+    head.push_str(&part(&|w| man.render_description_section(w))?);
+    let mut roff = with_synopsis(&head, &synopsis(&page.command)).into_bytes();
+    let sections = help::sections(&path);
+    for section in sections.iter().filter(|section| section.heading == help::DESCRIPTION) {
+        writeln!(roff, ".PP\n{}", roff_body(&section.body))?;
+    }
+    if page.command.get_arguments().any(|arg| !arg.is_hide_set()) {
+        roff.extend_from_slice(man_headings(&part(&|w| man.render_options_section(w))?).as_bytes());
+    }
+    if page.command.get_subcommands().any(|sub| !sub.is_hide_set()) {
+        roff.extend_from_slice(part(&|w| man.render_subcommands_section(w))?.as_bytes());
+    }
+    writeln!(roff, ".SH \"{}\"", help::EXIT_STATUS)?;
+    for exit in help::exit_status(&path) {
+        writeln!(roff, ".TP\n\\fB{}\\fR\n{}", roff_escape(&exit.label()), roff_escape(exit.when))?;
+    }
+    for section in sections {
+        if ![help::DESCRIPTION, help::EXIT_STATUS].contains(&section.heading) {
+            writeln!(roff, ".SH {}\n{}", section.heading, roff_body(&section.body))?;
         }
+    }
+    if page.command.get_version().is_some() {
+        roff.extend_from_slice(part(&|w| man.render_version_section(w))?.as_bytes());
     }
     if !page.path.is_empty() {
         // A command's page says where the rest is: the exit codes and the configuration are on
@@ -151,6 +186,65 @@ fn render(page: &Page) -> std::io::Result<Vec<u8>> {
         writeln!(roff, ".SH \"SEE ALSO\"\n{}", refs.join(", "))?;
     }
     Ok(roff)
+}
+
+/// The REST transport's flags under a heading that reads as a manual page's, `REST TRANSPORT`,
+/// with what `--help`'s heading adds in parentheses (what they do, and where the rest is said)
+/// in a sentence of the section instead.
+fn man_headings(options: &str) -> String {
+    let help = format!(".SH \"{}\"", cli::API.to_uppercase());
+    options.replace(
+        &help,
+        ".SH \"REST TRANSPORT\"\nThese flags send the command to Airflow's REST API v2 instead of the \
+         database; docs/rest.md of state\\-store's documentation says what differs.",
+    )
+}
+
+/// A section's text as roff: plain lines filled into paragraphs, indented lines (commands to
+/// type) kept as they are, terms as tagged paragraphs.
+fn roff_body(body: &help::Body) -> String {
+    match body {
+        help::Body::Text(text) => {
+            let mut out = Vec::new();
+            for (n, paragraph) in text.split("\n\n").enumerate() {
+                if n > 0 {
+                    out.push(".PP".to_string());
+                }
+                let mut verbatim = false;
+                for line in paragraph.lines() {
+                    let indented = line.starts_with(' ');
+                    if indented != verbatim {
+                        out.push(if indented { ".RS 2\n.nf" } else { ".fi\n.RE" }.to_string());
+                        verbatim = indented;
+                    }
+                    out.push(roff_line(if indented {
+                        line.strip_prefix("  ").unwrap_or(line)
+                    } else {
+                        line
+                    }));
+                }
+                if verbatim {
+                    out.push(".fi\n.RE".to_string());
+                }
+            }
+            out.join("\n")
+        }
+        help::Body::Terms { lead, terms } => {
+            let mut out = vec![roff_line(lead)];
+            for (term, text) in *terms {
+                out.push(format!(".TP\n\\fB{}\\fR\n{}", roff_escape(term), roff_line(text)));
+            }
+            out.join("\n")
+        }
+        help::Body::ExitCodes => String::new(),
+    }
+}
+
+/// A line of text as roff reads it: escaped, and never taken for a request (a leading `.` or
+/// `'`).
+fn roff_line(text: &str) -> String {
+    let text = roff_escape(text);
+    if text.starts_with(['.', '\'']) { format!("\\&{text}") } else { text }
 }
 
 /// clap_mangen's page with its SYNOPSIS line (the one text line after `.SH SYNOPSIS`) replaced.
@@ -238,6 +332,18 @@ mod tests {
         let script = "    argparse -s (__fish_state_store_global_optspecs) -- $cmd 2>/dev/null\n    or return\n    if set -q argv[1]\n";
         let fixed = fix_fish_unparsed_line(script);
         assert!(fixed.contains("2>/dev/null\n    or return 0\n    if set -q"), "{fixed}");
+    }
+
+    /// `--help` and the manual page say the same: each command's after-help is its sections of
+    /// `help.rs`, and each command has its exit status there.
+    #[test]
+    fn every_page_has_its_exit_status_and_its_help_after_the_flags() {
+        for page in pages() {
+            let path: Vec<&str> = page.path.iter().map(String::as_str).collect();
+            assert!(!help::exit_status(&path).is_empty(), "no exit status for {path:?}");
+            let after = page.command.get_after_help().map(ToString::to_string).unwrap_or_default();
+            assert_eq!(after, help::after_help(&path), "the after-help of {path:?}");
+        }
     }
 
     #[test]

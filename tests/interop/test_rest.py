@@ -346,6 +346,30 @@ def test_list_of_a_mapped_task_without_map_index(rest_store, db_store, airflow) 
     assert (rest.code, rest.stdout) == (0, db.stdout) or (rest.code == USAGE and rest.stdout == ""), _shown(rest)
 
 
+def test_clear_of_every_map_index_deletes_the_keys_at_minus_one_the_api_takes(airflow, rest_store, db_store) -> None:
+    """`listMapped` names map indexes of 0 and up only. A task with task instances at -1 and at
+    3 has its keys at -1 deleted by `clear --all-map-indices` over REST, as through the
+    database, with no warning; keys at -1 of a mapped task that has no instance there are
+    refused by the API (404): they are left and named in a warning, and the others go."""
+    task = airflow.add_dag_run()
+    airflow.add_task_instance(task, 3)
+    for map_index in (-1, 3):
+        airflow.backend_set(task.sibling(task.task_id, map_index), "k", str(map_index), None)
+    of_run = ["--dag-id", task.dag_id, "--run-id", task.run_id]
+    cleared = rest_store.run("clear", *of_run, "--task-id", task.task_id, "--all-map-indices", "--yes", "-o", "plain")
+    assert (cleared.stdout, "warning" in cleared.stderr) == ("2\n", False), _shown(cleared)
+    assert airflow.task_keys(task) == [] and airflow.task_keys(task.sibling(task.task_id, 3)) == []
+
+    mapped = task.sibling("mapped", 0)
+    airflow.add_task_instance(mapped, 0)
+    airflow.backend_set(mapped, "k", "0", None)
+    db_store.run("set", "k", "-1", *mapped.sibling("mapped", -1).args(), "--allow-missing-task-instance")
+    cleared = rest_store.run("clear", *of_run, "--task-id", "mapped", "--all-map-indices", "--yes", "-o", "plain")
+    assert cleared.stdout == "1\n", _shown(cleared)
+    assert "1 key(s) at map index -1" in cleared.stderr and "answered 404" in cleared.stderr, _shown(cleared)
+    assert airflow.task_keys(mapped) == [] and airflow.task_keys(mapped.sibling("mapped", -1)) == ["k"]
+
+
 # ── Airflow reads what was written over REST ────────────────────────────────────────────────
 
 
