@@ -3614,6 +3614,148 @@ mod hostile_server {
         assert_eq!(methods, ["GET", "PUT", "PUT", "GET", "GET"], "{:?}", api.requests());
     }
 
+    /// A write answered 503 with `Retry-After` every time is sent four times, and the message
+    /// says so: how many times, and that the server did nothing each time.
+    #[test]
+    fn a_write_retried_after_503_says_how_many_times_it_was_sent() {
+        let api = FakeApi::airflow(|request, _| match request.method.as_str() {
+            "PUT" => {
+                Reply::Send(response(503, "application/json", r#"{"detail": "busy"}"#, "Retry-After: 1\r\n"))
+            }
+            _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+        });
+        let mut args = vec!["set", "k", "1"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert_eq!(api.requests().iter().filter(|r| r.method == "PUT").count(), 4, "{:?}", api.requests());
+        assert!(run.stderr.contains("answered 503: busy; sent 4 times"), "{run:?}");
+        assert!(run.stderr.contains("the server did nothing"), "{run:?}");
+        assert!(!run.stderr.contains("may have been carried out"), "{run:?}");
+    }
+
+    /// A body that is not UTF-8 is no JSON (RFC 8259): refused, never shown with replacement
+    /// characters as if the server held them.
+    #[test]
+    fn an_answer_that_is_not_utf8_is_refused() {
+        let raw = |body: &[u8]| -> Reply {
+            let mut reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            reply.extend_from_slice(body);
+            Reply::Bytes(reply)
+        };
+        let entry: &[u8] =
+            b"{\"key\": \"k\", \"value\": \"caf\xe9\", \"updated_at\": \"2026-12-01T00:00:00Z\", \"expires_at\": null}";
+        let page: &[u8] = b"{\"task_state_store\": [{\"key\": \"k\xff\", \"value\": 1, \"updated_at\": \"2026-12-01T00:00:00Z\", \"expires_at\": null}], \"total_entries\": 1}";
+        for (body, head) in [(entry, vec!["get", "k"]), (page, vec!["list", "--map-index", "-1"])] {
+            let body = body.to_vec();
+            let api = FakeApi::airflow(move |_, _| raw(&body));
+            let mut args = head.clone();
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[]);
+            let run = run.code(4);
+            assert!(run.stderr.contains("not UTF-8") && run.stderr.contains("RFC 8259"), "{run:?}");
+            assert!(!run.stdout.contains('\u{fffd}') && !run.stderr.contains('\u{fffd}'), "{run:?}");
+            clean(&run, &[]);
+        }
+    }
+
+    /// Standard base64, with and without padding, and its URL-safe alphabet.
+    fn base64_forms(bytes: &[u8]) -> Vec<String> {
+        const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut padded = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().enumerate().fold(0_u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    padded.push(char::from(STANDARD[(n >> (18 - 6 * i) & 63) as usize]));
+                } else {
+                    padded.push('=');
+                }
+            }
+        }
+        let bare = padded.trim_end_matches('=').to_string();
+        let url = padded.replace('+', "-").replace('/', "_");
+        let url_bare = bare.replace('+', "-").replace('/', "_");
+        vec![padded, bare, url, url_bare]
+    }
+
+    /// `text`, or a 24-character piece of it, on stderr (or on stdout of a failed run).
+    #[track_caller]
+    fn never_shown(run: &Run, text: &str) {
+        let mut pieces = vec![text.to_string()];
+        pieces
+            .extend(text.as_bytes().windows(24).step_by(8).map(|w| String::from_utf8_lossy(w).into_owned()));
+        for piece in pieces {
+            assert!(!run.stderr.contains(&piece), "{piece:?} of {text:?} leaked on stderr: {run:?}");
+            assert!(run.code == 0 || !run.stdout.contains(&piece), "{piece:?} leaked on stdout: {run:?}");
+        }
+    }
+
+    /// What a server may echo beyond the raw and JSON spellings: a token or a login in base64
+    /// (a Basic header carries `base64(user:password)`), and a password percent-encoded with
+    /// lower-case or mixed-case hex, which RFC 3986 makes the same encoding, whichever
+    /// characters the encoder left alone.
+    #[test]
+    fn secrets_in_base64_and_in_any_percent_encoding_are_masked() {
+        let token = token();
+        let mut echoes: Vec<String> = base64_forms(token.as_bytes());
+        echoes.extend(base64_forms(format!("{token}\n").as_bytes()));
+        for echo in echoes {
+            let shown = echo.clone();
+            let api = echoing(move |_| json(401, &format!(r#"{{"detail": "Basic {shown} refused"}}"#)));
+            let mut args = vec!["get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("AIRFLOW_CLI_TOKEN", &token)]);
+            let run = run.code(10);
+            never_shown(&run, &echo);
+            clean(&run, &[&token]);
+        }
+        let every: String = PASSWORD
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02x}") })
+            .collect();
+        // Python's `quote` (`/` left alone), in lower case.
+        let quoted: String = PASSWORD
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b == b'/' {
+                    char::from(b).to_string()
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect();
+        let mixed: String = PASSWORD
+            .bytes()
+            .enumerate()
+            .map(|(i, b)| match (b.is_ascii_alphanumeric(), i % 2) {
+                (true, _) => char::from(b).to_string(),
+                (false, 0) => format!("%{b:02x}"),
+                (false, _) => format!("%{b:02X}"),
+            })
+            .collect();
+        let mut echoes = vec![every, quoted, mixed];
+        echoes.extend(base64_forms(format!("ann:{PASSWORD}").as_bytes()));
+        echoes.extend(base64_forms(PASSWORD.as_bytes()));
+        for echo in echoes {
+            let shown = echo.clone();
+            let api = FakeApi::airflow(move |_, _| {
+                Reply::Send(json(401, &format!(r#"{{"detail": "bad login Basic {shown} for ann"}}"#)))
+            });
+            let mut args = vec!["--api-username", "ann", "get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("STATE_STORE_API_PASSWORD", PASSWORD)]);
+            let run = run.code(10);
+            assert!(run.stderr.contains("bad login Basic ***"), "{run:?}");
+            never_shown(&run, &echo);
+            clean(&run, &[PASSWORD]);
+        }
+    }
+
     #[test]
     fn ids_and_keys_the_api_cannot_address_are_refused_before_anything_is_sent() {
         let api = FakeApi::start(|_, _| {

@@ -63,6 +63,12 @@ pub(crate) struct Settings {
 pub(crate) struct Answer {
     pub status: u16,
     pub json: Option<Value>,
+    /// How many times the request reached the server, this answer's try included: more than
+    /// once when earlier answers said to send it again (a 503 with `Retry-After`, or for a GET
+    /// a 502, 503 or 504).
+    pub sent: u32,
+    /// A 503 with `Retry-After`: the server saying it did nothing.
+    pub did_nothing: bool,
 }
 
 pub(crate) struct Http {
@@ -134,6 +140,7 @@ impl Http {
         let safe = method == Method::GET;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
+        let mut sent = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
@@ -141,6 +148,7 @@ impl Http {
             let elapsed = started.elapsed().as_millis();
             match result {
                 Ok(response) => {
+                    sent += 1;
                     let status = response.status().as_u16();
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
@@ -152,7 +160,9 @@ impl Http {
                         pause *= 2;
                         continue;
                     }
-                    return self.read_answer(response, &method, &shown);
+                    let mut answer = self.read_answer(response, &method, &shown)?;
+                    answer.sent = sent;
+                    return Ok(answer);
                 }
                 Err(e) => {
                     let why = self.describe(&e);
@@ -255,6 +265,7 @@ impl Http {
         if (300..400).contains(&status) {
             return Err(redirect(&response, method, shown));
         }
+        let did_nothing = status == 503 && response.headers().contains_key("retry-after");
         let content_type = response
             .headers()
             .get("content-type")
@@ -270,7 +281,7 @@ impl Http {
             return Err(Error::Remote(format!("cannot read the answer of {method} {shown}: {why}")).into());
         }
         if bytes.is_empty() {
-            return Ok(Answer { status, json: None });
+            return Ok(Answer { status, json: None, sent: 1, did_nothing });
         }
         let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
         if !is_json {
@@ -308,14 +319,22 @@ impl Http {
                 "{method} {shown} answered {status} with more than this tool reads"
             ))));
         }
-        let text = String::from_utf8_lossy(&bytes);
-        let value = json::parse(&text).map_err(|e| {
+        // JSON is UTF-8 (RFC 8259): a value decoded with replacement characters would be shown,
+        // counted or archived as something the server does not hold.
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            Error::Remote(format!(
+                "{method} {shown} answered {status} with bytes that are not UTF-8 (at byte {}): JSON must be \
+                 UTF-8 (RFC 8259), and a value read from them would not be the one the server holds",
+                e.valid_up_to()
+            ))
+        })?;
+        let value = json::parse(text).map_err(|e| {
             Error::Remote(format!(
                 "{method} {shown} answered {status} with JSON that cannot be read: {}",
                 from_server(&e.to_string(), DETAIL_CHARS)
             ))
         })?;
-        Ok(Answer { status, json: Some(value) })
+        Ok(Answer { status, json: Some(value), sent: 1, did_nothing })
     }
 }
 
@@ -698,6 +717,8 @@ mod tests {
         assert_eq!(from_server("a\x1b[31mred\x07", 50), "a\\x1b[31mred\\x07");
         crate::redact::register_secret("Pässwörd\"\\x");
         let answer = Answer {
+            sent: 1,
+            did_nothing: false,
             status: 401,
             json: Some(
                 json::parse(

@@ -119,11 +119,7 @@ impl Api {
         if !said.is_empty() {
             message.push_str(&format!(": {said}"));
         }
-        if *method != Method::GET && matches!(answer.status, 502..=504) {
-            message.push_str(
-                "; a gateway's answer: the request may have been carried out, so it was not sent again (check before retrying)",
-            );
-        }
+        message.push_str(&retried(method, answer));
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
@@ -584,6 +580,36 @@ fn lacking_permission(method: &Method, subject: &Subject) -> String {
             "; the token was accepted, but its user lacks the permission for this request".to_string()
         }
     }
+}
+
+/// What a refused answer's message says of the request's tries: how many times it was sent,
+/// and for a write answered 502, 503 or 504 whether it may have been carried out. A write is
+/// sent again only after a 503 with `Retry-After` (the server saying it did nothing), so
+/// every earlier answer of a write sent more than once was one.
+fn retried(method: &Method, answer: &Answer) -> String {
+    let write = *method != Method::GET;
+    let mut said = String::new();
+    if answer.sent > 1 {
+        said.push_str(&format!("; sent {} times", answer.sent));
+        if write && answer.did_nothing {
+            said.push_str(", each answered 503 with Retry-After (the server did nothing)");
+        } else if write {
+            said.push_str(", the earlier tries answered 503 with Retry-After (the server did nothing)");
+        }
+    }
+    if write && matches!(answer.status, 502..=504) {
+        if answer.did_nothing {
+            if answer.sent == 1 {
+                said.push_str("; a 503 with Retry-After: the server did nothing");
+            }
+            said.push_str("; not sent again");
+        } else {
+            said.push_str(
+                "; a gateway's answer: the request may have been carried out, so it was not sent again (check before retrying)",
+            );
+        }
+    }
+    said
 }
 
 /// A write's body: `{"value": …}`, to which a task key's PUT adds its expiry.
