@@ -3756,6 +3756,86 @@ mod hostile_server {
         }
     }
 
+    /// The `offset` and `limit` of a page request.
+    fn window(request: &Request) -> (u64, u64) {
+        let query = request.target.split_once('?').map_or("", |(_, q)| q);
+        let number = |name: &str| {
+            query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).and_then(|v| v.parse().ok())
+        };
+        (number("offset").unwrap_or(0), number("limit").unwrap_or(0))
+    }
+
+    /// A server whose every page holds one new entry cannot keep a command paging: the pages a
+    /// walk makes follow from its first page's size and `total_entries` (docs/rest.md), and a
+    /// page shorter than the first is the last.
+    #[test]
+    fn one_entry_pages_end_within_the_bound_the_first_page_sets() {
+        // Past 2,000 pages the server answers 500, so that a walk without a bound ends too.
+        const GIVE_UP: usize = 2_000;
+        let entry = |n: u64| ENTRY.replace(r#""a""#, &format!("\"k{n:07}\""));
+        // One entry a page: a million said, or a total that grows with every page.
+        for growing in [false, true] {
+            let api = FakeApi::airflow(move |request, n| {
+                if n > GIVE_UP {
+                    return Reply::Send(json(500, r#"{"detail": "gave up"}"#));
+                }
+                let (offset, _) = window(request);
+                let total = if growing { offset + 3 } else { 1_000_000 };
+                Reply::Send(page("task_state_store", &[&entry(offset)], total))
+            });
+            for head in [
+                vec!["list", "--limit", "0", "--map-index", "-1"],
+                vec!["clear", "--yes", "--map-index", "-1"],
+            ] {
+                let mut args = head.clone();
+                args.extend_from_slice(&TASK);
+                let before = api.requests().len();
+                let (run, took) = bounded(&api.url, &args, &[]);
+                let run = run.code(4);
+                let requests = api.requests().len() - before;
+                assert!(requests <= 8, "{head:?} growing={growing}: {requests} requests: {run:?}");
+                assert!(run.stderr.contains("pages of 1"), "{run:?}");
+                assert!(took < Duration::from_secs(10), "{took:?}");
+                assert!(api.requests().iter().all(|r| r.method == "GET"), "nothing deleted");
+                clean(&run, &[]);
+            }
+        }
+        // Pages of 100 then one of 3: the short page is the last, whatever the total says.
+        let api = FakeApi::airflow(move |request, _| {
+            let (offset, limit) = window(request);
+            let count = if offset == 0 { limit } else { 3 };
+            let items: Vec<String> = (offset..offset + count).map(entry).collect();
+            let items: Vec<&str> = items.iter().map(String::as_str).collect();
+            Reply::Send(page("task_state_store", &items, 1_000))
+        });
+        let mut args = vec!["list", "--limit", "0", "--map-index", "-1", "-o", "plain"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.success();
+        assert_eq!(run.stdout.lines().count(), 103, "{run:?}");
+        assert_eq!(api.requests().len(), 3, "the version and two pages: {:?}", api.requests());
+    }
+
+    /// A server whose maximum page is below the 100 asked for (`[api] maximum_page_limit`)
+    /// is read whole: its first page sets the page size.
+    #[test]
+    fn a_server_with_smaller_pages_is_read_whole() {
+        let api = FakeApi::airflow(|request, _| {
+            let (offset, limit) = window(request);
+            let items: Vec<String> = (offset..(offset + limit.min(30)).min(95))
+                .map(|n| ENTRY.replace(r#""a""#, &format!("\"k{n:03}\"")))
+                .collect();
+            let items: Vec<&str> = items.iter().map(String::as_str).collect();
+            Reply::Send(page("task_state_store", &items, 95))
+        });
+        let mut args = vec!["list", "--limit", "0", "--map-index", "-1", "-o", "plain"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.success();
+        assert_eq!(run.stdout.lines().count(), 95, "{run:?}");
+        assert_eq!(api.requests().len(), 5, "the version and four pages of 30, 30, 30, 5");
+    }
+
     #[test]
     fn ids_and_keys_the_api_cannot_address_are_refused_before_anything_is_sent() {
         let api = FakeApi::start(|_, _| {
