@@ -3911,6 +3911,49 @@ mod hostile_server {
         assert!(run.code(2).stderr.contains("not supported"));
     }
 
+    /// `NO_PROXY` is compared with the host the tool connects to, as curl compares it: an
+    /// IPv4 address in another spelling is that address, a name is matched in any case and
+    /// with a trailing dot. A host that ends in a number but is no IPv4 address, or one that
+    /// the URL standard and the system's resolver read differently, is refused before
+    /// anything is sent.
+    #[test]
+    fn no_proxy_names_the_host_however_the_url_spells_it() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let proxy = FakeApi::start(|_, _| Reply::Send(json(502, r#"{"detail": "the proxy"}"#)));
+        let port = api.url.rsplit(':').next().unwrap().to_string();
+        for (host_given, no_proxy) in [
+            ("127.000.000.001", "127.0.0.1"),
+            ("0x7f.1", "127.0.0.1"),
+            ("2130706433", "127.0.0.0/8"),
+            ("0177.0.0.1", "127.0.0.1"),
+            ("127.0.0.1", "127.000.000.001"),
+        ] {
+            let url = format!("http://{host_given}:{port}");
+            let mut args = vec!["get", "k"];
+            args.extend_from_slice(&TASK);
+            let env = [
+                ("http_proxy", proxy.url.as_str()),
+                ("NO_PROXY", no_proxy),
+                ("AIRFLOW_CLI_TOKEN", "t0k-secret"),
+            ];
+            let (run, _) = bounded(&url, &args, &env);
+            run.code(1);
+            // The connection went to the address `NO_PROXY` was compared with.
+            let host = api.requests().last().and_then(|r| r.header("host").map(str::to_string));
+            assert_eq!(host, Some(format!("127.0.0.1:{port}")), "{host_given}");
+        }
+        assert!(proxy.requests().is_empty(), "the token went through the proxy: {:?}", proxy.requests());
+        let before = api.requests().len();
+        for host in ["1.2.3.256", "127.0.0.1.", "0x7f.0x.0.1", "08.0.0.1", "1.2.3.4.5", "[::1::2]"] {
+            let url = format!("http://{host}:{port}");
+            let (run, _) =
+                bounded(&url, &["get", "k", "--dag-id", "d", "--run-id", "r", "--task-id", "t"], &[]);
+            let run = run.code(2);
+            assert!(run.stderr.contains("invalid --api-url"), "{run:?}");
+        }
+        assert_eq!(api.requests().len(), before, "nothing sent for a host that is refused");
+    }
+
     #[test]
     fn files_that_never_end_or_block_are_refused() {
         let bench = Bench::bare();

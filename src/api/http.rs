@@ -457,22 +457,29 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
 }
 
 /// Whether a `no_proxy` list names the host, as curl reads it: `*`; a host name, matched
-/// with its subdomains (`example.com` and `.example.com` both take `api.example.com`); an IP
-/// address, matched exactly; or, since curl 7.86, an address range in CIDR notation
-/// (`10.0.0.0/8`, `::1/128`), matched against a host that is an IP address. A `:port` after
-/// an entry is ignored, and an IPv6 address may be in brackets.
+/// with its subdomains (`example.com` and `.example.com` both take `api.example.com`), in any
+/// case and with or without a trailing dot; an IP address, matched as an address (`::1` is
+/// `0:0::1`, `127.000.000.001` is `127.0.0.1`); or, since curl 7.86, an address range in
+/// CIDR notation (`10.0.0.0/8`, `::1/128`). A host that is an address (the base URL writes
+/// it in its one spelling, see [`super::url::canonical_authority`]) is matched by addresses
+/// and ranges only, never as a name by its last labels. A `:port` after an entry is ignored,
+/// and an IPv6 address may be in brackets.
 fn bypasses(list: &str, host: &str) -> bool {
-    let host_ip: Option<std::net::IpAddr> = host.parse().ok();
+    let host_ip = address(host);
     list.split(',').map(str::trim).filter(|e| !e.is_empty()).any(|entry| {
         if entry == "*" {
             return true;
         }
-        let (address, prefix) = match entry.split_once('/') {
-            Some((address, bits)) => (address, Some(bits)),
+        let (written, prefix) = match entry.split_once('/') {
+            Some((written, bits)) => (written, Some(bits)),
             None => (entry, None),
         };
-        let address = address.trim_start_matches('[').split(']').next().unwrap_or(address);
-        if let Ok(ip) = address.parse::<std::net::IpAddr>() {
+        let unbracketed = written.trim_start_matches('[').split(']').next().unwrap_or(written);
+        let without_port = written
+            .rsplit_once(':')
+            .filter(|(name, port)| !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(written, |(name, _)| name);
+        if let Some(ip) = address(unbracketed).or_else(|| address(without_port)) {
             let Some(host_ip) = host_ip else { return false };
             let bits = match prefix.map(str::parse::<u32>) {
                 None => None,
@@ -481,17 +488,20 @@ fn bypasses(list: &str, host: &str) -> bool {
             };
             return in_range(host_ip, ip, bits);
         }
-        if prefix.is_some() {
+        if prefix.is_some() || host_ip.is_some() {
             return false;
         }
-        let name = entry.trim_start_matches('.');
-        let name = name
-            .rsplit_once(':')
-            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(name, |(n, _)| n);
-        let name = name.to_ascii_lowercase();
+        let name = without_port.trim_start_matches('.');
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         !name.is_empty() && (host == name || host.ends_with(&format!(".{name}")))
     })
+}
+
+/// An IP address, an IPv4 one in any spelling the URL standard and curl take (see
+/// [`super::url::ipv4`]).
+fn address(text: &str) -> Option<std::net::IpAddr> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    text.parse().ok().or_else(|| super::url::ipv4(text).map(std::net::IpAddr::V4))
 }
 
 /// Whether `host` is `network`, or within its first `bits` bits.
@@ -654,6 +664,13 @@ mod tests {
             assert_eq!(chosen("https://a.example.com", &vars), None, "{no_proxy}");
         }
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
+        for no_proxy in ["EXAMPLE.COM", "example.com.", ".Example.Com.:443"] {
+            assert_eq!(
+                chosen("https://A.Example.com.", &[all[0], ("NO_PROXY", no_proxy)]),
+                None,
+                "{no_proxy}"
+            );
+        }
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
     }
 
@@ -682,6 +699,13 @@ mod tests {
             ("http://[::1]:8080", "[::1]"),
             ("http://[fd00::5]", "fd00::/8"),
             ("http://10.1.2.3", "0.0.0.0/0"),
+            ("http://127.000.000.001:8080", "127.0.0.1"),
+            ("http://0x7f.1:8080", "127.0.0.1:8080"),
+            ("http://2130706433", "127.0.0.0/8"),
+            ("http://127.0.0.1", "127.1"),
+            ("http://127.0.0.1", "0177.0.0.1/32"),
+            ("http://[0:0:0:0:0:0:0:1]:8080", "::1"),
+            ("http://[::1]", "[0:0::1]:8080"),
         ] {
             assert_eq!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]), None, "{url} {no_proxy}");
         }
@@ -692,6 +716,9 @@ mod tests {
             ("http://10.1.2.3", "10.0.0.0/x"),
             ("http://host.example", "10.0.0.0/8"),
             ("http://[::2]", "::1"),
+            // An address is never matched as a name by its last labels.
+            ("http://10.0.0.1", "0.0.1"),
+            ("http://127.0.0.1", "localhost"),
         ] {
             assert!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]).is_some(), "{url} {no_proxy}");
         }
