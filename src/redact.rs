@@ -79,8 +79,12 @@ pub(crate) fn register_login(user: &str, password: &str) {
     }
 }
 
+/// Adds `secret` and its JSON spellings to `printed`; its percent-encoded spellings need no
+/// entry of their own, since [`spelt_at`] reads them in the raw one.
 fn learn_printed(printed: &mut Vec<String>, secret: &str) {
-    add_spellings(printed, secret);
+    if !printed.iter().any(|p| p == secret) {
+        printed.push(secret.to_string());
+    }
     for escaped in json_spellings(secret) {
         if !printed.contains(&escaped) {
             printed.push(escaped);
@@ -324,8 +328,8 @@ impl Secrets {
 
     /// Every place where a printed text stands as a whole word, in any of the spellings
     /// [`spelt_at`] reads. One pass over the text: a spelling is tried only where its first
-    /// byte, a `%` or (for a blank) a `+` stands, so that a server's answer of 16 MiB is
-    /// masked in about the time one search of it takes.
+    /// byte stands, or a `%XX` that encodes it (or, for a blank, a `+`), so that a server's
+    /// answer of 16 MiB, even one of nothing but `%`, is masked in one pass over it.
     fn printed_ranges(&self, text: &str) -> Vec<Range<usize>> {
         let mut found = Vec::new();
         if self.printed.is_empty() {
@@ -339,11 +343,15 @@ impl Secrets {
                 by_first[usize::from(b'+')].push(printed.as_bytes());
             }
         }
-        let every: Vec<&[u8]> = self.printed.iter().map(String::as_bytes).collect();
         let bytes = text.as_bytes();
+        let none: Vec<&[u8]> = Vec::new();
         for (at, &byte) in bytes.iter().enumerate() {
-            let candidates = if byte == b'%' { &every } else { &by_first[usize::from(byte)] };
-            for spelling in candidates {
+            // Where a `%XX` stands, the spellings that start with the byte it encodes too.
+            let encoded = match byte {
+                b'%' => decoded(bytes, at).map_or(&none, |d| &by_first[usize::from(d)]),
+                _ => &none,
+            };
+            for spelling in by_first[usize::from(byte)].iter().chain(encoded) {
                 let Some(end) = spelt_at(bytes, at, spelling) else { continue };
                 if !text.is_char_boundary(at) || !text.is_char_boundary(end) {
                     continue;
@@ -363,14 +371,27 @@ impl Secrets {
 /// Where `spelling` ends if it stands at `at` of `text`, byte for byte, each byte as it is
 /// or percent-encoded (`%2f` and `%2F` alike: RFC 3986 makes the case of the hex digits no
 /// part of the encoding, and an encoder may encode any byte, unreserved ones included), a
-/// blank also as `+` (a form's encoding); the longest such reading. A `%` of the spelling may
-/// stand as itself or as `%25`, so the offsets reached are kept as a set.
+/// blank also as `+` (a form's encoding); the longest such reading.
 fn spelt_at(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
-    let decoded = |i: usize| -> Option<u8> {
-        let hex = |b: Option<&u8>| char::from(*b?).to_digit(16);
-        let value = hex(text.get(i + 1))? << 4 | hex(text.get(i + 2))?;
-        (text[i] == b'%').then(|| u8::try_from(value).ok()).flatten()
-    };
+    let mut i = at;
+    for (k, &want) in spelling.iter().enumerate() {
+        let got = *text.get(i)?;
+        let raw = got == want || (want == b' ' && got == b'+');
+        let encoded = got == b'%' && decoded(text, i) == Some(want);
+        match (raw, encoded) {
+            // A `%` of the spelling where the text has `%25`: either reading may go on.
+            (true, true) => return spelt_either_way(text, i, &spelling[k..]),
+            (true, false) => i += 1,
+            (false, true) => i += 3,
+            (false, false) => return None,
+        }
+    }
+    Some(i)
+}
+
+/// [`spelt_at`] where a `%` may stand as itself or as `%25`: the offsets reached are kept
+/// as a set.
+fn spelt_either_way(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
     let mut ends = vec![at];
     let mut next = Vec::new();
     for &want in spelling {
@@ -380,7 +401,7 @@ fn spelt_at(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
             if got == want || (want == b' ' && got == b'+') {
                 next.push(i + 1);
             }
-            if got == b'%' && decoded(i) == Some(want) {
+            if got == b'%' && decoded(text, i) == Some(want) {
                 next.push(i + 3);
             }
         }
@@ -392,6 +413,13 @@ fn spelt_at(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
         std::mem::swap(&mut ends, &mut next);
     }
     ends.last().copied()
+}
+
+/// The byte `%XX` at `i` of `text` stands for, if it is one.
+fn decoded(text: &[u8], i: usize) -> Option<u8> {
+    let hex = |b: Option<&u8>| char::from(*b?).to_digit(16);
+    let value = hex(text.get(i + 1))? << 4 | hex(text.get(i + 2))?;
+    u8::try_from(value).ok()
 }
 
 fn add_spellings(into: &mut Vec<String>, secret: &str) {
