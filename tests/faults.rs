@@ -3632,6 +3632,12 @@ mod hostile_server {
         assert!(run.stderr.contains("answered 503: busy; sent 4 times"), "{run:?}");
         assert!(run.stderr.contains("the server did nothing"), "{run:?}");
         assert!(!run.stderr.contains("may have been carried out"), "{run:?}");
+        // A GET is sent again after a gateway's 502 too, and says so as well.
+        let api = FakeApi::start(|_, _| Reply::Send(json(502, r#"{"detail": "bad gateway"}"#)));
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert!(run.stderr.contains("answered 502: bad gateway; sent 4 times"), "{run:?}");
+        assert_eq!(api.requests().len(), 4);
     }
 
     /// A body that is not UTF-8 is no JSON (RFC 8259): refused, never shown with replacement

@@ -619,7 +619,12 @@ fn check_version(http: &Http) -> Result<String> {
             }
             _ => String::new(),
         };
-        let message = format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer));
+        let message = format!(
+            "GET {shown} answered {}: {}{}{hint}",
+            answer.status,
+            detail(&answer),
+            retried(&Method::GET, &answer)
+        );
         return Err(match answer.status {
             401 | 403 => Error::Auth(message),
             _ => Error::Remote(message),
