@@ -51,20 +51,63 @@ pub(crate) fn register(password: &str) {
 }
 
 /// Remembers a secret that is no URL's password (an API token, an API password), so that it
-/// is masked wherever it stands as a word of its own, raw, percent-encoded or JSON-escaped.
+/// is masked wherever it stands as a word of its own: raw, percent-encoded (any byte, either
+/// case of hex, see [`spelt_at`]), JSON-escaped, or in base64 (see [`base64_spellings`]).
 pub(crate) fn register_secret(secret: &str) {
     if secret.is_empty() {
         return;
     }
     keep_out_of_core_dumps();
     let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    add_spellings(&mut learnt.printed, secret);
+    learn_printed(&mut learnt.printed, secret);
+    for encoded in base64_spellings(secret) {
+        learn_printed(&mut learnt.printed, &encoded);
+    }
+}
+
+/// Remembers a login, `user` and its password: the password as [`register_secret`] does, and
+/// `user:password` in base64, which is what an HTTP Basic header carries and what a server
+/// that quotes the header echoes.
+pub(crate) fn register_login(user: &str, password: &str) {
+    if password.is_empty() {
+        return;
+    }
+    register_secret(password);
+    let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for encoded in base64_spellings(&format!("{user}:{password}")) {
+        learn_printed(&mut learnt.printed, &encoded);
+    }
+}
+
+/// Adds `secret` and its JSON spellings to `printed`; its percent-encoded spellings need no
+/// entry of their own, since [`spelt_at`] reads them in the raw one.
+fn learn_printed(printed: &mut Vec<String>, secret: &str) {
+    if !printed.iter().any(|p| p == secret) {
+        printed.push(secret.to_string());
+    }
     for escaped in json_spellings(secret) {
-        if !learnt.printed.contains(&escaped) {
-            learnt.printed.push(escaped);
+        if !printed.contains(&escaped) {
+            printed.push(escaped);
         }
     }
-    learnt.printed.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    printed.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+}
+
+/// The base64 a peer may echo a secret in: the standard alphabet and the URL-safe one (a JWT's,
+/// a URL's), each with and without its `=` padding, of the secret and of the secret with the
+/// line end that `echo … | base64` adds.
+fn base64_spellings(secret: &str) -> Vec<String> {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    let mut forms = Vec::new();
+    for bytes in [secret.to_string(), format!("{secret}\n")] {
+        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+            forms.push(engine.encode(&bytes));
+        }
+    }
+    forms.sort();
+    forms.dedup();
+    forms
 }
 
 /// How a JSON writer may spell a secret inside a string: Python's `ensure_ascii` (`\u00e4`,
@@ -173,11 +216,10 @@ impl Secrets {
     /// The length of the longest known password spelling at `text[at..]` that `fits` what
     /// follows it.
     fn known_at(&self, text: &str, at: usize, fits: impl Fn(&str) -> bool) -> Option<usize> {
-        let rest = &text[at..];
-        self.passwords
-            .iter()
-            .find(|p| rest.starts_with(p.as_str()) && fits(&rest[p.len()..]))
-            .map(String::len)
+        self.passwords.iter().find_map(|p| {
+            let end = spelt_at(text.as_bytes(), at, p.as_bytes())?;
+            (text.is_char_boundary(end) && fits(&text[end..])).then_some(end - at)
+        })
     }
 
     /// The password of every `scheme://user:password@…`. A learnt password is matched whole up
@@ -284,24 +326,100 @@ impl Secrets {
         at..at + len
     }
 
-    /// Every place where a printed text stands as a whole word.
+    /// Every place where a printed text stands as a whole word, in any of the spellings
+    /// [`spelt_at`] reads. One pass over the text: a spelling is tried only where its first
+    /// byte stands, or a `%XX` that encodes it (or, for a blank, a `+`), so that a server's
+    /// answer of 16 MiB, even one of nothing but `%`, is masked in one pass over it.
     fn printed_ranges(&self, text: &str) -> Vec<Range<usize>> {
         let mut found = Vec::new();
+        if self.printed.is_empty() {
+            return found;
+        }
+        let mut by_first: Vec<Vec<&[u8]>> = vec![Vec::new(); 256];
         for printed in &self.printed {
-            let mut from = 0;
-            while let Some(at) = text[from..].find(printed.as_str()) {
-                let start = from + at;
-                let end = start + printed.len();
-                let glued_before = printed.starts_with(is_word) && text[..start].ends_with(is_word);
-                let glued_after = printed.ends_with(is_word) && text[end..].starts_with(is_word);
-                if !glued_before && !glued_after {
-                    found.push(start..end);
+            let Some(&first) = printed.as_bytes().first() else { continue };
+            by_first[usize::from(first)].push(printed.as_bytes());
+            if first == b' ' {
+                by_first[usize::from(b'+')].push(printed.as_bytes());
+            }
+        }
+        let bytes = text.as_bytes();
+        let none: Vec<&[u8]> = Vec::new();
+        for (at, &byte) in bytes.iter().enumerate() {
+            // Where a `%XX` stands, the spellings that start with the byte it encodes too.
+            let encoded = match byte {
+                b'%' => decoded(bytes, at).map_or(&none, |d| &by_first[usize::from(d)]),
+                _ => &none,
+            };
+            for spelling in by_first[usize::from(byte)].iter().chain(encoded) {
+                let Some(end) = spelt_at(bytes, at, spelling) else { continue };
+                if !text.is_char_boundary(at) || !text.is_char_boundary(end) {
+                    continue;
                 }
-                from = start + printed.chars().next().map_or(1, char::len_utf8);
+                let (before, inside, after) = (&text[..at], &text[at..end], &text[end..]);
+                let glued_before = inside.starts_with(is_word) && before.ends_with(is_word);
+                let glued_after = inside.ends_with(is_word) && after.starts_with(is_word);
+                if !glued_before && !glued_after {
+                    found.push(at..end);
+                }
             }
         }
         found
     }
+}
+
+/// Where `spelling` ends if it stands at `at` of `text`, byte for byte, each byte as it is
+/// or percent-encoded (`%2f` and `%2F` alike: RFC 3986 makes the case of the hex digits no
+/// part of the encoding, and an encoder may encode any byte, unreserved ones included), a
+/// blank also as `+` (a form's encoding); the longest such reading.
+fn spelt_at(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
+    let mut i = at;
+    for (k, &want) in spelling.iter().enumerate() {
+        let got = *text.get(i)?;
+        let raw = got == want || (want == b' ' && got == b'+');
+        let encoded = got == b'%' && decoded(text, i) == Some(want);
+        match (raw, encoded) {
+            // A `%` of the spelling where the text has `%25`: either reading may go on.
+            (true, true) => return spelt_either_way(text, i, &spelling[k..]),
+            (true, false) => i += 1,
+            (false, true) => i += 3,
+            (false, false) => return None,
+        }
+    }
+    Some(i)
+}
+
+/// [`spelt_at`] where a `%` may stand as itself or as `%25`: the offsets reached are kept
+/// as a set.
+fn spelt_either_way(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
+    let mut ends = vec![at];
+    let mut next = Vec::new();
+    for &want in spelling {
+        next.clear();
+        for &i in &ends {
+            let Some(&got) = text.get(i) else { continue };
+            if got == want || (want == b' ' && got == b'+') {
+                next.push(i + 1);
+            }
+            if got == b'%' && decoded(text, i) == Some(want) {
+                next.push(i + 3);
+            }
+        }
+        if next.is_empty() {
+            return None;
+        }
+        next.sort_unstable();
+        next.dedup();
+        std::mem::swap(&mut ends, &mut next);
+    }
+    ends.last().copied()
+}
+
+/// The byte `%XX` at `i` of `text` stands for, if it is one.
+fn decoded(text: &[u8], i: usize) -> Option<u8> {
+    let hex = |b: Option<&u8>| char::from(*b?).to_digit(16);
+    let value = hex(text.get(i + 1))? << 4 | hex(text.get(i + 2))?;
+    u8::try_from(value).ok()
 }
 
 fn add_spellings(into: &mut Vec<String>, secret: &str) {
@@ -567,6 +685,49 @@ mod tests {
             let once = known.mask(text);
             assert_eq!(known.mask(&once), once, "{text}");
         }
+    }
+
+    /// RFC 3986: `%2f` is `%2F`, and an encoder may encode any byte, an unreserved one too;
+    /// a form writes a blank as `+`. Every such spelling of a secret is masked whole.
+    #[test]
+    fn percent_encoded_spellings_are_matched_in_any_case_and_any_choice_of_bytes() {
+        let mut printed = Secrets::new();
+        printed.add_command_output("Pä s/%.w");
+        for spelling in [
+            "Pä s/%.w",
+            "P%C3%A4%20s%2F%25%2Ew",
+            "P%c3%a4%20s%2f%25%2ew",
+            "P%c3%A4+s/%25.w",
+            "%50%C3%a4 %73/%.%77",
+        ] {
+            assert_eq!(
+                printed.mask(&format!("said: {spelling}, twice: ({spelling})")),
+                "said: ***, twice: (***)"
+            );
+        }
+        // Not a whole word, or a different byte: left alone.
+        assert_eq!(printed.mask("xP%c3%a4 s/%.w"), "xP%c3%a4 s/%.w");
+        assert_eq!(printed.mask("P%c3%a5 s/%.w"), "P%c3%a5 s/%.w");
+        assert_eq!(spelt_at(b"a%25%b", 0, b"a%%b"), Some(6));
+        assert_eq!(spelt_at(b"%2", 0, b"%"), Some(1));
+        assert_eq!(spelt_at(b"%zz", 0, b"%"), Some(1));
+        let mut known = Secrets::new();
+        known.add_password("p@ss w");
+        // Matched whole up to its `@`, although the grammar of foreign text ends at the blank.
+        assert_eq!(known.mask("(a://u:p%40s%73 w@h)"), "(a://u:***@h)");
+    }
+
+    #[test]
+    fn base64_spellings_of_a_secret_and_of_a_login_are_masked() {
+        register_secret("b64-t0ken/secret?");
+        // Standard and URL-safe alphabets, with and without padding; and with `echo`'s line end.
+        for encoded in ["YjY0LXQwa2VuL3NlY3JldD8=", "YjY0LXQwa2VuL3NlY3JldD8", "YjY0LXQwa2VuL3NlY3JldD8K"] {
+            assert_eq!(mask(&format!("token {encoded} refused")), "token *** refused", "{encoded}");
+        }
+        register_login("ann", "pw:ä");
+        // base64("ann:pw:ä"), as a Basic header carries it, and its URL-safe spelling.
+        assert_eq!(mask("Authorization: Basic YW5uOnB3OsOk"), "Authorization: Basic ***");
+        assert_eq!(base64_spellings("?>?"), ["Pz4/", "Pz4/Cg", "Pz4/Cg==", "Pz4_", "Pz4_Cg", "Pz4_Cg=="]);
     }
 
     #[test]

@@ -3716,6 +3716,234 @@ mod hostile_server {
         assert_eq!(methods, ["GET", "PUT", "PUT", "GET", "GET"], "{:?}", api.requests());
     }
 
+    /// A write answered 503 with `Retry-After` every time is sent four times, and the message
+    /// says so: how many times, and that the server did nothing each time.
+    #[test]
+    fn a_write_retried_after_503_says_how_many_times_it_was_sent() {
+        let api = FakeApi::airflow(|request, _| match request.method.as_str() {
+            "PUT" => {
+                Reply::Send(response(503, "application/json", r#"{"detail": "busy"}"#, "Retry-After: 1\r\n"))
+            }
+            _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+        });
+        let mut args = vec!["set", "k", "1"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert_eq!(api.requests().iter().filter(|r| r.method == "PUT").count(), 4, "{:?}", api.requests());
+        assert!(run.stderr.contains("answered 503: busy; sent 4 times"), "{run:?}");
+        assert!(run.stderr.contains("the server did nothing"), "{run:?}");
+        assert!(!run.stderr.contains("may have been carried out"), "{run:?}");
+        // A GET is sent again after a gateway's 502 too, and says so as well.
+        let api = FakeApi::start(|_, _| Reply::Send(json(502, r#"{"detail": "bad gateway"}"#)));
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.code(4);
+        assert!(run.stderr.contains("answered 502: bad gateway; sent 4 times"), "{run:?}");
+        assert_eq!(api.requests().len(), 4);
+    }
+
+    /// A body that is not UTF-8 is no JSON (RFC 8259): refused, never shown with replacement
+    /// characters as if the server held them.
+    #[test]
+    fn an_answer_that_is_not_utf8_is_refused() {
+        let raw = |body: &[u8]| -> Reply {
+            let mut reply = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                body.len()
+            )
+            .into_bytes();
+            reply.extend_from_slice(body);
+            Reply::Bytes(reply)
+        };
+        let entry: &[u8] =
+            b"{\"key\": \"k\", \"value\": \"caf\xe9\", \"updated_at\": \"2026-12-01T00:00:00Z\", \"expires_at\": null}";
+        let page: &[u8] = b"{\"task_state_store\": [{\"key\": \"k\xff\", \"value\": 1, \"updated_at\": \"2026-12-01T00:00:00Z\", \"expires_at\": null}], \"total_entries\": 1}";
+        for (body, head) in [(entry, vec!["get", "k"]), (page, vec!["list", "--map-index", "-1"])] {
+            let body = body.to_vec();
+            let api = FakeApi::airflow(move |_, _| raw(&body));
+            let mut args = head.clone();
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[]);
+            let run = run.code(4);
+            assert!(run.stderr.contains("not UTF-8") && run.stderr.contains("RFC 8259"), "{run:?}");
+            assert!(!run.stdout.contains('\u{fffd}') && !run.stderr.contains('\u{fffd}'), "{run:?}");
+            clean(&run, &[]);
+        }
+    }
+
+    /// Standard base64, with and without padding, and its URL-safe alphabet.
+    fn base64_forms(bytes: &[u8]) -> Vec<String> {
+        const STANDARD: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut padded = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().enumerate().fold(0_u32, |n, (i, b)| n | u32::from(*b) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= chunk.len() {
+                    padded.push(char::from(STANDARD[(n >> (18 - 6 * i) & 63) as usize]));
+                } else {
+                    padded.push('=');
+                }
+            }
+        }
+        let bare = padded.trim_end_matches('=').to_string();
+        let url = padded.replace('+', "-").replace('/', "_");
+        let url_bare = bare.replace('+', "-").replace('/', "_");
+        vec![padded, bare, url, url_bare]
+    }
+
+    /// `text`, or a 24-character piece of it, on stderr (or on stdout of a failed run).
+    #[track_caller]
+    fn never_shown(run: &Run, text: &str) {
+        let mut pieces = vec![text.to_string()];
+        pieces
+            .extend(text.as_bytes().windows(24).step_by(8).map(|w| String::from_utf8_lossy(w).into_owned()));
+        for piece in pieces {
+            assert!(!run.stderr.contains(&piece), "{piece:?} of {text:?} leaked on stderr: {run:?}");
+            assert!(run.code == 0 || !run.stdout.contains(&piece), "{piece:?} leaked on stdout: {run:?}");
+        }
+    }
+
+    /// What a server may echo beyond the raw and JSON spellings: a token or a login in base64
+    /// (a Basic header carries `base64(user:password)`), and a password percent-encoded with
+    /// lower-case or mixed-case hex, which RFC 3986 makes the same encoding, whichever
+    /// characters the encoder left alone.
+    #[test]
+    fn secrets_in_base64_and_in_any_percent_encoding_are_masked() {
+        let token = token();
+        let mut echoes: Vec<String> = base64_forms(token.as_bytes());
+        echoes.extend(base64_forms(format!("{token}\n").as_bytes()));
+        for echo in echoes {
+            let shown = echo.clone();
+            let api = echoing(move |_| json(401, &format!(r#"{{"detail": "Basic {shown} refused"}}"#)));
+            let mut args = vec!["get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("AIRFLOW_CLI_TOKEN", &token)]);
+            let run = run.code(10);
+            never_shown(&run, &echo);
+            clean(&run, &[&token]);
+        }
+        let every: String = PASSWORD
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02x}") })
+            .collect();
+        // Python's `quote` (`/` left alone), in lower case.
+        let quoted: String = PASSWORD
+            .bytes()
+            .map(|b| {
+                if b.is_ascii_alphanumeric() || b == b'/' {
+                    char::from(b).to_string()
+                } else {
+                    format!("%{b:02x}")
+                }
+            })
+            .collect();
+        let mixed: String = PASSWORD
+            .bytes()
+            .enumerate()
+            .map(|(i, b)| match (b.is_ascii_alphanumeric(), i % 2) {
+                (true, _) => char::from(b).to_string(),
+                (false, 0) => format!("%{b:02x}"),
+                (false, _) => format!("%{b:02X}"),
+            })
+            .collect();
+        let mut echoes = vec![every, quoted, mixed];
+        echoes.extend(base64_forms(format!("ann:{PASSWORD}").as_bytes()));
+        echoes.extend(base64_forms(PASSWORD.as_bytes()));
+        for echo in echoes {
+            let shown = echo.clone();
+            let api = FakeApi::airflow(move |_, _| {
+                Reply::Send(json(401, &format!(r#"{{"detail": "bad login Basic {shown} for ann"}}"#)))
+            });
+            let mut args = vec!["--api-username", "ann", "get", "k"];
+            args.extend_from_slice(&TASK);
+            let (run, _) = bounded(&api.url, &args, &[("STATE_STORE_API_PASSWORD", PASSWORD)]);
+            let run = run.code(10);
+            assert!(run.stderr.contains("bad login Basic ***"), "{run:?}");
+            never_shown(&run, &echo);
+            clean(&run, &[PASSWORD]);
+        }
+    }
+
+    /// The `offset` and `limit` of a page request.
+    fn window(request: &Request) -> (u64, u64) {
+        let query = request.target.split_once('?').map_or("", |(_, q)| q);
+        let number = |name: &str| {
+            query.split('&').find_map(|p| p.strip_prefix(&format!("{name}="))).and_then(|v| v.parse().ok())
+        };
+        (number("offset").unwrap_or(0), number("limit").unwrap_or(0))
+    }
+
+    /// A server whose every page holds one new entry cannot keep a command paging: the pages a
+    /// walk makes follow from its first page's size and `total_entries` (docs/rest.md), and a
+    /// page shorter than the first is the last.
+    #[test]
+    fn one_entry_pages_end_within_the_bound_the_first_page_sets() {
+        // Past 2,000 pages the server answers 500, so that a walk without a bound ends too.
+        const GIVE_UP: usize = 2_000;
+        let entry = |n: u64| ENTRY.replace(r#""a""#, &format!("\"k{n:07}\""));
+        // One entry a page: a million said, or a total that grows with every page.
+        for growing in [false, true] {
+            let api = FakeApi::airflow(move |request, n| {
+                if n > GIVE_UP {
+                    return Reply::Send(json(500, r#"{"detail": "gave up"}"#));
+                }
+                let (offset, _) = window(request);
+                let total = if growing { offset + 3 } else { 1_000_000 };
+                Reply::Send(page("task_state_store", &[&entry(offset)], total))
+            });
+            for head in [
+                vec!["list", "--limit", "0", "--map-index", "-1"],
+                vec!["clear", "--yes", "--map-index", "-1"],
+            ] {
+                let mut args = head.clone();
+                args.extend_from_slice(&TASK);
+                let before = api.requests().len();
+                let (run, took) = bounded(&api.url, &args, &[]);
+                let run = run.code(4);
+                let requests = api.requests().len() - before;
+                assert!(requests <= 8, "{head:?} growing={growing}: {requests} requests: {run:?}");
+                assert!(run.stderr.contains("pages of 1"), "{run:?}");
+                assert!(took < Duration::from_secs(10), "{took:?}");
+                assert!(api.requests().iter().all(|r| r.method == "GET"), "nothing deleted");
+                clean(&run, &[]);
+            }
+        }
+        // Pages of 100 then one of 3: the short page is the last, whatever the total says.
+        let api = FakeApi::airflow(move |request, _| {
+            let (offset, limit) = window(request);
+            let count = if offset == 0 { limit } else { 3 };
+            let items: Vec<String> = (offset..offset + count).map(entry).collect();
+            let items: Vec<&str> = items.iter().map(String::as_str).collect();
+            Reply::Send(page("task_state_store", &items, 1_000))
+        });
+        let mut args = vec!["list", "--limit", "0", "--map-index", "-1", "-o", "plain"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.success();
+        assert_eq!(run.stdout.lines().count(), 103, "{run:?}");
+        assert_eq!(api.requests().len(), 3, "the version and two pages: {:?}", api.requests());
+    }
+
+    /// A server whose maximum page is below the 100 asked for (`[api] maximum_page_limit`)
+    /// is read whole: its first page sets the page size.
+    #[test]
+    fn a_server_with_smaller_pages_is_read_whole() {
+        let api = FakeApi::airflow(|request, _| {
+            let (offset, limit) = window(request);
+            let items: Vec<String> = (offset..(offset + limit.min(30)).min(95))
+                .map(|n| ENTRY.replace(r#""a""#, &format!("\"k{n:03}\"")))
+                .collect();
+            let items: Vec<&str> = items.iter().map(String::as_str).collect();
+            Reply::Send(page("task_state_store", &items, 95))
+        });
+        let mut args = vec!["list", "--limit", "0", "--map-index", "-1", "-o", "plain"];
+        args.extend_from_slice(&TASK);
+        let (run, _) = bounded(&api.url, &args, &[]);
+        let run = run.success();
+        assert_eq!(run.stdout.lines().count(), 95, "{run:?}");
+        assert_eq!(api.requests().len(), 5, "the version and four pages of 30, 30, 30, 5");
+    }
+
     #[test]
     fn ids_and_keys_the_api_cannot_address_are_refused_before_anything_is_sent() {
         let api = FakeApi::start(|_, _| {
@@ -3789,6 +4017,49 @@ mod hostile_server {
         );
         let (run, _) = bounded(&api.url, &args, &[("ALL_PROXY", "ftp://127.0.0.1:21")]);
         assert!(run.code(2).stderr.contains("not supported"));
+    }
+
+    /// `NO_PROXY` is compared with the host the tool connects to, as curl compares it: an
+    /// IPv4 address in another spelling is that address, a name is matched in any case and
+    /// with a trailing dot. A host that ends in a number but is no IPv4 address, or one that
+    /// the URL standard and the system's resolver read differently, is refused before
+    /// anything is sent.
+    #[test]
+    fn no_proxy_names_the_host_however_the_url_spells_it() {
+        let api = FakeApi::airflow(|_, _| Reply::Send(json(404, r#"{"detail": "not found"}"#)));
+        let proxy = FakeApi::start(|_, _| Reply::Send(json(502, r#"{"detail": "the proxy"}"#)));
+        let port = api.url.rsplit(':').next().unwrap().to_string();
+        for (host_given, no_proxy) in [
+            ("127.000.000.001", "127.0.0.1"),
+            ("0x7f.1", "127.0.0.1"),
+            ("2130706433", "127.0.0.0/8"),
+            ("0177.0.0.1", "127.0.0.1"),
+            ("127.0.0.1", "127.000.000.001"),
+        ] {
+            let url = format!("http://{host_given}:{port}");
+            let mut args = vec!["get", "k"];
+            args.extend_from_slice(&TASK);
+            let env = [
+                ("http_proxy", proxy.url.as_str()),
+                ("NO_PROXY", no_proxy),
+                ("AIRFLOW_CLI_TOKEN", "t0k-secret"),
+            ];
+            let (run, _) = bounded(&url, &args, &env);
+            run.code(1);
+            // The connection went to the address `NO_PROXY` was compared with.
+            let host = api.requests().last().and_then(|r| r.header("host").map(str::to_string));
+            assert_eq!(host, Some(format!("127.0.0.1:{port}")), "{host_given}");
+        }
+        assert!(proxy.requests().is_empty(), "the token went through the proxy: {:?}", proxy.requests());
+        let before = api.requests().len();
+        for host in ["1.2.3.256", "127.0.0.1.", "0x7f.0x.0.1", "08.0.0.1", "1.2.3.4.5", "[::1::2]"] {
+            let url = format!("http://{host}:{port}");
+            let (run, _) =
+                bounded(&url, &["get", "k", "--dag-id", "d", "--run-id", "r", "--task-id", "t"], &[]);
+            let run = run.code(2);
+            assert!(run.stderr.contains("invalid --api-url"), "{run:?}");
+        }
+        assert_eq!(api.requests().len(), before, "nothing sent for a host that is refused");
     }
 
     #[test]

@@ -68,7 +68,9 @@ impl Credentials {
     pub(crate) fn register(&self) {
         match self {
             Credentials::Token(token) => crate::redact::register_secret(token),
-            Credentials::Login { password: Some(password), .. } => crate::redact::register_secret(password),
+            Credentials::Login { username, password: Some(password) } => {
+                crate::redact::register_login(username, password);
+            }
             _ => {}
         }
     }
@@ -103,7 +105,7 @@ impl Credentials {
                     Some(password) => password.clone(),
                     None => prompt_password(username, http)?,
                 };
-                crate::redact::register_secret(&password);
+                crate::redact::register_login(username, &password);
                 let token = login(http, username, &password)?;
                 checked(&token, "the login's answer")?
             }

@@ -63,6 +63,12 @@ pub(crate) struct Settings {
 pub(crate) struct Answer {
     pub status: u16,
     pub json: Option<Value>,
+    /// How many times the request reached the server, this answer's try included: more than
+    /// once when earlier answers said to send it again (a 503 with `Retry-After`, or for a GET
+    /// a 502, 503 or 504).
+    pub sent: u32,
+    /// A 503 with `Retry-After`: the server saying it did nothing.
+    pub did_nothing: bool,
 }
 
 pub(crate) struct Http {
@@ -135,6 +141,7 @@ impl Http {
         let safe = method == Method::GET;
         let mut pause = FIRST_PAUSE;
         let mut attempt = 0;
+        let mut sent = 0;
         loop {
             attempt += 1;
             let started = Instant::now();
@@ -142,6 +149,7 @@ impl Http {
             let elapsed = started.elapsed().as_millis();
             match result {
                 Ok(response) => {
+                    sent += 1;
                     let status = response.status().as_u16();
                     if self.settings.verbose {
                         output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
@@ -153,7 +161,9 @@ impl Http {
                         pause *= 2;
                         continue;
                     }
-                    return self.read_answer(response, &method, &shown);
+                    let mut answer = self.read_answer(response, &method, &shown)?;
+                    answer.sent = sent;
+                    return Ok(answer);
                 }
                 Err(e) => {
                     let why = self.describe(&e);
@@ -256,6 +266,7 @@ impl Http {
         if (300..400).contains(&status) {
             return Err(redirect(&response, method, shown));
         }
+        let did_nothing = status == 503 && response.headers().contains_key("retry-after");
         let content_type = response
             .headers()
             .get("content-type")
@@ -271,7 +282,7 @@ impl Http {
             return Err(Error::Remote(format!("cannot read the answer of {method} {shown}: {why}")).into());
         }
         if bytes.is_empty() {
-            return Ok(Answer { status, json: None });
+            return Ok(Answer { status, json: None, sent: 1, did_nothing });
         }
         let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
         if !is_json {
@@ -309,14 +320,22 @@ impl Http {
                 "{method} {shown} answered {status} with more than this tool reads"
             ))));
         }
-        let text = String::from_utf8_lossy(&bytes);
-        let value = json::parse(&text).map_err(|e| {
+        // JSON is UTF-8 (RFC 8259): a value decoded with replacement characters would be shown,
+        // counted or archived as something the server does not hold.
+        let text = std::str::from_utf8(&bytes).map_err(|e| {
+            Error::Remote(format!(
+                "{method} {shown} answered {status} with bytes that are not UTF-8 (at byte {}): JSON must be \
+                 UTF-8 (RFC 8259), and a value read from them would not be the one the server holds",
+                e.valid_up_to()
+            ))
+        })?;
+        let value = json::parse(text).map_err(|e| {
             Error::Remote(format!(
                 "{method} {shown} answered {status} with JSON that cannot be read: {}",
                 from_server(&e.to_string(), DETAIL_CHARS)
             ))
         })?;
-        Ok(Answer { status, json: Some(value) })
+        Ok(Answer { status, json: Some(value), sent: 1, did_nothing })
     }
 }
 
@@ -444,22 +463,29 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
 }
 
 /// Whether a `no_proxy` list names the host, as curl reads it: `*`; a host name, matched
-/// with its subdomains (`example.com` and `.example.com` both take `api.example.com`); an IP
-/// address, matched exactly; or, since curl 7.86, an address range in CIDR notation
-/// (`10.0.0.0/8`, `::1/128`), matched against a host that is an IP address. A `:port` after
-/// an entry is ignored, and an IPv6 address may be in brackets.
+/// with its subdomains (`example.com` and `.example.com` both take `api.example.com`), in any
+/// case and with or without a trailing dot; an IP address, matched as an address (`::1` is
+/// `0:0::1`, `127.000.000.001` is `127.0.0.1`); or, since curl 7.86, an address range in
+/// CIDR notation (`10.0.0.0/8`, `::1/128`). A host that is an address (the base URL writes
+/// it in its one spelling, see [`super::url::canonical_authority`]) is matched by addresses
+/// and ranges only, never as a name by its last labels. A `:port` after an entry is ignored,
+/// and an IPv6 address may be in brackets.
 fn bypasses(list: &str, host: &str) -> bool {
-    let host_ip: Option<std::net::IpAddr> = host.parse().ok();
+    let host_ip = address(host);
     list.split(',').map(str::trim).filter(|e| !e.is_empty()).any(|entry| {
         if entry == "*" {
             return true;
         }
-        let (address, prefix) = match entry.split_once('/') {
-            Some((address, bits)) => (address, Some(bits)),
+        let (written, prefix) = match entry.split_once('/') {
+            Some((written, bits)) => (written, Some(bits)),
             None => (entry, None),
         };
-        let address = address.trim_start_matches('[').split(']').next().unwrap_or(address);
-        if let Ok(ip) = address.parse::<std::net::IpAddr>() {
+        let unbracketed = written.trim_start_matches('[').split(']').next().unwrap_or(written);
+        let without_port = written
+            .rsplit_once(':')
+            .filter(|(name, port)| !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()))
+            .map_or(written, |(name, _)| name);
+        if let Some(ip) = address(unbracketed).or_else(|| address(without_port)) {
             let Some(host_ip) = host_ip else { return false };
             let bits = match prefix.map(str::parse::<u32>) {
                 None => None,
@@ -468,17 +494,20 @@ fn bypasses(list: &str, host: &str) -> bool {
             };
             return in_range(host_ip, ip, bits);
         }
-        if prefix.is_some() {
+        if prefix.is_some() || host_ip.is_some() {
             return false;
         }
-        let name = entry.trim_start_matches('.');
-        let name = name
-            .rsplit_once(':')
-            .filter(|(_, port)| port.bytes().all(|b| b.is_ascii_digit()))
-            .map_or(name, |(n, _)| n);
-        let name = name.to_ascii_lowercase();
+        let name = without_port.trim_start_matches('.');
+        let name = name.strip_suffix('.').unwrap_or(name).to_ascii_lowercase();
         !name.is_empty() && (host == name || host.ends_with(&format!(".{name}")))
     })
+}
+
+/// An IP address, an IPv4 one in any spelling the URL standard and curl take (see
+/// [`super::url::ipv4`]).
+fn address(text: &str) -> Option<std::net::IpAddr> {
+    let text = text.strip_suffix('.').unwrap_or(text);
+    text.parse().ok().or_else(|| super::url::ipv4(text).map(std::net::IpAddr::V4))
 }
 
 /// Whether `host` is `network`, or within its first `bits` bits.
@@ -641,6 +670,13 @@ mod tests {
             assert_eq!(chosen("https://a.example.com", &vars), None, "{no_proxy}");
         }
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", "ample.com,other")]).is_some());
+        for no_proxy in ["EXAMPLE.COM", "example.com.", ".Example.Com.:443"] {
+            assert_eq!(
+                chosen("https://A.Example.com.", &[all[0], ("NO_PROXY", no_proxy)]),
+                None,
+                "{no_proxy}"
+            );
+        }
         assert!(chosen("https://a.example.com", &[all[0], ("no_proxy", " ")]).is_some());
     }
 
@@ -669,6 +705,13 @@ mod tests {
             ("http://[::1]:8080", "[::1]"),
             ("http://[fd00::5]", "fd00::/8"),
             ("http://10.1.2.3", "0.0.0.0/0"),
+            ("http://127.000.000.001:8080", "127.0.0.1"),
+            ("http://0x7f.1:8080", "127.0.0.1:8080"),
+            ("http://2130706433", "127.0.0.0/8"),
+            ("http://127.0.0.1", "127.1"),
+            ("http://127.0.0.1", "0177.0.0.1/32"),
+            ("http://[0:0:0:0:0:0:0:1]:8080", "::1"),
+            ("http://[::1]", "[0:0::1]:8080"),
         ] {
             assert_eq!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]), None, "{url} {no_proxy}");
         }
@@ -679,6 +722,9 @@ mod tests {
             ("http://10.1.2.3", "10.0.0.0/x"),
             ("http://host.example", "10.0.0.0/8"),
             ("http://[::2]", "::1"),
+            // An address is never matched as a name by its last labels.
+            ("http://10.0.0.1", "0.0.1"),
+            ("http://127.0.0.1", "localhost"),
         ] {
             assert!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]).is_some(), "{url} {no_proxy}");
         }
@@ -704,6 +750,8 @@ mod tests {
         assert_eq!(from_server("a\x1b[31mred\x07", 50), "a\\x1b[31mred\\x07");
         crate::redact::register_secret("Pässwörd\"\\x");
         let answer = Answer {
+            sent: 1,
+            did_nothing: false,
             status: 401,
             json: Some(
                 json::parse(

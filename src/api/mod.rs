@@ -119,11 +119,7 @@ impl Api {
         if !said.is_empty() {
             message.push_str(&format!(": {said}"));
         }
-        if *method != Method::GET && matches!(answer.status, 502..=504) {
-            message.push_str(
-                "; a gateway's answer: the request may have been carried out, so it was not sent again (check before retrying)",
-            );
-        }
+        message.push_str(&retried(method, answer));
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
@@ -404,13 +400,14 @@ impl Api {
 
     /// Walks a collection a page at a time from `offset`: `limit` [`PAGE`] (or a tenth of it,
     /// for a page that holds too much to read) and a running offset, until a page comes back
-    /// empty or the offset reaches `total_entries`; with
-    /// `may_be_missing`, a 404 ends the walk and is handed back. Items with a key already
+    /// empty, shorter than the server's page size, or the offset reaches `total_entries`;
+    /// with `may_be_missing`, a 404 ends the walk and is handed back. Items with a key already
     /// handed over (a page shifted by a concurrent write) are skipped; only a digest of each
     /// key is remembered, so memory grows by 16 bytes a key, not with their values.
     ///
-    /// A server cannot keep it going: a page that holds nothing new ends it (exit 4), and so
-    /// does a collection said or found to hold more than [`MAX_ENTRIES`].
+    /// A server cannot keep it going: the pages it may take are set by the answers (see
+    /// [`Pages`]), and a page that holds nothing new ends it (exit 4), and so does a
+    /// collection said or found to hold more than [`MAX_ENTRIES`].
     fn walk(
         &self,
         target: impl Fn(u64, u64) -> Target,
@@ -423,6 +420,8 @@ impl Api {
         let mut seen = Seen::default();
         let mut offset = offset;
         let mut limit = PAGE;
+        let mut pages: Option<Pages> = None;
+        let mut answered = 0;
         loop {
             let page_target = target(offset, limit);
             let answer = match self.call(Method::GET, &page_target, None, expected) {
@@ -430,6 +429,12 @@ impl Api {
                 // nothing), down to one entry.
                 Err(e) if limit > 1 && e.downcast_ref::<Crowded>().is_some() => {
                     limit /= 10;
+                    if let Some(pages) = &mut pages {
+                        pages.shrink(limit, offset, answered);
+                        if pages.needed > MAX_PAGES {
+                            return Err(too_many_pages(&self.http.base().join(&page_target), pages));
+                        }
+                    }
                     continue;
                 }
                 other => other?,
@@ -437,6 +442,7 @@ impl Api {
             if answer.status == 404 {
                 return Ok(Walked::NotFound(answer));
             }
+            answered += 1;
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
             if total > MAX_ENTRIES || seen.count() >= MAX_ENTRIES {
@@ -444,6 +450,21 @@ impl Api {
                     "GET {} says the collection holds {total} entries; the REST transport reads at most \
                      {MAX_ENTRIES} (the database transport has no such limit)",
                     shown()
+                ))
+                .into());
+            }
+            if let Some(pages) = &pages
+                && answered > pages.allowed
+            {
+                return Err(Error::Remote(format!(
+                    "the API keeps sending pages: GET {} is page {answered} of a collection its first page \
+                     said holds {} entries from offset {} in pages of {}, which take at most {} pages with \
+                     room for keys written meanwhile; stopped",
+                    shown(),
+                    pages.total,
+                    pages.from,
+                    pages.size,
+                    pages.allowed
                 ))
                 .into());
             }
@@ -466,11 +487,79 @@ impl Api {
                 ))
                 .into());
             }
-            offset += page.len() as u64;
+            let from = offset;
+            let length = page.len() as u64;
+            offset += length;
             if page.is_empty() || offset >= total {
                 return Ok(Walked::Flow(ControlFlow::Continue(())));
             }
+            match &pages {
+                // A page shorter than the server's page is the last: there was no more.
+                Some(known) if length < known.size.min(limit) => {
+                    return Ok(Walked::Flow(ControlFlow::Continue(())));
+                }
+                Some(_) => {}
+                None => {
+                    let first = Pages::first(from, length, total);
+                    if first.needed > MAX_PAGES {
+                        return Err(too_many_pages(&shown(), &first));
+                    }
+                    pages = Some(first);
+                }
+            }
         }
+    }
+}
+
+/// The error of a collection whose pages are too many to read.
+fn too_many_pages(shown: &str, pages: &Pages) -> anyhow::Error {
+    Error::Remote(format!(
+        "GET {shown} says the collection holds {} entries and sends them in pages of {}: reading them from \
+         offset {} would take {} requests, more than the {MAX_PAGES} the REST transport makes for one \
+         collection (the database transport has no such limit)",
+        pages.total, pages.size, pages.from, pages.needed
+    ))
+    .into()
+}
+
+/// The most pages one walk reads: a collection of [`MAX_ENTRIES`] in Airflow's pages of
+/// [`PAGE`]. A server that pages fewer entries at a time is read to fewer entries.
+const MAX_PAGES: u64 = MAX_ENTRIES / PAGE;
+
+/// How many pages a walk may read, set by its first page that is not its last: its size is
+/// the server's page size (Airflow cuts a larger `limit` to `[api] maximum_page_limit`
+/// without a word), and its `total_entries` the collection's size. Reading the rest takes
+/// `needed` = ⌈(total − offset) / size⌉ pages; `allowed` adds a tenth of them, at least one,
+/// for keys written during the walk (each key written before the offset shifts one entry
+/// into the next page, where it is skipped). A server that sends pages past it is refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Pages {
+    /// The offset the walk started at, and the total its first page gave.
+    from: u64,
+    total: u64,
+    /// The entries a full page holds.
+    size: u64,
+    needed: u64,
+    allowed: u64,
+}
+
+impl Pages {
+    fn first(from: u64, size: u64, total: u64) -> Pages {
+        let needed = total.saturating_sub(from).div_ceil(size.max(1));
+        Pages { from, total, size, needed, allowed: needed + needed.div_ceil(10) }
+    }
+
+    /// The page size fell to `limit` (a page held too much to read) after `answered` pages,
+    /// with the walk at `offset`: the pages left to the first page's total are counted again
+    /// at the new size.
+    fn shrink(&mut self, limit: u64, offset: u64, answered: u64) {
+        if limit >= self.size {
+            return;
+        }
+        self.size = limit;
+        let left = self.total.saturating_sub(offset).div_ceil(limit.max(1));
+        self.needed = answered + left;
+        self.allowed = answered + left + left.div_ceil(10);
     }
 }
 
@@ -530,7 +619,12 @@ fn check_version(http: &Http) -> Result<String> {
             }
             _ => String::new(),
         };
-        let message = format!("GET {shown} answered {}: {}{hint}", answer.status, detail(&answer));
+        let message = format!(
+            "GET {shown} answered {}: {}{}{hint}",
+            answer.status,
+            detail(&answer),
+            retried(&Method::GET, &answer)
+        );
         return Err(match answer.status {
             401 | 403 => Error::Auth(message),
             _ => Error::Remote(message),
@@ -584,6 +678,36 @@ fn lacking_permission(method: &Method, subject: &Subject) -> String {
             "; the token was accepted, but its user lacks the permission for this request".to_string()
         }
     }
+}
+
+/// What a refused answer's message says of the request's tries: how many times it was sent,
+/// and for a write answered 502, 503 or 504 whether it may have been carried out. A write is
+/// sent again only after a 503 with `Retry-After` (the server saying it did nothing), so
+/// every earlier answer of a write sent more than once was one.
+fn retried(method: &Method, answer: &Answer) -> String {
+    let write = *method != Method::GET;
+    let mut said = String::new();
+    if answer.sent > 1 {
+        said.push_str(&format!("; sent {} times", answer.sent));
+        if write && answer.did_nothing {
+            said.push_str(", each answered 503 with Retry-After (the server did nothing)");
+        } else if write {
+            said.push_str(", the earlier tries answered 503 with Retry-After (the server did nothing)");
+        }
+    }
+    if write && matches!(answer.status, 502..=504) {
+        if answer.did_nothing {
+            if answer.sent == 1 {
+                said.push_str("; a 503 with Retry-After: the server did nothing");
+            }
+            said.push_str("; not sent again");
+        } else {
+            said.push_str(
+                "; a gateway's answer: the request may have been carried out, so it was not sent again (check before retrying)",
+            );
+        }
+    }
+    said
 }
 
 /// A write's body: `{"value": …}`, to which a task key's PUT adds its expiry.
@@ -700,6 +824,24 @@ mod tests {
         assert!(major_minor("2.10.5").unwrap() < FIRST_VERSION);
         assert!(major_minor("3.10.0").unwrap() >= FIRST_VERSION);
         assert_eq!(major_minor("main"), None);
+    }
+
+    /// The pages a walk may read follow from its first page: a tenth more, at least one, for
+    /// keys written meanwhile; counted again when the page size falls.
+    #[test]
+    fn the_pages_of_a_walk_are_bounded_by_its_first_page() {
+        let pages = Pages::first(0, 100, 250);
+        assert_eq!((pages.needed, pages.allowed), (3, 4));
+        let pages = Pages::first(0, 100, MAX_ENTRIES);
+        assert_eq!((pages.needed, pages.allowed), (MAX_PAGES, 11_000));
+        assert_eq!(Pages::first(0, 1, MAX_ENTRIES).needed, MAX_ENTRIES);
+        assert_eq!(Pages::first(120, 30, 95).needed, 0);
+        let mut pages = Pages::first(0, 100, 1_000);
+        pages.shrink(10, 300, 3);
+        assert_eq!((pages.size, pages.needed, pages.allowed), (10, 73, 80));
+        let before = pages.clone();
+        pages.shrink(100, 300, 3);
+        assert_eq!(pages, before, "a larger limit changes nothing");
     }
 
     #[test]

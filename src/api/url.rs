@@ -49,6 +49,7 @@ impl BaseUrl {
         if path.ends_with("/api/v2") || path.ends_with("/api/v1") {
             return Err(bad("give the web server's base URL without /api/v2: state-store adds it"));
         }
+        let authority = canonical_authority(authority).map_err(|why| bad(&why))?;
         Ok(BaseUrl(format!("{scheme}://{authority}{path}")))
     }
 
@@ -86,7 +87,9 @@ impl BaseUrl {
         }
     }
 
-    /// The host, without its port or an IPv6 address's brackets, in lower case.
+    /// The host, without its port or an IPv6 address's brackets, in lower case and without a
+    /// trailing dot: an address in its one spelling (see [`canonical_authority`]), the form
+    /// `no_proxy` is compared with.
     pub(crate) fn host(&self) -> String {
         let rest = self.0.split_once("://").map_or(self.0.as_str(), |(_, rest)| rest);
         let authority = rest.split('/').next().unwrap_or(rest);
@@ -94,8 +97,109 @@ impl BaseUrl {
             Some(v6) => v6.split(']').next().unwrap_or(v6),
             None => authority.rsplit_once(':').map_or(authority, |(host, _)| host),
         };
-        host.to_ascii_lowercase()
+        host.strip_suffix('.').unwrap_or(host).to_ascii_lowercase()
     }
+}
+
+/// The authority with its host in the one spelling the tool connects to and compares with
+/// `no_proxy`, as curl and the URL standard (WHATWG) read a host:
+///
+/// - an IPv6 address in brackets, in its shortest form (`[0:0::1]` is `[::1]`);
+/// - a host that ends in a number is an IPv4 address, which may be written in parts of
+///   decimal, octal (`0177`) or hex (`0x7f`), fewer than four (`127.1`, `2130706433`): it is
+///   written in dotted decimal (`127.000.000.001` is `127.0.0.1`), so the address the
+///   connection goes to is the one `no_proxy` was compared with, whatever the system's
+///   resolver would make of the text. One that is no address (`1.2.3.256`, `08.0.0.1`,
+///   `1.2.3.4.5`), or that the standard and the resolver read differently (`127.0.0.1.`, a
+///   name to glibc; `0x.0.0.1`, whose empty hex the resolver refuses), is refused;
+/// - any other host is a name, kept as it is (DNS ignores its case).
+///
+/// A percent-encoded host is refused: the standard decodes it, the resolver does not.
+pub(crate) fn canonical_authority(authority: &str) -> std::result::Result<String, String> {
+    if let Some(bracketed) = authority.strip_prefix('[') {
+        let (inside, after) = bracketed.split_once(']').ok_or("the IPv6 address has no closing ]")?;
+        let address: std::net::Ipv6Addr =
+            inside.parse().map_err(|_| format!("the host [{inside}] is not an IPv6 address"))?;
+        if !(after.is_empty() || after.starts_with(':')) {
+            return Err(format!("the host [{inside}] is followed by {}", quote(after)));
+        }
+        return Ok(format!("[{address}]{after}"));
+    }
+    let (host, port) = match authority.rsplit_once(':') {
+        Some((host, port)) => (host, Some(port)),
+        None => (authority, None),
+    };
+    if host.contains('%') {
+        return Err(format!("the host {} is percent-encoded: give it as it is spelt", quote(host)));
+    }
+    if !ends_in_a_number(host) {
+        return Ok(authority.to_string());
+    }
+    if host.ends_with('.') {
+        return Err(format!(
+            "the host {} is an IPv4 address to the URL standard and a name to the system's resolver: \
+             give it without the trailing dot",
+            quote(host)
+        ));
+    }
+    let address = ipv4(host).ok_or_else(|| {
+        format!(
+            "the host {} ends in a number but is not an IPv4 address (up to four parts of decimal, \
+             0-led octal or 0x hex digits, each in range)",
+            quote(host)
+        )
+    })?;
+    Ok(match port {
+        Some(port) => format!("{address}:{port}"),
+        None => address.to_string(),
+    })
+}
+
+/// Whether the URL standard reads `host` as an IPv4 address: its last label (after one
+/// trailing dot) is a number, decimal or `0x` hex.
+pub(crate) fn ends_in_a_number(host: &str) -> bool {
+    let host = host.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(host);
+    let last = host.rsplit('.').next().unwrap_or(host);
+    if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    last.strip_prefix("0x")
+        .or_else(|| last.strip_prefix("0X"))
+        .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// An IPv4 address in any of the spellings that both the URL standard and `inet_aton` (the
+/// resolver's reading) take: one to four parts, each decimal, `0`-led octal or `0x` hex with
+/// at least one digit, the last filling the bytes left (`127.1`, `2130706433`).
+pub(crate) fn ipv4(text: &str) -> Option<std::net::Ipv4Addr> {
+    let parts: Vec<&str> = text.split('.').collect();
+    if parts.is_empty() || parts.len() > 4 {
+        return None;
+    }
+    let mut numbers = Vec::with_capacity(parts.len());
+    for part in &parts {
+        let (digits, radix) = if let Some(hex) = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X")) {
+            (hex, 16)
+        } else if part.len() > 1 && part.starts_with('0') {
+            (&part[1..], 8)
+        } else {
+            (*part, 10)
+        };
+        if digits.is_empty() || !digits.chars().all(|c| c.is_digit(radix)) {
+            return None;
+        }
+        numbers.push(u64::from_str_radix(digits, radix).ok()?);
+    }
+    let (last, first) = numbers.split_last()?;
+    if first.iter().any(|n| *n > 255) {
+        return None;
+    }
+    let left = 4 - first.len() as u32;
+    if *last >= 1_u64 << (8 * left) {
+        return None;
+    }
+    let high = first.iter().enumerate().fold(0_u64, |acc, (i, n)| acc | n << (24 - 8 * i as u32));
+    Some(std::net::Ipv4Addr::from(u32::try_from(high | last).ok()?))
 }
 
 /// A URL with any `user:password@` masked, for a message about a URL that was refused.
@@ -229,6 +333,45 @@ mod tests {
         assert_eq!(base("http://[::1]:8080").unwrap().host(), "::1");
         assert_eq!(base("http://10.0.0.1").unwrap().host(), "10.0.0.1");
         assert!(base("https://h").unwrap().is_https() && !base("http://h").unwrap().is_https());
+    }
+
+    /// An IPv4 address in another spelling is connected to, and compared with `no_proxy`, in
+    /// dotted decimal, as curl and the URL standard read it; one they read differently, or
+    /// that is no address, is refused.
+    #[test]
+    fn hosts_that_are_addresses_are_written_in_their_one_spelling() {
+        for (given, canonical) in [
+            ("http://127.000.000.001:8080", "http://127.0.0.1:8080"),
+            ("http://0x7f.1", "http://127.0.0.1"),
+            ("http://0X7F.0.0.01/p", "http://127.0.0.1/p"),
+            ("http://0177.0.0.1:1", "http://127.0.0.1:1"),
+            ("http://2130706433:1", "http://127.0.0.1:1"),
+            ("http://10.1.65535", "http://10.1.255.255"),
+            ("http://[0:0:0:0:0:0:0:1]:8080", "http://[::1]:8080"),
+            ("http://[FD00:0::5]", "http://[fd00::5]"),
+            ("http://Airflow.Example.com:8080", "http://Airflow.Example.com:8080"),
+            ("http://host.0x1g", "http://host.0x1g"),
+            ("http://example.com.", "http://example.com."),
+        ] {
+            assert_eq!(base(given).unwrap().as_str(), canonical, "{given}");
+        }
+        assert_eq!(base("http://Example.COM.:1").unwrap().host(), "example.com");
+        for (given, why) in [
+            ("http://1.2.3.256", "not an IPv4 address"),
+            ("http://08.0.0.1", "not an IPv4 address"),
+            ("http://1.2.3.4.5", "not an IPv4 address"),
+            ("http://a.1", "not an IPv4 address"),
+            ("http://0x7f.0x.0.1", "not an IPv4 address"),
+            ("http://4294967296", "not an IPv4 address"),
+            ("http://127.0.0.1.:1", "trailing dot"),
+            ("http://127%2E0.0.1", "percent-encoded"),
+            ("http://[::1::2]:1", "not an IPv6 address"),
+            ("http://[::1", "closing ]"),
+            ("http://[::1]x", "followed by"),
+        ] {
+            let e = base(given).unwrap_err().to_string();
+            assert!(e.contains(why) && e.contains("invalid --api-url"), "{given}: {e}");
+        }
     }
 
     #[test]
