@@ -171,9 +171,12 @@ impl CliError {
         message(self.error.as_ref())
     }
 
-    /// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
+    /// A closed pipe at an output (`state-store list | head`, `export --file /dev/stdout |
+    /// head`, a FIFO whose reader went away), which ends the process quietly, whichever way
+    /// the pipe was named: the reader had what it wanted. Only a stream output can be a pipe
+    /// (an archive or a replaced file is a regular file), so this is the rule of streams.
     pub(crate) fn is_broken_pipe(&self) -> bool {
-        matches!(self.kind(), Some(Error::Output { target: None, cause }) if cause.kind() == io::ErrorKind::BrokenPipe)
+        matches!(self.kind(), Some(Error::Output { cause, .. }) if cause.kind() == io::ErrorKind::BrokenPipe)
     }
 }
 
@@ -229,13 +232,14 @@ mod tests {
     }
 
     #[test]
-    fn only_a_closed_stdout_is_a_quiet_end() {
+    fn only_a_closed_pipe_is_a_quiet_end() {
         let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
         assert!(CliError::from(Error::stdout(pipe())).is_broken_pipe());
-        let file = CliError::from(Error::output_file("archive a.jsonl", pipe()));
-        assert!(!file.is_broken_pipe());
-        assert_eq!(file.exit_code, exit::OUTPUT);
-        assert_eq!(file.message(), "cannot write the output: archive a.jsonl: broken pipe");
+        assert!(CliError::from(Error::output_file("/dev/stdout", pipe())).is_broken_pipe());
+        let full = CliError::from(Error::output_file("a.jsonl", io::Error::from(io::ErrorKind::StorageFull)));
+        assert!(!full.is_broken_pipe());
+        assert_eq!(full.exit_code, exit::OUTPUT);
+        assert_eq!(full.message(), "cannot write the output: a.jsonl: no storage space");
     }
 
     #[test]
