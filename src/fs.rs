@@ -2,6 +2,15 @@
 //! command gets them for free (node_exporter's textfile convention and pt-archiver's whole
 //! archive lines are the models):
 //!
+//! - **Decided on what was opened** ([`Place`]). The directory of a path is opened once, the
+//!   name is opened once relative to it (`O_NOFOLLOW | O_NONBLOCK`, or `O_PATH` to look
+//!   without opening a FIFO or a device), and every decision (type, owner, link count,
+//!   identity, a clean's lock) is taken from `fstat` of that descriptor, never from a `stat`
+//!   of the name followed by a second open: another user who can create names in the
+//!   directory can swap the name between the two. Renames and temporary files are relative to
+//!   the same directory descriptor, so a directory swapped meanwhile cannot redirect them.
+//!   The checks by name before the database is opened ([`check_output`], [`check_append`],
+//!   [`refuse_same`], [`refuse_database`]) only ever refuse; the open decides again.
 //! - **No output is the open database.** An output path that names the SQLite database a
 //!   command opened, or its `-wal`, `-shm` or `-journal`, is refused (exit 2) before a byte is
 //!   written. Files are compared by device and inode, and a file that does not exist yet by
