@@ -27,7 +27,9 @@
 //!   `O_EXCL | O_NOFOLLOW` (a planted symlink is never followed), mode 0600, an unpredictable
 //!   name, and removed on every exit that runs code: errors, the end of the run, and signals
 //!   (`signals` calls [`remove_temporaries`]). A spool is never named at all (`O_TMPFILE`), so
-//!   it cannot outlive the process even after `kill -9`.
+//!   it cannot outlive the process even after `kill -9`. A lock file is the exception to 0600:
+//!   it holds nothing and is only ever opened read-only, so it is 0444, and any user who can
+//!   read it can take over a lock that no process holds.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
