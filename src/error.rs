@@ -160,7 +160,7 @@ pub(crate) fn kind(error: &anyhow::Error) -> Option<&Error> {
 }
 
 /// The exit code an error ends the process with: its kind's, or 70 when it has none; 0 for a
-/// closed stdout pipe, a quiet success. The one place it is decided: the exit status and
+/// closed pipe at stdout or a stream output, a quiet success. The one place it is decided: the exit status and
 /// every sink that reports it (clean's document and metrics file) take it from here.
 pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
     if is_broken_pipe(error) {
@@ -169,9 +169,9 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
     kind(error).map_or(exit::INTERNAL, Error::exit_code)
 }
 
-/// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
+/// A closed pipe at an output, stdout or a stream `--file` (`CliError::is_broken_pipe`).
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
-    matches!(kind(error), Some(Error::Output { target: None, cause }) if cause.kind() == io::ErrorKind::BrokenPipe)
+    matches!(kind(error), Some(Error::Output { cause, .. }) if cause.kind() == io::ErrorKind::BrokenPipe)
 }
 
 impl CliError {
@@ -184,7 +184,10 @@ impl CliError {
         message(self.error.as_ref())
     }
 
-    /// A closed stdout pipe (`state-store list | head`), which ends the process quietly.
+    /// A closed pipe at an output (`state-store list | head`, `export --file /dev/stdout |
+    /// head`, a FIFO whose reader went away), which ends the process quietly, whichever way
+    /// the pipe was named: the reader had what it wanted. Only a stream output can be a pipe
+    /// (an archive or a replaced file is a regular file), so this is the rule of streams.
     pub(crate) fn is_broken_pipe(&self) -> bool {
         is_broken_pipe(&self.error)
     }
@@ -242,16 +245,17 @@ mod tests {
     }
 
     #[test]
-    fn only_a_closed_stdout_is_a_quiet_end() {
+    fn only_a_closed_pipe_is_a_quiet_end() {
         let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
         assert!(CliError::from(Error::stdout(pipe())).is_broken_pipe());
         assert_eq!(CliError::from(Error::stdout(pipe())).exit_code, exit::SUCCESS);
-        let full = CliError::from(Error::stdout(io::Error::from(io::ErrorKind::StorageFull)));
+        let file = CliError::from(Error::output_file("/dev/stdout", pipe()));
+        assert!(file.is_broken_pipe());
+        assert_eq!(file.exit_code, exit::SUCCESS);
+        let full = CliError::from(Error::output_file("a.jsonl", io::Error::from(io::ErrorKind::StorageFull)));
+        assert!(!full.is_broken_pipe());
         assert_eq!(full.exit_code, exit::OUTPUT);
-        let file = CliError::from(Error::output_file("archive a.jsonl", pipe()));
-        assert!(!file.is_broken_pipe());
-        assert_eq!(file.exit_code, exit::OUTPUT);
-        assert_eq!(file.message(), "cannot write the output: archive a.jsonl: broken pipe");
+        assert_eq!(full.message(), "cannot write the output: a.jsonl: no storage space");
     }
 
     #[test]

@@ -2,6 +2,15 @@
 //! command gets them for free (node_exporter's textfile convention and pt-archiver's whole
 //! archive lines are the models):
 //!
+//! - **Decided on what was opened** ([`Place`]). The directory of a path is opened once, the
+//!   name is opened once relative to it (`O_NOFOLLOW | O_NONBLOCK`, or `O_PATH` to look
+//!   without opening a FIFO or a device), and every decision (type, owner, link count,
+//!   identity, a clean's lock) is taken from `fstat` of that descriptor, never from a `stat`
+//!   of the name followed by a second open: another user who can create names in the
+//!   directory can swap the name between the two. Renames and temporary files are relative to
+//!   the same directory descriptor, so a directory swapped meanwhile cannot redirect them.
+//!   The checks by name before the database is opened ([`check_output`], [`check_append`],
+//!   [`refuse_same`], [`refuse_database`]) only ever refuse; the open decides again.
 //! - **No output is the open database.** An output path that names the SQLite database a
 //!   command opened, or its `-wal`, `-shm` or `-journal`, is refused (exit 2) before a byte is
 //!   written. Files are compared by device and inode, and a file that does not exist yet by
@@ -18,13 +27,16 @@
 //!   `O_EXCL | O_NOFOLLOW` (a planted symlink is never followed), mode 0600, an unpredictable
 //!   name, and removed on every exit that runs code: errors, the end of the run, and signals
 //!   (`signals` calls [`remove_temporaries`]). A spool is never named at all (`O_TMPFILE`), so
-//!   it cannot outlive the process even after `kill -9`.
+//!   it cannot outlive the process even after `kill -9`. A lock file is the exception to 0600:
+//!   it holds nothing and is only ever opened read-only, so it is 0444, and any user who can
+//!   read it can take over a lock that no process holds.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{self, BufWriter, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::ffi::OsStringExt;
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -109,10 +121,25 @@ fn same_file(output: &Path, file: &Path) -> bool {
     };
     let Some(target) = place(file) else { return false };
     let mut candidates = vec![output.to_path_buf()];
-    if let Ok(resolved) = resolve(output) {
-        candidates.push(resolved.path);
+    if let Some(resolved) = follow(output) {
+        candidates.push(resolved);
     }
     candidates.iter().any(|c| place(c).is_some_and(|p| p == target))
+}
+
+/// Where a path leads once every symlink on the way is followed, even a dangling one: for a
+/// refusal only (a name that changes meanwhile can make a run refuse, never write).
+fn follow(path: &Path) -> Option<PathBuf> {
+    let mut hop = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let dir = fs::canonicalize(parent(&hop)?).ok()?;
+        let here = dir.join(hop.file_name()?);
+        match fs::read_link(&here) {
+            Ok(target) => hop = if target.is_absolute() { target } else { dir.join(target) },
+            Err(_) => return Some(here),
+        }
+    }
+    None
 }
 
 /// The directory a path's last component is in; `.` for a bare name.
@@ -123,81 +150,204 @@ fn parent(path: &Path) -> Option<&Path> {
     }
 }
 
-/// Where a path leads once every symlink on the way is followed (even a dangling one), and
-/// whether the way passes through `/proc` (`/dev/stdout`, `/dev/fd/1`: a file descriptor of
-/// this process, which a rename cannot replace).
-struct Resolved {
-    path: PathBuf,
-    through_proc: bool,
-    /// The first symlink on the way, or the file at its end, that another user owns (neither
-    /// this process's effective user nor root): something another user may have planted.
-    foreign: Option<PathBuf>,
+/// Whether this process's effective user or root owns a file: the rule Linux's
+/// `protected_symlinks` and `protected_fifos` apply in shared directories, here applied to
+/// every output written through rather than replaced, and to every file appended to.
+fn is_ours(stat: &rustix::fs::Stat) -> bool {
+    stat.st_uid == 0 || stat.st_uid == rustix::process::geteuid().as_raw()
 }
 
-fn resolve(path: &Path) -> io::Result<Resolved> {
-    let mut hop = path.to_path_buf();
-    let mut through_proc = false;
-    let mut foreign = None;
-    // Linux's own limit of symlinks followed in one lookup.
-    for _ in 0..40 {
-        let dir = fs::canonicalize(parent(&hop).unwrap_or(Path::new("/")))?;
-        through_proc |= dir.starts_with("/proc");
-        let name = hop.file_name().ok_or_else(|| io::Error::other("not a file name"))?;
-        let here = dir.join(name);
-        let meta = fs::symlink_metadata(&here);
-        if let Ok(meta) = &meta
-            && foreign.is_none()
-            && !through_proc
-            && !is_ours(meta)
-        {
-            foreign = Some(here.clone());
-        }
-        match meta {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                let target = fs::read_link(&here)?;
-                hop = if target.is_absolute() { target } else { dir.join(target) };
+/// A file's identity: its device and inode.
+type Id = (u64, u64);
+
+fn id_of(stat: &rustix::fs::Stat) -> Id {
+    (stat.st_dev, stat.st_ino)
+}
+
+/// The directory of an output, opened once, and the output's name in it. Everything the
+/// tool then does to that name (opening it, creating a temporary beside it, renaming that
+/// over it, checking it still names the file being appended to) is relative to this
+/// descriptor, so a directory on the way that another user renames or swaps for a symlink
+/// after this open cannot redirect the write.
+pub(crate) struct Place {
+    dir: std::os::fd::OwnedFd,
+    /// Whether `dir` is readable, and so can be fsynced after a rename (a directory that is
+    /// only searchable is opened as a path).
+    syncable: bool,
+    name: OsString,
+    shown: PathBuf,
+}
+
+impl Place {
+    /// Opens the directory of `path` (following the symlinks the user wrote into the
+    /// directory part: those are the user's own spelling).
+    pub(crate) fn open(path: &Path) -> io::Result<Place> {
+        use rustix::fs::{Mode, OFlags};
+        let name = match path.file_name() {
+            Some(name) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => name.to_os_string(),
+            _ => return Err(io::Error::from(io::ErrorKind::IsADirectory)),
+        };
+        let dir_path = parent(path).unwrap_or(Path::new("."));
+        let flags = OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let (dir, syncable) = match rustix::fs::open(dir_path, flags | OFlags::RDONLY, Mode::empty()) {
+            Ok(dir) => (dir, true),
+            Err(rustix::io::Errno::ACCESS) => {
+                (rustix::fs::open(dir_path, flags | OFlags::PATH, Mode::empty())?, false)
             }
-            _ => return Ok(Resolved { path: here, through_proc, foreign }),
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Place { dir, syncable, name, shown: path.to_path_buf() })
+    }
+
+    fn try_clone(&self) -> io::Result<Place> {
+        Ok(Place {
+            dir: self.dir.try_clone()?,
+            syncable: self.syncable,
+            name: self.name.clone(),
+            shown: self.shown.clone(),
+        })
+    }
+
+    /// The place a symlink in this directory leads to: `target` as the link holds it,
+    /// relative to this directory unless absolute.
+    fn open_at(&self, target: &Path) -> io::Result<Place> {
+        use rustix::fs::{Mode, OFlags};
+        let name = target.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::IsADirectory))?;
+        let dir_path = match target.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => dir,
+            _ => Path::new("."),
+        };
+        let flags = OFlags::DIRECTORY | OFlags::CLOEXEC;
+        let (dir, syncable) =
+            match rustix::fs::openat(&self.dir, dir_path, flags | OFlags::RDONLY, Mode::empty()) {
+                Ok(dir) => (dir, true),
+                Err(rustix::io::Errno::ACCESS) => {
+                    (rustix::fs::openat(&self.dir, dir_path, flags | OFlags::PATH, Mode::empty())?, false)
+                }
+                Err(e) => return Err(e.into()),
+            };
+        Ok(Place { dir, syncable, name: name.to_os_string(), shown: self.shown.clone() })
+    }
+
+    /// What the name is now, from `fstat` of a descriptor of it opened with `O_PATH |
+    /// O_NOFOLLOW`: no permission is needed, nothing is followed, and a FIFO or a device is
+    /// not opened for reading or writing (so nothing blocks and no device acts). `None`: no
+    /// file has the name.
+    fn entry(&self) -> io::Result<Option<Entry>> {
+        use rustix::fs::{Mode, OFlags};
+        match rustix::fs::openat(
+            &self.dir,
+            &self.name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => {
+                let stat = rustix::fs::fstat(&fd)?;
+                Ok(Some(Entry { fd, stat }))
+            }
+            Err(rustix::io::Errno::NOENT) => Ok(None),
+            Err(e) => Err(e.into()),
         }
+    }
+
+    /// Whether the name is in `/proc` (`/dev/stdout` leads to `/proc/self/fd/1`): a
+    /// descriptor of this process, which the kernel resolves and a rename cannot replace.
+    fn in_proc(&self) -> bool {
+        rustix::fs::fstatfs(&self.dir).is_ok_and(|fs| fs.f_type == rustix::fs::PROC_SUPER_MAGIC)
+    }
+
+    /// Opens the name with `flags`, never through a symlink (in `/proc`, through the
+    /// kernel's own link to a descriptor of this process only), and never blocking.
+    fn open_file(&self, flags: rustix::fs::OFlags, mode: u32) -> io::Result<File> {
+        use rustix::fs::{Mode, OFlags};
+        let follow = if self.in_proc() { OFlags::empty() } else { OFlags::NOFOLLOW };
+        let flags = flags | follow | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&self.dir, &self.name, flags, Mode::from_raw_mode(mode))?;
+        Ok(File::from(fd))
+    }
+
+    /// Whether the name still names the file with identity `id` (a file appended to: not
+    /// unlinked, not replaced by a rename).
+    fn names(&self, id: Id) -> bool {
+        rustix::fs::statat(&self.dir, &self.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            .is_ok_and(|stat| id_of(&stat) == id)
+    }
+
+    /// Makes a rename or a new name in the directory durable. Some file systems cannot fsync
+    /// a directory; the data itself is on disk already, so that is not an error.
+    fn sync(&self) {
+        if self.syncable {
+            let _ = rustix::fs::fsync(&self.dir);
+        }
+    }
+}
+
+/// A name's file as [`Place::entry`] found it: the descriptor and its `fstat`.
+struct Entry {
+    fd: std::os::fd::OwnedFd,
+    stat: rustix::fs::Stat,
+}
+
+impl Entry {
+    fn kind(&self) -> rustix::fs::FileType {
+        rustix::fs::FileType::from_raw_mode(self.stat.st_mode)
+    }
+}
+
+/// Linux's own limit of symlinks followed in one lookup.
+const MAX_LINKS: usize = 40;
+
+/// What an output's name leads to, decided from `fstat` of descriptors only (see
+/// [`Place::entry`]).
+enum Found {
+    /// Replaced by a rename: nothing at the name, a regular file (with its identity and
+    /// mode), or a symlink that does not lead to a stream (another user's, or one to a file).
+    Replace(Option<(Id, u32)>),
+    /// Written through: where the stream is, and its identity (`None` in `/proc`, where the
+    /// kernel leads to a descriptor of this process).
+    Stream(Place, Option<Id>),
+    /// Neither: the reason.
+    Refused(String),
+}
+
+/// Where `place` leads. A symlink is followed only when root or this process's user owns it
+/// (its target read from the link's own descriptor, so it cannot change between the check
+/// and the read), and only to find a stream: `/dev/stdout`, or a link of the user's to a FIFO
+/// or a terminal; a link that leads anywhere else is itself replaced, never followed.
+fn find(place: &Place) -> io::Result<Found> {
+    use rustix::fs::FileType;
+    let mut at = place.try_clone()?;
+    for hop in 0..MAX_LINKS {
+        let behind_link = hop > 0;
+        let Some(entry) = at.entry()? else { return Ok(Found::Replace(None)) };
+        let stat = &entry.stat;
+        return Ok(match entry.kind() {
+            FileType::RegularFile if behind_link => Found::Replace(None),
+            FileType::RegularFile => Found::Replace(Some((id_of(stat), stat.st_mode & 0o7777))),
+            FileType::Directory => Found::Refused("is a directory, not a file".to_string()),
+            FileType::Symlink if at.in_proc() => Found::Stream(at, None),
+            FileType::Symlink if !is_ours(stat) => Found::Replace(None),
+            FileType::Symlink => {
+                let target = rustix::fs::readlinkat(&entry.fd, "", Vec::new())?;
+                let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
+                at = at.open_at(&target)?;
+                continue;
+            }
+            FileType::Fifo | FileType::CharacterDevice if is_ours(stat) => {
+                Found::Stream(at, Some(id_of(stat)))
+            }
+            FileType::Fifo | FileType::CharacterDevice => Found::Refused(format!(
+                "belongs to another user (uid {}), and is neither a regular file nor replaced by this run; \
+                 refusing to write through it",
+                stat.st_uid
+            )),
+            _ if behind_link => Found::Replace(None),
+            _ => Found::Refused(
+                "is neither a regular file, a FIFO nor a character device (a terminal)".to_string(),
+            ),
+        });
     }
     Err(io::Error::other("too many levels of symbolic links"))
-}
-
-/// Whether this process's effective user or root owns the file: the rule Linux's
-/// `protected_symlinks` and `protected_fifos` apply in shared directories, here applied to
-/// every output that is not replaced by a rename.
-fn is_ours(meta: &fs::Metadata) -> bool {
-    meta.uid() == 0 || meta.uid() == rustix::process::geteuid().as_raw()
-}
-
-/// How long an output that is a FIFO waits for a process to open it for reading.
-pub(crate) const FIFO_READER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Opens an output that cannot be renamed over (a FIFO, a terminal, `/dev/stdout`) for
-/// appending, without ever blocking: a FIFO that nobody reads (ENXIO with `O_NONBLOCK`) is
-/// tried again until [`FIFO_READER_WAIT`] has passed, and the descriptor is then made
-/// blocking again for the writes.
-fn open_stream(path: &Path) -> io::Result<File> {
-    let until = std::time::Instant::now() + FIFO_READER_WAIT;
-    loop {
-        match OpenOptions::new().append(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path) {
-            Ok(file) => {
-                let flags = rustix::fs::fcntl_getfl(&file)?;
-                rustix::fs::fcntl_setfl(&file, flags - rustix::fs::OFlags::NONBLOCK)?;
-                return Ok(file);
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && std::time::Instant::now() < until => {
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
-                return Err(io::Error::other(format!(
-                    "it is a FIFO that no process opened for reading within {} s",
-                    FIFO_READER_WAIT.as_secs()
-                )));
-            }
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// An unpredictable file name part: std's `RandomState` is keyed from the operating
@@ -215,6 +365,10 @@ fn random_name() -> String {
 /// A temporary file that exists by name until it is renamed ([`Temporary::keep`]) or
 /// dropped, and that a signal ending the process removes too.
 pub(crate) struct Temporary {
+    /// Its directory, opened once, and its name there.
+    dir: std::os::fd::OwnedFd,
+    name: OsString,
+    /// Its path, for a signal's removal.
     path: PathBuf,
     kept: bool,
 }
@@ -223,32 +377,32 @@ impl Temporary {
     /// Creates `.NAME.RANDOM.tmp` in `dir` with `O_EXCL | O_NOFOLLOW` at mode 0600. The
     /// leading dot and the `.tmp` keep it out of a textfile collector's `*.prom`.
     pub(crate) fn create(dir: &Path, name: &str) -> io::Result<(File, Temporary)> {
+        Temporary::create_in(&Place::open(&dir.join(name))?, name)
+    }
+
+    /// [`Temporary::create`] in a directory opened once.
+    fn create_in(place: &Place, name: &str) -> io::Result<(File, Temporary)> {
+        use rustix::fs::{Mode, OFlags};
+        let shown_dir = parent(&place.shown).unwrap_or(Path::new(".")).to_path_buf();
         loop {
-            let path = dir.join(format!(".{name}.{}.tmp", random_name()));
+            let file_name = OsString::from(format!(".{name}.{}.tmp", random_name()));
+            let path = shown_dir.join(&file_name);
             // Listed before it exists: a signal between the two finds nothing to remove, where
             // the other order could leave the file behind.
             lock(&TEMPORARIES).push(path.clone());
-            let temporary = Temporary { path, kept: false };
-            match OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create_new(true)
-                .mode(0o600)
-                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-                .open(&temporary.path)
-            {
-                Ok(file) => return Ok((file, temporary)),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    // Someone else's file: never ours to remove.
-                    let mut kept = temporary;
-                    kept.kept = true;
-                    forget(&kept.path);
+            let temporary = Temporary { dir: place.dir.try_clone()?, name: file_name, path, kept: true };
+            let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+            match rustix::fs::openat(&temporary.dir, &temporary.name, flags, Mode::from_raw_mode(0o600)) {
+                Ok(fd) => {
+                    let mut temporary = temporary;
+                    temporary.kept = false;
+                    return Ok((File::from(fd), temporary));
                 }
+                // Someone else's file: never ours to remove.
+                Err(rustix::io::Errno::EXIST) => forget(&temporary.path),
                 Err(e) => {
-                    let mut kept = temporary;
-                    kept.kept = true;
-                    forget(&kept.path);
-                    return Err(e);
+                    forget(&temporary.path);
+                    return Err(e.into());
                 }
             }
         }
@@ -264,7 +418,7 @@ impl Temporary {
 impl Drop for Temporary {
     fn drop(&mut self) {
         if !self.kept {
-            let _ = fs::remove_file(&self.path);
+            let _ = rustix::fs::unlinkat(&self.dir, &self.name, rustix::fs::AtFlags::empty());
             forget(&self.path);
         }
     }
@@ -313,58 +467,92 @@ pub(crate) struct Output {
 }
 
 enum OutputMode {
-    Replace { temporary: Temporary, target: PathBuf, permissions: u32 },
-    Stream { regular: bool },
+    Replace {
+        temporary: Temporary,
+        place: Place,
+        permissions: u32,
+        /// The file replaced, under a shared lock until the rename: no clean starts appending
+        /// to it meanwhile (see [`held_unless_appended`]).
+        _held: Option<File>,
+    },
+    Stream {
+        regular: bool,
+    },
+}
+
+/// Which outputs a path may be.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Accepts {
+    /// A regular file (replaced), or a stream written through: `export --file`.
+    FileOrStream,
+    /// A regular file only: renaming over a device or a FIFO would replace it (as root,
+    /// `/dev/null` itself) with a regular file, and a metrics collector reads files.
+    File,
+}
+
+/// An output path refused before anything is written: exit 2.
+fn refused(what: &str, path: &Path, why: &str) -> anyhow::Error {
+    Error::Usage(format!("{what} {}: {why} (nothing was written)", path.display())).into()
 }
 
 impl Output {
     /// Opens `path` for writing in full. `what` names the flag and `label` the file in
     /// messages (see [`target`]); `mode` is the new file's mode when none exists (a file
-    /// replaced keeps its own). A symlink at `path` is replaced, not followed: a planted one
-    /// cannot redirect the write.
+    /// replaced keeps its own). The directory is opened once, and what the name is (nothing,
+    /// a regular file, a symlink, a stream) is decided from `fstat` of a descriptor of it
+    /// ([`Place`]): a symlink at `path` is replaced, not followed, unless it is root's or this
+    /// user's and leads to a stream (`/dev/stdout`), so a planted one cannot redirect the
+    /// write; a stream is written through only when root or this user owns it.
     pub(crate) fn create(what: &str, label: &str, path: &Path, mode: u32) -> Result<Output> {
+        Output::open(what, label, path, mode, Accepts::FileOrStream)
+    }
+
+    fn open(what: &str, label: &str, path: &Path, mode: u32, accepts: Accepts) -> Result<Output> {
         refuse_database(what, path)?;
         let failed = |e: io::Error| Error::output_file(target(label, path), e);
-        let existing = fs::metadata(path).ok();
-        if existing.as_ref().is_some_and(fs::Metadata::is_dir) {
-            return Err(Error::Usage(format!("{what} {}: is a directory, not a file", path.display())).into());
-        }
-        let resolved = resolve(path).ok();
-        let stream = existing.as_ref().is_some_and(|m| !m.is_file())
-            || resolved.as_ref().is_some_and(|r| r.through_proc);
-        if stream {
-            // Written through, not replaced: so only when no other user may have planted it (a
-            // FIFO another user reads would receive the rows; a symlink of theirs would lead
-            // the write anywhere).
-            if let Some(planted) = resolved.as_ref().and_then(|r| r.foreign.as_ref()) {
-                return Err(Error::Usage(format!(
-                    "{what} {}: {} belongs to another user, and is neither a regular file nor replaced                      by this run; refusing to write through it (nothing was written)",
-                    path.display(),
-                    if planted == path { "it".to_string() } else { planted.display().to_string() }
-                ))
-                .into());
+        let place = place_of(what, path).map_err(|e| e.unwrap_or_else(|e| failed(e).into()))?;
+        match find(&place).map_err(failed)? {
+            Found::Refused(why) => Err(refused(what, path, &why)),
+            Found::Stream(..) if accepts == Accepts::File => {
+                Err(refused(what, path, "is not a regular file (a device, FIFO or socket)"))
             }
-            // Appending: `/dev/stdout` redirected to a file with `>>` keeps what it held.
-            let file = open_stream(path).map_err(failed)?;
-            let regular = file.metadata().is_ok_and(|m| m.is_file());
-            return Ok(Output { out: BufWriter::new(file), mode: OutputMode::Stream { regular } });
+            Found::Stream(at, id) => {
+                // Appending: `/dev/stdout` redirected to a file with `>>` keeps what it held.
+                let file = match open_stream(&at, id) {
+                    Ok(file) => file,
+                    Err(Opened::Changed) => {
+                        return Err(refused(
+                            what,
+                            path,
+                            "was replaced by another file while it was being opened",
+                        ));
+                    }
+                    Err(Opened::Failed(e)) => return Err(failed(e).into()),
+                };
+                let regular = file.metadata().is_ok_and(|m| m.is_file());
+                Ok(Output { out: BufWriter::new(file), mode: OutputMode::Stream { regular } })
+            }
+            Found::Replace(existing) => {
+                let held = match existing {
+                    Some((id, _)) => {
+                        held_unless_appended(&place, id).map_err(|why| refused(what, path, &why))?
+                    }
+                    None => None,
+                };
+                let name = place.name.to_string_lossy().into_owned();
+                let (file, temporary) = Temporary::create_in(&place, &name).map_err(failed)?;
+                let permissions = existing.map_or(mode, |(_, permissions)| permissions);
+                Ok(Output {
+                    out: BufWriter::new(file),
+                    mode: OutputMode::Replace { temporary, place, permissions, _held: held },
+                })
+            }
         }
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        let dir = parent(path).unwrap_or(Path::new("."));
-        let (file, temporary) = Temporary::create(dir, &name).map_err(failed)?;
-        let permissions = fs::symlink_metadata(path)
-            .ok()
-            .filter(fs::Metadata::is_file)
-            .map_or(mode, |m| m.permissions().mode() & 0o7777);
-        Ok(Output {
-            out: BufWriter::new(file),
-            mode: OutputMode::Replace { temporary, target: path.to_path_buf(), permissions },
-        })
     }
 
     /// Makes the new content the file's: flushed, fsynced, given its mode, renamed over the
-    /// target, the directory fsynced so the rename survives a crash. A stream is flushed
-    /// only: a pipe or a terminal cannot be fsynced.
+    /// name (in the directory opened at the start), the directory fsynced so the rename
+    /// survives a crash. A stream is flushed only: a pipe or a terminal cannot be fsynced.
     pub(crate) fn commit(self) -> io::Result<()> {
         let file = self.out.into_inner().map_err(io::IntoInnerError::into_error)?;
         match self.mode {
@@ -374,14 +562,159 @@ impl Output {
                 }
                 Ok(())
             }
-            OutputMode::Replace { temporary, target, permissions } => {
-                file.set_permissions(fs::Permissions::from_mode(permissions))?;
+            OutputMode::Replace { temporary, place, permissions, _held } => {
+                rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(permissions))?;
                 file.sync_all()?;
-                fs::rename(&temporary.path, &target)?;
+                rustix::fs::renameat(&place.dir, &temporary.name, &place.dir, &place.name)?;
                 temporary.keep();
-                sync_directory(parent(&target).unwrap_or(Path::new(".")));
+                place.sync();
                 Ok(())
             }
+        }
+    }
+}
+
+/// Opens the directory of an output: `Err(Ok(refusal))` for a path that names no file
+/// (a directory), `Err(Err(e))` when the directory cannot be opened.
+fn place_of(
+    what: &str,
+    path: &Path,
+) -> std::result::Result<Place, std::result::Result<anyhow::Error, io::Error>> {
+    match Place::open(path) {
+        Ok(place) => Ok(place),
+        Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+            Err(Ok(refused(what, path, "is a directory, not a file")))
+        }
+        Err(e) => Err(Err(e)),
+    }
+}
+
+/// Refuses (exit 2) an output path that could not be written as `accepts` says, before
+/// anything is opened for writing: for a check before the database is opened. The write
+/// itself decides again, on what it opens.
+pub(crate) fn check_output(what: &str, path: &Path, accepts: Accepts) -> Result<()> {
+    let place = match place_of(what, path) {
+        Ok(place) => place,
+        Err(Ok(refusal)) => return Err(refusal),
+        Err(Err(e)) if e.kind() == io::ErrorKind::NotFound && accepts == Accepts::File => {
+            let dir = parent(path).unwrap_or(Path::new("."));
+            return Err(refused(what, path, &format!("the directory {} does not exist", dir.display())));
+        }
+        Err(Err(_)) => return Ok(()),
+    };
+    match find(&place) {
+        Ok(Found::Refused(why)) => Err(refused(what, path, &why)),
+        Ok(Found::Stream(..)) if accepts == Accepts::File => {
+            Err(refused(what, path, "is not a regular file (a device, FIFO or socket)"))
+        }
+        Ok(Found::Replace(Some((id, _)))) => {
+            held_unless_appended(&place, id).map(drop).map_err(|why| refused(what, path, &why))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Refuses (exit 2) a file [`AppendLines::open`] would refuse as it is now (a symlink, not a
+/// regular file, other hard links, another user's), before anything is opened for writing:
+/// for a check before the database is opened. The open itself decides again, on what it
+/// opens.
+pub(crate) fn check_append(label: &str, path: &Path) -> Result<()> {
+    let refuse = |why: &str| -> anyhow::Error {
+        Error::Usage(format!("{}: {why}; nothing was written or deleted", target(label, path))).into()
+    };
+    let place = match Place::open(path) {
+        Ok(place) => place,
+        Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+            return Err(refuse("is a directory, not a file"));
+        }
+        Err(_) => return Ok(()),
+    };
+    match place.entry() {
+        Ok(Some(entry)) if entry.kind() == rustix::fs::FileType::Symlink => Err(refuse(SYMLINK_REFUSAL)),
+        Ok(Some(entry)) => refuse_appending(&entry.stat).map_err(|why| refuse(&why)),
+        _ => Ok(()),
+    }
+}
+
+/// Refuses (exit 2) two paths of one run that are the same file, however spelt (a symlink,
+/// a hard link, `x/../`, a name that does not exist yet): one would destroy the other (a
+/// metrics file renamed over the archive the run just appended to). `what` names each flag.
+pub(crate) fn refuse_same(one: (&str, &Path), other: (&str, &Path)) -> Result<()> {
+    if same_file(one.1, other.1) || same_file(other.1, one.1) {
+        return Err(Error::Usage(format!(
+            "{} {} and {} {} are the same file; give each its own (nothing was written)",
+            one.0,
+            one.1.display(),
+            other.0,
+            other.1.display()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
+/// The regular file `id` that an output is about to replace, under a shared `flock` until it
+/// is replaced; or the refusal when a clean holds it (an archive being appended to, under
+/// that clean's exclusive lock: replacing it would send the clean's rows to a file no name
+/// leads to). `None` when the name no longer names that file or it cannot be read: the
+/// rename then replaces whatever is there.
+fn held_unless_appended(place: &Place, id: Id) -> std::result::Result<Option<File>, String> {
+    let Ok(file) = place.open_file(rustix::fs::OFlags::RDONLY, 0) else { return Ok(None) };
+    if !rustix::fs::fstat(&file).is_ok_and(|stat| id_of(&stat) == id) {
+        return Ok(None);
+    }
+    match file.try_lock_shared() {
+        Ok(()) => Ok(Some(file)),
+        Err(std::fs::TryLockError::WouldBlock) => Err(
+            "is the archive a clean is writing (it holds its lock); refusing to replace it, which would send \
+             that clean's rows to a file no name leads to"
+                .to_string(),
+        ),
+        Err(std::fs::TryLockError::Error(_)) => Ok(None),
+    }
+}
+
+/// How long an output that is a FIFO waits for a process to open it for reading.
+pub(crate) const FIFO_READER_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Why a stream was not opened.
+enum Opened {
+    /// The name now names another file than the one found: it was swapped meanwhile.
+    Changed,
+    Failed(io::Error),
+}
+
+/// Opens a stream output (a FIFO, a terminal, `/dev/stdout`) for appending, without ever
+/// blocking: a FIFO that nobody reads (ENXIO with `O_NONBLOCK`) is tried again until
+/// [`FIFO_READER_WAIT`] has passed, and the descriptor is then made blocking again for the
+/// writes. What is opened must be the file found (`id`), by `fstat` of the descriptor.
+fn open_stream(at: &Place, id: Option<Id>) -> std::result::Result<File, Opened> {
+    use rustix::fs::OFlags;
+    let until = std::time::Instant::now() + FIFO_READER_WAIT;
+    loop {
+        match at.open_file(OFlags::WRONLY | OFlags::APPEND, 0) {
+            Ok(file) => {
+                let stat = rustix::fs::fstat(&file).map_err(|e| Opened::Failed(e.into()))?;
+                if id.is_some_and(|id| id != id_of(&stat)) {
+                    return Err(Opened::Changed);
+                }
+                let flags = rustix::fs::fcntl_getfl(&file).map_err(|e| Opened::Failed(e.into()))?;
+                rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
+                    .map_err(|e| Opened::Failed(e.into()))?;
+                return Ok(file);
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && std::time::Instant::now() < until => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+                return Err(Opened::Failed(io::Error::other(format!(
+                    "it is a FIFO that no process opened for reading within {} s",
+                    FIFO_READER_WAIT.as_secs()
+                ))));
+            }
+            // A symlink swapped in for the stream found.
+            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Opened::Changed),
+            Err(e) => return Err(Opened::Failed(e)),
         }
     }
 }
@@ -400,9 +733,10 @@ impl Write for Output {
     }
 }
 
-/// Replaces `path` with `bytes`, atomically (see [`Output`]).
+/// Replaces `path` with `bytes`, atomically (see [`Output`]); `path` must be a regular file
+/// or nothing ([`Accepts::File`]).
 pub(crate) fn replace(what: &str, label: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let mut output = Output::create(what, label, path, mode)?;
+    let mut output = Output::open(what, label, path, mode, Accepts::File)?;
     let written = output.write_all(bytes).and_then(|()| output.commit());
     Ok(written.map_err(|e| Error::output_file(target(label, path), e))?)
 }
@@ -410,14 +744,6 @@ pub(crate) fn replace(what: &str, label: &str, path: &Path, bytes: &[u8], mode: 
 /// How an output error names the file: `archive PATH`, or the path alone.
 fn target(label: &str, path: &Path) -> String {
     if label.is_empty() { path.display().to_string() } else { format!("{label} {}", path.display()) }
-}
-
-/// A rename or a new name is durable once its directory is fsynced. Some file systems
-/// cannot fsync a directory; the data itself is on disk already, so that is not an error.
-fn sync_directory(dir: &Path) {
-    if let Ok(dir) = File::open(dir) {
-        let _ = dir.sync_all();
-    }
 }
 
 /// What [`AppendLines::open`] found after the last whole line of the file.
@@ -454,49 +780,47 @@ pub(crate) struct AppendLines {
     file: File,
     committed: u64,
     held: Vec<u8>,
+    /// Where the file is, and its identity: a file unlinked or renamed over while it is
+    /// appended to is found at the next commit.
+    place: Place,
+    id: Id,
 }
 
 impl AppendLines {
     /// Opens (or creates) `path`, cuts off a partial last line, and says what it found there.
     /// `kind` says what the file's lines are: a file that exists is appended to only when its
     /// first and last whole lines are of that kind and a partial last line starts as one
-    /// (an unterminated last line that is whole only lacks its newline, and is kept). Nothing
-    /// is opened for writing through a symlink, a file with other hard links, or anything but
-    /// a regular file: another user who can create a name in the directory must not make a
-    /// run cut or append to a file of theirs choosing. `what` names the flag and `label` the
-    /// file in messages.
+    /// (an unterminated last line that is whole only lacks its newline, and is kept). The
+    /// file is opened once (`O_NOFOLLOW | O_NONBLOCK`, relative to its directory opened once),
+    /// and written only when `fstat` of that descriptor says it is a regular file with one
+    /// name that root or this user owns: another user who can create a name in the directory
+    /// must not make a run cut or append to a file of their choosing, nor read the rows from
+    /// a file of their own. `what` names the flag and `label` the file in messages.
     pub(crate) fn open(what: &str, label: &str, path: &Path, kind: &LineKind) -> Result<(AppendLines, Tail)> {
         refuse_database(what, path)?;
         let shown = || target(label, path);
         let refuse = |why: String| -> anyhow::Error {
             Error::Usage(format!("{}: {why}; nothing was written or deleted", shown())).into()
         };
-        let created = match fs::symlink_metadata(path) {
-            Ok(meta) => {
-                refuse_appending(&meta).map_err(refuse)?;
-                false
-            }
-            Err(_) => true,
-        };
         let failed = |e: io::Error| Error::output_file(shown(), e);
-        // O_NOFOLLOW and O_NONBLOCK: a symlink or a FIFO swapped in since the check above
-        // fails the open or is refused below, instead of being followed or blocking.
-        let file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create(true)
-            .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-            .open(path)
-            .map_err(|e| match e.raw_os_error() {
-                Some(libc::ELOOP) => refuse(SYMLINK_REFUSAL.to_string()),
-                _ => failed(e).into(),
-            })?;
-        refuse_appending(&file.metadata().map_err(failed)?).map_err(refuse)?;
+        let place = match Place::open(path) {
+            Ok(place) => place,
+            Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
+                return Err(refuse("is a directory, not a file".into()));
+            }
+            Err(e) => return Err(failed(e).into()),
+        };
+        let (file, created) = open_appended(&place).map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => refuse(SYMLINK_REFUSAL.to_string()),
+            _ => failed(e).into(),
+        })?;
+        let stat = rustix::fs::fstat(&file).map_err(|e| failed(e.into()))?;
+        refuse_appending(&stat).map_err(refuse)?;
         match file.try_lock() {
             Ok(()) => {}
             Err(std::fs::TryLockError::WouldBlock) => {
                 return Err(Error::Busy(format!(
-                    "{}: another state-store run is appending to it; nothing was deleted",
+                    "{}: another state-store run is writing it; nothing was deleted",
                     shown()
                 ))
                 .into());
@@ -504,9 +828,9 @@ impl AppendLines {
             Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
         }
         if created {
-            sync_directory(parent(path).unwrap_or(Path::new(".")));
+            place.sync();
         }
-        let mut lines = AppendLines { file, committed: 0, held: Vec::new() };
+        let mut lines = AppendLines { file, committed: 0, held: Vec::new(), id: id_of(&stat), place };
         let tail = match lines.repair(kind).map_err(failed)? {
             Ok(tail) => tail,
             Err(why) => return Err(refuse(why)),
@@ -589,7 +913,21 @@ impl AppendLines {
             return Err(e);
         }
         self.committed = self.file.metadata()?.len();
-        Ok(())
+        self.still_named()
+    }
+
+    /// Whether the file is still the one its path names: not unlinked (no name left), not
+    /// renamed over by another file. Lines synced into a file that no path leads to are not
+    /// kept, so the rows they hold must not be deleted.
+    pub(crate) fn still_named(&self) -> io::Result<()> {
+        let linked = rustix::fs::fstat(&self.file).is_ok_and(|stat| stat.st_nlink > 0);
+        if linked && self.place.names(self.id) {
+            return Ok(());
+        }
+        Err(io::Error::other(
+            "was removed or replaced by another file while this run appended to it; the lines written since \
+             are in a file no path leads to, so the rows they hold are not deleted",
+        ))
     }
 
     /// Forgets the lines held and cuts off those written since the last commit. If even the
@@ -634,24 +972,49 @@ fn last_line_end(file: &File, len: u64) -> io::Result<u64> {
 }
 
 /// Why a file that exists is never appended to: its refusal, or `Ok` for a regular file with
-/// one name.
-fn refuse_appending(meta: &fs::Metadata) -> std::result::Result<(), String> {
-    if meta.file_type().is_symlink() {
-        return Err(SYMLINK_REFUSAL.to_string());
-    }
-    if !meta.is_file() {
+/// one name that root or this user owns.
+fn refuse_appending(stat: &rustix::fs::Stat) -> std::result::Result<(), String> {
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Err("is not a regular file; an archive must be a file that can be fsynced before rows are \
                     deleted"
             .to_string());
     }
-    if meta.nlink() > 1 {
+    if stat.st_nlink > 1 {
         return Err(format!(
             "has {} hard links; a file is appended to only under its one name, since every other name \
              (a snapshot's, or a file another user linked here) would change with it",
-            meta.nlink()
+            stat.st_nlink
+        ));
+    }
+    if !is_ours(stat) {
+        return Err(format!(
+            "belongs to another user (uid {}); a file is appended to only when root or this run's user owns \
+             it, since its owner could read the rows, or cut them off after they are deleted",
+            stat.st_uid
         ));
     }
     Ok(())
+}
+
+/// Opens the file appended to, creating it (`O_EXCL`) when no file has the name: never
+/// through a symlink, never blocking (a FIFO or a device is opened, found by `fstat`, and
+/// refused). The second value says whether it was created.
+fn open_appended(place: &Place) -> io::Result<(File, bool)> {
+    use rustix::fs::OFlags;
+    let flags = OFlags::RDWR | OFlags::APPEND;
+    loop {
+        match place.open_file(flags, 0) {
+            Ok(file) => return Ok((file, false)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match place.open_file(flags | OFlags::CREATE | OFlags::EXCL, 0o666) {
+                    Ok(file) => return Ok((file, true)),
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// A symlink at an appended file's path.
@@ -761,18 +1124,30 @@ pub(crate) fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// Opens (creating it if needed) a lock file: never through a symlink (a planted one would
-/// make a root run create or open its target), never a FIFO or device (`O_NONBLOCK`, then
-/// checked: a FIFO would block the open), mode 0600 when created, never truncated.
+/// Opens (creating it if needed) a lock file, read-only: `flock` needs no more, and a lock
+/// file that no process holds can then be taken over by any user who can read it, whoever
+/// created it (a root run that died must not lock the airflow user out). Created with
+/// `O_EXCL | O_NOFOLLOW` at mode 0444 (it holds nothing, and is never written); never opened
+/// through a symlink (a planted one would make a root run create or open its target); never
+/// a FIFO or a device (`O_NONBLOCK`, then refused by `fstat`: a FIFO would block the open).
 pub(crate) fn open_lock(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
+    use rustix::fs::OFlags;
+    let place = Place::open(path)?;
+    let file = loop {
+        match place.open_file(OFlags::RDONLY, 0) {
+            Ok(file) => break file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                match place.open_file(OFlags::RDONLY | OFlags::CREATE | OFlags::EXCL, 0o444) {
+                    Ok(file) => break file,
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let stat = rustix::fs::fstat(&file)?;
+    if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
     Ok(file)
@@ -782,6 +1157,7 @@ pub(crate) fn open_lock(path: &Path) -> io::Result<File> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("state-store-fs-{name}-{}", std::process::id()));

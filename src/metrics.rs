@@ -12,10 +12,9 @@
 //! alert on that one series.
 
 use std::fmt::Write as _;
-use std::fs;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The mode of a new metrics file: node_exporter reads it as another user.
 const MODE: u32 = 0o644;
@@ -57,20 +56,14 @@ pub(crate) struct MetricsFile {
 
 impl MetricsFile {
     pub(crate) fn new(path: &Path) -> Result<MetricsFile> {
-        let usage = |why: String| Error::Usage(format!("--metrics-file {}: {why}", path.display()));
-        if path.file_name().is_none() || path.is_dir() {
-            return Err(usage("is a directory, not a file".to_string()).into());
-        }
         // Renaming over a device, a FIFO or a socket would replace it (as root, `/dev/null`
-        // itself) with a regular file.
-        if fs::metadata(path).is_ok_and(|meta| !meta.is_file()) {
-            return Err(usage("is not a regular file (a device, FIFO or socket)".to_string()).into());
-        }
-        let dir = directory(path);
-        if !dir.is_dir() {
-            return Err(usage(format!("the directory {} does not exist", dir.display())).into());
-        }
+        // itself) with a regular file; the write decides again on what it opens.
+        crate::fs::check_output("--metrics-file", path, crate::fs::Accepts::File)?;
         Ok(MetricsFile { path: path.to_path_buf() })
+    }
+
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Refuses (exit 2) a path that is the database the run opened, or one of its files.
@@ -91,13 +84,6 @@ impl MetricsFile {
         };
         let text = render(run, last_success.as_deref());
         crate::fs::replace("--metrics-file", "metrics file", &self.path, text.as_bytes(), MODE)
-    }
-}
-
-fn directory(path: &Path) -> &Path {
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => dir,
-        _ => Path::new("."),
     }
 }
 
@@ -211,6 +197,7 @@ pub(crate) fn render(run: &CleanRun, last_success: Option<&str>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn run() -> CleanRun {
         CleanRun {

@@ -1905,6 +1905,18 @@ contract! {
             .unwrap();
         assert_eq!(out.status.code(), Some(0));
         assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        // One rule for a pipe however it is named: stdout, or `--file /dev/stdout` (a stream
+        // output written through).
+        for file in ["", " --file /dev/stdout"] {
+            let out = std::process::Command::new("bash")
+                .args(["-c", &format!("set -o pipefail; '{}' export{file} | head -c 10 >/dev/null", support::BIN)])
+                .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+                .env("AIRFLOW_HOME", bench.dir.path())
+                .output()
+                .unwrap();
+            assert_eq!(out.status.code(), Some(0), "export{file}: {out:?}");
+            assert_eq!(String::from_utf8_lossy(&out.stderr), "", "export{file}");
+        }
     }
     fn values_nested_deeper_than_airflow_reads_are_refused(d: Dialect) {
         let bench = with_run(d);

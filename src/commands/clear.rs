@@ -22,6 +22,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
         return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()).into());
     }
+    if let Some(archive) = &args.archive {
+        crate::fs::check_append("archive", archive)?;
+    }
     let mut keys = open_keys(global, Access::ReadWrite)?;
     let all = args.all_map_indices;
     let (target, place) = match &scope {

@@ -44,6 +44,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     // `--file -` is stdout, as `import -` and `set KEY -` read stdin (`--file ./-` for a file
     // of that name).
     let file = args.file.as_deref().filter(|path| path.as_os_str() != "-");
+    if let Some(path) = file {
+        crate::fs::check_output("--file", path, crate::fs::Accepts::FileOrStream)?;
+    }
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
     let asset_id = match &selector {
