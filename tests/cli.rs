@@ -3029,6 +3029,58 @@ fn a_wal_file_a_reader_keeps_is_named_in_the_summary() {
     assert!(one_document(&run).get("wal_bytes_left").is_none(), "{}", run.stdout);
 }
 
+/// A writer holding SQLite's write lock when the clean's last checkpoint runs keeps the WAL
+/// file from being emptied as a reader does, and the checkpoint cannot tell the two apart: the
+/// summary names both. The writer takes the lock while the run sleeps after its last batch
+/// (`--max-rows` reached, `--sleep` before the stop), so the checkpoint meets it every time.
+#[test]
+fn a_wal_file_a_writer_keeps_is_named_in_the_summary() {
+    use std::io::BufRead;
+    let bench = with_run(Dialect::Sqlite);
+    let conn = bench.sqlite();
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    seed_expiring(&bench, 2_000, 2);
+    let args = ["clean", "-v", "--batch-size", "100", "--max-rows", "200", "--sleep", "2s", "-o", "json"];
+    let mut child = bench
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the run ended before its second batch: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("clean: batch 2: ") {
+            break;
+        }
+    }
+    let writer = bench.sqlite();
+    writer.execute_batch("BEGIN IMMEDIATE; UPDATE dag_run SET clear_number = clear_number + 1;").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    writer.execute_batch("COMMIT").unwrap();
+    let run = support::Run {
+        args: args.iter().map(ToString::to_string).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: format!("{seen}{rest}"),
+    };
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "MiB, which another connection (a reader or a writer) kept from being emptied (a later checkpoint gives the space back)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(one_document(&run)["wal_bytes_left"].as_u64().unwrap() > 0, "{}", run.stdout);
+}
+
 #[test]
 fn clean_reports_progress_on_stderr() {
     let bench = with_run(Dialect::Sqlite);

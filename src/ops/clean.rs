@@ -140,8 +140,9 @@ pub(crate) struct Summary {
     pub(crate) seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
     pub(crate) archive: Option<(String, u64)>,
-    /// Bytes of the SQLite WAL file the run's last checkpoint could not empty (a reader was in
-    /// a transaction): they stay on disk until a later checkpoint.
+    /// Bytes of the SQLite WAL file the run's last checkpoint could not empty (another
+    /// connection was in a transaction, reading or writing: SQLite's checkpoint says busy for
+    /// both alike): they stay on disk until a later checkpoint.
     pub(crate) wal_left: Option<u64>,
     /// The batch whose DELETE failed, when one did (`Some(None)`: the open-ended last batch).
     /// A connection lost after the server committed the DELETE but before it answered leaves
@@ -194,8 +195,8 @@ impl Summary {
         };
         let wal = match self.wal_left {
             Some(bytes) => format!(
-                "; the -wal file keeps {} MiB, which a reader in a transaction kept from being emptied \
-                 (a later checkpoint gives the space back)",
+                "; the -wal file keeps {} MiB, which another connection (a reader or a writer) kept from \
+                 being emptied (a later checkpoint gives the space back)",
                 bytes.div_ceil(1 << 20)
             ),
             None => String::new(),
