@@ -4317,6 +4317,41 @@ mod clean_locks_and_metrics {
             }
         }
 
+        /// A session writing into another database on the same server, every few milliseconds,
+        /// does not slow the default clean: the server's count of writes moves, but no other
+        /// session of this database was busy, so every batch after the first reading goes at
+        /// full speed, as on an idle server (before: every batch gentle on PostgreSQL and
+        /// MariaDB). SQLite's count is the file's own.
+        fn writes_into_another_database_do_not_slow_the_default_clean(d: Dialect) {
+            let bench = with_run(d);
+            let survivors = seed_expiring(&bench, 40_000, 2);
+            let neighbour = Bench::on(d);
+            neighbour.add_dag_run("other", "run");
+            let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
+            let before = writes();
+            let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while writes() == before {
+                assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let started = writes();
+            let run = bench.run(&["clean", "-v", "-o", "json"]).success();
+            let during = writes();
+            drop(writer);
+            assert_ne!(started, during, "the neighbour wrote while the clean ran");
+            let paces: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: pace: ")).collect();
+            assert!(paces.len() > 1, "{}", run.stderr);
+            let fast = paces.iter().filter(|l| l.contains("full speed")).count();
+            // The first reading after the first batch is one of the two it needs.
+            assert_eq!(fast, paces.len() - 1, "{}", run.stderr);
+            assert!(!run.stderr.contains("gentle: another session writes"), "{}", run.stderr);
+            let v = one_document(&run);
+            assert_eq!(v["batching"], "auto", "{v}");
+            assert!(v["batch_size"].as_u64().unwrap() > 1_000, "batches grew past the first: {v}");
+            assert_eq!(remaining_keys(&bench), survivors);
+        }
+
         /// A worker holds an expired row and an unexpired one in the same id range. PostgreSQL
         /// and MySQL delete every other expired row at once, skip the held one and count it
         /// (summary, line, metrics, backlog); the next run takes it. SQLite's lock is on the

@@ -314,10 +314,16 @@ pub(crate) const AUTO_BATCH_TIME: Duration = Duration::from_millis(10);
 /// long: a worker that writes every few hundred milliseconds is never met at full speed.
 pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
 
+/// How much earlier than the last reading of the write counter another session's activity in
+/// this database still counts for the writes it saw: the two readings are not one instant.
+const ACTIVE_MARGIN: Duration = Duration::from_millis(50);
+
 /// `--batch-size auto`: batches bounded by time rather than rows, as pt-archiver's and gh-ost's
 /// chunks are, and paced by what other sessions do, as gh-ost's `--max-load` throttles on the
 /// server's load. Between batches the pacer reads the database's count of committed writes
-/// ([`Store::write_mark`]): when another session wrote since the last batch (or within
+/// ([`Store::write_mark`]), and where that count is the whole server's, which sessions of this
+/// database were busy ([`Store::others_active_here`]): when another session of this database
+/// wrote since the last batch (or within
 /// [`QUIET_AFTER`]), each batch is sized to take about `busy` (`--batch-time`) and followed by
 /// a pause [`AUTO_PAUSE_RATIO`] times as long, so that the clean keeps the database busy at
 /// most a quarter of the time. Once two readings in a row show no one else writing, the run
@@ -330,8 +336,9 @@ pub(crate) const QUIET_AFTER: Duration = Duration::from_secs(1);
 struct Pacer {
     busy: Duration,
     quiet_pace: QuietPace,
-    /// The last reading of the write counter.
+    /// The last reading of the write counter, and when it was read.
     mark: Option<WriteMark>,
+    read_at: Instant,
     /// Until when the run stays gentle, after another session's write.
     busy_until: Instant,
     /// Readings in a row that showed no other session's write.
@@ -345,14 +352,20 @@ impl Pacer {
     fn new(busy: Duration, store: &mut Store) -> Pacer {
         let mark = store.write_mark().ok().flatten();
         let quiet_pace = store.quiet_pace();
-        Pacer { busy, quiet_pace, mark, busy_until: Instant::now(), calm: 0, quiet: false }
+        let now = Instant::now();
+        Pacer { busy, quiet_pace, mark, read_at: now, busy_until: now, calm: 0, quiet: false }
     }
 
     /// Reads the counter after a batch that committed `own` write transactions of this
-    /// session's, and says whether the run may go at full speed.
+    /// session's, and says whether the run may go at full speed. A server's counter counts the
+    /// writes of every database on it: when it moved, the writes count only if another session
+    /// of this database was busy since the last reading ([`Store::others_active_here`]), so
+    /// that another tenant of the server does not slow the clean (one write a second into
+    /// another database made MariaDB's default clean 3.3 times slower).
     fn observe(&mut self, store: &mut Store, own: u64) {
         let now = store.write_mark().ok().flatten();
-        let others_wrote = match (self.mark, now) {
+        let at = Instant::now();
+        let counted = match (self.mark, now) {
             (Some(before), Some(after)) => {
                 let own = if after.counts_own { own } else { 0 };
                 after.value.saturating_sub(before.value) > own
@@ -360,8 +373,14 @@ impl Pacer {
             // Nothing to compare: the database cannot tell, or a reading failed.
             _ => true,
         };
+        let others_wrote = counted
+            && store
+                .others_active_here(at.duration_since(self.read_at) + ACTIVE_MARGIN)
+                .ok()
+                .flatten()
+                .unwrap_or(true);
         self.mark = now;
-        let at = Instant::now();
+        self.read_at = at;
         if others_wrote {
             self.busy_until = at + QUIET_AFTER;
             self.calm = 0;
@@ -1047,6 +1066,7 @@ mod tests {
             busy: Duration::from_millis(20),
             quiet_pace,
             mark: None,
+            read_at: Instant::now(),
             busy_until: Instant::now(),
             calm: 0,
             quiet: false,
