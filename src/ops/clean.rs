@@ -517,12 +517,14 @@ impl Run<'_> {
                     format!("clean: no expired task row in {ids}, {ms} ms")
                 });
             }
-            self.batch_done(deleted > 0);
+            // How far the walk has gone, heard before the batch's end so that both describe
+            // the same point.
             if let Some((first, last)) = bounds {
                 #[allow(clippy::cast_precision_loss)]
                 let share = up_to_id.map_or(1.0, |id| (id - first + 1) as f64 / (last - first + 1) as f64);
                 self.watch.walked(share);
             }
+            self.batch_done(deleted > 0);
             let took = batch_started.elapsed();
             if let Some(n) = batch {
                 self.summary.batch_size = Some(n);
