@@ -518,8 +518,10 @@ pub(crate) struct CleanArgs {
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
     /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
-    /// transaction; auto sizes each batch to take about --batch-time and pauses 3 times as long
-    /// after it.
+    /// transaction; auto goes at full speed while no other session of the database writes
+    /// (about as fast as 10000: 0.95x to 1.15x its time at 1,000,000 rows), and while one does
+    /// sizes each batch to take about --batch-time and pauses 3 times as long after it (several
+    /// times as long in all).
     /// Default: [state_store] state_cleanup_batch_size, where 0 (Airflow's default) means auto
     #[arg(long, value_name = "N|auto", allow_negative_numbers = true, value_parser = batch_size)]
     pub batch_size: Option<BatchSize>,
