@@ -365,20 +365,19 @@ impl Pacer {
     fn observe(&mut self, store: &mut Store, own: u64) {
         let now = store.write_mark().ok().flatten();
         let at = Instant::now();
-        let counted = match (self.mark, now) {
+        let others_wrote = match (self.mark, now) {
             (Some(before), Some(after)) => {
                 let own = if after.counts_own { own } else { 0 };
                 after.value.saturating_sub(before.value) > own
+                    && store
+                        .others_active_here(at.duration_since(self.read_at) + ACTIVE_MARGIN)
+                        .ok()
+                        .flatten()
+                        .unwrap_or(true)
             }
             // Nothing to compare: the database cannot tell, or a reading failed.
             _ => true,
         };
-        let others_wrote = counted
-            && store
-                .others_active_here(at.duration_since(self.read_at) + ACTIVE_MARGIN)
-                .ok()
-                .flatten()
-                .unwrap_or(true);
         self.mark = now;
         self.read_at = at;
         if others_wrote {
