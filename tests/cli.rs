@@ -4429,6 +4429,46 @@ mod clean_locks_and_metrics {
         }
     }
 
+    /// Where the server cannot tell which database a write was for, every write counts, as
+    /// the clean page says: a MySQL user without `PROCESS` sees only its own sessions in the
+    /// process list, so a neighbour writing into another database keeps its default clean
+    /// gentle; granted `PROCESS`, the same user's clean goes at full speed beside it.
+    #[test]
+    fn without_process_a_mysql_clean_counts_every_write_on_the_server() {
+        let d = Dialect::Mysql;
+        let user = format!("state_store_np_{}", std::process::id());
+        let admin = Bench::on(d);
+        admin.admin_sql(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"));
+        let neighbour = Bench::on(d);
+        neighbour.add_dag_run("other", "run");
+        let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
+        let before = writes();
+        let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while writes() == before {
+            assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut gentle = Vec::new();
+        for grant in [false, true] {
+            let bench = with_run(d);
+            let url = bench.url();
+            let database = url.rsplit('/').next().unwrap().to_string();
+            bench.admin_sql(&format!("GRANT ALL ON `{database}`.* TO '{user}'@'%'"));
+            if grant {
+                bench.admin_sql(&format!("GRANT PROCESS ON *.* TO '{user}'@'%'"));
+            }
+            let survivors = seed_expiring(&bench, 20_000, 2);
+            let conn = Bench::server_url(d, &format!("{user}:right"), &database);
+            let run = bench.run(&["clean", "-v", "--conn", &conn]).success();
+            gentle.push(run.stderr.contains("clean: pace: gentle: another session writes"));
+            assert_eq!(remaining_keys(&bench), survivors);
+        }
+        drop(writer);
+        admin.admin_sql(&format!("DROP USER '{user}'@'%'"));
+        assert_eq!(gentle, [true, false], "gentle without PROCESS, not with it");
+    }
+
     /// Every clean document carries `started_at`: a summary, a dry run, a refusal, a failure.
     #[test]
     fn every_clean_document_says_when_it_ran() {
