@@ -6,7 +6,11 @@ Airflow's own `airflow state-store clean`; each run on a fresh copy of the same 
 markdown table of wall time, rows/s and peak RSS with ratios to the floor and to Airflow, and
 a table of our peak RSS at two table sizes. With --baseline-bin, every round also runs another
 state-store binary (an older build) at each batch size, right before or after ours on a fresh
-copy of the same data, and a further table gives our wall time over the baseline's. Exits
+copy of the same data, and a further table gives our wall time over the baseline's. With
+--neighbour (PostgreSQL, MySQL), every one of our cleans also runs, in the same round, beside
+another tenant of the server: one connection to a database of its own that inserts a row once
+a second from before the clean starts to after it ends; a further table gives the time beside
+it over the time alone (the clean should slow for writers of its own database only). Exits
 non-zero when a run fails or leaves expired rows behind. Usually started by bench/run.sh,
 which builds the release binary first (and, with --baseline REV, that revision's).
 """
@@ -19,6 +23,7 @@ import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -46,7 +51,7 @@ def log(message):
 class Run:
     dialect: str
     label: str
-    kind: str  # ours | baseline | floor | airflow | startup
+    kind: str  # ours | neighbour (ours beside another database's writer) | baseline | floor | airflow | startup
     batch_size: int | None
     rows_deleted: int = 0
     wall_s: float = 0.0
@@ -285,6 +290,50 @@ class ServerDb:
         return [(label, argv)], env
 
 
+class Neighbour:
+    """Another tenant of the same server: one connection, kept open as an application's pool
+    keeps it, to a database of its own, inserting one row a second from `start` to `stop`."""
+
+    def __init__(self, db):
+        self.db = db
+        self.name = db.create(f"neighbour_{os.getpid()}")
+        key = "serial" if db.dialect == "postgres" else "int AUTO_INCREMENT"
+        db.server.sql(f"CREATE TABLE neighbour_writes (id {key} PRIMARY KEY, at timestamp)", self.name)
+        self.child = self.thread = None
+        self.stopping = threading.Event()
+        self.writes = 0
+
+    def start(self):
+        argv, env = self.db.server.client_command("SELECT 1", self.name)
+        argv = argv[:-2]  # without `-c SQL` / `-e SQL`: the client reads its statements from stdin
+        self.child = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL, text=True)
+        self.stopping.clear()
+        self.writes = 0
+
+        def write():
+            while True:
+                self.child.stdin.write("INSERT INTO neighbour_writes (at) VALUES (CURRENT_TIMESTAMP);\n")
+                self.child.stdin.flush()
+                self.writes += 1
+                if self.stopping.wait(1.0):
+                    return
+
+        self.thread = threading.Thread(target=write, daemon=True)
+        self.thread.start()
+        time.sleep(0.5)  # the clean starts half-way between two writes
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join()
+        self.child.stdin.close()
+        self.child.wait(timeout=30)
+        return self.writes
+
+    def drop(self):
+        self.db.drop(self.name)
+
+
 class Bench:
     def __init__(self, args):
         self.args = args
@@ -292,6 +341,7 @@ class Bench:
         # Another state-store binary, measured interleaved with ours (None: no baseline runs).
         self.baseline = Path(args.baseline_bin).resolve() if args.baseline_bin else None
         self.pairs = []  # (dialect, batch, round, which ran first, our run, the baseline's run)
+        self.neighbour = None  # the server's other tenant, with --neighbour (see Neighbour)
         self.work = Path(args.work).resolve()
         self.work.mkdir(parents=True, exist_ok=True)
         self.home = Path(tempfile.mkdtemp(prefix="airflow-home-", dir=self.work))
@@ -348,8 +398,9 @@ class Bench:
         log(f"{db.dialect}: seeded {rows:,} task rows ({expired:,} expired) in {time.monotonic() - started:.0f}s")
         return target, expired
 
-    def measure(self, db, base, rows, expired, run, argv_for):
-        """One run on a fresh copy of `base`: copy (not timed), run (timed), check, drop."""
+    def measure(self, db, base, rows, expired, run, argv_for, neighbour=None):
+        """One run on a fresh copy of `base`: copy (not timed), run (timed, beside `neighbour`'s
+        writes when given), check, drop."""
         self.copies += 1
         target = db.copy(base, f"run_{os.getpid()}_{self.copies}")
         try:
@@ -363,7 +414,13 @@ class Bench:
             innodb_before = db.innodb()
             cutoff = cutoff_now()
             started = time.monotonic()
-            wall, rss, cpu, code, out, err = timed(argv, env, run.label)
+            if neighbour:
+                neighbour.start()
+            try:
+                wall, rss, cpu, code, out, err = timed(argv, env, run.label)
+            finally:
+                if neighbour:
+                    run.extra["neighbour_writes"] = neighbour.stop()
             if innodb_before is not None and self.args.until_purged:
                 run.extra["purged_s"] = round(db.until_purged(innodb_before[0], started), 2)
                 _, after = db.innodb()
@@ -379,7 +436,7 @@ class Bench:
                 run.ok, run.problem = False, f"{left} expired rows left"
             elif run.kind != "startup" and run.rows_deleted != expired:
                 run.ok, run.problem = False, f"deleted {run.rows_deleted} rows, {expired} were expired"
-            if run.kind in ("ours", "baseline") and code == 0:
+            if run.kind in ("ours", "neighbour", "baseline") and code == 0:
                 summary = json.loads(out)
                 run.extra.update(batches=summary["batches"], reported_rows=summary["task_rows_deleted"],
                                  inner_seconds=summary["seconds"])
@@ -410,6 +467,8 @@ class Bench:
             baseline = [(f"baseline ({args.baseline_label}) clean, batch {batch_label(batch)}", "baseline", batch,
                          lambda t, b=batch: self.ours(db, t, b, self.baseline))
                         for batch in (args.batch_sizes if self.baseline else [])]
+            beside = [(f"state-store clean, batch {batch_label(batch)}, beside a neighbour", "neighbour", batch,
+                       lambda t, b=batch: self.ours(db, t, b)) for batch in (args.batch_sizes if self.neighbour else [])]
             floors = []
             for index, (label, _) in enumerate(db.floors(base, cutoff_now())[0]):
                 def floor_cmd(target, index=index):
@@ -417,7 +476,7 @@ class Bench:
                     return commands[index][1], env
 
                 floors.append((label, "floor", None, floor_cmd))
-            specs = ours + baseline + floors  # the order of the table
+            specs = ours + beside + baseline + floors  # the order of the table
             # Rounds rather than back-to-back repeats, so that a slow spell of the machine is
             # spread over every kind of run instead of falling on one.
             samples = {label: [] for label, *_ in specs}
@@ -431,7 +490,8 @@ class Bench:
                 for label, kind, batch, argv_for in order:
                     run = Run(db.dialect, label + (f" (round {round_ + 1})" if args.repeat > 1 else ""), kind,
                               batch)
-                    samples[label].append(self.measure(db, base, args.rows, expired, run, argv_for))
+                    neighbour = self.neighbour if kind == "neighbour" else None
+                    samples[label].append(self.measure(db, base, args.rows, expired, run, argv_for, neighbour))
                 for (new_label, _, batch, _), (old_label, *_) in zip(ours, baseline):
                     self.pairs.append((db.dialect, batch, round_ + 1, "new" if round_ % 2 == 0 else "baseline",
                                        samples[new_label][-1], samples[old_label][-1]))
@@ -469,7 +529,12 @@ class Bench:
         started = time.monotonic()
         for name in self.args.dialects:
             db = SqliteDb(self.work) if name == "sqlite" else ServerDb(name, self.args.airflow_mysql_driver)
-            self.dialect(db)
+            self.neighbour = Neighbour(db) if self.args.neighbour and name != "sqlite" else None
+            try:
+                self.dialect(db)
+            finally:
+                if self.neighbour:
+                    self.neighbour.drop()
         shutil.rmtree(self.home, ignore_errors=True)
         elapsed = time.monotonic() - started
         report = self.report(elapsed)
@@ -544,6 +609,32 @@ class Bench:
                 lines.append(f"| {name} | {batch_label(batch)} | {walls[0]} | {walls[1]} | {ratio} | {slower} |")
         return lines
 
+    def neighbour_report(self):
+        lines = ["", "### Beside a neighbour: one write a second into another database on the same server", "",
+                 f"Each of our cleans alone and beside the neighbour, in the same rounds: median of "
+                 f"{self.args.repeat} (range in brackets). Goal: beside it within 1.2x of alone.", "",
+                 "| database | batch | alone s | beside the neighbour s | beside ÷ alone | neighbour's writes |",
+                 "|---|---:|---:|---:|---:|---:|"]
+        for dialect in self.args.dialects:
+            name = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}[dialect]
+            medians = {(r.kind, r.batch_size): r for r in self.runs if r.dialect == dialect}
+            for batch in self.args.batch_sizes:
+                alone, beside = medians.get(("ours", batch)), medians.get(("neighbour", batch))
+                if not alone or not beside:
+                    continue
+                if not (alone.ok and beside.ok):
+                    lines.append(f"| {name} | {batch_label(batch)} | failed | failed | | |")
+                    continue
+                cells = []
+                for r in (alone, beside):
+                    spread = r.extra.get("samples_s", [])
+                    cells.append(f"{r.wall_s:.2f}" + (f" ({min(spread):.2f}–{max(spread):.2f})"
+                                                       if len(spread) > 1 else ""))
+                ratio = beside.wall_s / alone.wall_s
+                lines.append(f"| {name} | {batch_label(batch)} | {cells[0]} | {cells[1]} | {ratio:.2f} "
+                             f"| {beside.extra.get('neighbour_writes', '')} |")
+        return lines
+
     def report(self, elapsed):
         lines = [
             f"### state-store clean: {self.args.rows:,} task rows, half of them expired"
@@ -603,6 +694,8 @@ class Bench:
                              f"({speedup:.1f}x" + (f"; {others})" if others else ")"))
         if self.baseline:
             lines += self.baseline_report()
+        if any(r.kind == "neighbour" for r in self.runs):
+            lines += self.neighbour_report()
         if self.memory:
             lines += ["", "### Peak RSS of state-store clean against table size", "",
                       "| database | table rows | expired rows | " + " | ".join(
@@ -680,6 +773,9 @@ def main():
     parser.add_argument("--bin", default=str(REPO / "target" / "release" / "state-store"))
     parser.add_argument("--work", default=str(REPO / "target" / "bench"),
                         help="scratch directory for SQLite files (default target/bench)")
+    parser.add_argument("--neighbour", action="store_true",
+                        help="PostgreSQL, MySQL: also run each of our cleans beside another database's writer "
+                             "(one INSERT a second on the same server), and compare")
     parser.add_argument("--json", help="also write every figure to this JSON file")
     parser.add_argument("--baseline-bin", metavar="PATH",
                         help="another state-store binary (e.g. an older build) to run interleaved with ours in "

@@ -414,9 +414,9 @@ pub(crate) struct CleanArgs {
     /// Delete task keys that expired before this instant (RFC 3339) instead of now; never later than now
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
-    /// Most rows deleted per batch, each batch its own transaction; 0 deletes all in one
-    /// transaction; auto sizes each batch to take about --batch-time and pauses 3 times as long
-    /// after it.
+    /// Most rows deleted per batch, each its own transaction; 0: one transaction; auto: full
+    /// speed while no other session of the database writes (0.95x to 1.15x the time of 10000),
+    /// else batches of --batch-time with pauses 3 times as long (several times slower).
     /// Default: [state_store] state_cleanup_batch_size, where 0 (Airflow's default) means auto
     #[arg(long, value_name = "N|auto", allow_negative_numbers = true, value_parser = batch_size)]
     pub batch_size: Option<BatchSize>,

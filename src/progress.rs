@@ -28,6 +28,40 @@ pub(crate) struct Progress {
     last: Instant,
     /// The share of the table's primary key walked so far, for plain lines.
     walked: Option<f64>,
+    /// Where the estimate starts: the share walked, the rows deleted and the time when the
+    /// first batch that deleted rows ended (see [`estimate`]).
+    basis: Option<Basis>,
+}
+
+/// A point of the walk: the share of the primary key walked, the rows deleted and the seconds
+/// since the start.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Basis {
+    share: f64,
+    done: u64,
+    elapsed: f64,
+}
+
+/// The rows a run deletes in all and the seconds it has left, from the walk since `basis` (the
+/// end of the first batch that deleted rows) to `now`: the expired rows per share of the
+/// primary key and the time per share in that part, carried over the part still to walk.
+/// Counted from the start instead, a run that goes on where an earlier one stopped takes the
+/// range the earlier one emptied for one with no expired rows (observed: `about 37411 in all
+/// … ETA 2s` with 114,748 rows and about 10 s left). The first batch itself is left out, since
+/// it covers the ids from the lowest, whatever an earlier run emptied there. `None` until
+/// the walk has gone past it.
+fn estimate(basis: Option<Basis>, now: Basis) -> Option<(f64, f64)> {
+    let basis = basis?;
+    let walked = now.share - basis.share;
+    if walked <= 0.0 || now.elapsed <= basis.elapsed {
+        return None;
+    }
+    let left = 1.0 - now.share;
+    #[allow(clippy::cast_precision_loss)]
+    let rows = now.done.saturating_sub(basis.done) as f64;
+    #[allow(clippy::cast_precision_loss)]
+    let total = now.done as f64 + rows / walked * left;
+    Some((total, (now.elapsed - basis.elapsed) / walked * left))
 }
 
 impl Progress {
@@ -44,7 +78,7 @@ impl Progress {
             bar.with_style(style(template))
         });
         let every = (!every.is_zero() && !crate::output::quiet()).then_some(every);
-        Progress { bar, every, started: now, last: now, walked: None }
+        Progress { bar, every, started: now, last: now, walked: None, basis: None }
     }
 
     /// Whether plain lines are printed: they say how far the run has walked the table.
@@ -65,28 +99,29 @@ impl Progress {
         }
         let Some(every) = self.every else { return };
         let now = Instant::now();
+        let elapsed = now.duration_since(self.started).as_secs_f64();
+        let point = self.walked.map(|share| Basis { share, done, elapsed });
+        if self.basis.is_none() && done > 0 {
+            self.basis = point;
+        }
         if now.duration_since(self.last) < every {
             return;
         }
         self.last = now;
-        let elapsed = now.duration_since(self.started).as_secs_f64();
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
         // How far: the walk's position in the primary key, which each batch moves forward; the
         // time a run takes follows it. (A count of the expired rows left would say it in rows,
         // but on PostgreSQL it visits every row the run has deleted: as long as the DELETEs.)
-        let (walked, eta) = match self.walked.filter(|w| *w > 0.0) {
-            Some(share) => {
-                #[allow(clippy::cast_precision_loss)]
-                let total = (done as f64 / share).round();
-                let left = elapsed * (1.0 - share) / share;
-                (
-                    format!(
-                        ", {:.0}% of the table walked (about {total:.0} in all)",
-                        (share * 100.0).floor()
-                    ),
-                    format!(", ETA {left:.0}s"),
-                )
+        let (walked, eta) = match point {
+            Some(point) => {
+                let share = format!("{:.0}% of the table walked", (point.share * 100.0).floor());
+                match estimate(self.basis, point) {
+                    Some((total, left)) => {
+                        (format!(", {share} (about {total:.0} in all)"), format!(", ETA {left:.0}s"))
+                    }
+                    None => (format!(", {share}"), ", ETA not known yet".to_string()),
+                }
             }
             None => (String::new(), String::new()),
         };
@@ -273,6 +308,23 @@ mod tests {
         for template in [BAR, COUNT, FILE_BAR, FILE_COUNT, ROWS] {
             assert!(ProgressStyle::with_template(template).is_ok(), "{template}");
         }
+    }
+
+    /// The estimate is taken from the walk after the first batch that deleted rows: on a run
+    /// that goes on where an earlier one stopped (the first 60% of the ids emptied of expired
+    /// rows, 1,000 expired rows per 10% after it), the first batch walks to 62% and the total
+    /// comes out right; counted from the start, it would say a third of it.
+    #[test]
+    fn the_estimate_leaves_out_the_range_an_earlier_run_emptied() {
+        let first = Basis { share: 0.62, done: 200, elapsed: 1.0 };
+        assert_eq!(estimate(None, first), None, "nothing walked since the first batch");
+        assert_eq!(estimate(Some(first), first), None);
+        let now = Basis { share: 0.7, done: 1_000, elapsed: 2.0 };
+        let (total, left) = estimate(Some(first), now).unwrap();
+        assert!((total - 4_000.0).abs() < 1.0, "{total}");
+        assert!((left - 3.75).abs() < 1e-9, "{left}");
+        // From the start, the old way: 1,000 / 0.7.
+        assert!(1_000.0 / 0.7 < total / 2.0);
     }
 
     #[test]

@@ -3076,6 +3076,58 @@ fn a_wal_file_a_reader_keeps_is_named_in_the_summary() {
     assert!(one_document(&run).get("wal_bytes_left").is_none(), "{}", run.stdout);
 }
 
+/// A writer holding SQLite's write lock when the clean's last checkpoint runs keeps the WAL
+/// file from being emptied as a reader does, and the checkpoint cannot tell the two apart: the
+/// summary names both. The writer takes the lock while the run sleeps after its last batch
+/// (`--max-rows` reached, `--sleep` before the stop), so the checkpoint meets it every time.
+#[test]
+fn a_wal_file_a_writer_keeps_is_named_in_the_summary() {
+    use std::io::BufRead;
+    let bench = with_run(Dialect::Sqlite);
+    let conn = bench.sqlite();
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    seed_expiring(&bench, 2_000, 2);
+    let args = ["clean", "-v", "--batch-size", "100", "--max-rows", "200", "--sleep", "2s", "-o", "json"];
+    let mut child = bench
+        .cmd(&args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        assert!(stderr.read_line(&mut line).unwrap() > 0, "the run ended before its second batch: {seen}");
+        seen.push_str(&line);
+        if line.starts_with("clean: batch 2: ") {
+            break;
+        }
+    }
+    let writer = bench.sqlite();
+    writer.execute_batch("BEGIN IMMEDIATE; UPDATE dag_run SET clear_number = clear_number + 1;").unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    writer.execute_batch("COMMIT").unwrap();
+    let run = support::Run {
+        args: args.iter().map(ToString::to_string).collect(),
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: format!("{seen}{rest}"),
+    };
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stderr.contains(
+            "MiB, which another connection (a reader or a writer) kept from being emptied (a later checkpoint gives the space back)"
+        ),
+        "{}",
+        run.stderr
+    );
+    assert!(one_document(&run)["wal_bytes_left"].as_u64().unwrap() > 0, "{}", run.stdout);
+}
+
 #[test]
 fn clean_reports_progress_on_stderr() {
     let bench = with_run(Dialect::Sqlite);
@@ -3088,10 +3140,11 @@ fn clean_reports_progress_on_stderr() {
     // How far the run has walked the table, the rows that makes in all and the time left, as
     // the bar at a terminal shows them.
     assert!(
-        lines.iter().all(|l| l.contains("% of the table walked (about ") && l.contains(", ETA ")),
+        lines.iter().all(|l| l.contains("% of the table walked") && l.contains(", ETA ")),
         "{}",
         run.stderr
     );
+    assert!(lines.iter().any(|l| l.contains("% of the table walked (about ")), "{}", run.stderr);
 
     let bench = with_run(Dialect::Sqlite);
     seed_expiring(&bench, 12, 1);
@@ -4427,6 +4480,72 @@ mod clean_locks_and_metrics {
             }
         }
 
+        /// A run that goes on where an earlier one stopped (`--max-rows`: three quarters of the
+        /// ids emptied of expired rows) estimates what it has left from the walk after its first
+        /// batch, not from the lowest id: every progress line off a terminal says a total within
+        /// twice the rows the run deletes, or that it does not know it yet (before: about a
+        /// quarter of them, and an ETA as short).
+        fn progress_after_an_interrupted_run_estimates_what_is_left(d: Dialect) {
+            let bench = with_run(d);
+            let survivors = seed_expiring(&bench, 4_000, 2);
+            let first = bench.run(&["clean", "--batch-size", "500", "--max-rows", "1500", "-o", "json"]).success();
+            assert_eq!(one_document(&first)["task_rows_deleted"], 1500, "{}", first.stdout);
+            let args = ["clean", "--batch-size", "20", "--sleep", "20ms", "--progress-every", "100ms", "-o", "json"];
+            let run = bench.run(&args).success();
+            assert_eq!(one_document(&run)["task_rows_deleted"], 500, "{}", run.stdout);
+            let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).collect();
+            assert!(lines.len() >= 2, "{}", run.stderr);
+            let mut estimated = 0;
+            for line in &lines {
+                match line.split("(about ").nth(1) {
+                    Some(rest) => {
+                        let total: f64 = rest.split(' ').next().unwrap().parse().unwrap();
+                        assert!((250.0..=1000.0).contains(&total), "500 rows left: {line}\n{}", run.stderr);
+                        assert!(line.contains(", ETA ") && !line.contains("not known"), "{line}");
+                        estimated += 1;
+                    }
+                    None => assert!(line.ends_with(", ETA not known yet"), "{line}"),
+                }
+            }
+            assert!(estimated > 0, "{}", run.stderr);
+            assert_eq!(remaining_keys(&bench), survivors);
+        }
+
+        /// A session writing into another database on the same server, every few milliseconds,
+        /// does not slow the default clean: the server's count of writes moves, but no other
+        /// session of this database was busy, so every batch after the first reading goes at
+        /// full speed, as on an idle server (before: every batch gentle on PostgreSQL and
+        /// MariaDB). SQLite's count is the file's own.
+        fn writes_into_another_database_do_not_slow_the_default_clean(d: Dialect) {
+            let bench = with_run(d);
+            let survivors = seed_expiring(&bench, 40_000, 2);
+            let neighbour = Bench::on(d);
+            neighbour.add_dag_run("other", "run");
+            let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
+            let before = writes();
+            let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while writes() == before {
+                assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let started = writes();
+            let run = bench.run(&["clean", "-v", "-o", "json"]).success();
+            let during = writes();
+            drop(writer);
+            assert_ne!(started, during, "the neighbour wrote while the clean ran");
+            let paces: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: pace: ")).collect();
+            assert!(paces.len() > 1, "{}", run.stderr);
+            let fast = paces.iter().filter(|l| l.contains("full speed")).count();
+            // The first reading after the first batch is one of the two it needs.
+            assert_eq!(fast, paces.len() - 1, "{}", run.stderr);
+            assert!(!run.stderr.contains("gentle: another session writes"), "{}", run.stderr);
+            let v = one_document(&run);
+            assert_eq!(v["batching"], "auto", "{v}");
+            assert!(v["batch_size"].as_u64().unwrap() > 1_000, "batches grew past the first: {v}");
+            assert_eq!(remaining_keys(&bench), survivors);
+        }
+
         /// A worker holds an expired row and an unexpired one in the same id range. PostgreSQL
         /// and MySQL delete every other expired row at once, skip the held one and count it
         /// (summary, line, metrics, backlog); the next run takes it. SQLite's lock is on the
@@ -4470,6 +4589,46 @@ mod clean_locks_and_metrics {
                 assert_eq!(remaining_keys(&bench), survivors);
             }
         }
+    }
+
+    /// Where the server cannot tell which database a write was for, every write counts, as
+    /// the clean page says: a MySQL user without `PROCESS` sees only its own sessions in the
+    /// process list, so a neighbour writing into another database keeps its default clean
+    /// gentle; granted `PROCESS`, the same user's clean goes at full speed beside it.
+    #[test]
+    fn without_process_a_mysql_clean_counts_every_write_on_the_server() {
+        let d = Dialect::Mysql;
+        let user = format!("state_store_np_{}", std::process::id());
+        let admin = Bench::on(d);
+        admin.admin_sql(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"));
+        let neighbour = Bench::on(d);
+        neighbour.add_dag_run("other", "run");
+        let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
+        let before = writes();
+        let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while writes() == before {
+            assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let mut gentle = Vec::new();
+        for grant in [false, true] {
+            let bench = with_run(d);
+            let url = bench.url();
+            let database = url.rsplit('/').next().unwrap().to_string();
+            bench.admin_sql(&format!("GRANT ALL ON `{database}`.* TO '{user}'@'%'"));
+            if grant {
+                bench.admin_sql(&format!("GRANT PROCESS ON *.* TO '{user}'@'%'"));
+            }
+            let survivors = seed_expiring(&bench, 20_000, 2);
+            let conn = Bench::server_url(d, &format!("{user}:right"), &database);
+            let run = bench.run(&["clean", "-v", "--conn", &conn]).success();
+            gentle.push(run.stderr.contains("clean: pace: gentle: another session writes"));
+            assert_eq!(remaining_keys(&bench), survivors);
+        }
+        drop(writer);
+        admin.admin_sql(&format!("DROP USER '{user}'@'%'"));
+        assert_eq!(gentle, [true, false], "gentle without PROCESS, not with it");
     }
 
     /// Every clean document carries `started_at`: a summary, a dry run, a refusal, a failure.

@@ -162,6 +162,11 @@ impl Store {
         self.connection().write_mark()
     }
 
+    /// See [`Connection::others_active_here`].
+    pub(crate) fn others_active_here(&mut self, within: Duration) -> Result<Option<bool>> {
+        self.connection().others_active_here(within)
+    }
+
     /// See [`Connection::skipped_locked_rows`].
     pub(crate) fn skipped_locked_rows(&mut self) -> bool {
         self.connection().skipped_locked_rows()

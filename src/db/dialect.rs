@@ -438,6 +438,14 @@ pub(crate) trait Connection {
     fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         Ok(None)
     }
+    /// Whether another session of this database is in a statement or a transaction now, or
+    /// ended one within `within`: where [`Connection::write_mark`] counts the writes of the
+    /// whole server, it tells the writes a clean could disturb (this database's, among them
+    /// the workers' on the state tables) from another tenant's. `None` where the server cannot
+    /// tell: every write counts then.
+    fn others_active_here(&mut self, _within: Duration) -> Result<Option<bool>> {
+        Ok(None)
+    }
     /// The lowest and the highest id of the task table (`None` when it is empty), read
     /// without waiting for a lock: a clean's progress lines only. Behind a table another
     /// session locked (`LOCK TABLE`, `ALTER`, `airflow db migrate`) the read fails at once

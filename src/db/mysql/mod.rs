@@ -55,6 +55,9 @@ pub(crate) struct MysqlConnection {
     chunks: ChunkSql,
     /// Whether a clean's batch met a row another session held and skipped it.
     skipped_locked: bool,
+    /// Whether this user holds `PROCESS`, and so sees every session's database in the
+    /// process list (read once, by a clean's pacing).
+    sees_all_sessions: Option<bool>,
 }
 
 /// The driver's error in plain words. A write of a large value that the server cuts off is,
@@ -123,6 +126,7 @@ impl MysqlConnection {
             version: String::new(),
             chunks: ChunkSql::default(),
             skipped_locked: false,
+            sees_all_sessions: None,
         };
         // Every later statement, autocommitted or not, runs in a read-only transaction. The
         // session's bounds are set as it connects (`connect::session_bounds`).
@@ -368,6 +372,36 @@ impl Connection for MysqlConnection {
             f.count()
         })?;
         Ok(Some(crate::db::dialect::WriteMark { value: counts.iter().sum(), counts_own: false }))
+    }
+
+    /// Other sessions of this database in the process list (read at each call, about 0.5 ms):
+    /// running a command, or idle since at most `within` (in whole seconds, as the list keeps
+    /// them, so a session idle for up to a second more counts too). A session is of the database
+    /// it named when it connected (`USE`), as Airflow's are; one with another or none does not
+    /// count, even if it writes here by a qualified name. Without `PROCESS` the list shows this
+    /// user's sessions only, so the server cannot tell: `None`.
+    fn others_active_here(&mut self, within: Duration) -> Result<Option<bool>> {
+        if self.sees_all_sessions.is_none() {
+            let query = Query::new(
+                "SELECT count(*) FROM information_schema.USER_PRIVILEGES WHERE PRIVILEGE_TYPE = 'PROCESS' \
+                 AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
+                 SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
+            );
+            let granted = crate::db::dialect::count(self, "cannot read the user's privileges", &query)?;
+            self.sees_all_sessions = Some(granted > 0);
+        }
+        if self.sees_all_sessions != Some(true) {
+            return Ok(None);
+        }
+        let query = Query::new(
+            "SELECT count(*) FROM information_schema.PROCESSLIST WHERE ID <> CONNECTION_ID() \
+             AND DB = DATABASE() AND USER NOT IN ('system user', 'event_scheduler') \
+             AND COMMAND NOT IN ('Daemon', 'Binlog Dump', 'Binlog Dump GTID') \
+             AND (COMMAND <> 'Sleep' OR TIME <= ?)",
+        )
+        .bind(i64::try_from(within.as_secs() + 1).unwrap_or(i64::MAX));
+        let active = crate::db::dialect::count(self, "cannot read the server's process list", &query)?;
+        Ok(Some(active > 0))
     }
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {

@@ -433,6 +433,23 @@ impl Connection for PostgresConnection {
             .map(|value| crate::db::dialect::WriteMark { value, counts_own: true }))
     }
 
+    /// Other client sessions of this database (`pg_stat_activity`, read from the server's
+    /// shared memory at each call, so fresh; about 0.7 ms): in a statement or a transaction
+    /// now, or their last one ended within `within` (`state_change`). A session of another
+    /// role shows no state unless this one may read all statistics (`pg_read_all_stats`): it
+    /// counts as active, so every write counts while one is connected.
+    fn others_active_here(&mut self, within: Duration) -> Result<Option<bool>> {
+        let query = Query::new(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() \
+             AND pid <> pg_backend_pid() AND backend_type = 'client backend' \
+             AND (state IS NULL OR state <> 'idle' \
+             OR state_change > clock_timestamp() - CAST(? AS bigint) * interval '1 millisecond')",
+        )
+        .bind(i64::try_from(within.as_millis()).unwrap_or(i64::MAX));
+        let active = crate::db::dialect::count(self, "cannot read the sessions of the database", &query)?;
+        Ok(Some(active > 0))
+    }
+
     /// A chunk is one multi-row upsert. A row it inserted has no `xmax` yet, a row it
     /// updated has this transaction's, and a row it leaves alone returns nothing.
     fn restore_rows(

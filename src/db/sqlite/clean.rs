@@ -122,7 +122,8 @@ pub(super) fn finish(sqlite: &mut SqliteConnection) -> Option<u64> {
     if busy == 0 && log == copied && sqlite.conn.busy_timeout(TRUNCATE_WAIT).is_ok() {
         let _ = sqlite.conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
-    // What is left of the WAL file: emptied, or kept by a reader in a transaction.
+    // What is left of the WAL file: emptied, or kept by another connection's transaction
+    // (a reader's snapshot, or a writer's lock: the checkpoint cannot tell which).
     let mut wal = sqlite.path.clone()?.into_os_string();
     wal.push("-wal");
     std::fs::metadata(wal).ok().map(|m| m.len()).filter(|&bytes| bytes > 0)
