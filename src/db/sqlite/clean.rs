@@ -254,9 +254,9 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A batched clean's session keeps each batch's dirty pages in memory until the commit
-    /// (no spill), and batch 0's one transaction lets them spill, then puts that back.
+    /// (no spill); batch 0's one transaction, which spills, leaves that setting as it was.
     #[test]
-    fn batches_never_spill_the_page_cache_and_batch_0_does() {
+    fn batches_never_spill_the_page_cache_and_batch_0_leaves_that_so() {
         let dir = std::env::temp_dir().join(format!("state-store-spill-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("airflow.db");
