@@ -140,8 +140,8 @@ class SqliteDb:
     def url(self, target, airflow=False):
         return f"sqlite:///{target}"
 
-    def seed(self, target, rows, pct, layout="hashed"):
-        return seeding.seed("sqlite", str(target), rows, pct, layout=layout)
+    def seed(self, target, rows, pct, layout="hashed", order="run"):
+        return seeding.seed("sqlite", str(target), rows, pct, layout=layout, order=order)
 
     def copy(self, base, name):
         target = self.create(name)
@@ -204,8 +204,8 @@ class ServerDb:
             driver = "psycopg2" if self.dialect == "postgres" else self.airflow_mysql_driver
         return self.server.with_database(target).url(driver)
 
-    def seed(self, target, rows, pct, layout="hashed"):
-        return seeding.seed(self.dialect, self.server.with_database(target), rows, pct, layout=layout)
+    def seed(self, target, rows, pct, layout="hashed", order="run"):
+        return seeding.seed(self.dialect, self.server.with_database(target), rows, pct, layout=layout, order=order)
 
     def copy(self, base, name):
         db = f"{DB_PREFIX}_{name}"
@@ -389,12 +389,26 @@ class Bench:
         env["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
         return [str(self.airflow), "state-store", "clean"], env
 
+    def migrate_exe(self):
+        """Airflow 3.3.2's `airflow`, for `db migrate`, even with --no-airflow; None without it."""
+        exe = Path(os.environ.get("AIRFLOW_VENV") or REPO / "bench" / ".airflow-venv") / "bin" / "airflow"
+        return exe if exe.exists() else None
+
     def base(self, db, name, rows, pct):
         target = db.create(name)
-        subprocess.run([str(self.bin), "sandbox", "create", "--conn", db.url(target)], env=clean_env(self.home),
-                       check=True, capture_output=True, text=True)
+        migrate = self.migrate_exe() if db.dialect == "sqlite" else None
+        if migrate:
+            # The file users have: Airflow's own schema and settings (bench/seed.py).
+            env = clean_env(self.home)
+            env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = db.url(target, airflow=True)
+            env["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+            subprocess.run([str(migrate), "db", "migrate"], env=env, check=True, capture_output=True, text=True)
+            log(f"sqlite: {target} made by {migrate} db migrate")
+        else:
+            subprocess.run([str(self.bin), "sandbox", "create", "--conn", db.url(target)], env=clean_env(self.home),
+                           check=True, capture_output=True, text=True)
         started = time.monotonic()
-        expired = db.seed(target, rows, pct, getattr(self.args, "layout", "hashed"))
+        expired = db.seed(target, rows, pct, getattr(self.args, "layout", "hashed"), getattr(self.args, "order", "run"))
         log(f"{db.dialect}: seeded {rows:,} task rows ({expired:,} expired) in {time.monotonic() - started:.0f}s")
         return target, expired
 
@@ -638,7 +652,8 @@ class Bench:
     def report(self, elapsed):
         lines = [
             f"### state-store clean: {self.args.rows:,} task rows, half of them expired"
-            + ("" if self.args.layout == "hashed" else f" ({self.args.layout}: bench/seed.py)"),
+            + ("" if self.args.layout == "hashed" else f" ({self.args.layout}: bench/seed.py)")
+            + ("" if self.args.order == "run" else f", ids in {self.args.order} order"),
             "",
             (f"Our runs, the baseline's and the floor: median of {self.args.repeat} (range in brackets); "
              "Airflow: one run." if self.baseline else
@@ -754,6 +769,9 @@ def main():
                              "the pages it read and the redo it wrote (a table of its own)")
     parser.add_argument("--layout", choices=seeding.LAYOUTS, default="hashed",
                         help="where the expired rows are (bench/seed.py): hashed (default), interleaved, contiguous")
+    parser.add_argument("--order", choices=seeding.ORDERS, default="run",
+                        help="how the ids follow the rows (bench/seed.py): each dag run's together (run, default) "
+                             "or key by key across the dag runs (key; SQLite only)")
     parser.add_argument("--batch-sizes", type=int_list, default=[AUTO, 0, 1000, 10000],
                         help="batch sizes of our clean; auto is the default clean (default auto,0,1000,10000)")
     parser.add_argument("--repeat", type=int, default=3,

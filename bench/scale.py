@@ -29,7 +29,7 @@ NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}
 def run_size(args, rows, out, layout):
     argv = [sys.executable, str(REPO / "bench" / "bench.py"), "--rows", str(rows), "--dialects", args.dialects,
             "--batch-sizes", args.batch_sizes, "--repeat", str(args.repeat), "--memory-dialects", "none",
-            "--layout", layout, "--bin", args.bin, "--json", str(out)]
+            "--layout", layout, "--order", args.order, "--bin", args.bin, "--json", str(out)]
     if args.until_purged:
         argv.append("--until-purged")
     if args.no_airflow or rows > args.airflow_max_rows:
@@ -111,6 +111,8 @@ def main():
     parser.add_argument("--layouts", default="hashed,interleaved,contiguous",
                         help="where the expired rows are (bench/seed.py), one run of both sizes each "
                              "(default hashed,interleaved,contiguous)")
+    parser.add_argument("--order", default="run", choices=["run", "key"],
+                        help="how the ids follow the rows (bench/seed.py; key: SQLite only) (default run)")
     parser.add_argument("--repeat", type=int, default=1, help="rounds at each size (default 1)")
     parser.add_argument("--airflow-max-rows", type=number, default=1_000_000,
                         help="Airflow's clean runs at sizes up to this (default 1,000,000: at 10,000,000 it takes "

@@ -25,9 +25,28 @@ rest at one instant five years after it (none never expires), as a fixed retenti
     interleaved: row i expired when (r + i % 100) % 2 == 0, every other row of every dag run
     contiguous:  row i expired when i < ROWS / 2, the older half of the table
 
+The order of the ids is a third choice (`--order`, SQLite only). `run`, the default, numbers
+each dag run's rows together, as above. `key` gives the same rows, the same columns and the
+same expiries, numbered key by key across the dag runs: ids 1 to R hold the first key of every
+one of the R dag runs, the next R ids the second key, and so on, as dag runs that run side by
+side write their keys, and as an `INSERT … SELECT … FROM dag_run d, keys` lays them out. Row i
+of the `run` order above is then the row with id (i % 100) * R + i // 100 + 1. A clean walks
+the ids, and in this order each batch of ids holds rows of every dag run: its entries sit on
+nearly every page of the unique (dag_run_id, task_id, map_index, key) and lookup (dag_id,
+run_id, task_id, map_index) indexes, where in the `run` order they sit together.
+
+The file: the tables must exist before seeding. `bench/bench.py` makes the SQLite file with
+`airflow db migrate` when Airflow 3.3.2's virtualenv is there (AIRFLOW_VENV), so that it is the
+file users have: Airflow's 59 tables and their indexes, in WAL mode (Airflow's own connections
+set it), pages of 4,096 bytes, no auto-vacuum. Without the virtualenv it uses `state-store
+sandbox create`, whose task_state_store, dag_run and their indexes are migrate's (the interop
+tier's schema test compares them), and the same journal mode, page size and auto-vacuum; the
+46 tables it leaves out are not touched by a clean. Running migrate rather than replaying a
+dump of its schema keeps the benchmark on whatever the Airflow version under test creates.
+
 Usage:
 
-    seed.py sqlite PATH ROWS [--expired-pct 50] [--layout hashed|interleaved|contiguous]
+    seed.py sqlite PATH ROWS [--expired-pct 50] [--layout hashed|interleaved|contiguous] [--order run|key]
     seed.py postgres URL ROWS [...]    (URL names the database, e.g. postgresql://postgres@127.0.0.1:5432/db)
     seed.py mysql URL ROWS [...]       (e.g. mysql://root@127.0.0.1:3306/db)
 
@@ -52,6 +71,7 @@ G_MUL = 2_246_822_519
 G_ADD = 374_761_393
 TWO_32 = 2**32
 LAYOUTS = ("hashed", "interleaved", "contiguous")
+ORDERS = ("run", "key")
 FIVE_YEARS = 5 * 365 * DAY
 
 
@@ -181,15 +201,27 @@ class Server:
 # --- seeding ----------------------------------------------------------------------------------
 
 
-def seed_sqlite(path, rows, expired_pct, base, layout):
+def run_major(i, rows, order):
+    """Row i's index in the `run` order (which decides its columns), i its id - 1 in `order`."""
+    if order == "run":
+        return i
+    runs = runs_for(rows)
+    return (i % runs) * ROWS_PER_RUN + i // runs
+
+
+def seed_sqlite(path, rows, expired_pct, base, layout, order="run"):
     """One `INSERT … SELECT` over a recursive counter, run by SQLite itself: 10,000,000 rows in
-    minutes, where a Python loop binding each row took four."""
+    minutes, where a Python loop binding each row took four. In the `key` order the counter
+    numbers the ids, and each row's columns come from its index in the `run` order."""
     conn = sqlite3.connect(path)
     conn.execute("PRAGMA synchronous = OFF")
     # Room for every index page: the expires_at index is filled in random order.
     conn.execute("PRAGMA cache_size = -1000000")
     conn.execute("PRAGMA foreign_keys = ON")
     b = int(base.replace(tzinfo=timezone.utc).timestamp())
+    if order == "key" and rows % ROWS_PER_RUN:
+        raise ValueError(f"--order key needs a whole number of dag runs: ROWS a multiple of {ROWS_PER_RUN}")
+    runs = runs_for(rows)
     run = "(s.i / 100)"
     h = f"((s.i * {H_MUL}) % {TWO_32})"
     g = f"((s.i * {G_MUL} + {G_ADD}) % {TWO_32})"
@@ -207,11 +239,15 @@ def seed_sqlite(path, rows, expired_pct, base, layout):
         f"SELECT s.i + 1, 'dag_' || (s.i % {DAGS}), 'scheduled__' || s.i, 'scheduled', ?, 0, 'not_started' FROM s",
         (sqlite_text(base),),
     )
+    # s.id is the row's id - 1, s.i its index in the `run` order, which decides every column.
+    ids = "WITH RECURSIVE c(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM c WHERE n < {last}), "
+    ids += ("s(id, i) AS (SELECT n, n FROM c) " if order == "run" else
+            f"s(id, i) AS (SELECT n, n % {runs} * {ROWS_PER_RUN} + n / {runs} FROM c) ")
     conn.execute(
-        counter.format(last=rows - 1)
+        ids.format(last=rows - 1)
         + 'INSERT INTO task_state_store (id, dag_run_id, task_id, map_index, "key", dag_id, run_id, value, '
         "updated_at, expires_at) "
-        f"SELECT s.i + 1, {run} + 1, 'task_' || (s.i % 10), -1, 'key_' || (s.i % 100 / 10), "
+        f"SELECT s.id + 1, {run} + 1, 'task_' || (s.i % 10), -1, 'key_' || (s.i % 100 / 10), "
         f"'dag_' || ({run} % {DAGS}), 'scheduled__' || {run}, {_sql_value('sqlite', h, run)}, "
         f"{instant(f'{b} - 1 - {g} % {SIXTY_DAYS}')}, "
         + (
@@ -319,7 +355,7 @@ def seed_mysql(server, rows, expired_pct, base, layout):
     return int(server.scalar(f"SET time_zone = '+00:00'; SELECT count(*) FROM task_state_store WHERE expires_at < {b}"))
 
 
-def verify(dialect, target, rows, expired_pct, base, layout="hashed", sample=2000):
+def verify(dialect, target, rows, expired_pct, base, layout="hashed", sample=2000, order="run"):
     """Compares a spread of stored rows with what Python (and so Airflow) would have written."""
     step = max(1, rows // sample)
     ids = list(range(0, rows, step))[:sample] + [rows - 1]
@@ -347,26 +383,28 @@ def verify(dialect, target, rows, expired_pct, base, layout="hashed", sample=200
     if len(got) != len(set(ids)):
         raise RuntimeError(f"{dialect}: expected {len(set(ids))} sample rows, found {len(got)}")
     for r in got:
-        i = int(r[0]) - 1
+        i = run_major(int(r[0]) - 1, rows, order)
         run, task, key, value, updated, expires = row(i, base, expired_pct, layout, rows)
-        want = [str(i + 1), task, key, f"dag_{run % DAGS}", f"scheduled__{run}", value, sqlite_text(updated),
+        want = [r[0], task, key, f"dag_{run % DAGS}", f"scheduled__{run}", value, sqlite_text(updated),
                 sqlite_text(expires)]
         if r != want:
             raise RuntimeError(f"{dialect}: row {i + 1} is\n  {r}\nbut Airflow would have written\n  {want}")
 
 
-def seed(dialect, target, rows, expired_pct, base=None, layout="hashed"):
+def seed(dialect, target, rows, expired_pct, base=None, layout="hashed", order="run"):
     """Fills the tables and checks a sample; returns the number of rows expired at `base`."""
+    if order != "run" and dialect != "sqlite":
+        raise ValueError(f"--order {order} is SQLite's only")
     base = base or now_utc().replace(microsecond=0)
     if layout != "hashed":
         expired_pct = 50
     if dialect == "sqlite":
-        expired = seed_sqlite(target, rows, expired_pct, base, layout)
+        expired = seed_sqlite(target, rows, expired_pct, base, layout, order)
     elif dialect == "postgres":
         expired = seed_postgres(target, rows, expired_pct, base, layout)
     else:
         expired = seed_mysql(target, rows, expired_pct, base, layout)
-    verify(dialect, target, rows, expired_pct, base, layout)
+    verify(dialect, target, rows, expired_pct, base, layout, order=order)
     return expired
 
 
@@ -377,9 +415,11 @@ def main():
     parser.add_argument("rows", type=int)
     parser.add_argument("--expired-pct", type=int, default=50, help="share of expired rows, in percent (hashed)")
     parser.add_argument("--layout", choices=LAYOUTS, default="hashed", help="where the expired rows are")
+    parser.add_argument("--order", choices=ORDERS, default="run",
+                        help="how the ids follow the rows: each dag run's together (run) or key by key (key, SQLite)")
     args = parser.parse_args()
     target = args.target if args.dialect == "sqlite" else Server(args.target)
-    print(seed(args.dialect, target, args.rows, args.expired_pct, layout=args.layout))
+    print(seed(args.dialect, target, args.rows, args.expired_pct, layout=args.layout, order=args.order))
 
 
 if __name__ == "__main__":

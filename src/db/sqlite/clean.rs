@@ -17,6 +17,8 @@ const CLEAN_CACHE_KIB: i64 = 32 * 1024;
 const WAL_BUDGET_MIN: u64 = 64 << 20;
 /// The most, in bytes.
 const WAL_BUDGET_MAX: u64 = 1 << 30;
+/// Between those, this many times the database (see [`wal_budget`]).
+const WAL_BUDGET_DATABASES: u64 = 4;
 /// The WAL may take at most this share of the free space of the database's filesystem.
 const WAL_BUDGET_FREE_SHARE: u64 = 4;
 /// The longest a clean's last checkpoint waits to empty the WAL file (see `finish`).
@@ -89,7 +91,18 @@ impl Drop for CleanLock {
 pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Result<bool> {
     let fail = |e| sqlite.error("cannot prepare the clean", e);
     sqlite.conn.busy_timeout(lock_timeout).map_err(fail)?;
-    sqlite.batch_bound = tune(&sqlite.conn, sqlite.path.as_deref()).map_err(fail)?;
+    let batch_bound = tune(&sqlite.conn, sqlite.path.as_deref()).map_err(fail)?;
+    // A batch's dirty pages stay in the page cache until its commit, however many they are.
+    // When a table's ids do not follow its dag runs (the rows of one key of every dag run
+    // side by side, as concurrent runs write them), each batch of 10,000 rows rewrites
+    // entries on nearly every page of the unique and the lookup index: about 60 MB at
+    // 1,000,000 rows, twice the cache. SQLite then spilled them into the WAL mid-batch, wrote
+    // them again at the commit and read them back: 4.45 GiB written and 5.84 GiB read for
+    // 500,000 rows, against 2.56 and 3.46 GiB without spilling (docs/performance.md). A
+    // batch's dirty pages are bounded by its rows; batch 0's one transaction is not, so it
+    // lets the cache spill again (`windows`).
+    sqlite.conn.pragma_update(None, "cache_spill", false).map_err(fail)?;
+    sqlite.batch_bound = batch_bound;
     // SQLite's own locks cannot say "a clean is running" without blocking Airflow's writers
     // too (a lock on the database, or on a table of it, is a write lock), so the guard is a
     // lock file beside the database (see `CleanLock`).
@@ -190,7 +203,7 @@ fn batch_rows_bound(free: u64, page_size: u64, pages: u64, trees: u64) -> Option
 const WAL_FRAME_HEADER: u64 = 24;
 
 /// How far a clean lets the WAL grow before its commit copies it back into the database
-/// file (a checkpoint), in bytes: as large as the database, between 64 MiB and 1 GiB, and
+/// file (a checkpoint), in bytes: four times the database, between 64 MiB and 1 GiB, and
 /// never more than a quarter of the free space beside it (`free`, when known), that floor
 /// included: with 12 MB free, a floor of 64 MiB filled the file system mid-run, where
 /// checkpoints as often as the space allows finish the same deletes.
@@ -203,9 +216,13 @@ const WAL_FRAME_HEADER: u64 = 24;
 /// written and synced once for many batches instead of once for each. Measured at
 /// 10,000,000 rows (4,999,987 expired, 2.8 GB, batch 10,000): checkpoints every 64 MiB,
 /// 162 s; every 256 MiB, 124 s; every 1 GiB, 80 s, against 90 s for one `DELETE` by the
-/// `sqlite3` shell (docs/performance.md).
+/// `sqlite3` shell (docs/performance.md). Where the ids do not follow the dag runs, every
+/// batch rewrites nearly every page of the unique and the lookup index, a third of the file:
+/// at 1,000,000 such rows (a 200 MB file, 500,000 expired) a WAL as large as the database
+/// held four batches, and its checkpoints wrote 3.96 GiB in all; four times the database,
+/// 2.61 GiB (docs/performance.md).
 fn wal_budget(database_bytes: u64, free: Option<u64>) -> u64 {
-    let budget = database_bytes.clamp(WAL_BUDGET_MIN, WAL_BUDGET_MAX);
+    let budget = database_bytes.saturating_mul(WAL_BUDGET_DATABASES).clamp(WAL_BUDGET_MIN, WAL_BUDGET_MAX);
     free.map_or(budget, |free| budget.min(free / WAL_BUDGET_FREE_SHARE))
 }
 
@@ -229,6 +246,21 @@ pub(super) fn delete_all_expired(
 }
 
 fn windows(conn: &mut rusqlite::Connection, cutoff: &str, after_id: i64) -> rusqlite::Result<u64> {
+    // One transaction for every expired row: its dirty pages may be the whole table's, so
+    // they spill as SQLite's default has them, and the batches' setting (`begin`) is put back
+    // after it.
+    let spill: i64 = conn.query_row("PRAGMA cache_spill", [], |r| r.get(0))?;
+    conn.pragma_update(None, "cache_spill", true)?;
+    let deleted = windows_in_one_transaction(conn, cutoff, after_id);
+    conn.pragma_update(None, "cache_spill", spill != 0)?;
+    deleted
+}
+
+fn windows_in_one_transaction(
+    conn: &mut rusqlite::Connection,
+    cutoff: &str,
+    after_id: i64,
+) -> rusqlite::Result<u64> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut deleted = 0;
     let mut from = after_id;
@@ -256,6 +288,47 @@ mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// A batched clean's session keeps each batch's dirty pages in memory until the commit
+    /// (no spill); batch 0's one transaction, which spills, leaves that setting as it was.
+    #[test]
+    fn batches_never_spill_the_page_cache_and_batch_0_leaves_that_so() {
+        let dir = std::env::temp_dir().join(format!("state-store-spill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("airflow.db");
+        let url = crate::url::DbUrl::parse(&format!("sqlite:///{}", path.display())).unwrap();
+        let timeouts = crate::db::Timeouts::new(Duration::from_secs(30));
+        let mut sqlite = SqliteConnection::open(
+            &url,
+            crate::db::Access::ReadWrite,
+            crate::db::Purpose::Sandbox,
+            &timeouts,
+        )
+        .unwrap();
+        crate::db::dialect::Connection::create_tables(&mut sqlite).unwrap();
+        let spill = |sqlite: &SqliteConnection| {
+            sqlite.conn.query_row("PRAGMA cache_spill", [], |r| r.get::<_, i64>(0)).unwrap()
+        };
+        assert!(spill(&sqlite) > 0, "SQLite's default spills");
+        assert!(begin(&mut sqlite, Duration::from_secs(1)).unwrap());
+        assert_eq!(spill(&sqlite), 0, "a batch's dirty pages stay in the cache until its commit");
+
+        sqlite
+            .conn
+            .execute_batch(
+                "INSERT INTO dag_run (id, dag_id, run_id, run_type, run_after, clear_number, span_status) \
+             VALUES (1, 'd', 'r', 'manual', '2026-01-01 00:00:00.000000', 0, 'not_started'); \
+             INSERT INTO task_state_store (dag_run_id, dag_id, run_id, task_id, map_index, \"key\", value, \
+             updated_at, expires_at) VALUES (1, 'd', 'r', 't', -1, 'k', '1', '2026-01-01 00:00:00.000000', \
+             '2026-01-02 00:00:00.000000')",
+            )
+            .unwrap();
+        let cutoff = Timestamp::parse_rfc3339("2026-06-01T00:00:00Z").unwrap();
+        assert_eq!(delete_all_expired(&mut sqlite, cutoff, i64::MIN).unwrap(), 1);
+        assert_eq!(spill(&sqlite), 0, "batch 0 puts the batches' setting back");
+        drop(sqlite);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn a_batch_is_bounded_by_the_free_space_unless_the_whole_database_fits() {
         const MIB: u64 = 1 << 20;
@@ -273,9 +346,11 @@ mod tests {
     #[test]
     fn the_wal_budget_follows_the_database_within_its_bounds_and_the_free_space() {
         const MIB: u64 = 1 << 20;
-        // A small database keeps the old 64 MiB; a large one is capped at 1 GiB.
+        // A small database keeps the old 64 MiB; a large one is capped at 1 GiB; between,
+        // four times the database.
         assert_eq!(wal_budget(10 * MIB, None), WAL_BUDGET_MIN);
-        assert_eq!(wal_budget(280 * MIB, None), 280 * MIB);
+        assert_eq!(wal_budget(70 * MIB, None), 280 * MIB);
+        assert_eq!(wal_budget(280 * MIB, None), WAL_BUDGET_MAX);
         assert_eq!(wal_budget(2_800 * MIB, None), WAL_BUDGET_MAX);
         // A quarter of the free space at most, the 64 MiB floor included: a nearly full disk
         // gets checkpoints as often as it needs.
