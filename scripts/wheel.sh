@@ -11,7 +11,7 @@
 #                                    # wheel is manylinux2014 (glibc 2.17) for *-linux-gnu and
 #                                    # musllinux_1_2 for *-linux-musl
 #   ./scripts/wheel.sh check         # install and check the built wheel (building it if
-#                                    # needed), `pip install .` and the sdist's wheel
+#                                    # needed), the sdist's wheel and `pip install .`
 #   ./scripts/wheel.sh sdist         # the source distribution, target/wheel/dist/*.tar.gz, and
 #                                    # a wheel built from it by pip with cargo and the C
 #                                    # compiler only, target/wheel/from-sdist/*.whl
@@ -257,21 +257,20 @@ check_all() {
     pip_install "$work/venv" "$wheel"
     check "$work/venv" built-wheel
 
-    # `pip install .` from the checkout, through pyproject.toml and maturin's PEP 517 backend,
-    # with the release build's arguments so that it reuses that build (the sdist's check below
-    # is the build with cargo and cc alone).
-    say "pip install . (the wheel's build is reused)"
-    python3 -m venv "$work/venv-source"
-    PATH="$tools/bin:$PATH" MATURIN_PEP517_ARGS="--zig --compatibility $GLIBC_COMPATIBILITY --target $(host_target)" \
-        pip_install "$work/venv-source" .
-    check "$work/venv-source" pip-install-dot
-
+    # The wheel pip builds from the sdist with cargo and cc alone (in target/wheel/release).
     if ! ls "$CARGO_TARGET_DIR"/from-sdist/state_store-*.whl > /dev/null 2>&1; then
         sdist
     fi
     python3 -m venv "$work/venv-sdist"
     pip_install "$work/venv-sdist" "$(ls "$CARGO_TARGET_DIR"/from-sdist/state_store-*.whl)"
     check "$work/venv-sdist" from-sdist
+
+    # `pip install .` from the checkout, as a user runs it (pyproject.toml, maturin's PEP 517
+    # backend, cargo and cc): the same sources as the sdist's, so cargo reuses that build.
+    say "pip install . (the sdist's build is reused)"
+    python3 -m venv "$work/venv-source"
+    pip_install "$work/venv-source" .
+    check "$work/venv-source" pip-install-dot
 
     if $keep; then
         mkdir -p target/wheels
