@@ -43,28 +43,61 @@ if [ ${#packages[@]} -gt 0 ]; then
     fi
 fi
 
+# The old-system proof of the wheel (scripts/wheel.sh old-system) makes a Debian 11 root file
+# system with debootstrap and runs the wheel there in a chroot: it needs root, or password-less
+# sudo. A machine without either names `debootstrap` in STATE_STORE_TEST_MISSING_TOOLS.
+as_root=()
+if ! missing_tool debootstrap && [ "$(id -u)" -ne 0 ]; then
+    if ! sudo -n true 2>/dev/null; then
+        echo "error: the wheel's old-system proof needs root or password-less sudo (debootstrap, chroot); or name debootstrap in STATE_STORE_TEST_MISSING_TOOLS" >&2
+        exit 1
+    fi
+    as_root=(sudo -n "--preserve-env=STATE_STORE_TEST_POSTGRES_URL,STATE_STORE_TEST_MYSQL_URL")
+fi
+
 cargo fmt --all -- --check
 cargo clippy --locked --all-targets --quiet -- -D warnings
 cargo test --locked --all-targets --no-run --quiet
 
-# The one release build of the run, the wheel's (OpenSSL compiled from source, about 10 minutes
-# on 2 cores), goes on while the tests run, which mostly wait on the databases; it has a target
-# directory of its own (target/wheel). The interoperability tier then runs the binary the wheel
-# holds, and the wheel check and `pip install .` reuse the build.
+# The release builds of the run go on while the tests run, which mostly wait on the databases:
+# the wheel's (zig, OpenSSL compiled from source, about 10 minutes on 2 cores), then the
+# wheel built from the sdist with cargo and cc alone (as long again); they have a target
+# directory of their own (target/wheel). Debian 11's root file system for the old-system proof
+# is made beside them (debootstrap: mostly downloads). The interoperability tier then runs the
+# binary the wheel holds, and the wheel's checks reuse the builds.
 wheel_log=target/wheel-build.log
+old_system_log=target/old-system-prepare.log
 mkdir -p target
-./scripts/wheel.sh build > "$wheel_log" 2>&1 &
+{ ./scripts/wheel.sh build && ./scripts/wheel.sh sdist; } > "$wheel_log" 2>&1 &
 wheel_build=$!
-trap 'kill "$wheel_build" 2>/dev/null || true' EXIT
-echo "test: the wheel is building in the background (log: $wheel_log)" >&2
+old_system_prepare=""
+if ! missing_tool debootstrap; then
+    "${as_root[@]}" ./scripts/wheel.sh old-system prepare > "$old_system_log" 2>&1 &
+    old_system_prepare=$!
+fi
+trap 'kill $wheel_build $old_system_prepare 2>/dev/null || true' EXIT
+echo "test: the wheels are building in the background (log: $wheel_log)" >&2
 cargo test --locked --all-targets
+# The release workflow, which runs elsewhere, checked here: actionlint, cargo package and
+# cargo publish --dry-run.
+./scripts/release-check.sh
 started=$SECONDS
 if ! wait "$wheel_build"; then
     cat "$wheel_log" >&2
     echo "error: the wheel's build failed" >&2
     exit 1
 fi
-trap - EXIT
-echo "test: $(tail -n 1 "$wheel_log" | sed 's/^wheel: //') (waited $((SECONDS - started))s for it after the tests)" >&2
+echo "test: $(grep '^wheel: built state_store-.*whl ' "$wheel_log" | head -n 1 | sed 's/^wheel: //') (waited $((SECONDS - started))s for the builds after the tests)" >&2
 STATE_STORE_BIN="$PWD/target/wheel/bin/state-store" ./tests/interop/run.sh
 ./scripts/wheel.sh check
+if [ -n "$old_system_prepare" ]; then
+    if ! wait "$old_system_prepare"; then
+        cat "$old_system_log" >&2
+        echo "error: Debian 11's root file system for the old-system proof could not be made" >&2
+        exit 1
+    fi
+    "${as_root[@]}" ./scripts/wheel.sh old-system
+else
+    echo "test: the old-system proof of the wheel is skipped (debootstrap in STATE_STORE_TEST_MISSING_TOOLS)" >&2
+fi
+trap - EXIT

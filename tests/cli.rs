@@ -4958,7 +4958,7 @@ mod shell_and_scripts {
             }
         }
         let cronjob = read("docs/operations/cronjob.yaml");
-        assert!(cronjob.contains("maturin build --release --out dist"), "{cronjob}");
+        assert!(cronjob.contains("./scripts/wheel.sh build"), "{cronjob}");
         assert!(cronjob.contains("pip install --no-index --no-deps /tmp/state_store-*.whl"), "{cronjob}");
 
         let guide = read("docs/operations.md");

