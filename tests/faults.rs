@@ -1611,6 +1611,18 @@ mod files {
         }
         use std::os::unix::fs::FileTypeExt;
         assert!(std::fs::metadata("/dev/null").unwrap().file_type().is_char_device());
+        // An output that names the database is refused before the database is opened: for a
+        // database that does not exist, the refusal (exit 2), not the failed open (exit 4).
+        let missing = dir.join("no-such.db").display().to_string();
+        for args in [
+            vec!["--conn", &nowhere, "export", "--file", &missing],
+            vec!["--conn", &nowhere, "clean", "--archive", &missing],
+            vec!["--conn", &nowhere, "clean", "--metrics-file", &missing],
+        ] {
+            let run = bench.run(&args).code(2);
+            assert!(run.stderr.contains("refusing to write over it"), "{run:?}");
+            assert!(!dir.join("no-such.db").exists(), "{args:?} created the database or wrote there");
+        }
     }
 
     /// Another user who can create names in the directory of an output (a 0777 directory, as a

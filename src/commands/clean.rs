@@ -370,6 +370,18 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         _ => None,
     };
     let mut ctx = Context::load(global, rows_flag.as_deref())?;
+    // An output that is the SQLite database is refused before the database is opened; the
+    // metrics of that refusal must not replace the database either.
+    let metrics = sinks.shared().metrics.as_ref().map(|m| m.path().to_path_buf());
+    if let Some(metrics) = metrics
+        && let Err(e) = crate::fs::refuse_database("--metrics-file", &metrics)
+    {
+        sinks.shared().metrics = None;
+        return Err(e);
+    }
+    if let Some(archive) = &args.archive {
+        crate::fs::refuse_database("--archive", archive)?;
+    }
     let flag = args.batch_size.map(|size| match size {
         BatchSize::Auto => None,
         BatchSize::Rows(n) => Some(n),

@@ -26,6 +26,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         crate::fs::check_append("archive", archive)?;
     }
     let mut keys = open_keys(global, Access::ReadWrite)?;
+    if let Some(archive) = &args.archive {
+        crate::fs::refuse_database("--archive", archive)?;
+    }
     let all = args.all_map_indices;
     let (target, place) = match &scope {
         Scope::Task(task) => (Target::Task(task), task_place(task, all)),

@@ -48,6 +48,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         crate::fs::check_output("--file", path, crate::fs::Accepts::FileOrStream)?;
     }
     let ctx = Context::load(global, None)?;
+    if let Some(path) = file {
+        crate::fs::refuse_database("--file", path)?;
+    }
     let mut store = ctx.open(Access::ReadOnly)?;
     let asset_id = match &selector {
         Some(selector) => Some(require_asset(&mut store, selector)?.id),

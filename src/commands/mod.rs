@@ -150,6 +150,11 @@ impl Context {
         for password in url.passwords() {
             crate::redact::register(password);
         }
+        // No output of this run may be the SQLite database or a file beside it: known from
+        // here on, so that a command refuses such an output before the database is opened.
+        if let Some(crate::url::SqliteTarget::File(path)) = url.sqlite_target() {
+            crate::fs::protect_database(&path);
+        }
         if let Some(missing) = settings.missing_config.as_ref().filter(|m| m.named_by == "$AIRFLOW_CONFIG") {
             output::warn(&format!(
                 "$AIRFLOW_CONFIG names {}, which does not exist: Airflow's defaults and the environment apply",
