@@ -4425,6 +4425,24 @@ fn every_ending_of_every_format_writes_the_metrics_of_what_was_deleted() {
 mod clean_locks_and_metrics {
     use super::*;
 
+    /// How far a neighbour of [`writing_neighbour`] has written.
+    const NEIGHBOUR_WRITES: &str = "SELECT max(clear_number) FROM dag_run";
+
+    /// Another tenant of `d`'s server: a database of its own and a session writing into it
+    /// back to back, returned once it has written.
+    fn writing_neighbour(d: Dialect) -> (Bench, support::Writer) {
+        let neighbour = Bench::on(d);
+        neighbour.add_dag_run("other", "run");
+        let before = neighbour.scalar(NEIGHBOUR_WRITES);
+        let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while neighbour.scalar(NEIGHBOUR_WRITES) == before {
+            assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        (neighbour, writer)
+    }
+
     /// `date -u` to the second, as RFC 3339 begins: documents' `started_at` sort against it.
     fn utc_now() -> String {
         let out = std::process::Command::new("date").args(["-u", "+%Y-%m-%dT%H:%M:%S"]).output().unwrap();
@@ -4519,16 +4537,8 @@ mod clean_locks_and_metrics {
         fn writes_into_another_database_do_not_slow_the_default_clean(d: Dialect) {
             let bench = with_run(d);
             let survivors = seed_expiring(&bench, 40_000, 2);
-            let neighbour = Bench::on(d);
-            neighbour.add_dag_run("other", "run");
-            let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
-            let before = writes();
-            let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while writes() == before {
-                assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
+            let (neighbour, writer) = writing_neighbour(d);
+            let writes = || neighbour.scalar(NEIGHBOUR_WRITES);
             let started = writes();
             let run = bench.run(&["clean", "-v", "-o", "json"]).success();
             let during = writes();
@@ -4601,16 +4611,7 @@ mod clean_locks_and_metrics {
         let user = format!("state_store_np_{}", std::process::id());
         let admin = Bench::on(d);
         admin.admin_sql(&format!("CREATE USER '{user}'@'%' IDENTIFIED BY 'right'"));
-        let neighbour = Bench::on(d);
-        neighbour.add_dag_run("other", "run");
-        let writes = || neighbour.scalar("SELECT max(clear_number) FROM dag_run");
-        let before = writes();
-        let writer = neighbour.writer("UPDATE dag_run SET clear_number = clear_number + 1");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-        while writes() == before {
-            assert!(std::time::Instant::now() < deadline, "the neighbour wrote nothing in 30 s");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        let (_neighbour, writer) = writing_neighbour(d);
         let mut gentle = Vec::new();
         for grant in [false, true] {
             let bench = with_run(d);
