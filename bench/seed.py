@@ -30,10 +30,11 @@ each dag run's rows together, as above. `key` gives the same rows, the same colu
 same expiries, numbered key by key across the dag runs: ids 1 to R hold the first key of every
 one of the R dag runs, the next R ids the second key, and so on, as dag runs that run side by
 side write their keys, and as an `INSERT … SELECT … FROM dag_run d, keys` lays them out. Row i
-of the `run` order above is then the row with id (i % 100) * R + i // 100 + 1. A clean walks
-the ids, and in this order each batch of ids holds rows of every dag run: its entries sit on
-nearly every page of the unique (dag_run_id, task_id, map_index, key) and lookup (dag_id,
-run_id, task_id, map_index) indexes, where in the `run` order they sit together.
+of the `run` order above is then the row with id (i % 100) * R + i // 100 + 1. A walk of the
+ids (the servers' clean, and SQLite's with --archive or batch 0) holds, in this order, rows of
+every dag run in each batch: its entries sit on nearly every page of the unique (dag_run_id,
+task_id, map_index, key) and lookup (dag_id, run_id, task_id, map_index) indexes, where in the
+`run` order they sit together. SQLite's batched clean walks by dag run for that reason.
 
 The file: the tables must exist before seeding. `bench/bench.py` makes the SQLite file with
 `airflow db migrate` when Airflow 3.3.2's virtualenv is there (AIRFLOW_VENV), so that it is the

@@ -51,8 +51,8 @@ pub(crate) struct GlobalArgs {
     pub output: Format,
     /// Detail on stderr: the database opened, or over --api-url the API server's version and
     /// each request with its answer and time (never a password or a token); for clean, a line
-    /// per batch (its number, rows deleted, id range, milliseconds), for the orphan sweep too,
-    /// and per query of a dry run (Airflow's `clean -v`)
+    /// per batch (its number, rows deleted, range of ids or of dag runs, milliseconds), for the
+    /// orphan sweep too, and per query of a dry run (Airflow's `clean -v`)
     #[arg(short = 'v', long, global = true, help_heading = GLOBAL)]
     pub verbose: bool,
     /// No status lines on stderr: the summaries of delete, clear, export, import, clean and the

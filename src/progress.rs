@@ -26,14 +26,14 @@ pub(crate) struct Progress {
     every: Option<Duration>,
     started: Instant,
     last: Instant,
-    /// The share of the table's primary key walked so far, for plain lines.
+    /// The share of the table walked so far (of its ids, or of its dag runs), for plain lines.
     walked: Option<f64>,
     /// Where the estimate starts: the share walked, the rows deleted and the time when the
     /// first batch that deleted rows ended (see [`estimate`]).
     basis: Option<Basis>,
 }
 
-/// A point of the walk: the share of the primary key walked, the rows deleted and the seconds
+/// A point of the walk: the share of the table walked, the rows deleted and the seconds
 /// since the start.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Basis {
@@ -44,7 +44,7 @@ struct Basis {
 
 /// The rows a run deletes in all and the seconds it has left, from the walk since `basis` (the
 /// end of the first batch that deleted rows) to `now`: the expired rows per share of the
-/// primary key and the time per share in that part, carried over the part still to walk.
+/// table and the time per share in that part, carried over the part still to walk.
 /// Counted from the start instead, a run that goes on where an earlier one stopped takes the
 /// range the earlier one emptied for one with no expired rows (observed: `about 37411 in all
 /// … ETA 2s` with 114,748 rows and about 10 s left). The first batch itself is left out, since
@@ -86,7 +86,7 @@ impl Progress {
         self.bar.is_none() && self.every.is_some()
     }
 
-    /// The share of the table's primary key the run has walked (0 to 1).
+    /// The share of the table the run has walked (0 to 1).
     pub(crate) fn walked(&mut self, share: f64) {
         self.walked = Some(share.clamp(0.0, 1.0));
     }
@@ -110,7 +110,7 @@ impl Progress {
         self.last = now;
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-        // How far: the walk's position in the primary key, which each batch moves forward; the
+        // How far: the walk.s position in the table, which each batch moves forward; the
         // time a run takes follows it. (A count of the expired rows left would say it in rows,
         // but on PostgreSQL it visits every row the run has deleted: as long as the DELETEs.)
         let (walked, eta) = match point {

@@ -2559,6 +2559,152 @@ fn sqlite_clean_leaves_the_journal_as_it_found_it() {
     assert_eq!(check, "ok");
 }
 
+/// Rows written key by key across dag runs, as concurrent runs write them: ids 1 to `runs` hold
+/// the first key of every dag run, the next ones the second key, and so on. Every key of an
+/// even dag run has expired, and every other key of an odd one; returns the dag run ids.
+fn seed_key_by_key(bench: &Bench, runs: usize, keys: usize) -> Vec<i64> {
+    let ids: Vec<i64> = (0..runs)
+        .map(|r| {
+            let run = format!("run_{r}");
+            bench.add_dag_run_with(DAG, &run, &["t"]);
+            bench.scalar(&format!("SELECT id FROM dag_run WHERE run_id = '{run}'")).parse().unwrap()
+        })
+        .collect();
+    let mut values = Vec::new();
+    for k in 0..keys {
+        for (r, id) in ids.iter().enumerate() {
+            let expires = if r % 2 == 0 || k % 2 == 0 {
+                "2020-01-01 00:00:00.000000"
+            } else {
+                "2037-01-01 00:00:00.000000"
+            };
+            values.push(format!(
+                "({id}, 't', -1, 'k{k:03}', '{DAG}', 'run_{r}', '1', '2020-01-01 00:00:00.000000', '{expires}')"
+            ));
+        }
+    }
+    bench.exec(&format!(
+        "INSERT INTO task_state_store (dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, updated_at, \
+         expires_at) VALUES {}",
+        values.join(", ")
+    ));
+    ids
+}
+
+/// Expired rows left per dag run, in dag run order.
+fn expired_per_run(bench: &Bench, runs: &[i64]) -> Vec<i64> {
+    runs.iter()
+        .map(|id| {
+            let sql = format!(
+                "SELECT count(*) FROM task_state_store WHERE dag_run_id = {id} AND expires_at < '2026-01-01'"
+            );
+            bench.scalar(&sql).parse().unwrap()
+        })
+        .collect()
+}
+
+/// On SQLite a batched clean walks the table dag run by dag run when its ids scatter the
+/// dag runs' rows: where the ids go key by key across the dag runs, each batch of ids held a
+/// row of every dag run, and its commit rewrote nearly every page of the unique and the lookup
+/// index (docs/performance.md). A run stopped by `--max-rows` has emptied the first dag runs
+/// and left the others as they were (walked by id, it took the first keys of every dag run);
+/// `-v` says which dag runs each batch covered, and the progress lines how far along the dag
+/// runs the walk is; the next run deletes the rest and nothing live. A table whose dag runs
+/// each have their ids together is walked by id (`clean_verbose_details_every_batch`).
+#[test]
+fn sqlite_batches_walk_the_dag_runs_not_the_ids() {
+    let bench = Bench::on(Dialect::Sqlite);
+    let runs = seed_key_by_key(&bench, 40, 20);
+    let mut expired: Vec<i64> = (0..40).map(|r| if r % 2 == 0 { 20 } else { 10 }).collect();
+    assert_eq!(expired_per_run(&bench, &runs), expired);
+    let live: i64 = bench
+        .scalar("SELECT count(*) FROM task_state_store WHERE expires_at > '2026-01-01'")
+        .parse()
+        .unwrap();
+    let run = bench.run(&["clean", "--batch-size", "15", "--max-rows", "60", "-v", "-o", "json"]).success();
+    assert_eq!(one_document(&run)["task_rows_deleted"], 60, "{}", run.stdout);
+    expired[..4].fill(0);
+    assert_eq!(expired_per_run(&bench, &runs), expired, "{}", run.stderr);
+    let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).collect();
+    assert_eq!(lines.len(), 4, "{}", run.stderr);
+    assert!(lines[0].contains(&format!("dag runs up to dag run {} id ", runs[0])), "{}", run.stderr);
+    assert!(lines[3].contains(&format!("up to dag run {} id ", runs[3])), "{}", run.stderr);
+
+    // The walk goes on where it stopped, at a fixed size and with the default batches alike.
+    bench.run(&["clean", "--batch-size", "7", "--max-rows", "50"]).success();
+    expired[..7].fill(0);
+    assert_eq!(expired_per_run(&bench, &runs), expired);
+    let left: i64 = expired.iter().sum();
+    let args = ["clean", "--batch-size", "10", "--sleep", "20ms", "--progress-every", "100ms", "-o", "json"];
+    let run = bench.run(&args).success();
+    assert_eq!(one_document(&run)["task_rows_deleted"], left, "{}", run.stderr);
+    assert_eq!(expired_per_run(&bench, &runs), [0; 40]);
+    let left_now: i64 = bench.scalar("SELECT count(*) FROM task_state_store").parse().unwrap();
+    assert_eq!(left_now, live, "every live row stays");
+    // How far along the dag runs, and the rows that makes in all once the walk is past its
+    // first batch: the 7 dag runs emptied before are behind it then.
+    let progress: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: progress: ")).collect();
+    assert!(progress.len() >= 2, "{}", run.stderr);
+    let totals: Vec<f64> = progress
+        .iter()
+        .filter_map(|l| l.split("(about ").nth(1))
+        .map(|rest| rest.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(!totals.is_empty(), "{}", run.stderr);
+    #[allow(clippy::cast_precision_loss)]
+    let left = left as f64;
+    assert!(totals.iter().all(|t| (left / 2.0..=left * 2.0).contains(t)), "{left} left: {}", run.stderr);
+}
+
+/// A dag run id that SQLite holds as text or as a real number (rows written with foreign keys
+/// off) is no end of a batch in the walk by dag run, yet its expired rows are deleted: a real
+/// one by the batch whose dag runs it sorts between, a text one, which sorts after every
+/// integer, by the last batch. The run ends, and leaves the live rows.
+#[test]
+fn sqlite_batches_delete_rows_whose_dag_run_id_is_not_an_integer() {
+    let bench = Bench::on(Dialect::Sqlite);
+    let runs = seed_key_by_key(&bench, 40, 20);
+    let row = |dag_run: &str, key: &str, expires: &str| {
+        format!(
+            "INSERT INTO task_state_store (dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, \
+             updated_at, expires_at) VALUES ({dag_run}, 't', -1, '{key}', '{DAG}', 'gone', '1', \
+             '2020-01-01 00:00:00.000000', '{expires}');"
+        )
+    };
+    let (old, new) = ("2020-01-01 00:00:00.000000", "2037-01-01 00:00:00.000000");
+    let middle = format!("{}.5", runs[1]);
+    let sql = [
+        row("'orphan'", "a", old),
+        row("'orphan'", "b", new),
+        row(&middle, "a", old),
+        row(&middle, "b", old),
+        row(&middle, "c", new),
+        row("X'00'", "a", old),
+    ]
+    .concat();
+    without_foreign_keys(&bench, &sql);
+    let kinds = bench.scalar(
+        "SELECT group_concat(kind) FROM (SELECT DISTINCT typeof(dag_run_id) AS kind FROM task_state_store ORDER BY kind)",
+    );
+    assert_eq!(kinds, "blob,integer,real,text");
+    let expired: i64 = bench
+        .scalar("SELECT count(*) FROM task_state_store WHERE expires_at < '2026-01-01'")
+        .parse()
+        .unwrap();
+    let total: i64 = bench.scalar("SELECT count(*) FROM task_state_store").parse().unwrap();
+    let run = bench.run(&["clean", "--batch-size", "2", "-v", "-o", "json"]).success();
+    assert!(
+        run.stderr.contains("expired task row(s), dag runs after dag run "),
+        "walked by dag run: {}",
+        run.stderr
+    );
+    assert_eq!(one_document(&run)["task_rows_deleted"], expired, "{}", run.stderr);
+    let left: i64 = bench.scalar("SELECT count(*) FROM task_state_store").parse().unwrap();
+    assert_eq!(left, total - expired);
+    let expired_left = bench.scalar("SELECT count(*) FROM task_state_store WHERE expires_at < '2026-01-01'");
+    assert_eq!(expired_left, "0");
+}
+
 #[test]
 fn sqlite_file_problems_have_their_own_exit_codes() {
     let bench = Bench::bare();

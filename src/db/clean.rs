@@ -1,18 +1,20 @@
 //! The clean's statements: counts for a dry run, the expired rows a batch deletes, and the
 //! state of inactive assets.
 //!
-//! A batch is a primary-key range: the first `n` expired rows after the last batch's end, found
-//! by their ids and deleted by `id > ? AND id <= ? AND expires_at < ?`. The DELETE checks the
-//! expiry again, so a key a worker refreshes during the run survives, and each batch starts
-//! where the last one ended instead of at the head of the `expires_at` index. This is the
-//! portable way; a dialect with a cheaper one overrides [`Connection::delete_expired_batch`].
+//! A batch is a range of the walk (a [`Cursor`] to the next): the first `n` expired rows after
+//! the last batch's end, deleted by `<after> AND <up to> AND expires_at < ?`. The DELETE checks
+//! the expiry again, so a key a worker refreshes during the run survives, and each batch starts
+//! where the last one ended instead of at the head of the `expires_at` index. The walk follows
+//! the primary key, or, where the database asks for it (SQLite), the dag runs: see [`Cursor`].
+//! This is the portable way; a dialect with a cheaper one overrides
+//! [`Connection::delete_expired_batch`] for the walk by id.
 
 use std::time::Duration;
 
 use super::Store;
 use super::dialect::{Connection, all, count, first};
 use super::query::{Fields, Param, Query};
-use super::store::{ASSET_ROWS, TASK_COLUMNS, asset_entry, task_entry_and_id};
+use super::store::{ASSET_ROWS, TASK_COLUMNS, asset_entry, task_entry};
 use crate::error::Result;
 use crate::model::{AssetEntry, TaskEntry};
 use crate::time::Timestamp;
@@ -32,12 +34,129 @@ pub(crate) struct AssetCount {
     pub rows: u64,
 }
 
+/// Where a clean's walk of the task table stands: after the last row its batches covered.
+///
+/// The walk by id is every database's. The walk by dag run is SQLite's, for batches, on a
+/// table whose ids scatter the rows of its dag runs (the first key of every dag run, then the
+/// second, as concurrent runs write them): there a batch of ids holds rows of every dag run,
+/// with entries on nearly every page of the unique `(dag_run_id, task_id, map_index, key)` and
+/// the lookup `(dag_id, run_id, …)` index, which each batch's commit then rewrites. Walked by
+/// dag run, a batch's entries sit together in both (docs/performance.md, ids that do not
+/// follow the dag runs). The unique index serves the order up to the dag run; within one,
+/// SQLite sorts its rows by id. Where a clean may walk by dag run is the dialect's call
+/// ([`Connection::walks_by_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cursor {
+    /// After this id, in id order.
+    Id(i64),
+    /// After row `id` of dag run `dag_run`, in order of dag run, then id.
+    Run { dag_run: i64, id: i64 },
+}
+
+impl Cursor {
+    /// Before every row of the walk by id.
+    pub(crate) const IDS: Cursor = Cursor::Id(i64::MIN);
+    /// Before every row of the walk by dag run.
+    pub(crate) const RUNS: Cursor = Cursor::Run { dag_run: i64::MIN, id: i64::MIN };
+
+    /// Whether no row is behind it yet.
+    pub(crate) fn at_start(self) -> bool {
+        self == Cursor::IDS || self == Cursor::RUNS
+    }
+
+    /// How far along the walk's leading column it is: the id, or the dag run's id.
+    pub(crate) fn position(self) -> i64 {
+        match self {
+            Cursor::Id(id) => id,
+            Cursor::Run { dag_run, .. } => dag_run,
+        }
+    }
+
+    /// How many values of the walk's leading column, from `first`, it has walked: the ids up
+    /// to its own, or the dag runs before its own, which it has walked only in part.
+    pub(crate) fn walked(self, first: i64) -> i64 {
+        match self {
+            Cursor::Id(id) => id.saturating_sub(first).saturating_add(1),
+            Cursor::Run { dag_run, .. } => dag_run.saturating_sub(first),
+        }
+    }
+
+    /// ` <columns> FROM task_state_store WHERE <after this>`, the cursor's columns first.
+    fn select_after<'a>(self, query: Query<'a>) -> Query<'a> {
+        match self {
+            Cursor::Id(id) => query.push("id FROM task_state_store WHERE id > ?").bind(id),
+            Cursor::Run { dag_run, id } => query
+                .push("dag_run_id, id FROM task_state_store WHERE (dag_run_id, id) > (?, ?)")
+                .bind(dag_run)
+                .bind(id),
+        }
+    }
+
+    /// ` AND <at or before this>`, or the same bound at the end of the walk when `None`.
+    fn up_to<'a>(self, query: Query<'a>, up_to: Option<Cursor>) -> Query<'a> {
+        match (self, up_to) {
+            (Cursor::Id(_), Some(Cursor::Id(id))) => query.and(" AND id <= ?", id),
+            (Cursor::Run { .. }, Some(Cursor::Run { dag_run, id })) => {
+                query.push(" AND (dag_run_id, id) <= (?, ?)").bind(dag_run).bind(id)
+            }
+            // A bound of the other walk is no bound of this one: none is ever made (the walk
+            // is chosen once per run), and an end at the last row is what it would say.
+            _ => query,
+        }
+    }
+
+    /// ` AND <the row has expired>`. In the walk by dag run the `expires_at` index is kept out
+    /// of the plan (SQLite's unary `+`): given the choice, SQLite 3.50 read a batch's end from
+    /// that index and sorted every expired row of the table by dag run to find it, once per
+    /// batch, where the unique index walks only the batch's rows.
+    fn expired(self) -> &'static str {
+        match self {
+            Cursor::Id(_) => " AND expires_at < ?",
+            Cursor::Run { .. } => " AND +expires_at < ?",
+        }
+    }
+
+    /// ` ORDER BY` the walk.
+    fn order(self) -> &'static str {
+        match self {
+            Cursor::Id(_) => " ORDER BY id",
+            Cursor::Run { .. } => " ORDER BY dag_run_id, id",
+        }
+    }
+
+    /// A row's place in this walk, from the cursor's columns.
+    fn read(self, f: &mut Fields) -> super::query::Decoded<Cursor> {
+        Ok(match self {
+            Cursor::Id(_) => Cursor::Id(f.int()?),
+            Cursor::Run { .. } => Cursor::Run { dag_run: f.int()?, id: f.int()? },
+        })
+    }
+}
+
+impl std::fmt::Display for Cursor {
+    /// The row a cursor is at, for `--verbose`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cursor::Id(id) => write!(f, "id {id}"),
+            Cursor::Run { dag_run, id } => write!(f, "dag run {dag_run} id {id}"),
+        }
+    }
+}
+
 /// What one batch of a clean did: rows deleted, and the last id it covered (`None` when no
 /// expired row is left after it, which ends the run).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Batch {
     pub deleted: u64,
     pub last_id: Option<i64>,
+}
+
+/// What one batch of a clean's walk did: rows deleted, and where it ended (`None` when no
+/// expired row is left after it, which ends the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Walked {
+    pub deleted: u64,
+    pub last: Option<Cursor>,
 }
 
 /// Width, in ids, of one statement of an unbatched clean where a dialect deletes every expired
@@ -54,18 +173,33 @@ pub(super) const ORPHAN: &str = "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_a
 pub(super) const ORPHAN_ROW: &str = "NOT EXISTS (SELECT 1 FROM asset oa JOIN asset_active oaa \
      ON oaa.name = oa.name AND oaa.uri = oa.uri WHERE oa.id = asset_state_store.asset_id)";
 
-/// The id of the `n`-th expired row after `after_id`: where a batch of `n` ends.
+/// Where the `n`-th expired row after `after` is: where a batch of `n` ends. A dag run whose
+/// id SQLite holds as something else than an integer (written with foreign keys off) is never
+/// such an end: the batch whose range holds its rows deletes them, and the last batch, open at
+/// its end, whatever sorts after every integer.
+pub(super) fn nth_expired<C: Connection + ?Sized>(
+    conn: &mut C,
+    cutoff: Timestamp,
+    after: Cursor,
+    n: u64,
+) -> Result<Option<Cursor>> {
+    let query = after.select_after(Query::new("SELECT ")).and(after.expired(), cutoff);
+    let query = match after {
+        Cursor::Id(_) => query,
+        Cursor::Run { .. } => query.push(" AND typeof(dag_run_id) = 'integer'"),
+    };
+    let query = query.push(after.order()).and(" LIMIT 1 OFFSET ?", n.saturating_sub(1));
+    first(conn, "cannot find the next batch of expired rows", &query, |f| after.read(f))
+}
+
+/// [`nth_expired`] in the walk by id.
 pub(super) fn nth_expired_id<C: Connection + ?Sized>(
     conn: &mut C,
     cutoff: Timestamp,
     after_id: i64,
     n: u64,
 ) -> Result<Option<i64>> {
-    let query = Query::new(
-        "SELECT id FROM task_state_store WHERE id > ? AND expires_at < ? ORDER BY id LIMIT 1 OFFSET ?",
-    );
-    let query = query.bind(after_id).bind(cutoff).bind(n.saturating_sub(1));
-    first(conn, "cannot find the next batch of expired rows", &query, Fields::int)
+    Ok(nth_expired(conn, cutoff, Cursor::Id(after_id), n)?.map(Cursor::position))
 }
 
 /// A batch found by its `n`-th expired row and deleted up to it: two statements, each of
@@ -88,15 +222,43 @@ pub(super) fn delete_range<C: Connection + ?Sized>(
     after_id: i64,
     up_to_id: Option<i64>,
 ) -> Result<u64> {
-    let query = Query::new("DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?");
-    let query = query.bind(after_id).bind(up_to_id.unwrap_or(i64::MAX)).bind(cutoff);
+    delete_walked(conn, cutoff, Cursor::Id(after_id), up_to_id.map(Cursor::Id))
+}
+
+/// The expired rows after `after` up to `up_to` in its walk (to the end when `None`), in one
+/// statement.
+fn delete_walked<C: Connection + ?Sized>(
+    conn: &mut C,
+    cutoff: Timestamp,
+    after: Cursor,
+    up_to: Option<Cursor>,
+) -> Result<u64> {
+    let query = match after {
+        Cursor::Id(id) => Query::new("DELETE FROM task_state_store WHERE id > ?").bind(id),
+        Cursor::Run { dag_run, id } => {
+            Query::new("DELETE FROM task_state_store WHERE (dag_run_id, id) > (?, ?)").bind(dag_run).bind(id)
+        }
+    };
+    let query = after.up_to(query, up_to).and(after.expired(), cutoff);
     conn.run("cannot delete expired rows", &query)
 }
 
 /// The lowest and the highest id of the task table, `None` when it is empty: two index
 /// lookups.
 pub(super) fn id_bounds<C: Connection + ?Sized>(conn: &mut C) -> Result<Option<(i64, i64)>> {
-    let query = Query::new("SELECT min(id), max(id) FROM task_state_store");
+    bounds(conn, Query::new(ID_BOUNDS))
+}
+
+/// The ends of the ids, one index lookup each. (`SELECT min(id), max(id)` is two lookups on
+/// PostgreSQL and MySQL, but SQLite answers both aggregates of one query by scanning a whole
+/// index: 6.8 s at 10,000,000 rows.)
+const ID_BOUNDS: &str =
+    "SELECT (SELECT min(id) FROM task_state_store), (SELECT max(id) FROM task_state_store)";
+/// The ends of the dag run ids, one lookup each in the unique index, which leads with them.
+const RUN_BOUNDS: &str = "SELECT (SELECT min(dag_run_id) FROM task_state_store), \
+     (SELECT max(dag_run_id) FROM task_state_store)";
+
+fn bounds<C: Connection + ?Sized>(conn: &mut C, query: Query<'_>) -> Result<Option<(i64, i64)>> {
     let bounds = first(conn, "cannot read the ids", &query, |f| Ok((f.opt_int()?, f.opt_int()?)))?;
     Ok(bounds.and_then(|(low, high)| low.zip(high)))
 }
@@ -108,10 +270,24 @@ impl Store {
         count(self.connection(), "cannot count expired rows", &query)
     }
 
-    /// The lowest and the highest id of the task table, `None` when it is empty or when
-    /// reading them would wait for a lock (see [`Connection::id_bounds_at_once`]).
-    pub(crate) fn id_bounds(&mut self) -> Result<Option<(i64, i64)>> {
-        self.connection().id_bounds_at_once()
+    /// Where a clean's walk starts: by dag run where the database asks for it (SQLite) and
+    /// the run deletes in batches, by id otherwise. An archived run walks by id: its last
+    /// batch ends at the last row archived, and only in id order is every row written after
+    /// the archive was read beyond that (a new row has a higher id, not a later dag run).
+    pub(crate) fn walk_start(&mut self, batched: bool, archived: bool) -> Cursor {
+        if batched && !archived && self.connection().walks_by_run() { Cursor::RUNS } else { Cursor::IDS }
+    }
+
+    /// The lowest and the highest value of the walk's leading column (ids, or dag run ids),
+    /// `None` when the table is empty or when reading them would wait for a lock (see
+    /// [`Connection::id_bounds_at_once`]).
+    pub(crate) fn walk_bounds(&mut self, start: Cursor) -> Result<Option<(i64, i64)>> {
+        match start {
+            Cursor::Id(_) => self.connection().id_bounds_at_once(),
+            // The unique index's ends; a dag run id that is not an integer (see
+            // `nth_expired`) fails to decode, and the progress lines do without.
+            Cursor::Run { .. } => bounds(self.connection(), Query::new(RUN_BOUNDS)),
+        }
     }
 
     /// Expired task rows per dag, for a dry run.
@@ -177,16 +353,31 @@ impl Store {
         self.connection().finish_clean()
     }
 
-    /// The id of the `n`-th expired row after `after_id`, where a batch of `n` rows ends.
-    pub(crate) fn nth_expired_id(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Option<i64>> {
-        nth_expired_id(self.connection(), cutoff, after_id, n)
+    /// Where the `n`-th expired row after `after` is, where a batch of `n` rows ends.
+    pub(crate) fn nth_expired(&mut self, cutoff: Timestamp, after: Cursor, n: u64) -> Result<Option<Cursor>> {
+        nth_expired(self.connection(), cutoff, after, n)
     }
 
-    /// One batch after `after_id`: the first `n` expired rows in primary-key order, or, where
-    /// finding that boundary costs much more than the delete, the expired rows among the next
-    /// `n` rows (fewer deletions, possibly none, but never more): see PostgreSQL's.
-    pub(crate) fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
-        self.connection().delete_expired_batch(cutoff, after_id, n)
+    /// One batch after `after`: the first `n` expired rows of the walk, or, where finding that
+    /// boundary costs much more than the delete, the expired rows among the next `n` rows
+    /// (fewer deletions, possibly none, but never more): see PostgreSQL's.
+    pub(crate) fn delete_expired_batch(
+        &mut self,
+        cutoff: Timestamp,
+        after: Cursor,
+        n: u64,
+    ) -> Result<Walked> {
+        match after {
+            Cursor::Id(after_id) => {
+                let batch = self.connection().delete_expired_batch(cutoff, after_id, n)?;
+                Ok(Walked { deleted: batch.deleted, last: batch.last_id.map(Cursor::Id) })
+            }
+            Cursor::Run { .. } => {
+                let conn = self.connection();
+                let last = nth_expired(conn, cutoff, after, n)?;
+                Ok(Walked { deleted: delete_walked(conn, cutoff, after, last)?, last })
+            }
+        }
     }
 
     /// Whether the batch that failed with `error` may have been committed all the same (see
@@ -196,36 +387,40 @@ impl Store {
         error.chain().any(|cause| conn.outcome_unknown(cause))
     }
 
-    /// Deletes the expired rows with `after < id <= up_to`, all after `after` when
-    /// `None`, in one transaction.
+    /// Deletes the expired rows after `after` up to `up_to` in its walk, all after `after`
+    /// when `None`, in one transaction.
     pub(crate) fn delete_expired_range(
         &mut self,
         cutoff: Timestamp,
-        after: i64,
-        up_to: Option<i64>,
+        after: Cursor,
+        up_to: Option<Cursor>,
     ) -> Result<u64> {
-        self.connection().delete_expired_range(cutoff, after, up_to)
+        match (after, up_to) {
+            (Cursor::Id(after), None) => self.connection().delete_expired_range(cutoff, after, None),
+            (Cursor::Id(after), Some(Cursor::Id(up_to))) => {
+                self.connection().delete_expired_range(cutoff, after, Some(up_to))
+            }
+            _ => delete_walked(self.connection(), cutoff, after, up_to),
+        }
     }
 
-    /// Up to `limit` expired task rows with `after_id < id <= up_to_id`, in id order, with
-    /// their ids: what [`Store::delete_expired_range`] with the same bounds would delete, read
-    /// page by page for `clean --archive`.
+    /// Up to `limit` expired task rows after `after` up to `up_to` in its walk, in its order,
+    /// with their places in it: what [`Store::delete_expired_range`] with the same bounds
+    /// would delete, read page by page for `clean --archive`.
     pub(crate) fn expired_rows(
         &mut self,
         cutoff: Timestamp,
-        after_id: i64,
-        up_to_id: Option<i64>,
+        after: Cursor,
+        up_to: Option<Cursor>,
         limit: u64,
-    ) -> Result<Vec<(i64, TaskEntry)>> {
-        let query = Query::new("SELECT ").push(TASK_COLUMNS).push(
-            ", id FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ? ORDER BY id LIMIT ?",
-        );
-        let query = query
-            .bind(after_id)
-            .bind(up_to_id.unwrap_or(i64::MAX))
-            .bind(cutoff)
-            .bind(Param::Limit(Some(limit)));
-        all(self.connection(), "cannot read expired rows", &query, task_entry_and_id)
+    ) -> Result<Vec<(Cursor, TaskEntry)>> {
+        let query = after.select_after(Query::new("SELECT ").push(TASK_COLUMNS).push(", "));
+        let query = after.up_to(query, up_to).and(after.expired(), cutoff).push(after.order());
+        let query = query.and(" LIMIT ?", Param::Limit(Some(limit)));
+        all(self.connection(), "cannot read expired rows", &query, |f| {
+            let entry = task_entry(f)?;
+            Ok((after.read(f)?, entry))
+        })
     }
 
     /// Deletes one asset row if its asset is still inactive (`clean --archive` deletes the

@@ -426,6 +426,14 @@ pub(crate) trait Connection {
     fn batch_rows_bound(&self) -> Option<u64> {
         None
     }
+    /// Whether a batched clean walks the task table by dag run rather than by id (see
+    /// [`super::clean::Cursor`]): on SQLite, whose one writer rewrites at each commit every
+    /// index page its batch touched, when the table's ids scatter the rows of its dag runs.
+    /// A server's batches do not pay that way, and their statements that skip rows a worker
+    /// holds are written for the walk by id.
+    fn walks_by_run(&mut self) -> bool {
+        false
+    }
     /// Deletes one batch of expired task rows after `after_id`; see
     /// [`super::clean::batch_by_nth_expired`], the portable way.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {

@@ -31,7 +31,7 @@ mod sqlite;
 mod stats;
 mod store;
 
-pub(crate) use clean::{AssetCount, Batch, DagCount};
+pub(crate) use clean::{AssetCount, Batch, Cursor, DagCount};
 pub(crate) use dialect::{OnConflict, QuietPace, WriteMark};
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use restore::{RestoreRow, Restored};

@@ -1,13 +1,13 @@
 //! The clean engine: Airflow's garbage collection, done so a cron job can trust it.
 //!
-//! Task rows with `expires_at < cutoff` are deleted in primary-key range batches of
-//! `state_cleanup_batch_size` rows, each batch its own short transaction whose DELETE re-checks
-//! the expiry, so a key a worker refreshes mid-run survives. A batch size of 0 is one
-//! transaction with no id list, so it works on any table size (Airflow's own selects every id
-//! and binds them all, which SQLite refuses past its variable limit). Then the rows of inactive
-//! assets are swept. A signal, `--max-rows` or `--max-duration` stops a run between batches;
-//! the [`Summary`] says what was done. The engine prints nothing: a [`Watch`] hears of each
-//! batch.
+//! Task rows with `expires_at < cutoff` are deleted in batches of `state_cleanup_batch_size`
+//! rows, ranges of a walk of the table by id or by dag run ([`Cursor`]), each batch its own
+//! short transaction whose DELETE re-checks the expiry, so a key a worker refreshes mid-run
+//! survives. A batch size of 0 is one transaction with no id list, so it works on any table
+//! size (Airflow's own selects every id and binds them all, which SQLite refuses past its
+//! variable limit). Then the rows of inactive assets are swept. A signal, `--max-rows` or
+//! `--max-duration` stops a run between batches; the [`Summary`] says what was done. The
+//! engine prints nothing: a [`Watch`] hears of each batch.
 
 use std::time::{Duration, Instant};
 
@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::archive::{Sink, archive_error};
 use crate::config::Sourced;
-use crate::db::{AssetCount, DagCount, QuietPace, Store, WriteMark};
+use crate::db::{AssetCount, Cursor, DagCount, QuietPace, Store, WriteMark};
 use crate::error::Result;
 use crate::model::{AssetEntry, Page, TaskEntry, TaskFilter};
 use crate::signals;
@@ -73,11 +73,11 @@ pub(crate) trait Watch {
     fn batch(&mut self, summary: &Summary, deleted: bool);
     /// A line about a batch, with `--verbose`.
     fn detail(&mut self, line: &str);
-    /// Whether it wants to hear how far the walk of the primary key has gone.
+    /// Whether it wants to hear how far the walk of the table has gone.
     fn wants_walk(&self) -> bool {
         false
     }
-    /// The share of the primary key walked so far (0 to 1).
+    /// The share of the walk's leading column (ids, or dag run ids) walked so far (0 to 1).
     fn walked(&mut self, _share: f64) {}
 }
 
@@ -456,12 +456,14 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// Walks the primary key in batches; between batches it stops for a signal or a limit.
+    /// Walks the table in batches (by id, or by dag run: see [`Cursor`]); between batches it
+    /// stops for a signal or a limit.
     fn delete_expired(&mut self) -> Result<()> {
         let cutoff = self.summary.cutoff;
-        let mut after_id = i64::MIN;
-        // The ends of the primary key, for how far the walk has gone: two index lookups.
-        let bounds = if self.watch.wants_walk() { self.store.id_bounds().ok().flatten() } else { None };
+        let mut after = self.store.walk_start(self.size > 0, self.archive.is_some());
+        // The ends of the walk's leading column, for how far it has gone: two index lookups.
+        let bounds =
+            if self.watch.wants_walk() { self.store.walk_bounds(after).ok().flatten() } else { None };
         loop {
             if let Some(stop) = self.should_stop() {
                 self.summary.stopped_by = Some(stop);
@@ -479,32 +481,30 @@ impl Run<'_> {
             let capped = batch.is_some_and(|n| n != self.size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
-            let (deleted, up_to_id, at_most) = match (self.archive.as_deref_mut(), batch) {
-                (None, None) => (self.store.delete_expired_range(cutoff, after_id, None), None, None),
+            let (deleted, up_to, at_most) = match (self.archive.as_deref_mut(), batch) {
+                (None, None) => (self.store.delete_expired_range(cutoff, after, None), None, None),
                 // A batch capped by `--max-rows` is exactly the next `n` expired rows, on every
                 // dialect, so that the run ends at the limit instead of creeping up to it.
                 (None, Some(n)) if capped => {
-                    let up_to_id = self.store.nth_expired_id(cutoff, after_id, n)?;
-                    (self.store.delete_expired_range(cutoff, after_id, up_to_id), up_to_id, Some(n))
+                    let up_to = self.store.nth_expired(cutoff, after, n)?;
+                    (self.store.delete_expired_range(cutoff, after, up_to), up_to, Some(n))
                 }
-                (None, Some(n)) => match self.store.delete_expired_batch(cutoff, after_id, n) {
-                    Ok(done) => (Ok(done.deleted), done.last_id, Some(n)),
+                (None, Some(n)) => match self.store.delete_expired_batch(cutoff, after, n) {
+                    Ok(done) => (Ok(done.deleted), done.last, Some(n)),
                     Err(e) => (Err(e), None, Some(n)),
                 },
                 (Some(sink), batch) => {
-                    let up_to_id = match batch {
+                    let up_to = match batch {
                         None => None,
-                        Some(n) => self.store.nth_expired_id(cutoff, after_id, n)?,
+                        Some(n) => self.store.nth_expired(cutoff, after, n)?,
                     };
                     // The open-ended last batch is bounded by the last row archived, so a row
                     // that expires after the archive was read is never deleted unarchived.
-                    let deleted = match archive_expired(self.store, sink, cutoff, after_id, up_to_id)? {
-                        Some(last_id) => {
-                            self.store.delete_expired_range(cutoff, after_id, up_to_id.or(Some(last_id)))
-                        }
+                    let deleted = match archive_expired(self.store, sink, cutoff, after, up_to)? {
+                        Some(last) => self.store.delete_expired_range(cutoff, after, up_to.or(Some(last))),
                         None => Ok(0),
                     };
-                    (deleted, up_to_id, up_to_id.and(batch))
+                    (deleted, up_to, up_to.and(batch))
                 }
             };
             // Only a batch whose commit went unanswered may be gone all the same; a lock wait
@@ -520,7 +520,7 @@ impl Run<'_> {
                 self.summary.task_rows_deleted += deleted;
             }
             if self.options.verbose {
-                let (ids, ms) = (id_range(after_id, up_to_id), millis(batch_started));
+                let (ids, ms) = (walked_range(after, up_to), millis(batch_started));
                 self.watch.detail(&if deleted > 0 {
                     format!(
                         "clean: batch {}: deleted {deleted} expired task row(s), {ids}, {ms} ms",
@@ -536,7 +536,7 @@ impl Run<'_> {
             // the same point.
             if let Some((first, last)) = bounds {
                 #[allow(clippy::cast_precision_loss)]
-                let share = up_to_id.map_or(1.0, |id| (id - first + 1) as f64 / (last - first + 1) as f64);
+                let share = up_to.map_or(1.0, |to| to.walked(first) as f64 / (last - first + 1) as f64);
                 self.watch.walked(share);
             }
             self.batch_done(deleted > 0);
@@ -545,10 +545,10 @@ impl Run<'_> {
                 self.summary.batch_size = Some(n);
             }
             self.pace(batch, deleted > 0, took);
-            let Some(id) = up_to_id else { return Ok(()) };
-            after_id = id;
+            let Some(to) = up_to else { return Ok(()) };
+            after = to;
             if self.options.max_rows.is_some_and(|max| self.summary.task_rows_deleted >= max)
-                && self.store.nth_expired_id(cutoff, after_id, 1)?.is_none()
+                && self.store.nth_expired(cutoff, after, 1)?.is_none()
             {
                 // The limit was reached exactly by the last expired row: the run is complete.
                 return Ok(());
@@ -706,14 +706,19 @@ fn archived(sink: &Sink) -> (String, u64) {
     (sink.path().map(|p| p.display().to_string()).unwrap_or_default(), sink.task_rows + sink.asset_rows)
 }
 
-/// The primary-key range a batch covered, `after_id < id <= up_to_id`, for `--verbose`.
-fn id_range(after_id: i64, up_to_id: Option<i64>) -> String {
-    match (after_id, up_to_id) {
-        (i64::MIN, None) => "every id".to_string(),
-        (i64::MIN, Some(last)) => format!("ids up to {last}"),
-        (after, None) => format!("ids from {}", after.saturating_add(1)),
-        (after, Some(last)) if last == after.saturating_add(1) => format!("id {last}"),
-        (after, Some(last)) => format!("ids {} to {last}", after.saturating_add(1)),
+/// The range of the walk a batch covered, after `after` up to `up_to`, for `--verbose`: ids,
+/// or dag runs and the ids within them.
+fn walked_range(after: Cursor, up_to: Option<Cursor>) -> String {
+    match (after, up_to) {
+        (Cursor::Id(i64::MIN), None) => "every id".to_string(),
+        (Cursor::Id(i64::MIN), Some(last)) => format!("ids up to {}", last.position()),
+        (Cursor::Id(after), None) => format!("ids from {}", after.saturating_add(1)),
+        (Cursor::Id(after), Some(last)) if last.position() == after.saturating_add(1) => format!("{last}"),
+        (Cursor::Id(after), Some(last)) => format!("ids {} to {}", after.saturating_add(1), last.position()),
+        (after, None) if after.at_start() => "every dag run".to_string(),
+        (after, Some(last)) if after.at_start() => format!("dag runs up to {last}"),
+        (after, None) => format!("dag runs after {after}"),
+        (after, Some(last)) => format!("dag runs after {after} up to {last}"),
     }
 }
 
@@ -726,26 +731,27 @@ fn millis(started: Instant) -> String {
 /// of this many rows, so memory stays bounded.
 const ARCHIVE_PAGE: u64 = 1000;
 
-/// Appends the rows the batch `after_id < id <= up_to_id` will delete to the archive, page by
-/// page with the same bounds as its DELETE, and syncs the file. Returns the last id archived.
+/// Appends the rows the batch after `after` up to `up_to` will delete to the archive, page by
+/// page with the same bounds as its DELETE, and syncs the file. Returns where the last row
+/// archived is.
 fn archive_expired(
     store: &mut Store,
     sink: &mut Sink,
     cutoff: Timestamp,
-    after_id: i64,
-    up_to_id: Option<i64>,
-) -> Result<Option<i64>> {
+    after: Cursor,
+    up_to: Option<Cursor>,
+) -> Result<Option<Cursor>> {
     let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
-    let mut from = after_id;
+    let mut from = after;
     let mut last = None;
     loop {
-        let rows = store.expired_rows(cutoff, from, up_to_id, ARCHIVE_PAGE)?;
-        for (id, entry) in &rows {
+        let rows = store.expired_rows(cutoff, from, up_to, ARCHIVE_PAGE)?;
+        for (at, entry) in &rows {
             sink.task(entry).map_err(|e| archive_error(&path, e))?;
-            last = Some(*id);
+            last = Some(*at);
         }
         match last {
-            Some(id) if rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX) => from = id,
+            Some(at) if rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX) => from = at,
             _ => break,
         }
     }

@@ -317,6 +317,11 @@ impl Connection for SqliteConnection {
         self.batch_bound
     }
 
+    fn walks_by_run(&mut self) -> bool {
+        // Only a faster walk hangs on it: if the sample cannot be read, the ids do.
+        clean::dag_runs_scattered(&self.conn).unwrap_or(false)
+    }
+
     /// A batch holds the database's one write lock, so a writer that comes meanwhile waits,
     /// unseen (its write is not committed), in SQLite's busy handler, which sleeps between
     /// tries about a third to a fifth of the time it has waited so far, at most 100 ms. A
