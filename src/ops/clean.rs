@@ -936,6 +936,29 @@ mod tests {
 
     const HOUR: i64 = 3_600_000_000;
 
+    /// `-v`'s range of a batch: ids as before, and in a walk by dag run the dag runs with the
+    /// id within each end; the share walked counts the dag run a cursor is in as not walked.
+    #[test]
+    fn a_batch_says_what_range_of_the_walk_it_covered() {
+        let run = |dag_run, id| Cursor::Run { dag_run, id };
+        assert_eq!(walked_range(Cursor::IDS, None), "every id");
+        assert_eq!(walked_range(Cursor::IDS, Some(Cursor::Id(7))), "ids up to 7");
+        assert_eq!(walked_range(Cursor::Id(7), Some(Cursor::Id(8))), "id 8");
+        assert_eq!(walked_range(Cursor::Id(7), Some(Cursor::Id(20))), "ids 8 to 20");
+        assert_eq!(walked_range(Cursor::Id(7), None), "ids from 8");
+        assert_eq!(walked_range(Cursor::RUNS, None), "every dag run");
+        assert_eq!(walked_range(Cursor::RUNS, Some(run(3, 90))), "dag runs up to dag run 3 id 90");
+        assert_eq!(
+            walked_range(run(3, 90), Some(run(5, 12))),
+            "dag runs after dag run 3 id 90 up to dag run 5 id 12"
+        );
+        assert_eq!(walked_range(run(3, 90), None), "dag runs after dag run 3 id 90");
+        assert_eq!(Cursor::Id(10).walked(1), 10);
+        assert_eq!(run(10, 500).walked(1), 9);
+        assert_eq!(run(1, 500).walked(1), 0, "one dag run, partly walked: none yet");
+        assert_eq!(Cursor::Id(i64::MAX).walked(i64::MIN), i64::MAX, "saturates");
+    }
+
     /// `expired` rows that expired an hour ago and `live` ones that expire in an hour, in that
     /// order of ids, in one dag run; and an active asset with one key and an inactive one with
     /// `orphans` keys.
