@@ -717,8 +717,9 @@ class Bench:
                           f"batch {batch_label(b)}: peak RSS MB" for b in self.args.memory_batch_sizes) + " |",
                       "|---|---:|---:|" + "---:|" * len(self.args.memory_batch_sizes)]
             for _, dialect, rows, expired, found in sorted(self.memory, key=lambda m: (m[1], m[2])):
-                cells = [f"{found[b].rss_kb / 1024:.1f}" if b in found and found[b].ok else "failed"
-                         for b in self.args.memory_batch_sizes]
+                # The main table's size reuses its runs: a batch size it did not run has none.
+                cells = [("failed" if not found[b].ok else f"{found[b].rss_kb / 1024:.1f}") if b in found
+                         else "not run" for b in self.args.memory_batch_sizes]
                 name = {"sqlite": "SQLite", "postgres": "PostgreSQL", "mysql": "MariaDB"}[dialect]
                 lines.append(f"| {name} | {rows:,} | {expired:,} | " + " | ".join(cells) + " |")
         purged = [r for r in self.runs if r.ok and "purged_s" in r.extra]
