@@ -110,7 +110,7 @@ impl Progress {
         self.last = now;
         #[allow(clippy::cast_precision_loss)]
         let rate = if elapsed > 0.0 { done as f64 / elapsed } else { 0.0 };
-        // How far: the walk.s position in the table, which each batch moves forward; the
+        // How far: the walk's position in the table, which each batch moves forward; the
         // time a run takes follows it. (A count of the expired rows left would say it in rows,
         // but on PostgreSQL it visits every row the run has deleted: as long as the DELETEs.)
         let (walked, eta) = match point {

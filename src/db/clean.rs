@@ -81,27 +81,33 @@ impl Cursor {
         }
     }
 
-    /// ` <columns> FROM task_state_store WHERE <after this>`, the cursor's columns first.
-    fn select_after<'a>(self, query: Query<'a>) -> Query<'a> {
+    /// The columns that place a row in this walk, as [`Cursor::read`] reads them.
+    fn columns(self) -> &'static str {
         match self {
-            Cursor::Id(id) => query.push("id FROM task_state_store WHERE id > ?").bind(id),
-            Cursor::Run { dag_run, id } => query
-                .push("dag_run_id, id FROM task_state_store WHERE (dag_run_id, id) > (?, ?)")
-                .bind(dag_run)
-                .bind(id),
+            Cursor::Id(_) => "id",
+            Cursor::Run { .. } => "dag_run_id, id",
         }
     }
 
-    /// ` AND <at or before this>`, or the same bound at the end of the walk when `None`.
-    fn up_to<'a>(self, query: Query<'a>, up_to: Option<Cursor>) -> Query<'a> {
-        match (self, up_to) {
-            (Cursor::Id(_), Some(Cursor::Id(id))) => query.and(" AND id <= ?", id),
-            (Cursor::Run { .. }, Some(Cursor::Run { dag_run, id })) => {
+    /// ` WHERE <after this>`.
+    fn after<'a>(self, query: Query<'a>) -> Query<'a> {
+        match self {
+            Cursor::Id(id) => query.and(" WHERE id > ?", id),
+            Cursor::Run { dag_run, id } => {
+                query.push(" WHERE (dag_run_id, id) > (?, ?)").bind(dag_run).bind(id)
+            }
+        }
+    }
+
+    /// ` AND <at or before up_to>`, each bound in its own walk's terms; nothing at the end of
+    /// the walk (`None`).
+    fn up_to(query: Query<'_>, up_to: Option<Cursor>) -> Query<'_> {
+        match up_to {
+            None => query,
+            Some(Cursor::Id(id)) => query.and(" AND id <= ?", id),
+            Some(Cursor::Run { dag_run, id }) => {
                 query.push(" AND (dag_run_id, id) <= (?, ?)").bind(dag_run).bind(id)
             }
-            // A bound of the other walk is no bound of this one: none is ever made (the walk
-            // is chosen once per run), and an end at the last row is what it would say.
-            _ => query,
         }
     }
 
@@ -183,7 +189,8 @@ pub(super) fn nth_expired<C: Connection + ?Sized>(
     after: Cursor,
     n: u64,
 ) -> Result<Option<Cursor>> {
-    let query = after.select_after(Query::new("SELECT ")).and(after.expired(), cutoff);
+    let select = Query::new("SELECT ").push(after.columns()).push(" FROM task_state_store");
+    let query = after.after(select).and(after.expired(), cutoff);
     let query = match after {
         Cursor::Id(_) => query,
         Cursor::Run { .. } => query.push(" AND typeof(dag_run_id) = 'integer'"),
@@ -233,13 +240,8 @@ fn delete_walked<C: Connection + ?Sized>(
     after: Cursor,
     up_to: Option<Cursor>,
 ) -> Result<u64> {
-    let query = match after {
-        Cursor::Id(id) => Query::new("DELETE FROM task_state_store WHERE id > ?").bind(id),
-        Cursor::Run { dag_run, id } => {
-            Query::new("DELETE FROM task_state_store WHERE (dag_run_id, id) > (?, ?)").bind(dag_run).bind(id)
-        }
-    };
-    let query = after.up_to(query, up_to).and(after.expired(), cutoff);
+    let query = after.after(Query::new("DELETE FROM task_state_store"));
+    let query = Cursor::up_to(query, up_to).and(after.expired(), cutoff);
     conn.run("cannot delete expired rows", &query)
 }
 
@@ -252,7 +254,7 @@ pub(super) fn id_bounds<C: Connection + ?Sized>(conn: &mut C) -> Result<Option<(
 /// The ends of the ids, one index lookup each. (`SELECT min(id), max(id)` is two lookups on
 /// PostgreSQL and MySQL, but SQLite answers both aggregates of one query by scanning a whole
 /// index: 6.8 s at 10,000,000 rows.)
-const ID_BOUNDS: &str =
+pub(super) const ID_BOUNDS: &str =
     "SELECT (SELECT min(id) FROM task_state_store), (SELECT max(id) FROM task_state_store)";
 /// The ends of the dag run ids, one lookup each in the unique index, which leads with them.
 const RUN_BOUNDS: &str = "SELECT (SELECT min(dag_run_id) FROM task_state_store), \
@@ -414,8 +416,9 @@ impl Store {
         up_to: Option<Cursor>,
         limit: u64,
     ) -> Result<Vec<(Cursor, TaskEntry)>> {
-        let query = after.select_after(Query::new("SELECT ").push(TASK_COLUMNS).push(", "));
-        let query = after.up_to(query, up_to).and(after.expired(), cutoff).push(after.order());
+        let select = Query::new("SELECT ").push(TASK_COLUMNS).push(", ").push(after.columns());
+        let query = after.after(select.push(" FROM task_state_store"));
+        let query = Cursor::up_to(query, up_to).and(after.expired(), cutoff).push(after.order());
         let query = query.and(" LIMIT ?", Param::Limit(Some(limit)));
         all(self.connection(), "cannot read expired rows", &query, |f| {
             let entry = task_entry(f)?;

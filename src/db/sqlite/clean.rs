@@ -251,14 +251,18 @@ const SCATTERED: i64 = 16;
 /// against 1.7 times (docs/performance.md).
 pub(super) fn dag_runs_scattered(conn: &rusqlite::Connection) -> rusqlite::Result<bool> {
     use rusqlite::OptionalExtension;
-    let sampled = "SELECT dag_run_id FROM task_state_store WHERE id >= \
-         (SELECT min(id) FROM task_state_store) + ((SELECT max(id) FROM task_state_store) - \
-         (SELECT min(id) FROM task_state_store)) / ?1 * ?2 ORDER BY id LIMIT 1";
+    let bounds = crate::db::clean::ID_BOUNDS;
+    let ends: (Option<i64>, Option<i64>) = conn.query_row(bounds, [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let (Some(low), Some(high)) = ends else { return Ok(false) };
     let mut scattered = 0;
-    // The lowest id, the middle, the highest (`/ 1 * 1`); a table of one row has one dag run.
-    for (share, of) in [(0, 1), (1, 2), (1, 1)] {
-        let dag_run: Option<rusqlite::types::Value> =
-            conn.query_row(sampled, [of, share], |r| r.get(0)).optional()?;
+    for at in [low, low.midpoint(high), high] {
+        let dag_run: Option<rusqlite::types::Value> = conn
+            .query_row(
+                "SELECT dag_run_id FROM task_state_store WHERE id >= ?1 ORDER BY id LIMIT 1",
+                [at],
+                |r| r.get(0),
+            )
+            .optional()?;
         let Some(dag_run) = dag_run else { return Ok(false) };
         let (rows, span): (i64, i64) = conn.query_row(
             "SELECT count(*), max(id) - min(id) + 1 FROM task_state_store WHERE dag_run_id = ?1",
