@@ -23,9 +23,10 @@ use crate::time::Timestamp;
 
 /// An archive's lines, as [`AppendLines`] checks a file before it appends to it: each a line
 /// [`parse_line`] reads, starting as `export` writes them.
-const ARCHIVE_LINES: LineKind = LineKind {
+pub(crate) const ARCHIVE_LINES: LineKind = LineKind {
     whole: |line| std::str::from_utf8(line).is_ok_and(|text| parse_line(text).is_ok()),
     start: br#"{"kind": ""#,
+    name: "archive lines",
 };
 
 /// One task row of an export.
@@ -334,7 +335,7 @@ impl Sink {
     /// `export --file`: a new file that replaces `path` only once it is complete
     /// ([`Sink::finish`]); until then the old file stays as it was.
     pub(crate) fn file(path: &Path) -> crate::error::Result<Sink> {
-        let output = Output::create("--file", "", path, fs::default_mode())?;
+        let output = Output::create("--file", "", path, fs::default_mode(), Some(&ARCHIVE_LINES))?;
         Ok(Sink::new(Target::File(Some(output)), Some(path)))
     }
 

@@ -2,7 +2,9 @@
 //! command gets them for free (node_exporter's textfile convention and pt-archiver's whole
 //! archive lines are the models):
 //!
-//! - **Decided on what was opened** ([`Place`]). The directory of a path is opened once, the
+//! - **Decided on what was opened** ([`Place`]). The directory of a path is walked to one
+//!   component at a time ([`walk`]: a symlink another user could have planted on the way is
+//!   never followed) and opened once, the
 //!   name is opened once relative to it (`O_NOFOLLOW | O_NONBLOCK`, or `O_PATH` to look
 //!   without opening a FIFO or a device), and every decision (type, owner, link count,
 //!   identity, a clean's lock) is taken from `fstat` of that descriptor, never from a `stat`
@@ -179,23 +181,13 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// Opens the directory of `path` (following the symlinks the user wrote into the
-    /// directory part: those are the user's own spelling).
+    /// Opens the directory of `path`, one component at a time ([`walk`]).
     pub(crate) fn open(path: &Path) -> io::Result<Place> {
-        use rustix::fs::{Mode, OFlags};
         let name = match path.file_name() {
             Some(name) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => name.to_os_string(),
             _ => return Err(io::Error::from(io::ErrorKind::IsADirectory)),
         };
-        let dir_path = parent(path).unwrap_or(Path::new("."));
-        let flags = OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let (dir, syncable) = match rustix::fs::open(dir_path, flags | OFlags::RDONLY, Mode::empty()) {
-            Ok(dir) => (dir, true),
-            Err(rustix::io::Errno::ACCESS) => {
-                (rustix::fs::open(dir_path, flags | OFlags::PATH, Mode::empty())?, false)
-            }
-            Err(e) => return Err(e.into()),
-        };
+        let (dir, syncable) = walk(parent(path).unwrap_or(Path::new(".")))?;
         Ok(Place { dir, syncable, name, shown: path.to_path_buf() })
     }
 
@@ -282,6 +274,100 @@ impl Place {
     }
 }
 
+/// Whether a user other than root and this process's user can create names in a directory:
+/// it is theirs (they can change its mode), or it is writable by others, or by a group other
+/// than root's.
+fn others_can_write(stat: &rustix::fs::Stat) -> bool {
+    !is_ours(stat) || stat.st_mode & 0o002 != 0 || (stat.st_mode & 0o020 != 0 && stat.st_gid != 0)
+}
+
+/// A symlink on the way to an output that another user may have planted: the path is
+/// refused, as OpenSSH's `StrictModes` refuses a key file on such a path.
+#[derive(Debug)]
+struct UntrustedLink(String);
+
+impl std::fmt::Display for UntrustedLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UntrustedLink {}
+
+/// Why a path is refused, when an open failed on an [`UntrustedLink`].
+fn untrusted(e: &io::Error) -> Option<String> {
+    e.get_ref()?.downcast_ref::<UntrustedLink>().map(|link| link.0.clone())
+}
+
+/// Opens a directory by walking its path one component at a time, each opened from its
+/// parent's descriptor with `O_PATH | O_NOFOLLOW` and judged by `fstat`, as systemd's
+/// `chase()` walks paths: a symlink on the way is followed (its target read from its own
+/// descriptor) only when root or this process's user owns it, or it stands in a directory no
+/// other user can write; a symlink another user could have made is refused
+/// ([`UntrustedLink`]), so that a directory of theirs on the way cannot lead a root run into a
+/// directory of root's. The directory is then opened readable (to fsync it), or as a path
+/// when it is only searchable; the bool says which.
+fn walk(path: &Path) -> io::Result<(std::os::fd::OwnedFd, bool)> {
+    use rustix::fs::{CWD, FileType, Mode, OFlags};
+    use std::path::Component;
+    let look = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let start =
+        |absolute: bool| rustix::fs::openat(CWD, if absolute { "/" } else { "." }, look, Mode::empty());
+    // The components still to walk, the next one last.
+    let mut todo: Vec<OsString> = Vec::new();
+    let push = |todo: &mut Vec<OsString>, path: &Path| {
+        for component in path.components().rev() {
+            match component {
+                Component::Normal(name) => todo.push(name.to_os_string()),
+                Component::ParentDir => todo.push(OsString::from("..")),
+                Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+            }
+        }
+    };
+    let mut at = start(path.is_absolute())?;
+    let mut at_stat = rustix::fs::fstat(&at)?;
+    let mut walked = PathBuf::from(if path.is_absolute() { "/" } else { "." });
+    push(&mut todo, path);
+    let mut links = 0;
+    while let Some(name) = todo.pop() {
+        let next = rustix::fs::openat(&at, name.as_os_str(), look, Mode::empty())?;
+        let stat = rustix::fs::fstat(&next)?;
+        walked.push(&name);
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => (at, at_stat) = (next, stat),
+            FileType::Symlink => {
+                if !is_ours(&stat) && others_can_write(&at_stat) {
+                    return Err(io::Error::other(UntrustedLink(format!(
+                        "{} on the way is a symbolic link that uid {} owns, in a directory other users can \
+                         write; refusing to follow it",
+                        walked.display(),
+                        stat.st_uid
+                    ))));
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(io::Error::other("too many levels of symbolic links"));
+                }
+                let target = rustix::fs::readlinkat(&next, "", Vec::new())?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                walked.pop();
+                if target.is_absolute() {
+                    walked = PathBuf::from("/");
+                    at = start(true)?;
+                    at_stat = rustix::fs::fstat(&at)?;
+                }
+                push(&mut todo, &target);
+            }
+            _ => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+        }
+    }
+    match rustix::fs::openat(&at, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
+        Ok(dir) => Ok((dir, true)),
+        Err(rustix::io::Errno::ACCESS) => Ok((at, false)),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// A name's file as [`Place::entry`] found it: the descriptor and its `fstat`.
 struct Entry {
     fd: std::os::fd::OwnedFd,
@@ -300,9 +386,10 @@ const MAX_LINKS: usize = 40;
 /// What an output's name leads to, decided from `fstat` of descriptors only (see
 /// [`Place::entry`]).
 enum Found {
-    /// Replaced by a rename: nothing at the name, a regular file (with its identity and
-    /// mode), or a symlink that does not lead to a stream (another user's, or one to a file).
-    Replace(Option<(Id, u32)>),
+    /// Replaced by a rename: nothing at the name, a regular file (with its identity and the
+    /// mode the replacement keeps, [`kept_mode`]), or a symlink that does not lead to a
+    /// stream (another user's, or one to a file).
+    Replace(Option<(Id, Option<u32>)>),
     /// Written through: where the stream is, and its identity (`None` in `/proc`, where the
     /// kernel leads to a descriptor of this process).
     Stream(Place, Option<Id>),
@@ -323,7 +410,7 @@ fn find(place: &Place) -> io::Result<Found> {
         let stat = &entry.stat;
         return Ok(match entry.kind() {
             FileType::RegularFile if behind_link => Found::Replace(None),
-            FileType::RegularFile => Found::Replace(Some((id_of(stat), stat.st_mode & 0o7777))),
+            FileType::RegularFile => Found::Replace(Some((id_of(stat), kept_mode(stat)))),
             FileType::Directory => Found::Refused("is a directory, not a file".to_string()),
             FileType::Symlink if at.in_proc() => Found::Stream(at, None),
             FileType::Symlink if !is_ours(stat) => Found::Replace(None),
@@ -447,16 +534,31 @@ pub(crate) fn remove_temporaries() {
     }
 }
 
-/// The mode `File::create` would give a new file: 0666 less this process's umask, which
-/// Linux shows in `/proc/self/status` (reading it with `umask(2)` would change it).
-pub(crate) fn default_mode() -> u32 {
+/// This process's umask, which Linux shows in `/proc/self/status` (reading it with
+/// `umask(2)` would change it); 022 when it cannot be read.
+fn umask() -> u32 {
     fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {
             let line = status.lines().find_map(|l| l.strip_prefix("Umask:"))?;
             u32::from_str_radix(line.trim(), 8).ok()
         })
-        .map_or(0o644, |umask| 0o666 & !umask)
+        .unwrap_or(0o022)
+}
+
+/// The mode `File::create` would give a new file: 0666 less this process's umask.
+pub(crate) fn default_mode() -> u32 {
+    0o666 & !umask()
+}
+
+/// The permission bits a replacement keeps from the file it replaces, or `None` when it is
+/// made as a new file is. A mode is taken only from a file root or the run's user owns:
+/// another user who plants a file (in a directory of theirs, or a sticky one) must not choose
+/// the mode of root's file (a setuid one they then write into, or one they may rewrite). Even
+/// then the setuid, setgid and sticky bits are dropped, and so is write for group and others
+/// where the umask takes it away.
+fn kept_mode(stat: &rustix::fs::Stat) -> Option<u32> {
+    is_ours(stat).then(|| stat.st_mode & 0o777 & !(umask() & 0o022))
 }
 
 /// A file being written in full: replaced atomically at [`Output::commit`], or a stream
@@ -497,17 +599,32 @@ fn refused(what: &str, path: &Path, why: &str) -> anyhow::Error {
 
 impl Output {
     /// Opens `path` for writing in full. `what` names the flag and `label` the file in
-    /// messages (see [`target`]); `mode` is the new file's mode when none exists (a file
-    /// replaced keeps its own). The directory is opened once, and what the name is (nothing,
+    /// messages (see [`target`]); `mode` is the new file's mode when none exists, or when
+    /// the file replaced is another user's ([`kept_mode`]); a file whose first line is of the
+    /// kind `spare` is never replaced. The directory is opened once, and what the name is (nothing,
     /// a regular file, a symlink, a stream) is decided from `fstat` of a descriptor of it
     /// ([`Place`]): a symlink at `path` is replaced, not followed, unless it is root's or this
     /// user's and leads to a stream (`/dev/stdout`), so a planted one cannot redirect the
     /// write; a stream is written through only when root or this user owns it.
-    pub(crate) fn create(what: &str, label: &str, path: &Path, mode: u32) -> Result<Output> {
-        Output::open(what, label, path, mode, Accepts::FileOrStream)
+    pub(crate) fn create(
+        what: &str,
+        label: &str,
+        path: &Path,
+        mode: u32,
+        spare: Option<&LineKind>,
+    ) -> Result<Output> {
+        Output::open(what, label, path, (mode, spare), Accepts::FileOrStream)
     }
 
-    fn open(what: &str, label: &str, path: &Path, mode: u32, accepts: Accepts) -> Result<Output> {
+    /// `mode` is the new file's mode, and a file whose first line is of the kind it names is
+    /// never replaced ([`held_unless_appended`]).
+    fn open(
+        what: &str,
+        label: &str,
+        path: &Path,
+        (mode, spare): (u32, Option<&LineKind>),
+        accepts: Accepts,
+    ) -> Result<Output> {
         refuse_database(what, path)?;
         let failed = |e: io::Error| Error::output_file(target(label, path), e);
         let place = place_of(what, path).map_err(|e| e.unwrap_or_else(|e| failed(e).into()))?;
@@ -535,13 +652,13 @@ impl Output {
             Found::Replace(existing) => {
                 let held = match existing {
                     Some((id, _)) => {
-                        held_unless_appended(&place, id).map_err(|why| refused(what, path, &why))?
+                        held_unless_appended(&place, id, spare).map_err(|why| refused(what, path, &why))?
                     }
                     None => None,
                 };
                 let name = place.name.to_string_lossy().into_owned();
                 let (file, temporary) = Temporary::create_in(&place, &name).map_err(failed)?;
-                let permissions = existing.map_or(mode, |(_, permissions)| permissions);
+                let permissions = existing.and_then(|(_, kept)| kept).unwrap_or(mode);
                 Ok(Output {
                     out: BufWriter::new(file),
                     mode: OutputMode::Replace { temporary, place, permissions, _held: held },
@@ -585,14 +702,22 @@ fn place_of(
         Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
             Err(Ok(refused(what, path, "is a directory, not a file")))
         }
-        Err(e) => Err(Err(e)),
+        Err(e) => match untrusted(&e) {
+            Some(why) => Err(Ok(refused(what, path, &why))),
+            None => Err(Err(e)),
+        },
     }
 }
 
 /// Refuses (exit 2) an output path that could not be written as `accepts` says, before
 /// anything is opened for writing: for a check before the database is opened. The write
 /// itself decides again, on what it opens.
-pub(crate) fn check_output(what: &str, path: &Path, accepts: Accepts) -> Result<()> {
+pub(crate) fn check_output(
+    what: &str,
+    path: &Path,
+    accepts: Accepts,
+    spare: Option<&LineKind>,
+) -> Result<()> {
     let place = match place_of(what, path) {
         Ok(place) => place,
         Err(Ok(refusal)) => return Err(refusal),
@@ -608,7 +733,7 @@ pub(crate) fn check_output(what: &str, path: &Path, accepts: Accepts) -> Result<
             Err(refused(what, path, "is not a regular file (a device, FIFO or socket)"))
         }
         Ok(Found::Replace(Some((id, _)))) => {
-            held_unless_appended(&place, id).map(drop).map_err(|why| refused(what, path, &why))
+            held_unless_appended(&place, id, spare).map(drop).map_err(|why| refused(what, path, &why))
         }
         _ => Ok(()),
     }
@@ -627,7 +752,7 @@ pub(crate) fn check_append(label: &str, path: &Path) -> Result<()> {
         Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
             return Err(refuse("is a directory, not a file"));
         }
-        Err(_) => return Ok(()),
+        Err(e) => return untrusted(&e).map_or(Ok(()), |why| Err(refuse(&why))),
     };
     match place.entry() {
         Ok(Some(entry)) if entry.kind() == rustix::fs::FileType::Symlink => Err(refuse(SYMLINK_REFUSAL)),
@@ -658,20 +783,41 @@ pub(crate) fn refuse_same(one: (&str, &Path), other: (&str, &Path)) -> Result<()
 /// that clean's exclusive lock: replacing it would send the clean's rows to a file no name
 /// leads to). `None` when the name no longer names that file or it cannot be read: the
 /// rename then replaces whatever is there.
-fn held_unless_appended(place: &Place, id: Id) -> std::result::Result<Option<File>, String> {
+///
+/// A file whose first line is of the kind `spare` (an archive, which may hold the only copy of
+/// rows a clean deleted) is refused too, whoever holds it.
+fn held_unless_appended(
+    place: &Place,
+    id: Id,
+    spare: Option<&LineKind>,
+) -> std::result::Result<Option<File>, String> {
     let Ok(file) = place.open_file(rustix::fs::OFlags::RDONLY, 0) else { return Ok(None) };
-    if !rustix::fs::fstat(&file).is_ok_and(|stat| id_of(&stat) == id) {
+    let Ok(stat) = rustix::fs::fstat(&file) else { return Ok(None) };
+    if id_of(&stat) != id {
         return Ok(None);
     }
-    match file.try_lock_shared() {
-        Ok(()) => Ok(Some(file)),
-        Err(std::fs::TryLockError::WouldBlock) => Err(
-            "is the archive a clean is writing (it holds its lock); refusing to replace it, which would send \
-             that clean's rows to a file no name leads to"
-                .to_string(),
-        ),
-        Err(std::fs::TryLockError::Error(_)) => Ok(None),
+    let locked = match file.try_lock_shared() {
+        Ok(()) => true,
+        Err(std::fs::TryLockError::WouldBlock) => {
+            return Err(
+                "is the archive a clean is writing (it holds its lock); refusing to replace it, which \
+                 would send that clean's rows to a file no name leads to"
+                    .to_string(),
+            );
+        }
+        Err(std::fs::TryLockError::Error(_)) => false,
+    };
+    let len = u64::try_from(stat.st_size).unwrap_or(0);
+    if let Some(kind) = spare
+        && first_line_is(&file, len, kind)
+    {
+        return Err(format!(
+            "holds {} (its first line is one); refusing to replace it, which would lose the rows it holds: \
+             remove it first, or name another file",
+            kind.name
+        ));
     }
+    Ok(locked.then_some(file))
 }
 
 /// How long an output that is a FIFO waits for a process to open it for reading.
@@ -735,8 +881,14 @@ impl Write for Output {
 
 /// Replaces `path` with `bytes`, atomically (see [`Output`]); `path` must be a regular file
 /// or nothing ([`Accepts::File`]).
-pub(crate) fn replace(what: &str, label: &str, path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let mut output = Output::open(what, label, path, mode, Accepts::File)?;
+pub(crate) fn replace(
+    what: &str,
+    label: &str,
+    path: &Path,
+    bytes: &[u8],
+    (mode, spare): (u32, Option<&LineKind>),
+) -> Result<()> {
+    let mut output = Output::open(what, label, path, (mode, spare), Accepts::File)?;
     let written = output.write_all(bytes).and_then(|()| output.commit());
     Ok(written.map_err(|e| Error::output_file(target(label, path), e))?)
 }
@@ -765,6 +917,28 @@ pub(crate) struct LineKind {
     /// How every line starts: a partial last line is cut only when it starts so (or is a
     /// shorter piece of that start).
     pub start: &'static [u8],
+    /// What a file of such lines is, in messages ("archive lines").
+    pub name: &'static str,
+}
+
+/// Whether the first line of `file` (`len` bytes long) is a whole line of `kind`; one that
+/// does not start as the kind's lines do is not read further, one past [`JUDGED_LINE`] not at
+/// all. A file that cannot be read is not judged one.
+fn first_line_is(file: &File, len: u64, kind: &LineKind) -> bool {
+    let mut start = vec![0; kind.start.len().min(usize::try_from(len).unwrap_or(0))];
+    if start.len() < kind.start.len() || file.read_exact_at(&mut start, 0).is_err() || start != kind.start {
+        return false;
+    }
+    let Ok(end) = line_end_after(file, 0, len.min(JUDGED_LINE + 1)) else { return false };
+    let stop = if end > 0 && end <= len && end <= JUDGED_LINE + 1 { end } else { return false };
+    let mut line = vec![0; usize::try_from(stop).unwrap_or(0)];
+    if file.read_exact_at(&mut line, 0).is_err() {
+        return false;
+    }
+    if line.last() == Some(&b'\n') {
+        line.pop();
+    }
+    (kind.whole)(&line)
 }
 
 /// The longest line that is read to judge whether it is one of the file's kind.
@@ -808,7 +982,7 @@ impl AppendLines {
             Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
                 return Err(refuse("is a directory, not a file".into()));
             }
-            Err(e) => return Err(failed(e).into()),
+            Err(e) => return Err(untrusted(&e).map_or_else(|| failed(e).into(), refuse)),
         };
         let (file, created) = open_appended(&place).map_err(|e| match e.raw_os_error() {
             Some(libc::ELOOP) => refuse(SYMLINK_REFUSAL.to_string()),
@@ -1179,6 +1353,7 @@ mod tests {
     const BRACED: LineKind = LineKind {
         whole: |line| line.len() > 2 && line.starts_with(b"{") && line.ends_with(b"}"),
         start: b"{",
+        name: "braced lines",
     };
 
     fn open_braced(path: &Path) -> Result<(AppendLines, Tail)> {
@@ -1275,7 +1450,7 @@ mod tests {
         let path = dir.join("backup.jsonl");
         fs::write(&path, b"old\n").unwrap();
         fs::set_permissions(&path, fs::Permissions::from_mode(0o640)).unwrap();
-        let mut output = Output::create("--file", "", &path, 0o644).unwrap();
+        let mut output = Output::create("--file", "", &path, 0o644, None).unwrap();
         output.write_all(b"new\n").unwrap();
         output.flush().unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"old\n", "the old file stays until the commit");
@@ -1287,7 +1462,7 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o640);
         assert_eq!(names(&dir), ["backup.jsonl"]);
         // Dropped before its commit: the old file is untouched and the temporary gone.
-        let mut output = Output::create("--file", "", &path, 0o644).unwrap();
+        let mut output = Output::create("--file", "", &path, 0o644, None).unwrap();
         output.write_all(b"partial").unwrap();
         drop(output);
         assert_eq!(fs::read(&path).unwrap(), b"new\n");

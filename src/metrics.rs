@@ -14,6 +14,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use crate::archive::ARCHIVE_LINES;
 use crate::error::Result;
 
 /// The mode of a new metrics file: node_exporter reads it as another user.
@@ -58,7 +59,7 @@ impl MetricsFile {
     pub(crate) fn new(path: &Path) -> Result<MetricsFile> {
         // Renaming over a device, a FIFO or a socket would replace it (as root, `/dev/null`
         // itself) with a regular file; the write decides again on what it opens.
-        crate::fs::check_output("--metrics-file", path, crate::fs::Accepts::File)?;
+        crate::fs::check_output("--metrics-file", path, crate::fs::Accepts::File, Some(&ARCHIVE_LINES))?;
         Ok(MetricsFile { path: path.to_path_buf() })
     }
 
@@ -83,7 +84,13 @@ impl MetricsFile {
             previous.as_deref().and_then(last_success)
         };
         let text = render(run, last_success.as_deref());
-        crate::fs::replace("--metrics-file", "metrics file", &self.path, text.as_bytes(), MODE)
+        crate::fs::replace(
+            "--metrics-file",
+            "metrics file",
+            &self.path,
+            text.as_bytes(),
+            (MODE, Some(&ARCHIVE_LINES)),
+        )
     }
 }
 

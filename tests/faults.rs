@@ -1738,6 +1738,139 @@ mod files {
         assert!(!nowhere.exists(), "the database was opened");
     }
 
+    /// The mode a new file gets here: 0666 less the umask (the tests' own, which the runs
+    /// inherit).
+    fn new_file_mode() -> u32 {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let umask = status.lines().find_map(|l| l.strip_prefix("Umask:")).unwrap();
+        0o666 & !u32::from_str_radix(umask.trim(), 8).unwrap()
+    }
+
+    /// Another user plants a file with mode 06777 at the path of a root run's `--metrics-file`,
+    /// `export --file` or `man --out-dir` page, in a directory that user owns (as
+    /// node_exporter's textfile directory often is) and in a sticky 1777 one. The file root
+    /// puts there is created as any new file is (0666 less the umask): never setuid, never
+    /// writable by others; a mode is kept only from a file root or the run's user owned, and
+    /// then without the bits above 0777 or write for others that the umask takes away.
+    #[test]
+    fn sqlite_a_replaced_file_never_takes_another_users_mode() {
+        if !running_as_root() {
+            eprintln!("skipped: needs root, to plant files as another user");
+            return;
+        }
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 20, 2);
+        for (dir_name, dir_mode, owner) in [("owned", 0o755, "nobody"), ("sticky", 0o1777, "root")] {
+            let dir = bench.dir.path().join(dir_name);
+            std::fs::create_dir(&dir).unwrap();
+            assert!(Command::new("chown").arg(owner).arg(&dir).status().unwrap().success());
+            set_mode(&dir, dir_mode);
+            let plant = |name: &str| -> PathBuf {
+                let path = dir.join(name);
+                std::fs::write(&path, "planted\n").unwrap();
+                assert!(Command::new("chown").arg("nobody").arg(&path).status().unwrap().success());
+                set_mode(&path, 0o6777);
+                path
+            };
+            let metrics = plant("state.prom");
+            bench.run(&["clean", "--metrics-file", metrics.to_str().unwrap()]).success();
+            let export = plant("export.jsonl");
+            bench.run(&["export", "--file", export.to_str().unwrap()]).success();
+            let pages = dir.join("man");
+            std::fs::create_dir(&pages).unwrap();
+            assert!(Command::new("chown").arg(owner).arg(&pages).status().unwrap().success());
+            set_mode(&pages, dir_mode);
+            let page = pages.join("state-store.1");
+            std::fs::write(&page, "planted\n").unwrap();
+            assert!(Command::new("chown").arg("nobody").arg(&page).status().unwrap().success());
+            set_mode(&page, 0o6777);
+            bench.run(&["man", "--out-dir", pages.to_str().unwrap()]).success();
+            for (path, mode) in [(&metrics, 0o644), (&export, new_file_mode()), (&page, new_file_mode())] {
+                let meta = std::fs::metadata(path).unwrap();
+                assert_eq!(meta.uid(), 0, "{}", path.display());
+                assert_eq!(
+                    meta.permissions().mode() & 0o7777,
+                    mode,
+                    "{} in the {dir_name} directory",
+                    path.display()
+                );
+            }
+        }
+        // A file root owns keeps its permission bits, less the setuid, setgid and sticky bits
+        // and less the write for others that the umask takes away.
+        let own = bench.dir.path().join("own.prom");
+        std::fs::write(&own, "old\n").unwrap();
+        set_mode(&own, 0o6777);
+        bench.run(&["clean", "--metrics-file", own.to_str().unwrap()]).success();
+        let kept = std::fs::metadata(&own).unwrap().permissions().mode() & 0o7777;
+        assert_eq!(kept, 0o777 & !(0o022 & !new_file_mode()), "{kept:o}");
+    }
+
+    /// Another user who owns a directory on the way to an output makes a name in it a symlink
+    /// into a 0700 directory of root's. A root run writing through that name never follows the
+    /// link: the output is refused (exit 2) and root's file is byte for byte as it was. A
+    /// symlink root made there, or one in a directory no other user can write, is followed as
+    /// before.
+    #[test]
+    fn sqlite_a_directory_symlink_another_user_planted_is_never_followed() {
+        if !running_as_root() {
+            eprintln!("skipped: needs root, to plant files as another user");
+            return;
+        }
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 20, 2);
+        let private = bench.dir.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        set_mode(&private, 0o700);
+        let precious = private.join("out.jsonl");
+        std::fs::write(&precious, "precious\n").unwrap();
+        let theirs = bench.dir.path().join("theirs");
+        std::fs::create_dir(&theirs).unwrap();
+        assert!(Command::new("chown").arg("nobody").arg(&theirs).status().unwrap().success());
+        let sub = theirs.join("sub");
+        std::os::unix::fs::symlink(&private, &sub).unwrap();
+        assert!(Command::new("chown").args(["-h", "nobody"]).arg(&sub).status().unwrap().success());
+        let through = sub.join("out.jsonl");
+        let path = through.to_str().unwrap();
+        for args in [
+            vec!["export", "--file", path],
+            vec!["clean", "--metrics-file", path],
+            vec!["clean", "--archive", path],
+        ] {
+            let run = bench.unchanged(|| bench.run(&args).fails(2, "symbolic link"));
+            assert!(run.stderr.contains("nobody") || run.stderr.contains("uid"), "{run:?}");
+            assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious\n", "{args:?}");
+        }
+        // Followed: the same link made root's, and a link of nobody's in a directory only root
+        // can write.
+        assert!(Command::new("chown").args(["-h", "root"]).arg(&sub).status().unwrap().success());
+        bench.run(&["export", "--file", path]).success();
+        assert_eq!(whole_lines(&precious), 20);
+        let mine = bench.dir.path().join("mine");
+        std::os::unix::fs::symlink(&private, &mine).unwrap();
+        assert!(Command::new("chown").args(["-h", "nobody"]).arg(&mine).status().unwrap().success());
+        std::fs::remove_file(&precious).unwrap();
+        bench.run(&["export", "--file", mine.join("out.jsonl").to_str().unwrap()]).success();
+        assert_eq!(whole_lines(&precious), 20);
+    }
+
+    /// An archive (a file whose first line is an archive line) is never replaced by a metrics
+    /// file or an export: exit 2, the file byte for byte as it was.
+    #[test]
+    fn sqlite_an_archive_is_never_replaced_by_metrics_or_an_export() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 40, 2);
+        let archive = bench.dir.path().join("expired.jsonl");
+        let path = archive.to_str().unwrap();
+        bench.run(&["clean", "--archive", path]).success();
+        let before = std::fs::read(&archive).unwrap();
+        assert_eq!(whole_lines(&archive), 20);
+        bench.run(&["clean", "--metrics-file", path]).fails(2, "archive");
+        bench.run(&["export", "--file", path]).fails(2, "archive");
+        assert!(std::fs::read(&archive).unwrap() == before, "the archive changed");
+        assert_eq!(temporaries(bench.dir.path()), Vec::<String>::new());
+    }
+
     /// Two paths of one clean that are the same file, however spelt (the same path, `x/../`,
     /// a symlink, a name that does not exist yet): `--metrics-file` would be renamed over the
     /// archive the run appended to. Refused with exit 2 before the database is opened: nothing

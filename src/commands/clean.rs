@@ -312,17 +312,14 @@ fn clean(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks) -> Outcome {
 
 /// [`clean`], filling in `outcome` as the run goes.
 fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mut Outcome) -> Result<()> {
+    // Before the metrics file is taken as the run's: when it is the archive, the failed run's
+    // metrics must not replace it.
+    if let (Some(archive), Some(metrics)) = (&args.archive, &args.metrics_file) {
+        crate::fs::refuse_same(("--archive", archive), ("--metrics-file", metrics))?;
+    }
     sinks.shared().metrics = args.metrics_file.as_deref().map(MetricsFile::new).transpose()?;
     if let Some(archive) = &args.archive {
         crate::fs::check_append("archive", archive)?;
-        let metrics = sinks.shared().metrics.as_ref().map(|m| m.path().to_path_buf());
-        if let Some(metrics) = metrics
-            && let Err(e) = crate::fs::refuse_same(("--archive", archive), ("--metrics-file", &metrics))
-        {
-            // The metrics file is the archive: the failed run's metrics must not replace it.
-            sinks.shared().metrics = None;
-            return Err(e);
-        }
     }
     super::refuse_api(global, "clean")?;
     let now = Timestamp::now();

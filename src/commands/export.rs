@@ -45,7 +45,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     // of that name).
     let file = args.file.as_deref().filter(|path| path.as_os_str() != "-");
     if let Some(path) = file {
-        crate::fs::check_output("--file", path, crate::fs::Accepts::FileOrStream)?;
+        crate::fs::check_output(
+            "--file",
+            path,
+            crate::fs::Accepts::FileOrStream,
+            Some(&crate::archive::ARCHIVE_LINES),
+        )?;
     }
     let ctx = Context::load(global, None)?;
     if let Some(path) = file {

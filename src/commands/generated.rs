@@ -85,7 +85,7 @@ fn write_pages(pages: &[Page], dir: &Path) -> Result<()> {
     }
     for page in pages {
         let roff = render(page).map_err(failed)?;
-        crate::fs::replace("man --out-dir", "", &path(page), &roff, crate::fs::default_mode())?;
+        crate::fs::replace("man --out-dir", "", &path(page), &roff, (crate::fs::default_mode(), None))?;
     }
     crate::output::status(&format!("wrote {} manual pages to {}", pages.len(), dir.display()));
     Ok(())
