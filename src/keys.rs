@@ -110,6 +110,12 @@ pub(crate) trait Keys {
     /// The task keys the filter selects, in scope and key order, a page of them.
     fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()>;
 
+    /// Refuses a key this transport cannot address, before anything is read or sent: for a
+    /// command that resolves its asset before it names the key.
+    fn addressable_key(&self, _key: &str) -> Result<()> {
+        Ok(())
+    }
+
     /// Resolves an asset selector: an id reaches any asset, a name or URI an active one. With
     /// `to_write`, whether the asset is active is known, also when found by id.
     fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset>;

@@ -4415,6 +4415,16 @@ mod hostile_server {
             [&["get", "a\nb"][..], &TASK].concat(),
             [&["delete", "a\r"][..], &TASK].concat(),
             vec!["set", "k\n", "1", "--asset-id", "1"],
+            // A `.` or `..` segment, which a proxy that normalises paths would resolve:
+            // `DELETE …/state-store/..` would reach the task instance's collection.
+            [&["delete", ".."][..], &TASK].concat(),
+            [&["delete", "."][..], &TASK].concat(),
+            [&["get", "a/../b"][..], &TASK].concat(),
+            [&["set", "a/./b", "1"][..], &TASK].concat(),
+            [&["set", "x/..", "1"][..], &TASK].concat(),
+            vec!["delete", "..", "--asset-id", "1"],
+            [&["get", "k"][..], &["--dag-id", "..", "--run-id", "r", "--task-id", "t"]].concat(),
+            [&["list"][..], &["--dag-id", "d", "--run-id", ".", "--task-id", "t"]].concat(),
         ];
         for line in &lines {
             let (run, _) = bounded(&api.url, line, &[]);

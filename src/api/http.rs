@@ -510,9 +510,17 @@ fn address(text: &str) -> Option<std::net::IpAddr> {
     text.parse().ok().or_else(|| super::url::ipv4(text).map(std::net::IpAddr::V4))
 }
 
-/// Whether `host` is `network`, or within its first `bits` bits.
+/// Whether `host` is `network`, or within its first `bits` bits. An IPv4-mapped IPv6
+/// address (`::ffff:127.0.0.1`) is the IPv4 address on either side, as the connection to it
+/// is (a range of such addresses, its last 32 bits at most, the IPv4 range).
 fn in_range(host: std::net::IpAddr, network: std::net::IpAddr, bits: Option<u32>) -> bool {
     use std::net::IpAddr;
+    let (network, bits) = match (network, network.to_canonical(), bits) {
+        (IpAddr::V6(_), IpAddr::V4(v4), Some(bits)) if bits >= 96 => (IpAddr::V4(v4), Some(bits - 96)),
+        (IpAddr::V6(_), IpAddr::V4(_), Some(_)) => (network, bits),
+        (_, canonical, bits) => (canonical, bits),
+    };
+    let host = if network.is_ipv4() { host.to_canonical() } else { host };
     let (host, network, width) = match (host, network) {
         (IpAddr::V4(h), IpAddr::V4(n)) => (u128::from(h.to_bits()), u128::from(n.to_bits()), 32),
         (IpAddr::V6(h), IpAddr::V6(n)) => (h.to_bits(), n.to_bits(), 128),
@@ -712,6 +720,13 @@ mod tests {
             ("http://127.0.0.1", "0177.0.0.1/32"),
             ("http://[0:0:0:0:0:0:0:1]:8080", "::1"),
             ("http://[::1]", "[0:0::1]:8080"),
+            // An IPv4-mapped IPv6 address is the IPv4 address, on either side.
+            ("http://[::ffff:127.0.0.1]:8080", "127.0.0.1"),
+            ("http://[::ffff:7f00:1]", "127.0.0.0/8"),
+            ("http://127.0.0.1", "::ffff:127.0.0.1"),
+            ("http://127.0.0.1", "[::ffff:7f00:1]:8080"),
+            ("http://10.1.2.3", "::ffff:10.0.0.0/104"),
+            ("http://[::ffff:10.1.2.3]", "::ffff:10.0.0.0/104"),
         ] {
             assert_eq!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]), None, "{url} {no_proxy}");
         }
@@ -725,6 +740,8 @@ mod tests {
             // An address is never matched as a name by its last labels.
             ("http://10.0.0.1", "0.0.1"),
             ("http://127.0.0.1", "localhost"),
+            ("http://[::ffff:128.0.0.1]", "127.0.0.0/8"),
+            ("http://[::ffff:10.1.2.3]", "::ffff:10.0.0.0/120"),
         ] {
             assert!(chosen(url, &[proxy, ("NO_PROXY", no_proxy)]).is_some(), "{url} {no_proxy}");
         }

@@ -25,6 +25,9 @@ fn cannot(flag: &str, why: &str) -> anyhow::Error {
 ///
 /// - a `/` in a dag, run or task id: the server decodes `%2F` before it routes, so
 ///   `--run-id 'r1/taskInstances/t1/state-store/k'` would reach another task instance's key;
+/// - a dag, run or task id that is `.` or `..`, or a key with such a `/`-separated segment:
+///   a proxy or server that normalises paths resolves it, so `DELETE …/state-store/..`
+///   would reach the task instance's collection;
 /// - a line break in a key: the key route's pattern stops at one, so a key ending in `\n`
 ///   would be stored without it (over the key of that name) and one with `\n` inside is
 ///   "not found".
@@ -32,6 +35,15 @@ fn addressable(scope: &TaskScope) -> Result<()> {
     for (flag, id) in
         [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
     {
+        if id == "." || id == ".." {
+            return Err(Error::Usage(format!(
+                "{flag} {} is a path segment of its own, which Airflow's REST API cannot address: a proxy \
+                 or server that normalises paths would resolve it and reach another path; nothing was sent \
+                 (use the database transport)",
+                quote(id)
+            ))
+            .into());
+        }
         if id.contains('/') {
             return Err(Error::Usage(format!(
                 "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
@@ -46,6 +58,15 @@ fn addressable(scope: &TaskScope) -> Result<()> {
 }
 
 fn key_addressable(key: &str) -> Result<()> {
+    if key.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(Error::Usage(format!(
+            "key {} holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or \
+             server that normalises paths would resolve it (`…/state-store/..` is the task instance \
+             itself); nothing was sent (use the database transport)",
+            quote(key)
+        ))
+        .into());
+    }
     if key.contains(['\n', '\r']) {
         return Err(Error::Usage(format!(
             "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
@@ -327,6 +348,10 @@ impl Keys for Remote {
             }
         }
         Ok(())
+    }
+
+    fn addressable_key(&self, key: &str) -> Result<()> {
+        key_addressable(key)
     }
 
     fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset> {

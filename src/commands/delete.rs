@@ -21,6 +21,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
             (keys.delete_task(&scope, &args.key, missing)?, format!("task {scope}"))
         }
         Scope::Asset(selector) => {
+            keys.addressable_key(&args.key)?;
             let asset = keys.asset(&selector, false)?;
             (keys.delete_asset(&asset, &args.key)?, describe_asset(&asset))
         }

@@ -23,6 +23,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             output::emit(global.output, &output::entries(&[entry], false, None).single(true))
         }
         Scope::Asset(selector) => {
+            keys.addressable_key(&args.key)?;
             let asset = keys.asset(&selector, false)?;
             let Some(entry) = keys.asset_entry(&asset, &args.key)? else {
                 return Err(Error::NotFound(format!(
