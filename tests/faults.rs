@@ -3196,7 +3196,7 @@ mod trust_anchors {
         std::fs::copy(&pki.ours.cert, home_ca.join("root.crt")).unwrap();
         refused(run(&bench, &pki, &url(&theirs, "sslmode=require"), &[]), &theirs);
         // `sslrootcert=system` is the system store, whatever it holds.
-        run(&bench, &pki, &url(&theirs, "sslmode=verify-ca&sslrootcert=system"), &[]).code(4);
+        run(&bench, &pki, &url(&theirs, "sslmode=verify-full&sslrootcert=system"), &[]).code(4);
         assert!(matches!(theirs.take().as_slice(), [Seen::Passed(_)]), "system trusts SSL_CERT_FILE");
 
         // The stand-in with a certificate of the named CA gets the startup message and the

@@ -915,6 +915,17 @@ mod tests {
     }
 
     #[test]
+    fn a_root_certificate_file_without_certificates_is_refused() {
+        let dir = std::env::temp_dir().join(format!("state-store-roots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        assert_eq!(anchors_of(&empty).err().as_deref(), Some("holds no PEM certificate"));
+        assert!(anchors_of(&dir).is_err_and(|e| e.contains("not a regular file")));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn schema_names_are_quoted_exactly() {
         assert_eq!(quote_schema("airflow").ok(), Some("\"airflow\"".to_string()));
         assert_eq!(quote_schema("Airflow Prod").ok(), Some("\"Airflow Prod\"".to_string()));
