@@ -3245,6 +3245,132 @@ mod libpq_environment {
     }
 }
 
+/// A CA the user names for a connection is its only trust anchor, as libpq (`sslrootcert`,
+/// `~/.postgresql/root.crt`, `PGSSLROOTCERT`) and PyMySQL (`ssl_ca`) read it: a server whose
+/// certificate another CA issued is refused before the password is sent, even when the system
+/// store (here `SSL_CERT_FILE`, which OpenSSL's default paths read) trusts that CA. Each case
+/// runs against a stand-in server (`support::tls`), once with the right CA to show the
+/// stand-in completes a handshake.
+mod trust_anchors {
+    use super::*;
+    use support::tls::{Ca, Seen, StandIn, Wire};
+
+    const PASSWORD: &str = "Tls-Secret-Pw-61";
+
+    /// The user's CA, an "attacker" CA the system store trusts, a server certificate from each.
+    struct Pki {
+        dir: support::TempDir,
+        ours: Ca,
+        theirs: Ca,
+    }
+
+    impl Pki {
+        fn new() -> Pki {
+            let dir = support::TempDir::new();
+            let (ours, theirs) = (Ca::new(dir.path(), "our-ca"), Ca::new(dir.path(), "public-ca"));
+            Pki { dir, ours, theirs }
+        }
+
+        /// A stand-in presenting a certificate `ca` issued.
+        fn stand_in(&self, wire: Wire, ca: &Ca, name: &str) -> StandIn {
+            let (cert, key) = ca.server(self.dir.path(), name);
+            StandIn::start(wire, &cert, &key)
+        }
+
+        fn ours(&self) -> &str {
+            self.ours.cert.to_str().unwrap()
+        }
+    }
+
+    /// `list` over `conn`, with the attacker's CA as the system store and `env` set.
+    fn run(bench: &Bench, pki: &Pki, conn: &str, env: &[(&str, &str)]) -> Run {
+        let args = cmd(&["--conn", conn, "list"], &task(&[]));
+        let mut cmd = bench.cmd(&args);
+        for (key, _) in std::env::vars() {
+            if key.starts_with("PG") || key.starts_with("SSL_CERT") {
+                cmd.env_remove(key);
+            }
+        }
+        cmd.env("SSL_CERT_FILE", &pki.theirs.cert);
+        cmd.envs(env.iter().copied());
+        Run::from(cmd.output().unwrap(), &args)
+    }
+
+    /// The run failed with exit 4, one line naming the certificate, no password; the stand-in
+    /// never completed a handshake.
+    #[track_caller]
+    fn refused(run: Run, server: &StandIn) {
+        let seen = server.take();
+        let all_refused = !seen.is_empty() && seen.iter().all(|s| matches!(s, Seen::Refused(_)));
+        assert!(all_refused, "the handshake passed, or never began: {seen:?} {run:?}");
+        let run = run.fails(4, "certificate");
+        assert!(!run.stderr.contains(PASSWORD) && !run.stdout.contains(PASSWORD), "{run:?}");
+    }
+
+    #[test]
+    fn postgres_trusts_only_the_ca_it_is_given() {
+        let pki = Pki::new();
+        let bench = Bench::bare();
+        let home_ca = bench.dir.path().join(".postgresql");
+        let url = |server: &StandIn, query: &str| {
+            format!("postgresql://airflow:{PASSWORD}@127.0.0.1:{}/airflow?{query}", server.port)
+        };
+        let theirs = pki.stand_in(Wire::Postgres, &pki.theirs, "pg-theirs");
+        let verify_ca = format!("sslmode=verify-ca&sslrootcert={}", pki.ours());
+        refused(run(&bench, &pki, &url(&theirs, &verify_ca), &[]), &theirs);
+        let verify_full = format!("sslmode=verify-full&sslrootcert={}", pki.ours());
+        refused(run(&bench, &pki, &url(&theirs, &verify_full), &[]), &theirs);
+        refused(
+            run(&bench, &pki, &url(&theirs, "sslmode=verify-ca"), &[("PGSSLROOTCERT", pki.ours())]),
+            &theirs,
+        );
+        // `require` with ~/.postgresql/root.crt is libpq's verify-ca with that file.
+        std::fs::create_dir_all(&home_ca).unwrap();
+        std::fs::copy(&pki.ours.cert, home_ca.join("root.crt")).unwrap();
+        refused(run(&bench, &pki, &url(&theirs, "sslmode=require"), &[]), &theirs);
+        // `sslrootcert=system` is the system store, whatever it holds.
+        run(&bench, &pki, &url(&theirs, "sslmode=verify-full&sslrootcert=system"), &[]).code(4);
+        assert!(matches!(theirs.take().as_slice(), [Seen::Passed(_)]), "system trusts SSL_CERT_FILE");
+
+        // The stand-in with a certificate of the named CA gets the startup message and the
+        // password: the handshake itself works.
+        let ours = pki.stand_in(Wire::Postgres, &pki.ours, "pg-ours");
+        let run = run(&bench, &pki, &url(&ours, &verify_ca), &[]).code(4);
+        let seen = ours.take();
+        let Some(Seen::Passed(bytes)) = seen.first() else { panic!("{seen:?} {run:?}") };
+        let text = String::from_utf8_lossy(bytes);
+        assert!(text.contains("user\0airflow") && text.contains(PASSWORD), "{text:?}");
+        assert!(!run.stderr.contains(PASSWORD), "{run:?}");
+    }
+
+    #[test]
+    fn mysql_trusts_only_the_ca_it_is_given() {
+        let pki = Pki::new();
+        let bench = Bench::bare();
+        let url = |server: &StandIn, query: &str| {
+            format!("mysql://airflow:{PASSWORD}@127.0.0.1:{}/airflow?{query}", server.port)
+        };
+        let theirs = pki.stand_in(Wire::Mysql, &pki.theirs, "my-theirs");
+        for query in [
+            format!("ssl_mode=VERIFY_CA&ssl_ca={}", pki.ours()),
+            format!("ssl_mode=VERIFY_IDENTITY&ssl_ca={}", pki.ours()),
+            format!("ssl_ca={}", pki.ours()),
+            format!("ssl_mode=REQUIRED&ssl_ca={}", pki.ours()),
+        ] {
+            refused(run(&bench, &pki, &url(&theirs, &query), &[]), &theirs);
+        }
+
+        // With a certificate of the named CA the stand-in gets the login packet.
+        let ours = pki.stand_in(Wire::Mysql, &pki.ours, "my-ours");
+        let query = format!("ssl_mode=VERIFY_CA&ssl_ca={}", pki.ours());
+        let run = run(&bench, &pki, &url(&ours, &query), &[]).code(4);
+        let seen = ours.take();
+        let Some(Seen::Passed(bytes)) = seen.first() else { panic!("{seen:?} {run:?}") };
+        assert!(String::from_utf8_lossy(bytes).contains("airflow\0"), "{bytes:?}");
+        assert!(!run.stderr.contains(PASSWORD), "{run:?}");
+    }
+}
+
 /// `import --dry-run` reads the stored rows a batch at a time, as the import writes them.
 mod import_dry_run {
     use super::*;

@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub mod http;
 pub mod proxy;
 pub mod shells;
+pub mod tls;
 
 /// One `#[test]` per dialect for each function: `on_sqlite::name` always, `on_postgres::name`
 /// and `on_mysql::name` with their features, each calling `name(Dialect::…)`.

@@ -203,6 +203,9 @@ impl ConnectPlan {
             Some(tls) => builder.ssl_opts(
                 SslOpts::default()
                     .with_root_cert_path(tls.ca.clone().map(Cow::Owned))
+                    // `ssl_ca` is the only trust anchor, as PyMySQL's context built from it
+                    // alone: the system's roots are not added to it.
+                    .with_disable_built_in_roots(tls.ca.is_some())
                     .with_danger_accept_invalid_certs(!tls.verify_ca)
                     .with_danger_skip_domain_validation(!tls.verify_identity),
             ),

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use openssl::ssl::{SslConnector, SslFiletype, SslMethod, SslVerifyMode};
+use openssl::x509::X509;
+use openssl::x509::store::{X509Store, X509StoreBuilder};
 use postgres::Client;
 use postgres::config::{SslMode, TargetSessionAttrs};
 use postgres_openssl::MakeTlsConnector;
@@ -362,13 +364,15 @@ impl ConnectOptions {
                         }
                         true
                     }
+                    // libpq's rule: a root certificate file is the only trust anchor. The
+                    // store SslConnector starts with (OpenSSL's default paths, which
+                    // SSL_CERT_FILE and SSL_CERT_DIR also fill) is replaced, not added to, so
+                    // that no public CA can vouch for a server under verify-ca.
                     (_, Some(path)) if path.is_file() => {
-                        builder.set_ca_file(&path).map_err(|e| {
-                            config_error(
-                                url,
-                                &format!("cannot read root certificate {}: {e}", path.display()),
-                            )
+                        let store = anchors_of(&path).map_err(|problem| {
+                            config_error(url, &format!("root certificate {}: {problem}", path.display()))
                         })?;
+                        builder.set_cert_store(store);
                         true
                     }
                     (Some(_), Some(path)) => {
@@ -417,6 +421,21 @@ impl ConnectOptions {
         }
         Ok(connector)
     }
+}
+
+/// A store holding only the certificates of the PEM file `path` (read bounded), as libpq
+/// trusts `sslrootcert`.
+fn anchors_of(path: &Path) -> std::result::Result<X509Store, String> {
+    let pem = crate::fs::read_bounded(path).map_err(|e| format!("cannot read it: {e}"))?;
+    let certs = X509::stack_from_pem(&pem).map_err(|e| format!("is not a PEM file: {e}"))?;
+    if certs.is_empty() {
+        return Err("holds no PEM certificate".to_string());
+    }
+    let mut store = X509StoreBuilder::new().map_err(|e| e.to_string())?;
+    for cert in certs {
+        store.add_cert(cert).map_err(|e| format!("cannot use a certificate of it: {e}"))?;
+    }
+    Ok(store.build())
 }
 
 /// The places the URL names, in order. The host is in the URL, or in `?host=` (repeated or
@@ -893,6 +912,17 @@ mod tests {
         assert!(!o.warnings[0].contains("filepw"));
         let _ = std::fs::remove_dir_all(path.parent().unwrap());
         let _ = std::fs::remove_dir_all(open.parent().unwrap());
+    }
+
+    #[test]
+    fn a_root_certificate_file_without_certificates_is_refused() {
+        let dir = std::env::temp_dir().join(format!("state-store-roots-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let empty = dir.join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        assert_eq!(anchors_of(&empty).err().as_deref(), Some("holds no PEM certificate"));
+        assert!(anchors_of(&dir).is_err_and(|e| e.contains("not a regular file")));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
