@@ -462,7 +462,9 @@ pub(crate) const EXIT_STATUS: &str = "EXIT STATUS";
 const CONFIGURATION: &str = "\
 Configuration is read like Airflow reads it: --config, else $AIRFLOW_CONFIG, else
 $AIRFLOW_HOME/airflow.cfg, else ~/airflow/airflow.cfg; AIRFLOW__SECTION__KEY environment
-variables override the file, and flags override both.";
+variables override the file, and flags override both. A _cmd option in the file runs only when
+root or the run's user owns the file and its directory and no other user can write them;
+$STATE_STORE_TRUSTED_CONFIG_OWNERS (user names or uids, comma-separated) trusts other owners.";
 
 const DOCTOR_CHECKS: &[(&str, &str)] = &[
     (

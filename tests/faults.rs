@@ -727,6 +727,123 @@ fn configuration_faults_fail_before_the_database_is_opened() {
     }
 }
 
+/// A `_cmd` option in a config file that another user could have written never runs: as root,
+/// with `AIRFLOW_HOME` a directory that `nobody` owns and an `airflow.cfg` that `nobody` owns,
+/// whose `sql_alchemy_conn_cmd` would create a marker file, `list` and `config show` end with
+/// exit 3 and one line naming the option, the file and its owner, and the marker is never
+/// created. `STATE_STORE_TRUSTED_CONFIG_OWNERS=nobody` (or its uid) lets it run; a name that
+/// is no account is exit 3 naming it. A file root owns that group or others can write, or one
+/// in a directory that `nobody` owns or that others can write (without the sticky bit), is
+/// refused too; a sticky directory is not. Plain values of nobody's file are still read, with
+/// one warning that names the file and its owner.
+#[test]
+fn a_cmd_in_a_config_file_another_user_could_write_never_runs() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root, to own a config file as another user");
+        return;
+    }
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let nobody_uid = {
+        let out = Command::new("id").args(["-u", "nobody"]).output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let chown = |who: &str, path: &std::path::Path| {
+        assert!(Command::new("chown").args(["-h", who]).arg(path).status().unwrap().success());
+    };
+    let home = bench.dir.path().join("nobody-home");
+    std::fs::create_dir(&home).unwrap();
+    let cfg = home.join("airflow.cfg");
+    let marker = bench.dir.path().join("ran-the-command");
+    let with_cmd = format!(
+        "[database]\nsql_alchemy_conn_cmd = sh -c \"id > {}; echo {}\"\n",
+        marker.display(),
+        bench.url().replace('%', "%%")
+    );
+    std::fs::write(&cfg, &with_cmd).unwrap();
+    chown("nobody", &home);
+    chown("nobody", &cfg);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut c = bench.cmd(args);
+        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW_HOME", &home);
+        for (key, value) in env {
+            c.env(key, value);
+        }
+        Run::from(c.output().unwrap(), args)
+    };
+    let list = cmd(&["list"], &task(&[]));
+    let show: &[&str] = &["config", "show"];
+    let refused = |args: &[&str], env: &[(&str, &str)], needles: &[&str]| {
+        let r = bench.unchanged(|| run(args, env)).code(3);
+        assert_eq!(r.stderr.lines().count(), 1, "{r:?}");
+        assert!(r.stderr.starts_with("error: "), "{r:?}");
+        for needle in needles {
+            assert!(r.stderr.contains(needle), "{needle:?} in {r:?}");
+        }
+        assert!(!marker.exists(), "the command ran: {r:?}");
+        r
+    };
+    let file = cfg.display().to_string();
+    let owner = format!("uid {nobody_uid} (nobody)");
+    for args in [&list[..], show] {
+        refused(
+            args,
+            &[],
+            &["sql_alchemy_conn_cmd", &file, &owner, "STATE_STORE_TRUSTED_CONFIG_OWNERS=nobody"],
+        );
+    }
+    refused(&list, &[("STATE_STORE_TRUSTED_CONFIG_OWNERS", "no-such-user-here")], &["no-such-user-here"]);
+    // Trusted by name or by uid, the command runs, and nothing is warned of.
+    for trusted in ["nobody", nobody_uid.as_str(), "root, nobody"] {
+        let r = run(&list, &[("STATE_STORE_TRUSTED_CONFIG_OWNERS", trusted)]).success();
+        assert!(r.stdout.contains('k') && r.stderr.is_empty(), "{trusted}: {r:?}");
+        assert!(marker.exists(), "{trusted}: the command did not run");
+        std::fs::remove_file(&marker).unwrap();
+    }
+    // A file root owns in nobody's directory.
+    chown("root", &cfg);
+    refused(&list, &[], &[&file, "uid 0 (root)", &owner]);
+    // A file root owns that group or others can write, in a directory root owns.
+    chown("root", &home);
+    for mode in [0o664, 0o646] {
+        set_mode(&cfg, mode);
+        refused(&list, &[], &[&file, "uid 0 (root)", "can write"]);
+        refused(&list, &[("STATE_STORE_TRUSTED_CONFIG_OWNERS", "nobody")], &[&file, "can write"]);
+    }
+    set_mode(&cfg, 0o644);
+    // A directory others can write: refused, unless it is sticky (as /tmp is).
+    set_mode(&home, 0o777);
+    refused(&list, &[], &[&file, "can write"]);
+    set_mode(&home, 0o1777);
+    run(&list, &[]).success();
+    assert!(marker.exists(), "the command did not run in a sticky directory");
+    std::fs::remove_file(&marker).unwrap();
+    set_mode(&home, 0o755);
+    run(&list, &[]).success();
+    std::fs::remove_file(&marker).unwrap();
+    // Plain values of nobody's file are read, with one warning naming the file and its owner.
+    std::fs::write(
+        &cfg,
+        format!(
+            "[database]\nsql_alchemy_conn = {}\n[state_store]\ndefault_retention_days = 9\n",
+            bench.url().replace('%', "%%")
+        ),
+    )
+    .unwrap();
+    chown("nobody", &cfg);
+    let r = run(&list, &[]).success();
+    assert!(r.stdout.contains('k'), "{r:?}");
+    let warnings: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(warnings.len(), 1, "{r:?}");
+    assert!(warnings[0].starts_with("warning: ") && warnings[0].contains(&file), "{r:?}");
+    assert!(warnings[0].contains(&owner), "{r:?}");
+    let r = run(show, &[]).success();
+    assert!(r.stdout.contains("default_retention_days") && r.stdout.contains('9'), "{r:?}");
+    assert_eq!(r.stderr.lines().filter(|l| l.starts_with("warning: ")).count(), 1, "{r:?}");
+    let r = run(&list, &[("STATE_STORE_TRUSTED_CONFIG_OWNERS", "nobody")]).success();
+    assert!(r.stderr.is_empty(), "{r:?}");
+}
+
 /// `[database] sql_alchemy_schema` is the one identifier the session takes from the configuration,
 /// as the bound value of `search_path`. Text built to break out of its quoting is taken as a
 /// (missing) schema name and runs nothing; a name with a control character is refused as a

@@ -155,6 +155,10 @@ impl Context {
         if let Some(crate::url::SqliteTarget::File(path)) = url.sqlite_target() {
             crate::fs::protect_database(&path);
         }
+        // Once per run, whatever number of its values are used.
+        if let Some(untrusted) = &settings.untrusted_config {
+            output::warn(&untrusted.warning());
+        }
         if let Some(missing) = settings.missing_config.as_ref().filter(|m| m.named_by == "$AIRFLOW_CONFIG") {
             output::warn(&format!(
                 "$AIRFLOW_CONFIG names {}, which does not exist: Airflow's defaults and the environment apply",

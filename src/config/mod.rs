@@ -19,6 +19,7 @@ mod options;
 mod python;
 mod sources;
 mod toml_file;
+mod trust;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -31,6 +32,8 @@ use options::*;
 use python::*;
 use sources::*;
 use toml_file::parse_toml;
+use trust::Trust;
+pub(crate) use trust::Untrusted;
 
 /// The built-in state store backend, the default of `[state_store] backend`.
 pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBackend";
@@ -135,6 +138,9 @@ pub(crate) struct Settings {
     pub config_file: Option<PathBuf>,
     /// The config file looked for and not found, when none was read.
     pub missing_config: Option<MissingConfig>,
+    /// Why the config file read may not run commands, when another user could have written
+    /// it: its plain values are used, and the caller warns once.
+    pub untrusted_config: Option<Untrusted>,
     pub backend: Sourced<String>,
     pub default_retention_days: Sourced<u32>,
     pub state_cleanup_batch_size: Sourced<u64>,
@@ -156,6 +162,7 @@ impl fmt::Debug for Settings {
         f.debug_struct("Settings")
             .field("config_file", &self.config_file)
             .field("missing_config", &self.missing_config)
+            .field("untrusted_config", &self.untrusted_config)
             .field("backend", &self.backend)
             .field("default_retention_days", &self.default_retention_days)
             .field("state_cleanup_batch_size", &self.state_cleanup_batch_size)
@@ -204,6 +211,9 @@ pub(crate) enum ConfigError {
     /// An Airflow environment variable that locates the configuration is unusable.
     #[error("environment variable {var} {reason}")]
     Environment { var: String, reason: String },
+    /// A `_cmd` option in a config file that another user could have written (see `trust`).
+    #[error("{}", untrusted.refusal(option, location, *euid))]
+    UntrustedCommand { option: String, location: Source, untrusted: Box<trust::Untrusted>, euid: u32 },
     /// A variable read is not UTF-8: refused rather than taken for unset.
     #[error("{}", crate::env::not_utf8(var))]
     NotUtf8 { var: String },
@@ -219,6 +229,7 @@ pub(crate) fn load(
     env: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<Settings, ConfigError> {
     let vars = Vars::new(env);
+    let trust = Trust::from_env(&vars)?;
     let (home_path, home) = airflow_home_path(&vars)?;
     vars.check()?;
     let found = find_config_file(overrides, &vars, &home_path)?;
@@ -227,8 +238,17 @@ pub(crate) fn load(
         Ok(path) => (Some(path), None),
         Err(missing) => (None, Some(missing)),
     };
-    let file = config_file.as_deref().map(read_config_file).transpose()?;
-    let mut resolver = Resolver { vars: &vars, file: file.as_ref(), cmd_timeout: DEFAULT_CMD_TIMEOUT };
+    let (file, untrusted_config) = match config_file.as_deref().map(read_config_file).transpose()? {
+        Some((file, holders)) => (Some(file), trust.judge(&holders)),
+        None => (None, None),
+    };
+    let mut resolver = Resolver {
+        vars: &vars,
+        file: file.as_ref(),
+        untrusted: untrusted_config.as_ref(),
+        euid: trust.euid(),
+        cmd_timeout: DEFAULT_CMD_TIMEOUT,
+    };
     // Read before any option whose `_cmd` form runs a command: these two have none.
     let cmd_timeout = positive_seconds(&CMD_TIMEOUT, resolver.resolve(&CMD_TIMEOUT, None, "30")?)?;
     resolver.cmd_timeout = std::time::Duration::from_secs(cmd_timeout.value);
@@ -296,6 +316,7 @@ pub(crate) fn load(
     Ok(Settings {
         config_file,
         missing_config,
+        untrusted_config,
         backend,
         default_retention_days,
         state_cleanup_batch_size,
@@ -974,6 +995,106 @@ mod tests {
         let s =
             ok(load_with(&Overrides { config_path: Some(cfg), ..Overrides::default() }, &[("HOME", &home)]));
         assert_eq!(s.sql_alchemy_conn.value, "sqlite:////$HOME/100%.db");
+    }
+
+    /// A config file that another user could have written: its `_cmd` never runs (exit 3,
+    /// naming the option, the file and its owner), while its plain values, a `_CMD` variable
+    /// of the caller's environment and anything that comes before the file still work.
+    #[test]
+    fn an_untrusted_file_runs_no_command() {
+        let dir = TempDir::new("untrusted");
+        let marker = dir.path("ran");
+        let path = dir.path("airflow.cfg");
+        let text = format!(
+            "[database]\nsql_alchemy_conn_cmd = sh -c 'touch {}; echo sqlite:////cmd.db'\n\
+             [state_store]\ndefault_retention_days = 4\n",
+            marker.display()
+        );
+        let file = ConfigFile::Ini(parse_ini(&text, &path).expect("parses"));
+        let holders = crate::fs::ReadFile {
+            bytes: Vec::new(),
+            file: crate::fs::Holder { path: path.clone(), uid: 65534, mode: 0o644 },
+            dirs: vec![crate::fs::Holder { path: dir.0.clone(), uid: 0, mode: 0o755 }],
+        };
+        let untrusted = Trust::new(0, Vec::new()).judge(&holders);
+        assert!(untrusted.is_some());
+        let resolve = |pairs: &[(&str, &str)], untrusted: Option<&Untrusted>, spec: &Spec, flag| {
+            let env = env_of(pairs);
+            let vars = Vars::new(&env);
+            let resolver = Resolver {
+                vars: &vars,
+                file: Some(&file),
+                untrusted,
+                euid: 0,
+                cmd_timeout: DEFAULT_CMD_TIMEOUT,
+            };
+            resolver.resolve(spec, flag, "sqlite:////default.db")
+        };
+        let e = resolve(&[], untrusted.as_ref(), &SQL_ALCHEMY_CONN, None).expect_err("refused");
+        assert!(matches!(e, ConfigError::UntrustedCommand { .. }), "{e:?}");
+        let line = e.to_string();
+        assert!(
+            line.starts_with(&format!(
+                "[database] sql_alchemy_conn_cmd in {} line 2 would run a command from a file that uid 65534",
+                path.display()
+            )),
+            "{line}"
+        );
+        assert!(!marker.exists(), "the command ran");
+        // Plain values of the file are read.
+        let days = resolve(&[], untrusted.as_ref(), &DEFAULT_RETENTION_DAYS, None).expect("read");
+        assert_eq!(days, Sourced { value: "4".to_owned(), source: file_source(&path, 4) });
+        // What comes before the file: a flag, a variable, a _CMD variable (the caller's own).
+        let flag = resolve(&[], untrusted.as_ref(), &SQL_ALCHEMY_CONN, Some(("--conn", "sqlite:////f.db")));
+        assert_eq!(flag.expect("flag").value, "sqlite:////f.db");
+        let env = resolve(
+            &[("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:////e.db")],
+            untrusted.as_ref(),
+            &SQL_ALCHEMY_CONN,
+            None,
+        );
+        assert_eq!(env.expect("env").value, "sqlite:////e.db");
+        let env_cmd = resolve(
+            &[("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "echo sqlite:////c.db")],
+            untrusted.as_ref(),
+            &SQL_ALCHEMY_CONN,
+            None,
+        );
+        assert_eq!(env_cmd.expect("env cmd").value, "sqlite:////c.db");
+        assert!(!marker.exists(), "the file's command ran");
+        // Trusted, the file's command runs.
+        let ran = resolve(&[], None, &SQL_ALCHEMY_CONN, None).expect("runs");
+        assert_eq!(ran.value, "sqlite:////cmd.db");
+        assert!(marker.exists(), "the command did not run");
+    }
+
+    /// `load` judges the file it reads: one the run's user owns and only it can write is
+    /// trusted and not warned of; a name in STATE_STORE_TRUSTED_CONFIG_OWNERS that is no
+    /// account is refused by name.
+    #[test]
+    fn load_judges_the_file_it_read() {
+        let dir = TempDir::new("judged");
+        let home = dir.text();
+        let cfg = dir.write("airflow.cfg", "[database]\nsql_alchemy_conn_cmd = echo sqlite:////t.db\n");
+        let overrides = Overrides { config_path: Some(cfg.clone()), ..Overrides::default() };
+        let s = ok(load_with(&overrides, &[("HOME", &home)]));
+        assert_eq!(s.untrusted_config, None);
+        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////t.db");
+        let e = err(load_with(
+            &overrides,
+            &[("HOME", &home), ("STATE_STORE_TRUSTED_CONFIG_OWNERS", "no-such-user-here")],
+        ));
+        assert!(e.contains("\"no-such-user-here\", which is neither a uid nor a user"), "{e}");
+        // Group-writable: untrusted whoever owns it.
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&cfg, std::fs::Permissions::from_mode(0o664)).expect("chmod");
+        let e = err(load_with(&overrides, &[("HOME", &home)]));
+        assert!(e.contains("and group or others can write (mode 0664)"), "{e}");
+        std::fs::write(&cfg, "[state_store]\ndefault_retention_days = 2\n").expect("write");
+        let s = ok(load_with(&overrides, &[("HOME", &home)]));
+        assert_eq!(s.default_retention_days.value, 2);
+        let warning = s.untrusted_config.expect("untrusted").warning();
+        assert!(warning.starts_with(&format!("{} is a file that uid ", cfg.display())), "{warning}");
     }
 
     #[test]

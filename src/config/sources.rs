@@ -35,9 +35,12 @@ impl ConfigFile {
     }
 }
 
-pub(super) fn read_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
-    let bytes = crate::fs::read_bounded(path)
+/// Reads and parses a config file, and says who could have chosen what it holds (see
+/// `trust`), judged on the descriptors it was read through.
+pub(super) fn read_config_file(path: &Path) -> Result<(ConfigFile, crate::fs::ReadFile), ConfigError> {
+    let mut read = crate::fs::read_with_holders(path)
         .map_err(|e| ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
+    let bytes = std::mem::take(&mut read.bytes);
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..valid].split(|b| *b == b'\n').count();
@@ -48,11 +51,12 @@ pub(super) fn read_config_file(path: &Path) -> Result<ConfigFile, ConfigError> {
         }
     })?;
     let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
-    if is_toml {
+    let file = if is_toml {
         parse_toml(&text, path).map(ConfigFile::Toml)
     } else {
         parse_ini(&text, path).map(ConfigFile::Ini)
-    }
+    }?;
+    Ok((file, read))
 }
 
 /// Whether a config file is there to read: `Ok(false)` when nothing exists at `path`.
@@ -122,6 +126,10 @@ pub(super) fn find_config_file(
 pub(super) struct Resolver<'a> {
     pub(super) vars: &'a Vars<'a>,
     pub(super) file: Option<&'a ConfigFile>,
+    /// Why the file may not run commands, when another user could have written it.
+    pub(super) untrusted: Option<&'a trust::Untrusted>,
+    /// The run's effective user, for the message that refuses a command.
+    pub(super) euid: u32,
     /// How long a `_cmd` command may run.
     pub(super) cmd_timeout: std::time::Duration,
 }
@@ -209,6 +217,14 @@ impl Resolver<'_> {
             if spec.sensitive {
                 for (section, key) in spec.locations() {
                     if let Some(found) = file.get(section, &format!("{key}_cmd"))? {
+                        if let Some(untrusted) = self.untrusted {
+                            return Err(ConfigError::UntrustedCommand {
+                                option: format!("[{section}] {key}_cmd"),
+                                location: Self::file_source(file, found.line),
+                                untrusted: Box::new(untrusted.clone()),
+                                euid: self.euid,
+                            });
+                        }
                         let source = Source::FileCmd { path: file.path().to_path_buf(), line: found.line };
                         return self.command(spec, &found.value, source);
                     }

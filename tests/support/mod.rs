@@ -324,7 +324,10 @@ impl Bench {
         let mut cmd = Command::new(BIN);
         cmd.args(args);
         for (key, _) in std::env::vars() {
-            if key.starts_with("AIRFLOW") || key.starts_with("STATE_STORE_API") {
+            if key.starts_with("AIRFLOW")
+                || key.starts_with("STATE_STORE_API")
+                || key == "STATE_STORE_TRUSTED_CONFIG_OWNERS"
+            {
                 cmd.env_remove(key);
             }
         }
