@@ -124,8 +124,9 @@ if [ ${#packages[@]} -gt 0 ] || $fetch_promtool; then
 fi
 
 # The old-system proof of the wheel (scripts/wheel.sh old-system) makes a Debian 11 root file
-# system with debootstrap and runs the wheel there in a chroot: it needs root, or password-less
-# sudo. A machine without either names `debootstrap` in STATE_STORE_TEST_MISSING_TOOLS.
+# system with debootstrap and runs the wheel there in a chroot, as nobody in PID and mount
+# namespaces of its own (unshare): it needs root, or password-less sudo. A machine without
+# either names `debootstrap` in STATE_STORE_TEST_MISSING_TOOLS.
 as_root=()
 if ! missing_tool debootstrap && [ "$(id -u)" -ne 0 ]; then
     if ! sudo -n true 2>/dev/null; then
