@@ -18,7 +18,8 @@
 #   ./scripts/wheel.sh archive       # the plain binary of the built wheel, with its manual pages
 #                                    # and shell completions: target/wheel/dist/*.tar.gz
 #   ./scripts/wheel.sh old-system    # the built wheel installed and run on Debian 11 (glibc
-#                                    # 2.31, Python 3.9) by scripts/smoke.sh in a chroot; root
+#                                    # 2.31, Python 3.9) by scripts/smoke.sh in a chroot, as
+#                                    # nobody, in PID and mount namespaces of its own; root
 #   ./scripts/wheel.sh old-system prepare
 #                                    # only make (or find) Debian 11's root file system
 #   ./scripts/wheel.sh --keep        # build, check, and keep the wheel in target/wheels
@@ -310,13 +311,11 @@ archive() {
 # What the EXIT trap undoes is global: the trap runs after the function has returned.
 old_root=""
 old_inside=""
+old_home=""
 old_database=""
 old_postgres=""
 old_mysql_flags=()
 old_system_cleanup() {
-    if [ -n "$old_root" ] && grep -q " $old_root/proc " /proc/mounts; then
-        umount "$old_root/proc" || say "error: cannot unmount $old_root/proc"
-    fi
     [ -n "$old_inside" ] && rm -rf "$old_inside"
     if [ -n "$old_database" ]; then
         psql -q "$old_postgres" -c "DROP DATABASE IF EXISTS $old_database" > /dev/null 2>&1 || true
@@ -357,6 +356,17 @@ old_system_root() {
     fi
 }
 
+# Runs a command of the root file system as nobody, in PID and mount namespaces of its own: its
+# /proc, mounted in that mount namespace only, shows the chroot's processes and no other, and
+# goes with them; a process of the proof can neither see nor signal one of this machine's, and
+# root's power to leave a chroot is not its to use. --kill-child ends whatever it left running
+# when the command (or this script) ends. nobody and nogroup are 65534 in Debian's passwd.
+in_old_root() {
+    unshare --pid --fork --kill-child --mount --mount-proc="$old_root/proc" \
+        chroot --userspec=65534:65534 --groups=65534 "$old_root" \
+        /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME="$old_home" LANG=C.UTF-8 "$@"
+}
+
 old_system() {
     local started=$SECONDS root
     old_system_root
@@ -377,7 +387,14 @@ old_system() {
     trap 'exit 130' INT TERM
     old_inside="$(mktemp -d "$root/tmp/state-store-smoke.XXXXXX")"
     cp "$wheel" scripts/smoke.sh "$old_inside/"
-    mount -t proc proc "$root/proc"
+    # Readable by nobody, written only by root; and a home of nobody's own for the run.
+    chmod 0755 "$old_inside"
+    chmod 0644 "$old_inside"/*
+    mkdir "$old_inside/home"
+    chown 65534:65534 "$old_inside/home"
+    local in_chroot
+    in_chroot="/tmp/$(basename "$old_inside")"
+    old_home="$in_chroot/home"
     old_database="state_store_smoke_$$"
     psql -q "$postgres" -c "CREATE DATABASE $old_database" > /dev/null ||
         fail "cannot create a PostgreSQL database at $postgres"
@@ -385,13 +402,10 @@ old_system() {
         fail "cannot create a MySQL database at $mysql"
 
     local glibc python
-    glibc="$(chroot "$root" /usr/bin/ldd --version | head -n 1 | sed 's/.* //')"
-    python="$(chroot "$root" /usr/bin/python3 --version 2>&1)"
-    say "in the chroot: Debian $(cat "$root/etc/debian_version"), glibc $glibc, $python"
-    local in_chroot
-    in_chroot="/tmp/$(basename "$old_inside")"
-    chroot "$root" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
-        STATE_STORE_SMOKE_PYTHON=python3 \
+    glibc="$(in_old_root /usr/bin/ldd --version | head -n 1 | sed 's/.* //')"
+    python="$(in_old_root /usr/bin/python3 --version 2>&1)"
+    say "in the chroot (as nobody, in PID and mount namespaces of its own): Debian $(cat "$root/etc/debian_version"), glibc $glibc, $python"
+    in_old_root STATE_STORE_SMOKE_PYTHON=python3 \
         STATE_STORE_SMOKE_POSTGRES_URL="${postgres%/*}/$old_database" \
         STATE_STORE_SMOKE_MYSQL_URL="${mysql%/}/$old_database" \
         /bin/sh "$in_chroot/smoke.sh" "$in_chroot/$(basename "$wheel")" ||

@@ -1,7 +1,7 @@
 //! Real shells and `man`, driven as a user's terminal drives them: a completion script installed
 //! the way docs/commands/completions.md says, then the completions a shell offers for a line.
 //!
-//! A tool that is not installed fails the test with the command that installs it, unless
+//! A tool that is not installed fails the test, saying that ./scripts/test.sh installs it, unless
 //! `STATE_STORE_TEST_MISSING_TOOLS` (comma-separated, e.g. `zsh,fish,man`) says it is missing
 //! on this machine; then its checks are skipped, with a note on stderr. bash is always needed.
 
@@ -27,8 +27,9 @@ pub fn installed(tool: &str, debian_package: &str) -> bool {
         .any(|name| name.trim() == tool);
     assert!(
         declared,
-        "{tool} is not installed, so its checks cannot run: install it (apt-get install -y \
-         {debian_package}; ./scripts/test.sh does), or set STATE_STORE_TEST_MISSING_TOOLS={tool} to skip them"
+        "{tool} is not installed, so its checks cannot run: ./scripts/test.sh installs it from \
+         Debian's packages ({debian_package}) without starting or enabling a service, or set \
+         STATE_STORE_TEST_MISSING_TOOLS={tool} to skip them"
     );
     eprintln!("note: {tool} is missing and STATE_STORE_TEST_MISSING_TOOLS lists it: its checks are skipped");
     false
