@@ -4304,7 +4304,19 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(sh(cron_command), (Some(0), String::new()), "exit 7 is quiet");
-    assert!(std::fs::read_to_string(&cron_log).unwrap().contains(r#""exit_code": 7}"#));
+    let log_text = std::fs::read_to_string(&cron_log).unwrap();
+    assert!(log_text.contains(r#""exit_code": 7}"#));
+    assert!(log_text.contains("(held by pid "), "the log names the holder: {log_text}");
+    // Held off again on the next run: that one is reported.
+    let (code, mail) = sh(cron_command);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        mail.trim_end(),
+        format!(
+            "state-store clean was held off by another clean (exit 7) on two runs in a row, see {}",
+            cron_log.display()
+        )
+    );
     sigterm(&holder);
     assert_eq!(holder.wait().unwrap().code(), Some(143));
 
@@ -4317,6 +4329,8 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     assert!(text.contains("clean: deleted "), "{text}");
     let metrics_text = std::fs::read_to_string(textfile.join("state_store_clean.prom")).unwrap();
     assert!(metrics_text.contains("state_store_clean_exit_code 0\n"), "{metrics_text}");
+    // A run that was not held off forgets the runs that were.
+    assert_eq!(std::fs::read_dir(&log).unwrap().count(), 1, "only the log is left in its directory");
 
     // Any other failure is one line for cron to mail.
     std::fs::write(home.join("airflow.cfg"), "[database]\nsql_alchemy_conn = oracle://db/airflow\n").unwrap();
