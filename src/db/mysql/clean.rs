@@ -25,7 +25,9 @@ use crate::time::Timestamp;
 /// name holds something only an account with a privilege on `task_state_store` can read: the
 /// table's `CREATE_TIME`, from `information_schema.TABLES`, which shows a table's row only to
 /// an account with some privilege on it (an account with `USAGE` alone sees none). The time
-/// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`).
+/// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`);
+/// the server shows it in the session's time zone, which every connection sets to UTC
+/// (`connect.rs`), so every run reads the same text.
 /// Where the server gives no creation time (`NULL`), the name is the plain one of earlier
 /// versions, which any account can take. An account with another privilege on the table than
 /// DELETE (SELECT, say) can still compute the name: MySQL and MariaDB have no lock that only

@@ -166,8 +166,17 @@ impl CleanLock {
 
 impl Drop for CleanLock {
     fn drop(&mut self) {
-        // Unlinked while still locked: see `CleanLock`. Closing the file then lets go.
-        let _ = std::fs::remove_file(&self.path);
+        // Unlinked while still locked: see `CleanLock`. Closing the file then lets go. Only
+        // while the path names this file: a run taking over another user's file may have
+        // renamed it away and failed to put it back over a file created since, which is
+        // another run's.
+        use std::os::unix::fs::MetadataExt;
+        let ours = |m: &std::fs::Metadata| (m.dev(), m.ino());
+        if let (Ok(named), Ok(locked)) = (std::fs::symlink_metadata(&self.path), self.file.metadata())
+            && ours(&named) == ours(&locked)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
         crate::fs::keep_at_exit(&self.path);
         let _ = self.file.unlock();
     }
