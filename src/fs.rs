@@ -29,9 +29,9 @@
 //!   `O_EXCL | O_NOFOLLOW` (a planted symlink is never followed), mode 0600, an unpredictable
 //!   name, and removed on every exit that runs code: errors, the end of the run, and signals
 //!   (`signals` calls [`remove_temporaries`]). A spool is never named at all (`O_TMPFILE`), so
-//!   it cannot outlive the process even after `kill -9`. A lock file is the exception to 0600:
-//!   it holds nothing and is only ever opened read-only, so it is 0444, and any user who can
-//!   read it can take over a lock that no process holds.
+//!   it cannot outlive the process even after `kill -9`. A lock file is 0600 too: no other
+//!   user can open it, so none can `flock` it; one another user left is taken over only by
+//!   renaming it away, which takes write on its directory ([`set_aside`]).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions};
@@ -160,7 +160,7 @@ fn is_ours(stat: &rustix::fs::Stat) -> bool {
 }
 
 /// A file's identity: its device and inode.
-type Id = (u64, u64);
+pub(crate) type Id = (u64, u64);
 
 fn id_of(stat: &rustix::fs::Stat) -> Id {
     (stat.st_dev, stat.st_ino)
@@ -1382,25 +1382,52 @@ pub(crate) fn read_with_holders(path: &Path) -> io::Result<ReadFile> {
     Err(io::Error::other("too many levels of symbolic links"))
 }
 
-/// Opens (creating it if needed) a lock file, read-only: `flock` needs no more, and a lock
-/// file that no process holds can then be taken over by any user who can read it, whoever
-/// created it (a root run that died must not lock the airflow user out). Created with
-/// `O_EXCL | O_NOFOLLOW` at mode 0444 (it holds nothing, and is never written); never opened
-/// through a symlink (a planted one would make a root run create or open its target); never
-/// a FIFO or a device (`O_NONBLOCK`, then refused by `fstat`: a FIFO would block the open).
-pub(crate) fn open_lock(path: &Path) -> io::Result<File> {
+/// What [`open_lock`] found at a lock file's name.
+#[derive(Debug)]
+pub(crate) enum LockFile {
+    /// The file, opened read-only (created if no file had the name).
+    Opened(File),
+    /// A regular file this process may not open: another user's, left by a run of theirs.
+    Denied(Denied),
+}
+
+/// A lock file another user left, as `fstat` of an `O_PATH` descriptor of it shows it.
+#[derive(Debug)]
+pub(crate) struct Denied {
+    /// Its device and inode.
+    pub(crate) id: Id,
+    /// Its owner.
+    pub(crate) uid: u32,
+}
+
+/// Opens (creating it if needed) a lock file, read-only: `flock` needs no more. Created with
+/// `O_EXCL | O_NOFOLLOW` at mode 0600, so no other user can open it, and so none can `flock`
+/// it and hold a run off; never opened through a symlink (a planted one would make a root run
+/// create or open its target); never a FIFO or a device (`O_NONBLOCK`, then refused by
+/// `fstat`: a FIFO would block the open). A file this process may not open (another user's,
+/// a root run's that died, say) is [`LockFile::Denied`]: whether it may be taken over is the
+/// caller's to decide, from [`flock_holder`], and [`set_aside`] to do.
+pub(crate) fn open_lock(path: &Path) -> io::Result<LockFile> {
     use rustix::fs::OFlags;
     let place = Place::open(path)?;
     let file = loop {
         match place.open_file(OFlags::RDONLY, 0) {
             Ok(file) => break file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                match place.open_file(OFlags::RDONLY | OFlags::CREATE | OFlags::EXCL, 0o444) {
+                match place.open_file(OFlags::RDONLY | OFlags::CREATE | OFlags::EXCL, 0o600) {
                     Ok(file) => break file,
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
                     Err(e) => return Err(e),
                 }
             }
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => match place.entry()? {
+                Some(entry) if entry.kind() == rustix::fs::FileType::RegularFile => {
+                    return Ok(LockFile::Denied(Denied { id: id_of(&entry.stat), uid: entry.stat.st_uid }));
+                }
+                Some(_) => return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file")),
+                // Gone meanwhile: open or create it again.
+                None => {}
+            },
             Err(e) => return Err(e),
         }
     };
@@ -1408,7 +1435,111 @@ pub(crate) fn open_lock(path: &Path) -> io::Result<File> {
     if rustix::fs::FileType::from_raw_mode(stat.st_mode) != rustix::fs::FileType::RegularFile {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
-    Ok(file)
+    Ok(LockFile::Opened(file))
+}
+
+/// The kernel's table of file locks.
+const PROC_LOCKS: &str = "/proc/locks";
+
+/// The process that holds a `flock` lock on the file with identity `id`, as the kernel's
+/// table of locks (`/proc/locks`, read within [`MAX_READ`]) shows it: `None` when none does.
+/// An error when the table cannot be read (no `/proc`): then no one can tell.
+pub(crate) fn flock_holder(id: Id) -> io::Result<Option<i64>> {
+    let table = read_bounded(Path::new(PROC_LOCKS))?;
+    Ok(flock_holder_in(&String::from_utf8_lossy(&table), id))
+}
+
+/// [`flock_holder`] in the text of `/proc/locks`: lines such as
+/// `3: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF` (its pid, then the device as hexadecimal
+/// major and minor, and the inode); a line with `->` is a process waiting for the lock, not
+/// holding it. A lock is matched by its inode alone when no line has the device too: on
+/// overlayfs and btrfs `stat` shows another device than the kernel's table does, and a
+/// holder missed there would let a run take over a held lock, where a file of another file
+/// system with the same inode only makes a run wait for the next night.
+fn flock_holder_in(table: &str, id: Id) -> Option<i64> {
+    let (major, minor) = (rustix::fs::major(id.0), rustix::fs::minor(id.0));
+    let mut by_inode = None;
+    for line in table.lines() {
+        let mut fields = line.split_whitespace().skip(1);
+        if fields.next() != Some("FLOCK") {
+            continue;
+        }
+        let (Some(pid), Some(file)) = (fields.nth(2), fields.next()) else { continue };
+        let mut parts = file.split(':');
+        let (Some(maj), Some(min), Some(ino)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let Ok(pid) = pid.parse::<i64>() else { continue };
+        if ino.parse::<u64>().ok() != Some(id.1) {
+            continue;
+        }
+        let same_device = u32::from_str_radix(maj, 16).ok() == Some(major)
+            && u32::from_str_radix(min, 16).ok() == Some(minor);
+        if same_device {
+            return Some(pid);
+        }
+        by_inode = by_inode.or(Some(pid));
+    }
+    by_inode
+}
+
+/// A lock file renamed away from its name to a random name beside it (`.NAME.RANDOM.aside`),
+/// by [`set_aside`]: removed, or put back, by its taker.
+pub(crate) struct SetAside {
+    place: Place,
+    side: OsString,
+    /// The file renamed, as `fstat` of it under its side name shows it.
+    pub(crate) id: Id,
+    regular: bool,
+}
+
+/// Renames the file named `path` away to a random name in its directory (which needs write
+/// on the directory, and, in a sticky one, owning the file or the directory: else
+/// `PermissionDenied`), then looks at what was renamed: that is the file to decide on, whatever
+/// the name held when it was last looked at. `None`: no file has the name any more.
+pub(crate) fn set_aside(path: &Path) -> io::Result<Option<SetAside>> {
+    let place = Place::open(path)?;
+    let mut side = OsString::from(".");
+    side.push(&place.name);
+    side.push(format!(".{}.aside", random_name()));
+    match rustix::fs::renameat_with(
+        &place.dir,
+        &place.name,
+        &place.dir,
+        &side,
+        rustix::fs::RenameFlags::NOREPLACE,
+    ) {
+        Ok(()) => {}
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(e) => return Err(e.into()),
+    }
+    let aside = Place { name: side.clone(), ..place.try_clone()? };
+    let Some(entry) = aside.entry()? else { return Ok(None) };
+    let regular = entry.kind() == rustix::fs::FileType::RegularFile;
+    Ok(Some(SetAside { place, side, id: id_of(&entry.stat), regular }))
+}
+
+impl SetAside {
+    /// Renames the file back to its name, unless another file has the name by now.
+    pub(crate) fn put_back(self) -> io::Result<()> {
+        let place = &self.place;
+        rustix::fs::renameat_with(
+            &place.dir,
+            &self.side,
+            &place.dir,
+            &place.name,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )?;
+        place.sync();
+        Ok(())
+    }
+
+    /// Removes the file; something else than a regular file is put back instead.
+    pub(crate) fn remove(self) -> io::Result<()> {
+        if !self.regular {
+            return self.put_back();
+        }
+        rustix::fs::unlinkat(&self.place.dir, &self.side, rustix::fs::AtFlags::empty())?;
+        Ok(())
+    }
 }
 
 #[cfg(test)]
@@ -1568,6 +1699,43 @@ mod tests {
         assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
         assert!(!victim.exists(), "the symlink's target is never created");
         fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_lock_file_is_0600_and_its_holder_is_found_in_proc_locks() {
+        let dir = temp_dir("lockholder");
+        let path = dir.join("x.lock");
+        let LockFile::Opened(file) = open_lock(&path).unwrap() else { panic!("denied") };
+        assert_eq!(fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        let stat = rustix::fs::fstat(&file).unwrap();
+        assert_eq!(flock_holder(id_of(&stat)).unwrap(), None);
+        file.lock().unwrap();
+        assert_eq!(flock_holder(id_of(&stat)).unwrap(), Some(i64::from(std::process::id())));
+        drop(file);
+        assert_eq!(flock_holder(id_of(&stat)).unwrap(), None);
+        let aside = set_aside(&path).unwrap().unwrap();
+        assert_eq!(aside.id, id_of(&stat));
+        assert!(!path.exists());
+        aside.put_back().unwrap();
+        assert!(path.exists());
+        set_aside(&path).unwrap().unwrap().remove().unwrap();
+        assert_eq!(names(&dir), Vec::<String>::new());
+        assert!(set_aside(&path).unwrap().is_none());
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn proc_locks_lines_name_the_holder_not_a_waiter() {
+        let dev = rustix::fs::makedev(8, 1);
+        let table = "1: POSIX  ADVISORY  WRITE 11 08:01:77 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 22 00:2a:77 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 33 08:01:77 0 EOF\n\
+                     3: FLOCK  ADVISORY  WRITE 44 08:01:77 0 EOF\n\
+                     4: FLOCK  ADVISORY  WRITE 55 08:01:78 0 EOF\n";
+        assert_eq!(flock_holder_in(table, (dev, 77)), Some(44), "the same device first");
+        assert_eq!(flock_holder_in(table, (rustix::fs::makedev(9, 9), 77)), Some(22), "else the inode");
+        assert_eq!(flock_holder_in(table, (dev, 79)), None);
+        assert_eq!(flock_holder_in("garbage\n\n1: FLOCK\n", (dev, 77)), None);
     }
 
     #[test]

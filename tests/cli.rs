@@ -3617,6 +3617,94 @@ fn mysql_user_from_the_query() {
     user_from_the_query(Dialect::Mysql);
 }
 
+/// The clean lock of PostgreSQL counts only sessions of roles that may delete from
+/// `task_state_store`: a role that may only connect holds the old key and keys of the clean's
+/// class, and the clean runs all the same; a session of a role that may delete, holding a key
+/// of the class, holds it off (exit 7), and the message names that role and its pid.
+#[cfg(feature = "postgres")]
+#[test]
+fn postgres_only_a_role_that_may_delete_holds_off_a_clean() {
+    let bench = with_run(Dialect::Postgres);
+    let role = format!("state_store_lock_{}", std::process::id());
+    bench.admin_sql(&format!("DROP ROLE IF EXISTS {role}"));
+    bench.admin_sql(&format!("CREATE ROLE {role} LOGIN"));
+    let class = "hashtext('state-store clean ' || current_schema())";
+    let stranger = bench.hold_as(
+        &role,
+        Some(bench.database()),
+        &format!(
+            "SELECT pg_advisory_lock({class}); \
+             SELECT count(pg_advisory_lock({class}, k)) FROM generate_series(-50, 50) k"
+        ),
+    );
+    seed_expiring(&bench, 6, 2);
+    let run = bench.run(&["clean"]);
+    assert_eq!(run.code, 0, "a role that may only connect held off the clean: {}", run.stderr);
+    assert_eq!(remaining_keys(&bench).len(), 3);
+    drop(stranger);
+
+    bench.exec("DELETE FROM task_state_store");
+    seed_expiring(&bench, 6, 2);
+    let admin = Bench::admin_auth(Dialect::Postgres);
+    let admin = admin.split(':').next().unwrap();
+    let holder =
+        bench.hold_as(admin, Some(bench.database()), &format!("SELECT pg_advisory_lock({class}, 7)"));
+    let pid =
+        bench.scalar("SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objid = 7 AND objsubid = 2");
+    let run = bench.run(&["clean"]).fails(7, "another state-store clean is running");
+    assert!(run.stderr.contains(&format!("role {admin}, pid {pid}")), "{}", run.stderr);
+    assert_eq!(remaining_keys(&bench).len(), 6, "a clean held off deletes nothing");
+    drop(holder);
+    bench.run(&["clean"]).success();
+    bench.admin_sql(&format!("DROP ROLE {role}"));
+}
+
+/// The clean lock of MySQL and MariaDB cannot be named by an account with no privilege on
+/// `task_state_store`: one with `USAGE` only holds the lock name every earlier version took,
+/// and the clean runs all the same. A clean of an account that may delete holds off the next
+/// one (exit 7), whose message names the holder's connection and its user.
+#[cfg(feature = "mysql")]
+#[test]
+fn mysql_only_an_account_with_privileges_on_the_table_holds_off_a_clean() {
+    let bench = with_run(Dialect::Mysql);
+    let user = format!("state_store_lock_{}", std::process::id());
+    bench.admin_sql(&format!("DROP USER IF EXISTS '{user}'@'%'"));
+    bench.admin_sql(&format!("CREATE USER '{user}'@'%'"));
+    let db = bench.database().to_string();
+    let stranger = bench.hold_as(
+        &user,
+        None,
+        &format!(
+            "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '{db}'; \
+             SELECT GET_LOCK('state-store clean {db}', 0)"
+        ),
+    );
+    seed_expiring(&bench, 6, 2);
+    let run = bench.run(&["clean"]);
+    assert_eq!(run.code, 0, "an account with USAGE only held off the clean: {}", run.stderr);
+    assert_eq!(remaining_keys(&bench).len(), 3);
+    drop(stranger);
+    bench.admin_sql(&format!("DROP USER '{user}'@'%'"));
+
+    // The name is the same on every run of the database (its table's creation time is
+    // stable), so a running clean holds off the next one.
+    bench.exec("DELETE FROM task_state_store");
+    seed_expiring(&bench, 20, 1);
+    let mut first = bench
+        .cmd(&["clean", "--batch-size", "1", "--sleep", "1s"])
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    until_some_rows_are_gone(&bench, 20);
+    let run = bench.run(&["clean"]).fails(7, "another state-store clean is running");
+    let admin = Bench::admin_auth(Dialect::Mysql);
+    let admin = admin.split(':').next().unwrap();
+    assert!(run.stderr.contains("held by connection "), "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("of user {admin}@")), "{}", run.stderr);
+    sigterm(&first);
+    assert_eq!(first.wait().unwrap().code(), Some(143));
+}
+
 #[cfg(feature = "postgres")]
 #[test]
 fn postgres_server_problems() {
@@ -4216,7 +4304,19 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     assert_eq!(sh(cron_command), (Some(0), String::new()), "exit 7 is quiet");
-    assert!(std::fs::read_to_string(&cron_log).unwrap().contains(r#""exit_code": 7}"#));
+    let log_text = std::fs::read_to_string(&cron_log).unwrap();
+    assert!(log_text.contains(r#""exit_code": 7}"#));
+    assert!(log_text.contains("(held by pid "), "the log names the holder: {log_text}");
+    // Held off again on the next run: that one is reported.
+    let (code, mail) = sh(cron_command);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        mail.trim_end(),
+        format!(
+            "state-store clean was held off by another clean (exit 7) on two runs in a row, see {}",
+            cron_log.display()
+        )
+    );
     sigterm(&holder);
     assert_eq!(holder.wait().unwrap().code(), Some(143));
 
@@ -4229,6 +4329,8 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     assert!(text.contains("clean: deleted "), "{text}");
     let metrics_text = std::fs::read_to_string(textfile.join("state_store_clean.prom")).unwrap();
     assert!(metrics_text.contains("state_store_clean_exit_code 0\n"), "{metrics_text}");
+    // A run that was not held off forgets the runs that were.
+    assert_eq!(std::fs::read_dir(&log).unwrap().count(), 1, "only the log is left in its directory");
 
     // Any other failure is one line for cron to mail.
     std::fs::write(home.join("airflow.cfg"), "[database]\nsql_alchemy_conn = oracle://db/airflow\n").unwrap();

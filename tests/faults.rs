@@ -2110,6 +2110,96 @@ mod files {
         assert_eq!(count(&bench, EXPIRED), 0);
     }
 
+    /// `command` as `nobody`, with no supplementary groups (util-linux `setpriv`).
+    fn as_nobody(command: &Command) -> Command {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
+        c.arg(command.get_program()).args(command.get_args());
+        for (key, value) in command.get_envs() {
+            if let Some(value) = value {
+                c.env(key, value);
+            }
+        }
+        c
+    }
+
+    /// A clean as root killed with `kill -9`, leaving its lock file behind: the path of the file.
+    fn lock_file_of_a_killed_root_clean(bench: &Bench) -> PathBuf {
+        let lock = bench.dir.path().join("airflow.db.state-store-clean.lock");
+        let mut first = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "100ms"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until(30, "the first clean takes its lock", || lock.exists());
+        first.kill().unwrap();
+        first.wait().unwrap();
+        assert!(lock.exists(), "kill -9 leaves the lock file");
+        lock
+    }
+
+    /// A lock file a killed root clean left cannot be held by another local user: it is
+    /// 0600, so `nobody`, who can search the directory but not write it, cannot open it to
+    /// `flock` it, and the next clean runs. It used to be 0444: any user who could reach it
+    /// held it, and every clean exited 7.
+    #[test]
+    fn sqlite_a_lock_file_left_behind_cannot_be_held_by_another_user() {
+        if !running_as_root() {
+            eprintln!("skipped: needs root, to lock as another user");
+            return;
+        }
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 2000, 1);
+        let lock = lock_file_of_a_killed_root_clean(&bench);
+        let mode = std::fs::metadata(&lock).unwrap().permissions().mode() & 0o777;
+        std::fs::set_permissions(bench.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut flock = Command::new("flock");
+        flock.args(["-n"]).arg(&lock).args(["sleep", "60"]);
+        let mut stranger = as_nobody(&flock).stderr(Stdio::null()).spawn().unwrap();
+        // Given the time to open and lock it, were it able to.
+        std::thread::sleep(Duration::from_millis(500));
+        let run = bench.run(&["clean"]);
+        let _ = stranger.kill();
+        let _ = stranger.wait();
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(count(&bench, EXPIRED), 0);
+        assert!(!lock.exists(), "the lock file is removed at the end");
+        assert_eq!(mode, 0o600, "the lock file is readable by its owner alone");
+    }
+
+    /// A lock file a killed root clean left in a directory where `nobody` may create files but
+    /// not remove root's (sticky, as /tmp is): `nobody`'s clean cannot take it over, and says
+    /// which file, whose it is, and what removing it takes (exit 4).
+    #[test]
+    fn sqlite_a_lock_file_another_user_cannot_replace_is_named() {
+        if !running_as_root() {
+            eprintln!("skipped: needs root, to clean as another user");
+            return;
+        }
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 2000, 1);
+        let lock = lock_file_of_a_killed_root_clean(&bench);
+        for entry in std::fs::read_dir(bench.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path != lock {
+                assert!(Command::new("chown").arg("nobody").arg(&path).status().unwrap().success());
+            }
+        }
+        std::fs::set_permissions(bench.dir.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+        let out = as_nobody(&bench.cmd(&["clean"])).stdin(Stdio::null()).output().unwrap();
+        let run = Run::from(out, &["clean"]);
+        let run = run.fails(4, "airflow.db.state-store-clean.lock");
+        assert!(
+            run.stderr.contains("uid 0") && run.stderr.contains("write on its directory"),
+            "{}",
+            run.stderr
+        );
+        assert!(lock.exists());
+        std::fs::remove_file(&lock).unwrap();
+        let out = as_nobody(&bench.cmd(&["clean"])).stdin(Stdio::null()).output().unwrap();
+        Run::from(out, &["clean"]).success();
+    }
+
     /// A symlink planted where the clean lock file goes: the clean refuses it (exit 4) and
     /// never creates the link's target (as root, that could be any file).
     #[test]
@@ -2143,7 +2233,9 @@ mod files {
         wait_until(30, "the first clean takes its lock", || lock.exists());
         for other in ["link.db", "x/../airflow.db"] {
             let url = format!("sqlite:///{}", dir.join(other).display());
-            bench.run(&["clean", "--conn", &url]).fails(7, "another state-store clean is running");
+            let run = bench.run(&["clean", "--conn", &url]).fails(7, "another state-store clean is running");
+            // The holder, as `/proc/locks` shows it.
+            assert!(run.stderr.contains(&format!("held by pid {}", first.id())), "{}", run.stderr);
         }
         assert!(Command::new("kill").args(["-TERM", &first.id().to_string()]).status().unwrap().success());
         assert_eq!(first.wait().unwrap().code(), Some(143));

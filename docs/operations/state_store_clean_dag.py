@@ -35,7 +35,8 @@ with DAG(
             ' --metrics-file "${STATE_STORE_METRICS_FILE:-' + METRICS_FILE + '}"'
         ),
         # Exit 7: another clean of the same database is still running. The task is skipped,
-        # not failed.
+        # not failed; the metrics file keeps the 7, and 7 on two runs in a row fires
+        # StateStoreCleanHeldOff (alerts.yml).
         skip_on_exit_code=7,
         # Longer than --max-duration: the run stops itself first, between batches. If Airflow
         # kills the task anyway, SIGTERM ends the run after its current batch.

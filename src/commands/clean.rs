@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::Context;
 use crate::archive::Sink;
 use crate::cli::{BatchSize, CleanArgs, Format, GlobalArgs};
-use crate::db::{Access, Store};
+use crate::db::{Access, CleanLock, Store};
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
 use crate::ops::{
@@ -438,9 +438,10 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         sinks.shared().metrics = None;
         return Err(e);
     }
-    if !store.begin_clean(lock_timeout)? {
+    if let CleanLock::Held(holder) = store.begin_clean(lock_timeout)? {
+        let holder = holder.map(|h| format!(" (held by {h})")).unwrap_or_default();
         return Err(Error::Busy(format!(
-            "another state-store clean is running on {}; this one deleted nothing (try again when it ends)",
+            "another state-store clean is running on {}{holder}; this one deleted nothing (try again when it ends)",
             ctx.url.redacted()
         ))
         .into());

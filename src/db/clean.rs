@@ -321,7 +321,7 @@ impl Store {
     }
 
     /// See [`Connection::begin_clean`].
-    pub(crate) fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+    pub(crate) fn begin_clean(&mut self, lock_timeout: Duration) -> Result<super::dialect::CleanLock> {
         self.connection().begin_clean(lock_timeout)
     }
 

@@ -27,6 +27,16 @@ use crate::error::{Cause, Error, Result};
 use crate::time::Timestamp;
 pub(crate) use crate::url::Dialect;
 
+/// What [`Connection::begin_clean`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CleanLock {
+    /// This run holds the clean lock.
+    Taken,
+    /// Another clean holds it: who, as far as this session may see (a PostgreSQL role and
+    /// pid, a MySQL connection and its user, a process id), or `None` when it cannot tell.
+    Held(Option<String>),
+}
+
 impl Dialect {
     /// The statement text this database runs for a neutral `text` bound to `params`.
     pub(crate) fn render(self, text: &str, params: &[Param<'_>]) -> String {
@@ -409,10 +419,11 @@ pub(crate) trait Connection {
     }
 
     /// Prepares this connection for a clean: takes the lock that keeps two cleans of the same
-    /// database from running at once (`false` when another clean holds it; the lock lasts as
-    /// long as the connection) and bounds every lock wait of later statements by
+    /// database from running at once (the lock lasts as long as the connection; only a
+    /// session or user that could itself delete from `task_state_store` can hold it, see
+    /// docs/architecture.md) and bounds every lock wait of later statements by
     /// `lock_timeout`, so a clean never queues for long behind Airflow's workers.
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool>;
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<CleanLock>;
     /// Ends a clean's work on this connection, whatever its outcome: work the session let the
     /// database defer (SQLite's WAL checkpoints) is done here. Best effort, never fails; it
     /// returns the bytes of that work left undone (a WAL file a reader kept from being

@@ -32,7 +32,7 @@ mod stats;
 mod store;
 
 pub(crate) use clean::{AssetCount, Batch, Cursor, DagCount};
-pub(crate) use dialect::{OnConflict, QuietPace, WriteMark};
+pub(crate) use dialect::{CleanLock, OnConflict, QuietPace, WriteMark};
 pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use restore::{RestoreRow, Restored};
 pub(crate) use sandbox::Sandbox;

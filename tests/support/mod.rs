@@ -614,6 +614,50 @@ impl Bench {
     }
 }
 
+impl Bench {
+    /// The name of the bench's own database on a server.
+    pub fn database(&self) -> &str {
+        self.database.as_deref().expect("server benches have a database")
+    }
+
+    /// Opens a session as `user` (no password: the test servers trust local connections on
+    /// PostgreSQL, and the test creates its MySQL accounts without one), in `database` when
+    /// given, runs `sql` outside any transaction and keeps the session (and the session-level
+    /// locks it took) until the returned holder is dropped.
+    pub fn hold_as(&self, user: &str, database: Option<&str>, sql: &str) -> Holder {
+        use std::io::{BufRead, BufReader, Write};
+        let srv = server(self.dialect);
+        let mut cmd = if self.dialect == Dialect::Postgres {
+            let mut c = Command::new("psql");
+            c.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", &srv.host, "-U", user]);
+            c.args(["-d", database.unwrap_or("postgres")]);
+            if !srv.port.is_empty() {
+                c.args(["-p", &srv.port]);
+            }
+            c
+        } else {
+            let mut c = Command::new("mariadb");
+            c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", user]);
+            if !srv.port.is_empty() {
+                c.args(["-P", &srv.port]);
+            }
+            if let Some(db) = database {
+                c.arg(db);
+            }
+            c
+        };
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
+        let stdin = child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "{sql}; SELECT 'holding';").expect("write");
+        stdin.flush().expect("flush");
+        let mut line = String::new();
+        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+        while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
+        assert!(line.contains("holding"), "the session as {user} ended early: {line}");
+        Holder::Client(child)
+    }
+}
+
 /// Another session writing beside the tool: a statement that changes a row every few
 /// milliseconds, committed at once, as an Airflow worker's writes are. Stops when dropped.
 pub struct Writer {

@@ -1,4 +1,5 @@
-//! What a clean does its own way on MySQL and MariaDB: a named lock; MariaDB's `DELETE …
+//! What a clean does its own way on MySQL and MariaDB: a named lock whose name only an account
+//! with a privilege on the table can read; MariaDB's `DELETE …
 //! RETURNING`, which finds and deletes a batch in one statement; and, on servers with `SKIP
 //! LOCKED` (MariaDB 10.6+, MySQL 8.0.1+), batches that skip the rows a worker holds instead of
 //! waiting for them, as on PostgreSQL. Older servers wait up to `--lock-timeout` for a held
@@ -9,6 +10,7 @@ use mysql::{Params, Value};
 
 use super::{MysqlConnection, cause};
 use crate::db::clean::Batch;
+use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, all, first};
 use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
@@ -16,13 +18,52 @@ use crate::time::Timestamp;
 
 /// The session's lock waits are already `--lock-timeout`, set as it connected
 /// (`connect::session_bounds`).
-pub(super) fn begin(my: &mut MysqlConnection) -> Result<bool> {
+///
+/// The clean lock is a named lock (`GET_LOCK`), the only lock MySQL has that needs no
+/// transaction (a row or table lock would keep a read view or block Airflow's writers), and
+/// any account may take any name, even one with no privilege at all on any database. So the
+/// name holds something only an account with a privilege on `task_state_store` can read: the
+/// table's `CREATE_TIME`, from `information_schema.TABLES`, which shows a table's row only to
+/// an account with some privilege on it (an account with `USAGE` alone sees none). The time
+/// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`);
+/// the server shows it in the session's time zone, which every connection sets to UTC
+/// (`connect.rs`), so every run reads the same text.
+/// Where the server gives no creation time (`NULL`), the name is the plain one of earlier
+/// versions, which any account can take. An account with another privilege on the table than
+/// DELETE (SELECT, say) can still compute the name: MySQL and MariaDB have no lock that only
+/// the holders of a privilege can take without a transaction, and an unprivileged session
+/// cannot list the named locks or read another account's privileges (docs/architecture.md).
+pub(super) fn begin(my: &mut MysqlConnection) -> Result<CleanLock> {
     let what = "cannot take the clean lock";
     let database = first(my, what, &Query::new("SELECT DATABASE()"), |f| Ok(f.text()))?.unwrap_or_default();
-    let name = clean_lock_name(&database);
+    let created = Query::new(
+        "SELECT CAST(CREATE_TIME AS CHAR) FROM information_schema.TABLES \
+         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_state_store'",
+    );
+    let created = first(my, what, &created, |f| Ok(f.opt_text()))?.flatten();
+    let name = clean_lock_name(&database, created.as_deref());
     let lock = Query::new("SELECT GET_LOCK(?, 0)").bind(name.as_str());
-    let locked = first(my, what, &lock, Fields::opt_int)?.flatten() == Some(1);
-    Ok(locked)
+    if first(my, what, &lock, Fields::opt_int)?.flatten() == Some(1) {
+        return Ok(CleanLock::Taken);
+    }
+    // The holder's connection, if it still holds the lock; its account is in the process list
+    // for the same account, or one with the PROCESS privilege.
+    let used = Query::new("SELECT IS_USED_LOCK(?)").bind(name.as_str());
+    let Some(connection) = first(my, what, &used, Fields::opt_int)?.flatten() else {
+        return Ok(CleanLock::Held(None));
+    };
+    let account =
+        Query::new("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?").bind(connection);
+    let account = first(my, what, &account, |f| Ok((f.text(), f.opt_text())))?;
+    Ok(CleanLock::Held(Some(match account {
+        Some((user, host)) => {
+            // A TCP client's host comes with its port.
+            let host = host.unwrap_or_default();
+            let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+            format!("connection {connection} of user {user}@{host}")
+        }
+        None => format!("connection {connection}; its user is shown only with the PROCESS privilege"),
+    })))
 }
 
 /// One statement (one autocommitted transaction) instead of a SELECT of the batch's
@@ -327,21 +368,36 @@ fn take_and_delete(
 /// The longest user-level lock name MySQL 5.7+ accepts (MariaDB takes longer ones).
 const LOCK_NAME_MAX: usize = 64;
 
-/// The name of the clean lock of `database`: `state-store clean <database>` when it fits in
-/// [`LOCK_NAME_MAX`] bytes (a database name alone may be 64 characters), otherwise
-/// `state-store clean~<hash> <start of the name>`, where the hash is FNV-1a of the whole
-/// name, so that every run on the same database takes the same lock on any build. The `~`
-/// where the plain form has its space keeps the two forms from ever naming the same lock.
-fn clean_lock_name(database: &str) -> String {
+/// The name of the clean lock of `database`, with `created` the creation time of its
+/// `task_state_store` (see [`begin`]).
+///
+/// Without one, `state-store clean <database>` when it fits in [`LOCK_NAME_MAX`] bytes (a
+/// database name alone may be 64 characters), otherwise `state-store clean~<hash> <start of
+/// the name>`, where the hash is FNV-1a of the whole name, so that every run on the same
+/// database takes the same lock on any build. The `~` where the plain form has its space
+/// keeps the two forms from ever naming the same lock.
+///
+/// With one, `state-store clean@<hash> <start of the name>`, the hash of the name and the time
+/// together: a name no account that cannot read the time can foresee, and never one of the
+/// forms without it (`@`).
+fn clean_lock_name(database: &str, created: Option<&str>) -> String {
     const PREFIX: &str = "state-store clean";
-    let plain = format!("{PREFIX} {database}");
-    if plain.len() <= LOCK_NAME_MAX {
-        return plain;
-    }
-    let hash = database
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
-    let mut name = format!("{PREFIX}~{hash:016x} ");
+    let fnv = |bytes: &mut dyn Iterator<Item = u8>| {
+        bytes.fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
+    };
+    let mut name = match created {
+        Some(created) => {
+            let hash = fnv(&mut database.bytes().chain([0]).chain(created.bytes()));
+            format!("{PREFIX}@{hash:016x} ")
+        }
+        None => {
+            let plain = format!("{PREFIX} {database}");
+            if plain.len() <= LOCK_NAME_MAX {
+                return plain;
+            }
+            format!("{PREFIX}~{:016x} ", fnv(&mut database.bytes()))
+        }
+    };
     let room = LOCK_NAME_MAX - name.len();
     let cut = (0..=room.min(database.len())).rev().find(|&i| database.is_char_boundary(i)).unwrap_or(0);
     name.push_str(&database[..cut]);
@@ -371,25 +427,41 @@ mod tests {
 
     #[test]
     fn clean_lock_names_fit_mysqls_64_characters() {
-        assert_eq!(clean_lock_name("airflow"), "state-store clean airflow");
+        assert_eq!(clean_lock_name("airflow", None), "state-store clean airflow");
         let fits = "d".repeat(LOCK_NAME_MAX - "state-store clean ".len());
-        assert_eq!(clean_lock_name(&fits), format!("state-store clean {fits}"));
+        assert_eq!(clean_lock_name(&fits, None), format!("state-store clean {fits}"));
         // The longest database names, ASCII and multi-byte, and names that differ only at the end.
         let long_a = format!("{}a", "d".repeat(63));
         let long_b = format!("{}b", "d".repeat(63));
         let wide = "데".repeat(64);
         for name in [&format!("{fits}x"), &long_a, &long_b, &wide] {
-            let lock = clean_lock_name(name);
+            let lock = clean_lock_name(name, None);
             assert!(lock.len() <= LOCK_NAME_MAX, "{lock}: {} bytes", lock.len());
             assert!(lock.starts_with("state-store clean~"), "{lock}");
             // Stable: the same name always gives the same lock.
-            assert_eq!(lock, clean_lock_name(name));
+            assert_eq!(lock, clean_lock_name(name, None));
         }
-        assert_ne!(clean_lock_name(&long_a), clean_lock_name(&long_b));
+        assert_ne!(clean_lock_name(&long_a, None), clean_lock_name(&long_b, None));
         // FNV-1a is fixed, so the name is the same across builds and runs.
         assert_eq!(
-            clean_lock_name(&long_a),
+            clean_lock_name(&long_a, None),
             "state-store clean~de613e777e6aa0a6 ddddddddddddddddddddddddddddd"
         );
+    }
+
+    /// With the table's creation time, the name is another lock for another time, never one
+    /// of the names without it, and as stable and as short.
+    #[test]
+    fn clean_lock_names_with_the_creation_time_cannot_be_foreseen_without_it() {
+        let at = |database: &str, created: &str| clean_lock_name(database, Some(created));
+        let name = at("airflow", "2026-12-06 07:58:28");
+        assert!(name.starts_with("state-store clean@") && name.ends_with(" airflow"), "{name}");
+        assert_eq!(name, at("airflow", "2026-12-06 07:58:28"));
+        assert_ne!(name, at("airflow", "2026-12-06 07:58:29"));
+        assert_ne!(name, clean_lock_name("airflow", None));
+        assert_ne!(at("a", "b"), at("ab", ""), "the name and the time are hashed apart");
+        for database in ["d".repeat(64), "데".repeat(64)] {
+            assert!(at(&database, "2026-12-06 07:58:28").len() <= LOCK_NAME_MAX);
+        }
     }
 }

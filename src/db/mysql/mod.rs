@@ -334,7 +334,7 @@ impl Connection for MysqlConnection {
         require_storable_time("updated_at", updated_at)
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<bool> {
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
         clean::begin(self)
     }
 

@@ -1,21 +1,77 @@
-//! What a clean does its own way on PostgreSQL: an advisory lock, session settings for a
-//! session that only deletes, batches bounded by the primary key alone, and deletes that skip
-//! the rows a worker holds instead of waiting for them.
+//! What a clean does its own way on PostgreSQL: an advisory lock that only a role that may
+//! delete from the table can hold a clean off with, session settings for a session that only
+//! deletes, batches bounded by the primary key alone, and deletes that skip the rows a worker
+//! holds instead of waiting for them.
 
 use super::PostgresConnection;
 use crate::db::clean::Batch;
+use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, first};
 use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
 
+/// The class of the clean lock's advisory keys: the first of the two `int4` keys, the same
+/// for every clean of the schema, so that two Airflow installations sharing a server in
+/// different schemas do not hold off each other's cleans.
+const CLASS: &str = "hashtext('state-store clean ' || current_schema())";
+
+/// Tries at a random key of the class before giving up: another session (anyone may take any
+/// advisory key) holding each of them in turn is not a clean, and costs one round trip each.
+const KEY_TRIES: u32 = 8;
+
 /// The session's lock wait is already `--lock-timeout`, set as it connected
 /// (`connect::session_setup`).
-pub(super) fn begin(pg: &mut PostgresConnection) -> Result<bool> {
-    // A session-level advisory lock, keyed by the schema so that two Airflow installations
-    // sharing a server in different schemas do not block each other's cleans.
-    let lock = Query::new("SELECT pg_try_advisory_lock(hashtext('state-store clean ' || current_schema()))");
-    let locked = first(pg, "cannot take the clean lock", &lock, Fields::bool)?.unwrap_or(false);
+///
+/// The clean lock. Advisory locks are the only lock PostgreSQL has that needs no transaction
+/// (a row or table lock would hold an xid or a snapshot across every batch, which holds back
+/// vacuum, and the table lock modes that conflict with themselves conflict with autovacuum or
+/// with Airflow's writers), and any role that may connect may take any advisory key. So a
+/// clean announces itself under a key of its own, then looks for other holders of the class,
+/// and counts only those whose role may delete from `task_state_store`:
+///
+/// 1. it takes `(class, random)`, a session lock (another random key if that one is taken);
+/// 2. it reads `pg_locks` and `pg_stat_activity` (both readable by every role) for granted
+///    keys of the class in this database held by other sessions whose role has DELETE on
+///    the table; any → it lets its own key go and is held off, naming that role and pid.
+///
+/// Of two cleans, the one that looks second sees the other's key, so they never both run; two
+/// that start at the same moment may both see each other and both be held off (exit 7),
+/// which is safe. A role without DELETE can take keys of the class and is never counted, so it
+/// cannot hold off a clean, and it cannot take this run's random key before it is drawn.
+pub(super) fn begin(pg: &mut PostgresConnection) -> Result<CleanLock> {
+    let what = "cannot take the clean lock";
+    let take = Query::new("SELECT pg_try_advisory_lock(").push(CLASS).push(", CAST(? AS integer))");
+    let mut key = None;
+    for _ in 0..KEY_TRIES {
+        let random = random_key();
+        if first(pg, what, &take.clone().bind(i64::from(random)), Fields::bool)?.unwrap_or(false) {
+            key = Some(random);
+            break;
+        }
+    }
+    // Every key tried was taken: by whom is unknown, and no clean can be told from anyone.
+    let Some(key) = key else { return Ok(CleanLock::Held(None)) };
+    // The two-key form keeps the first key in `classid` and the second in `objid` (as `oid`,
+    // the same 32 bits), with `objsubid` 2; the one-key form of earlier versions, 1.
+    let others = Query::new(
+        "SELECT a.usename, l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid <> pg_backend_pid() \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND l.classid = CAST(",
+    )
+    .push(CLASS)
+    .push(
+        " AS oid) AND has_table_privilege(a.usesysid, to_regclass('task_state_store'), 'DELETE') \
+         ORDER BY l.pid LIMIT 1",
+    );
+    let holder = first(pg, what, &others, |f| Ok((f.opt_text(), f.int()?)))?;
+    if let Some((role, pid)) = holder {
+        let release = Query::new("SELECT pg_advisory_unlock(").push(CLASS).push(", CAST(? AS integer))");
+        pg.run(what, &release.bind(i64::from(key)))?;
+        let role = role.map_or_else(|| "an unknown role".to_string(), |r| format!("role {r}"));
+        return Ok(CleanLock::Held(Some(format!("{role}, pid {pid}"))));
+    }
     // A batch lost in a crash is simply deleted again by the next run, so its commit need
     // not wait for the WAL flush: for this session only, commits return at once.
     pg.run(
@@ -28,7 +84,17 @@ pub(super) fn begin(pg: &mut PostgresConnection) -> Result<bool> {
     // as an unprepared statement is (on the benchmark the two measured the same).
     let custom = Query::new("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)");
     pg.run("cannot set plan_cache_mode", &custom)?;
-    Ok(locked)
+    Ok(CleanLock::Taken)
+}
+
+/// A key no other session can foresee: std's `RandomState` is keyed from the operating
+/// system's random source (and changes on every use).
+fn random_key() -> i32 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    let [a, b, c, d, ..] = hasher.finish().to_le_bytes();
+    i32::from_le_bytes([a, b, c, d])
 }
 
 /// A batch is the expired rows among the next `n` rows in primary-key order. Finding the

@@ -402,7 +402,7 @@ impl Connection for PostgresConnection {
         )))
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<bool> {
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
         clean::begin(self)
     }
 

@@ -31,7 +31,8 @@ const CLEAN_LOCK_SUFFIX: &str = ".state-store-clean.lock";
 /// `<database>` is the file's real path (every symlink and `..` resolved), so two cleans that
 /// name one database by different paths take the same lock. The file is opened with
 /// `O_NOFOLLOW` (`fs::open_lock`): a symlink planted at its name never makes a clean (run as
-/// root, say) create or open the link's target.
+/// root, say) create or open the link's target. It is created 0600, so only its owner (and
+/// root) can open it to `flock` it: no other local user can hold a clean off.
 ///
 /// Removing a lock file races with the next run taking it: a run may open the file, and the
 /// holder unlink it and let go, before that run's `flock`, which then succeeds on a file no
@@ -42,24 +43,53 @@ const CLEAN_LOCK_SUFFIX: &str = ".state-store-clean.lock";
 /// lock it checked, the path names that file, so no other run's check can pass. A file a
 /// crashed run left behind (SIGKILL, a second signal) is not locked: the next run locks it,
 /// finds it named by the path, uses it and removes it at its end.
+///
+/// A file a crashed run of another user left (a root clean killed, then the airflow user's)
+/// cannot be opened. When the kernel's table of locks (`/proc/locks`) shows a process holding
+/// it, the run is held off and names that process. Otherwise it is taken over only by whoever
+/// may replace it: renamed away to a random name beside it (write on the directory, and in a
+/// sticky one owning the file or the directory; else exit 4, naming the file and its owner),
+/// then the table is read again for the file renamed. A run that opened it before the rename
+/// and locked it meanwhile, and passed its path check, holds it: the file is renamed back
+/// (never over a file created at the name since) and this run is held off. Otherwise the
+/// file is unlinked and the run starts over: a run that opened it before the rename and
+/// locks it after fails its path check (the name no longer names that file) and starts over
+/// too, so the file renamed away is never a lock anyone counts.
 pub(super) struct CleanLock {
     file: std::fs::File,
     path: std::path::PathBuf,
 }
 
+/// What [`CleanLock::acquire`] found.
+pub(super) enum Acquired {
+    Lock(CleanLock),
+    /// Another clean holds the lock: its process id, when the kernel shows it.
+    Held(Option<i64>),
+}
+
 impl CleanLock {
-    /// The lock, or `None` when another clean holds it.
-    fn acquire(path: std::path::PathBuf) -> Result<Option<CleanLock>> {
+    fn acquire(path: std::path::PathBuf) -> Result<Acquired> {
+        use std::os::fd::AsFd;
         use std::os::unix::fs::MetadataExt;
         let shown = path.display().to_string();
         let fail = |what: &str, e: std::io::Error| {
             Error::db(format!("cannot {what} the clean lock file {shown}"), e)
         };
         loop {
-            let file = crate::fs::open_lock(&path).map_err(|e| fail("open", e))?;
+            let file = match crate::fs::open_lock(&path).map_err(|e| fail("open", e))? {
+                crate::fs::LockFile::Opened(file) => file,
+                crate::fs::LockFile::Denied(denied) => match Self::take_over(&path, &denied)? {
+                    Some(held) => return Ok(held),
+                    None => continue,
+                },
+            };
             match file.try_lock() {
                 Ok(()) => {}
-                Err(std::fs::TryLockError::WouldBlock) => return Ok(None),
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let stat = rustix::fs::fstat(file.as_fd()).map_err(|e| fail("read", e.into()))?;
+                    let holder = crate::fs::flock_holder((stat.st_dev, stat.st_ino)).ok().flatten();
+                    return Ok(Acquired::Held(holder));
+                }
                 Err(std::fs::TryLockError::Error(e)) => return Err(fail("lock", e).into()),
             }
             let locked = file.metadata().map_err(|e| fail("read", e))?;
@@ -68,7 +98,7 @@ impl CleanLock {
                     // Removed by an ending that stops the process at once too (a hard
                     // deadline, a second signal), still locked, as `drop` removes it.
                     crate::fs::remove_at_exit(&path);
-                    return Ok(Some(CleanLock { file, path }));
+                    return Ok(Acquired::Lock(CleanLock { file, path }));
                 }
                 // Unlinked, or replaced, by the holder that ended meanwhile: start over.
                 Ok(_) => {}
@@ -77,18 +107,85 @@ impl CleanLock {
             }
         }
     }
+
+    /// A lock file this run may not open (see [`CleanLock`]): held off when a process holds
+    /// it, else renamed away and removed (`None`: start over).
+    fn take_over(path: &std::path::Path, denied: &crate::fs::Denied) -> Result<Option<Acquired>> {
+        let shown = path.display();
+        let unknown = |e: std::io::Error| {
+            Error::db(
+                format!(
+                    "cannot tell whether a clean holds the lock file {shown} (uid {}'s, which this user \
+                     cannot open)",
+                    denied.uid
+                ),
+                e,
+            )
+        };
+        if let Some(pid) = crate::fs::flock_holder(denied.id).map_err(unknown)? {
+            return Ok(Some(Acquired::Held(Some(pid))));
+        }
+        let aside = match crate::fs::set_aside(path) {
+            Ok(Some(aside)) => aside,
+            Ok(None) => return Ok(None),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+                return Err(Error::db(
+                    format!(
+                        "cannot take over the clean lock file {shown}: uid {} owns it, no process holds it, \
+                         and removing it takes write on its directory (remove it as that user or root)",
+                        denied.uid
+                    ),
+                    e,
+                )
+                .into());
+            }
+            Err(e) => {
+                return Err(Error::db(format!("cannot take over the clean lock file {shown}"), e).into());
+            }
+        };
+        match crate::fs::flock_holder(aside.id) {
+            Ok(None) => {
+                aside
+                    .remove()
+                    .map_err(|e| Error::db(format!("cannot remove the clean lock file {shown}"), e))?;
+                Ok(None)
+            }
+            held => {
+                let holder = held.ok().flatten();
+                aside.put_back().map_err(|e| {
+                    Error::db(
+                        format!("cannot rename back the clean lock file {shown}, which a clean holds"),
+                        e,
+                    )
+                })?;
+                Ok(Some(Acquired::Held(holder)))
+            }
+        }
+    }
 }
 
 impl Drop for CleanLock {
     fn drop(&mut self) {
-        // Unlinked while still locked: see `CleanLock`. Closing the file then lets go.
-        let _ = std::fs::remove_file(&self.path);
+        // Unlinked while still locked: see `CleanLock`. Closing the file then lets go. Only
+        // while the path names this file: a run taking over another user's file may have
+        // renamed it away and failed to put it back over a file created since, which is
+        // another run's.
+        use std::os::unix::fs::MetadataExt;
+        let ours = |m: &std::fs::Metadata| (m.dev(), m.ino());
+        if let (Ok(named), Ok(locked)) = (std::fs::symlink_metadata(&self.path), self.file.metadata())
+            && ours(&named) == ours(&locked)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
         crate::fs::keep_at_exit(&self.path);
         let _ = self.file.unlock();
     }
 }
 
-pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Result<bool> {
+pub(super) fn begin(
+    sqlite: &mut SqliteConnection,
+    lock_timeout: Duration,
+) -> Result<crate::db::dialect::CleanLock> {
     let fail = |e| sqlite.error("cannot prepare the clean", e);
     sqlite.conn.busy_timeout(lock_timeout).map_err(fail)?;
     let batch_bound = tune(&sqlite.conn, sqlite.path.as_deref()).map_err(fail)?;
@@ -106,14 +203,19 @@ pub(super) fn begin(sqlite: &mut SqliteConnection, lock_timeout: Duration) -> Re
     // SQLite's own locks cannot say "a clean is running" without blocking Airflow's writers
     // too (a lock on the database, or on a table of it, is a write lock), so the guard is a
     // lock file beside the database (see `CleanLock`).
-    let Some(path) = &sqlite.path else { return Ok(true) };
+    let Some(path) = &sqlite.path else { return Ok(crate::db::dialect::CleanLock::Taken) };
     // Keyed by the file, not by how the URL spells its path (see `CleanLock`).
     let real = std::fs::canonicalize(path)
         .map_err(|e| Error::db(format!("cannot resolve the path of {}", sqlite.location), e))?;
     let mut lock_path = real.into_os_string();
     lock_path.push(CLEAN_LOCK_SUFFIX);
-    sqlite.clean_lock = CleanLock::acquire(lock_path.into())?;
-    Ok(sqlite.clean_lock.is_some())
+    match CleanLock::acquire(lock_path.into())? {
+        Acquired::Lock(lock) => {
+            sqlite.clean_lock = Some(lock);
+            Ok(crate::db::dialect::CleanLock::Taken)
+        }
+        Acquired::Held(pid) => Ok(crate::db::dialect::CleanLock::Held(pid.map(|pid| format!("pid {pid}")))),
+    }
 }
 
 /// The WAL this session let grow (see `tune`) is copied back into the database now, by the
@@ -353,7 +455,7 @@ mod tests {
             sqlite.conn.query_row("PRAGMA cache_spill", [], |r| r.get::<_, i64>(0)).unwrap()
         };
         assert!(spill(&sqlite) > 0, "SQLite's default spills");
-        assert!(begin(&mut sqlite, Duration::from_secs(1)).unwrap());
+        assert_eq!(begin(&mut sqlite, Duration::from_secs(1)).unwrap(), crate::db::dialect::CleanLock::Taken);
         assert_eq!(spill(&sqlite), 0, "a batch's dirty pages stay in the cache until its commit");
 
         sqlite
@@ -426,7 +528,7 @@ mod tests {
                         if mine == 200 {
                             break;
                         }
-                        if let Some(lock) = CleanLock::acquire(path.clone()).unwrap() {
+                        if let Acquired::Lock(lock) = CleanLock::acquire(path.clone()).unwrap() {
                             mine += 1;
                             let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
                             most.fetch_max(now, Ordering::SeqCst);
@@ -445,8 +547,11 @@ mod tests {
 
         // A file left by a killed run is taken over, and removed at the end.
         std::fs::write(&path, b"").unwrap();
-        let lock = CleanLock::acquire(path.clone()).unwrap().expect("a stale file is no lock");
-        assert!(CleanLock::acquire(path.clone()).unwrap().is_none(), "held");
+        let Acquired::Lock(lock) = CleanLock::acquire(path.clone()).unwrap() else {
+            panic!("a stale file is no lock")
+        };
+        let held = CleanLock::acquire(path.clone()).unwrap();
+        assert!(matches!(held, Acquired::Held(Some(pid)) if pid == i64::from(std::process::id())), "held");
         drop(lock);
         assert!(!path.exists());
         std::fs::remove_dir_all(&dir).unwrap();

@@ -305,7 +305,7 @@ impl Connection for SqliteConnection {
         Ok(())
     }
 
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<bool> {
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
         clean::begin(self, lock_timeout)
     }
 
