@@ -1855,6 +1855,11 @@ mod files {
         assert!(!nowhere.exists(), "the database was opened");
     }
 
+    /// Gives `path` (a symlink itself, not its target) to `owner`.
+    fn chown(owner: &str, path: &Path) {
+        assert!(Command::new("chown").args(["-h", owner]).arg(path).status().unwrap().success());
+    }
+
     /// The mode a new file gets here: 0666 less the umask (the tests' own, which the runs
     /// inherit).
     fn new_file_mode() -> u32 {
@@ -1880,12 +1885,12 @@ mod files {
         for (dir_name, dir_mode, owner) in [("owned", 0o755, "nobody"), ("sticky", 0o1777, "root")] {
             let dir = bench.dir.path().join(dir_name);
             std::fs::create_dir(&dir).unwrap();
-            assert!(Command::new("chown").arg(owner).arg(&dir).status().unwrap().success());
+            chown(owner, &dir);
             set_mode(&dir, dir_mode);
             let plant = |name: &str| -> PathBuf {
                 let path = dir.join(name);
                 std::fs::write(&path, "planted\n").unwrap();
-                assert!(Command::new("chown").arg("nobody").arg(&path).status().unwrap().success());
+                chown("nobody", &path);
                 set_mode(&path, 0o6777);
                 path
             };
@@ -1895,11 +1900,11 @@ mod files {
             bench.run(&["export", "--file", export.to_str().unwrap()]).success();
             let pages = dir.join("man");
             std::fs::create_dir(&pages).unwrap();
-            assert!(Command::new("chown").arg(owner).arg(&pages).status().unwrap().success());
+            chown(owner, &pages);
             set_mode(&pages, dir_mode);
             let page = pages.join("state-store.1");
             std::fs::write(&page, "planted\n").unwrap();
-            assert!(Command::new("chown").arg("nobody").arg(&page).status().unwrap().success());
+            chown("nobody", &page);
             set_mode(&page, 0o6777);
             bench.run(&["man", "--out-dir", pages.to_str().unwrap()]).success();
             for (path, mode) in [(&metrics, 0o644), (&export, new_file_mode()), (&page, new_file_mode())] {
@@ -1943,10 +1948,10 @@ mod files {
         std::fs::write(&precious, "precious\n").unwrap();
         let theirs = bench.dir.path().join("theirs");
         std::fs::create_dir(&theirs).unwrap();
-        assert!(Command::new("chown").arg("nobody").arg(&theirs).status().unwrap().success());
+        chown("nobody", &theirs);
         let sub = theirs.join("sub");
         std::os::unix::fs::symlink(&private, &sub).unwrap();
-        assert!(Command::new("chown").args(["-h", "nobody"]).arg(&sub).status().unwrap().success());
+        chown("nobody", &sub);
         let through = sub.join("out.jsonl");
         let path = through.to_str().unwrap();
         for args in [
@@ -1960,12 +1965,12 @@ mod files {
         }
         // Followed: the same link made root's, and a link of nobody's in a directory only root
         // can write.
-        assert!(Command::new("chown").args(["-h", "root"]).arg(&sub).status().unwrap().success());
+        chown("root", &sub);
         bench.run(&["export", "--file", path]).success();
         assert_eq!(whole_lines(&precious), 20);
         let mine = bench.dir.path().join("mine");
         std::os::unix::fs::symlink(&private, &mine).unwrap();
-        assert!(Command::new("chown").args(["-h", "nobody"]).arg(&mine).status().unwrap().success());
+        chown("nobody", &mine);
         std::fs::remove_file(&precious).unwrap();
         bench.run(&["export", "--file", mine.join("out.jsonl").to_str().unwrap()]).success();
         assert_eq!(whole_lines(&precious), 20);
