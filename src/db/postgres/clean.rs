@@ -26,51 +26,49 @@ const KEY_TRIES: u32 = 8;
 /// The clean lock. Advisory locks are the only lock PostgreSQL has that needs no transaction
 /// (a row or table lock would hold an xid or a snapshot across every batch, which holds back
 /// vacuum, and the table lock modes that conflict with themselves conflict with autovacuum or
-/// with Airflow's writers), and any role that may connect may take any advisory key. So a
-/// clean announces itself under a key of its own, then looks for other holders of the class,
-/// and counts only those whose role may delete from `task_state_store`:
+/// with Airflow's writers), and any role that may connect may take any advisory key. So only
+/// holders whose role may delete from `task_state_store` are counted:
 ///
-/// 1. it takes `(class, random)`, a session lock (another random key if that one is taken);
-/// 2. it reads `pg_locks` and `pg_stat_activity` (both readable by every role) for granted
-///    keys of the class in this database held by other sessions whose role has DELETE on
-///    the table; any → it lets its own key go and is held off, naming that role and pid.
+/// 1. a clean takes the class's front-door key, `(class, 0)`, a session lock. Of two cleans
+///    that start together exactly one gets it; the other finds it held by a role that may
+///    delete, and is held off (naming that role and pid);
+/// 2. when the front door is held by a role that may not delete (anyone may take any key), the
+///    clean announces itself under a random key of the class instead (another if that one is
+///    taken);
+/// 3. either way it then reads `pg_locks` and `pg_stat_activity` (both readable by every role)
+///    for granted keys of the class in this database held by other sessions whose role has
+///    DELETE on the table; any → it lets its key go and is held off.
 ///
-/// Of two cleans, the one that looks second sees the other's key, so they never both run; two
-/// that start at the same moment may both see each other and both be held off (exit 7),
-/// which is safe. A role without DELETE can take keys of the class and is never counted, so it
-/// cannot hold off a clean, and it cannot take this run's random key before it is drawn.
+/// Every clean holds a key of the class before it looks, so of two cleans the one that looks
+/// second sees the other's key: they never both run. Two that start at the same moment while
+/// a stranger holds the front door may both see each other and both be held off (exit 7),
+/// which is safe. A role without DELETE is never counted, so it cannot hold off a clean, and
+/// it cannot take a random key before it is drawn.
 pub(super) fn begin(pg: &mut PostgresConnection) -> Result<CleanLock> {
     let what = "cannot take the clean lock";
     let take = Query::new("SELECT pg_try_advisory_lock(").push(CLASS).push(", CAST(? AS integer))");
     let mut key = None;
-    for _ in 0..KEY_TRIES {
-        let random = random_key();
-        if first(pg, what, &take.clone().bind(i64::from(random)), Fields::bool)?.unwrap_or(false) {
-            key = Some(random);
-            break;
+    if first(pg, what, &take.clone().bind(0_i64), Fields::bool)?.unwrap_or(false) {
+        key = Some(0);
+    } else if let Some(holder) = holder(pg, Holding::FrontDoor)? {
+        return Ok(CleanLock::Held(Some(holder)));
+    } else {
+        for _ in 0..KEY_TRIES {
+            let random = random_key();
+            if random != 0
+                && first(pg, what, &take.clone().bind(i64::from(random)), Fields::bool)?.unwrap_or(false)
+            {
+                key = Some(random);
+                break;
+            }
         }
     }
     // Every key tried was taken: by whom is unknown, and no clean can be told from anyone.
     let Some(key) = key else { return Ok(CleanLock::Held(None)) };
-    // The two-key form keeps the first key in `classid` and the second in `objid` (as `oid`,
-    // the same 32 bits), with `objsubid` 2; the one-key form of earlier versions, 1.
-    let others = Query::new(
-        "SELECT a.usename, l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 AND l.pid <> pg_backend_pid() \
-         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
-         AND l.classid = CAST(",
-    )
-    .push(CLASS)
-    .push(
-        " AS oid) AND has_table_privilege(a.usesysid, to_regclass('task_state_store'), 'DELETE') \
-         ORDER BY l.pid LIMIT 1",
-    );
-    let holder = first(pg, what, &others, |f| Ok((f.opt_text(), f.int()?)))?;
-    if let Some((role, pid)) = holder {
+    if let Some(holder) = holder(pg, Holding::AnyOther)? {
         let release = Query::new("SELECT pg_advisory_unlock(").push(CLASS).push(", CAST(? AS integer))");
         pg.run(what, &release.bind(i64::from(key)))?;
-        let role = role.map_or_else(|| "an unknown role".to_string(), |r| format!("role {r}"));
-        return Ok(CleanLock::Held(Some(format!("{role}, pid {pid}"))));
+        return Ok(CleanLock::Held(Some(holder)));
     }
     // A batch lost in a crash is simply deleted again by the next run, so its commit need
     // not wait for the WAL flush: for this session only, commits return at once.
@@ -85,6 +83,41 @@ pub(super) fn begin(pg: &mut PostgresConnection) -> Result<CleanLock> {
     let custom = Query::new("SELECT set_config('plan_cache_mode', 'force_custom_plan', false)");
     pg.run("cannot set plan_cache_mode", &custom)?;
     Ok(CleanLock::Taken)
+}
+
+/// Which keys of the class [`holder`] looks at.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Holding {
+    /// The front door, `(class, 0)`, whoever holds it.
+    FrontDoor,
+    /// Every key held by another session.
+    AnyOther,
+}
+
+/// The first session that holds a key of the class (`which`) and whose role may delete from
+/// `task_state_store`, as `role NAME, pid N`.
+fn holder(pg: &mut PostgresConnection, which: Holding) -> Result<Option<String>> {
+    // The two-key form keeps the first key in `classid` and the second in `objid` (as `oid`,
+    // the same 32 bits), with `objsubid` 2; the one-key form of earlier versions, 1.
+    let which = match which {
+        Holding::FrontDoor => " AND l.objid = 0",
+        Holding::AnyOther => " AND l.pid <> pg_backend_pid()",
+    };
+    let query = Query::new(
+        "SELECT a.usename, l.pid FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2 \
+         AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()) \
+         AND l.classid = CAST(",
+    )
+    .push(CLASS)
+    .push(" AS oid)")
+    .push(which)
+    .push(" AND has_table_privilege(a.usesysid, to_regclass('task_state_store'), 'DELETE') ORDER BY l.pid LIMIT 1");
+    let found = first(pg, "cannot take the clean lock", &query, |f| Ok((f.opt_text(), f.int()?)))?;
+    Ok(found.map(|(role, pid)| {
+        let role = role.map_or_else(|| "an unknown role".to_string(), |r| format!("role {r}"));
+        format!("{role}, pid {pid}")
+    }))
 }
 
 /// A key no other session can foresee: std's `RandomState` is keyed from the operating
