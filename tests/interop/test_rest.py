@@ -395,9 +395,17 @@ def test_airflow_reads_values_written_over_rest(case, text, task, airflow, rest_
 
 @pytest.mark.parametrize(("case", "key"), cases.KEYS, ids=[c for c, _ in cases.KEYS])
 def test_keys_written_over_rest_are_the_keys_airflow_reads(case, key, task, airflow, rest_store) -> None:
-    """Each path segment percent-encoded with nothing kept: `/`, `?`, `#`, `%`, `..` and a
-    trailing slash reach the key as typed, and nothing else is written (no empty key)."""
+    """Each path segment percent-encoded with nothing kept: `/`, `?`, `#`, `%` and a trailing
+    slash reach the key as typed, and nothing else is written (no empty key). A key with a
+    `.` or `..` segment, which a proxy that normalises paths would resolve, is refused before
+    any request (exit 2), and nothing is written."""
     asset = airflow.add_asset()
+    if any(segment in (".", "..") for segment in key.split("/")):
+        for scope in (task.args(), ["--asset-id", str(asset.id)]):
+            result = rest_store.run("set", key, '"v"', *scope, ok=False)
+            assert result.code == 2 and "cannot address" in result.stderr, result
+        assert airflow.task_keys(task) == [] and airflow.asset_rows([asset.id]) == set()
+        return
     rest_store.run("set", key, '"v"', *task.args())
     rest_store.run("set", key, '"v"', "--asset-id", str(asset.id))
     assert airflow.task_keys(task) == [key]
