@@ -181,13 +181,18 @@ pub(crate) struct Place {
 }
 
 impl Place {
-    /// Opens the directory of `path`, one component at a time ([`walk`]).
+    /// Opens the directory of an output's `path`, one component at a time ([`walk`]): a
+    /// symlink another user could have planted on the way is refused.
     pub(crate) fn open(path: &Path) -> io::Result<Place> {
+        Place::open_walking(path, Strangers::Refuse)
+    }
+
+    fn open_walking(path: &Path, strangers: Strangers<'_>) -> io::Result<Place> {
         let name = match path.file_name() {
             Some(name) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => name.to_os_string(),
             _ => return Err(io::Error::from(io::ErrorKind::IsADirectory)),
         };
-        let (dir, syncable) = walk(parent(path).unwrap_or(Path::new(".")))?;
+        let (dir, syncable) = walk(None, parent(path).unwrap_or(Path::new(".")), strangers)?;
         Ok(Place { dir, syncable, name, shown: path.to_path_buf() })
     }
 
@@ -201,23 +206,15 @@ impl Place {
     }
 
     /// The place a symlink in this directory leads to: `target` as the link holds it,
-    /// relative to this directory unless absolute.
-    fn open_at(&self, target: &Path) -> io::Result<Place> {
-        use rustix::fs::{Mode, OFlags};
+    /// relative to this directory unless absolute, its directory part walked as [`walk`]
+    /// walks one.
+    fn open_at(&self, target: &Path, strangers: Strangers<'_>) -> io::Result<Place> {
         let name = target.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::IsADirectory))?;
         let dir_path = match target.parent() {
             Some(dir) if !dir.as_os_str().is_empty() => dir,
             _ => Path::new("."),
         };
-        let flags = OFlags::DIRECTORY | OFlags::CLOEXEC;
-        let (dir, syncable) =
-            match rustix::fs::openat(&self.dir, dir_path, flags | OFlags::RDONLY, Mode::empty()) {
-                Ok(dir) => (dir, true),
-                Err(rustix::io::Errno::ACCESS) => {
-                    (rustix::fs::openat(&self.dir, dir_path, flags | OFlags::PATH, Mode::empty())?, false)
-                }
-                Err(e) => return Err(e.into()),
-            };
+        let (dir, syncable) = walk(Some(self), dir_path, strangers)?;
         Ok(Place { dir, syncable, name: name.to_os_string(), shown: self.shown.clone() })
     }
 
@@ -299,20 +296,34 @@ fn untrusted(e: &io::Error) -> Option<String> {
     e.get_ref()?.downcast_ref::<UntrustedLink>().map(|link| link.0.clone())
 }
 
+/// What [`walk`] does with a symlink on the way that another user could have planted (one
+/// that is neither root's nor this user's, in a directory other users can write).
+enum Strangers<'a> {
+    /// Refuses it ([`UntrustedLink`]): the path leads to an output.
+    Refuse,
+    /// Follows it, and records every directory a symlink was followed in: the path leads to a
+    /// file read whose writer matters ([`read_with_holders`]), and whoever can write such a
+    /// directory chose where the path goes.
+    Record(&'a mut Vec<Holder>),
+}
+
 /// Opens a directory by walking its path one component at a time, each opened from its
 /// parent's descriptor with `O_PATH | O_NOFOLLOW` and judged by `fstat`, as systemd's
-/// `chase()` walks paths: a symlink on the way is followed (its target read from its own
-/// descriptor) only when root or this process's user owns it, or it stands in a directory no
-/// other user can write; a symlink another user could have made is refused
-/// ([`UntrustedLink`]), so that a directory of theirs on the way cannot lead a root run into a
-/// directory of root's. The directory is then opened readable (to fsync it), or as a path
-/// when it is only searchable; the bool says which.
-fn walk(path: &Path) -> io::Result<(std::os::fd::OwnedFd, bool)> {
+/// `chase()` walks paths. A symlink on the way is read from its own descriptor and followed;
+/// one another user could have made is refused or recorded, as `strangers` says, so that a
+/// directory of theirs on the way cannot lead a root run into a directory of root's. A
+/// relative path starts at `from` (a symlink's directory), or at the working directory. The
+/// directory is then opened readable (to fsync it), or as a path when it is only searchable;
+/// the bool says which.
+fn walk(
+    from: Option<&Place>,
+    path: &Path,
+    mut strangers: Strangers<'_>,
+) -> io::Result<(std::os::fd::OwnedFd, bool)> {
     use rustix::fs::{CWD, FileType, Mode, OFlags};
     use std::path::Component;
     let look = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let start =
-        |absolute: bool| rustix::fs::openat(CWD, if absolute { "/" } else { "." }, look, Mode::empty());
+    let root = || rustix::fs::openat(CWD, "/", look, Mode::empty());
     // The components still to walk, the next one last.
     let mut todo: Vec<OsString> = Vec::new();
     let push = |todo: &mut Vec<OsString>, path: &Path| {
@@ -324,25 +335,37 @@ fn walk(path: &Path) -> io::Result<(std::os::fd::OwnedFd, bool)> {
             }
         }
     };
-    let mut at = start(path.is_absolute())?;
+    let (mut at, mut walked) = match from {
+        _ if path.is_absolute() => (root()?, PathBuf::from("/")),
+        Some(place) => (
+            rustix::fs::openat(&place.dir, ".", look, Mode::empty())?,
+            parent(&place.shown).unwrap_or(Path::new(".")).to_path_buf(),
+        ),
+        None => (rustix::fs::openat(CWD, ".", look, Mode::empty())?, PathBuf::from(".")),
+    };
     let mut at_stat = rustix::fs::fstat(&at)?;
-    let mut walked = PathBuf::from(if path.is_absolute() { "/" } else { "." });
     push(&mut todo, path);
     let mut links = 0;
     while let Some(name) = todo.pop() {
         let next = rustix::fs::openat(&at, name.as_os_str(), look, Mode::empty())?;
         let stat = rustix::fs::fstat(&next)?;
-        walked.push(&name);
         match FileType::from_raw_mode(stat.st_mode) {
-            FileType::Directory => (at, at_stat) = (next, stat),
+            FileType::Directory => {
+                walked.push(&name);
+                (at, at_stat) = (next, stat);
+            }
             FileType::Symlink => {
-                if !is_ours(&stat) && others_can_write(&at_stat) {
-                    return Err(io::Error::other(UntrustedLink(format!(
-                        "{} on the way is a symbolic link that uid {} owns, in a directory other users can \
-                         write; refusing to follow it",
-                        walked.display(),
-                        stat.st_uid
-                    ))));
+                match &mut strangers {
+                    Strangers::Refuse if !is_ours(&stat) && others_can_write(&at_stat) => {
+                        return Err(io::Error::other(UntrustedLink(format!(
+                            "{} on the way is a symbolic link that uid {} owns, in a directory other users \
+                             can write; refusing to follow it",
+                            walked.join(&name).display(),
+                            stat.st_uid
+                        ))));
+                    }
+                    Strangers::Refuse => {}
+                    Strangers::Record(dirs) => dirs.push(Holder::of(walked.clone(), &at_stat)),
                 }
                 links += 1;
                 if links > MAX_LINKS {
@@ -350,10 +373,9 @@ fn walk(path: &Path) -> io::Result<(std::os::fd::OwnedFd, bool)> {
                 }
                 let target = rustix::fs::readlinkat(&next, "", Vec::new())?;
                 let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
-                walked.pop();
                 if target.is_absolute() {
                     walked = PathBuf::from("/");
-                    at = start(true)?;
+                    at = root()?;
                     at_stat = rustix::fs::fstat(&at)?;
                 }
                 push(&mut todo, &target);
@@ -417,7 +439,7 @@ fn find(place: &Place) -> io::Result<Found> {
             FileType::Symlink => {
                 let target = rustix::fs::readlinkat(&entry.fd, "", Vec::new())?;
                 let target = PathBuf::from(std::ffi::OsString::from_vec(target.into_bytes()));
-                at = at.open_at(&target)?;
+                at = at.open_at(&target, Strangers::Refuse)?;
                 continue;
             }
             FileType::Fifo | FileType::CharacterDevice if is_ours(stat) => {
@@ -1337,7 +1359,10 @@ pub(crate) struct ReadFile {
 
 /// [`read_bounded`] for a file whose writer matters (a configuration file whose `_cmd`
 /// options run commands): the same bounds, and besides the bytes, who owns and who can write
-/// the file and every directory that held a name on the way to it. The directory of `path`
+/// the file and every directory that held a name on the way to it: the file's own, each
+/// symlink target's, and each directory a symlink on the way was followed in ([`walk`], which
+/// here follows another user's symlinks too: a plain value may still be read from where they
+/// lead, and the judgement sees who could have chosen it). The directory of `path`
 /// is opened once, each name is looked at without following it (`O_PATH | O_NOFOLLOW`) and
 /// then opened relative to that descriptor with `O_NOFOLLOW | O_NONBLOCK`; a symlink is
 /// followed by reading it from its own descriptor and opening its target's directory
@@ -1346,10 +1371,10 @@ pub(crate) struct ReadFile {
 /// name between the look and the read makes the read fail or reports their own ownership.
 pub(crate) fn read_with_holders(path: &Path) -> io::Result<ReadFile> {
     use rustix::fs::{FileType, OFlags};
-    let mut at = Place::open(path)?;
+    let mut dirs = Vec::new();
+    let mut at = Place::open_walking(path, Strangers::Record(&mut dirs))?;
     let mut dir_shown = parent(path).unwrap_or(Path::new(".")).to_path_buf();
     let mut file_shown = path.to_path_buf();
-    let mut dirs = Vec::new();
     for _ in 0..MAX_LINKS {
         dirs.push(Holder::of(dir_shown.clone(), &rustix::fs::fstat(&at.dir)?));
         let entry = at.entry()?.ok_or_else(|| io::Error::from(io::ErrorKind::NotFound))?;
@@ -1365,7 +1390,7 @@ pub(crate) fn read_with_holders(path: &Path) -> io::Result<ReadFile> {
                 // (`components` drops the `.` a bare name's directory adds.)
                 dir_shown = dir_shown.join(target_dir).components().collect();
                 file_shown = dir_shown.join(target.file_name().unwrap_or_default());
-                at = at.open_at(&target)?;
+                at = at.open_at(&target, Strangers::Record(&mut dirs))?;
             }
             FileType::RegularFile | FileType::Symlink => {
                 let file = at.open_file(OFlags::RDONLY, 0)?;

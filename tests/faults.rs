@@ -844,6 +844,50 @@ fn a_cmd_in_a_config_file_another_user_could_write_never_runs() {
     assert!(r.stderr.is_empty(), "{r:?}");
 }
 
+/// A config file root owns, reached through a symlink `nobody` made in a directory of
+/// nobody's: whoever can write that directory chose where the path leads, so the file's
+/// `_cmd` never runs (exit 3, naming the directory's owner), while its plain values are read,
+/// with one warning, as from any file another user could have chosen.
+#[test]
+fn a_config_reached_through_another_users_symlink_is_read_and_runs_no_command() {
+    if !running_as_root() {
+        eprintln!("skipped: needs root, to own a symlink as another user");
+        return;
+    }
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", "1"], &task(&[]))).success();
+    let real = bench.dir.path().join("real-home");
+    std::fs::create_dir(&real).unwrap();
+    let theirs = bench.dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let link = theirs.join("home");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    for path in [&theirs, &link] {
+        assert!(Command::new("chown").args(["-h", "nobody"]).arg(path).status().unwrap().success());
+    }
+    let marker = bench.dir.path().join("ran-the-command");
+    let url = bench.url().replace('%', "%%");
+    let cfg = real.join("airflow.cfg");
+    std::fs::write(
+        &cfg,
+        format!("[database]\nsql_alchemy_conn_cmd = sh -c \"touch {}; echo {url}\"\n", marker.display()),
+    )
+    .unwrap();
+    let list = cmd(&["list"], &task(&[]));
+    let run = || {
+        let mut c = bench.cmd(&list);
+        c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN").env("AIRFLOW_HOME", &link);
+        Run::from(c.output().unwrap(), &list)
+    };
+    let r = run().fails(3, "sql_alchemy_conn_cmd");
+    assert!(r.stderr.contains("(nobody)"), "{r:?}");
+    assert!(!marker.exists(), "the command ran: {r:?}");
+    std::fs::write(&cfg, format!("[database]\nsql_alchemy_conn = {url}\n")).unwrap();
+    let r = run().success();
+    assert!(r.stdout.contains('k'), "{r:?}");
+    assert_eq!(r.stderr.lines().filter(|l| l.starts_with("warning: ")).count(), 1, "{r:?}");
+}
+
 /// `[database] sql_alchemy_schema` is the one identifier the session takes from the configuration,
 /// as the bound value of `search_path`. Text built to break out of its quoting is taken as a
 /// (missing) schema name and runs nothing; a name with a control character is refused as a
