@@ -947,20 +947,13 @@ pub(crate) struct LineKind {
 /// does not start as the kind's lines do is not read further, one past [`JUDGED_LINE`] not at
 /// all. A file that cannot be read is not judged one.
 fn first_line_is(file: &File, len: u64, kind: &LineKind) -> bool {
-    let mut start = vec![0; kind.start.len().min(usize::try_from(len).unwrap_or(0))];
-    if start.len() < kind.start.len() || file.read_exact_at(&mut start, 0).is_err() || start != kind.start {
+    let mut start = vec![0; kind.start.len()];
+    if len < start.len() as u64 || file.read_exact_at(&mut start, 0).is_err() || start != kind.start {
         return false;
     }
-    let Ok(end) = line_end_after(file, 0, len.min(JUDGED_LINE + 1)) else { return false };
-    let stop = if end > 0 && end <= len && end <= JUDGED_LINE + 1 { end } else { return false };
-    let mut line = vec![0; usize::try_from(stop).unwrap_or(0)];
-    if file.read_exact_at(&mut line, 0).is_err() {
-        return false;
-    }
-    if line.last() == Some(&b'\n') {
-        line.pop();
-    }
-    (kind.whole)(&line)
+    let Ok(end) = line_end_after(file, 0, len.min(JUDGED_LINE)) else { return false };
+    let mut line = vec![0; usize::try_from(end).unwrap_or(0)];
+    file.read_exact_at(&mut line, 0).is_ok() && (kind.whole)(line.strip_suffix(b"\n").unwrap_or(&line))
 }
 
 /// The longest line that is read to judge whether it is one of the file's kind.

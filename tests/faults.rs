@@ -541,6 +541,11 @@ fn set_mode(path: &std::path::Path, mode: u32) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
+/// Gives `path` (a symlink itself, not its target) to `owner`.
+fn chown(owner: &str, path: &std::path::Path) {
+    assert!(Command::new("chown").args(["-h", owner]).arg(path).status().unwrap().success());
+}
+
 fn file_bytes(path: &std::path::Path) -> Vec<u8> {
     std::fs::read(path).unwrap()
 }
@@ -748,9 +753,6 @@ fn a_cmd_in_a_config_file_another_user_could_write_never_runs() {
         let out = Command::new("id").args(["-u", "nobody"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     };
-    let chown = |who: &str, path: &std::path::Path| {
-        assert!(Command::new("chown").args(["-h", who]).arg(path).status().unwrap().success());
-    };
     let home = bench.dir.path().join("nobody-home");
     std::fs::create_dir(&home).unwrap();
     let cfg = home.join("airflow.cfg");
@@ -862,9 +864,8 @@ fn a_config_reached_through_another_users_symlink_is_read_and_runs_no_command() 
     std::fs::create_dir(&theirs).unwrap();
     let link = theirs.join("home");
     std::os::unix::fs::symlink(&real, &link).unwrap();
-    for path in [&theirs, &link] {
-        assert!(Command::new("chown").args(["-h", "nobody"]).arg(path).status().unwrap().success());
-    }
+    chown("nobody", &theirs);
+    chown("nobody", &link);
     let marker = bench.dir.path().join("ran-the-command");
     let url = bench.url().replace('%', "%%");
     let cfg = real.join("airflow.cfg");
@@ -1897,11 +1898,6 @@ mod files {
         let url = format!("sqlite:///{}", nowhere.display());
         bench.run(&["clean", "--conn", &url, "--archive", &path]).fails(2, "belongs to another user");
         assert!(!nowhere.exists(), "the database was opened");
-    }
-
-    /// Gives `path` (a symlink itself, not its target) to `owner`.
-    fn chown(owner: &str, path: &Path) {
-        assert!(Command::new("chown").args(["-h", owner]).arg(path).status().unwrap().success());
     }
 
     /// The mode a new file gets here: 0666 less the umask (the tests' own, which the runs

@@ -576,41 +576,15 @@ impl Bench {
     /// Opens a session outside the tool, runs `sql` in an open transaction and keeps it (and
     /// its locks) until the returned holder is dropped.
     pub fn hold(&self, sql: &str) -> Holder {
-        use std::io::{BufRead, BufReader, Write};
-        match self.dialect {
-            Dialect::Sqlite => {
-                let conn = self.sqlite();
-                conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}")).expect("hold");
-                Holder::Sqlite(conn)
-            }
-            dialect => {
-                let srv = server(dialect);
-                let db = self.database.clone().expect("database");
-                let mut cmd = if dialect == Dialect::Postgres {
-                    let mut c = Command::new("psql");
-                    c.args(["-X", "-q", "-A", "-t", "-h", &srv.host, "-U", &srv.user, "-d", &db]);
-                    if !srv.port.is_empty() {
-                        c.args(["-p", &srv.port]);
-                    }
-                    c
-                } else {
-                    let mut c = Command::new("mariadb");
-                    c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", &srv.user, &db]);
-                    if !srv.port.is_empty() {
-                        c.args(["-P", &srv.port]);
-                    }
-                    c
-                };
-                let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
-                let stdin = child.stdin.as_mut().expect("stdin");
-                writeln!(stdin, "BEGIN; {sql}; SELECT 'holding';").expect("write");
-                stdin.flush().expect("flush");
-                let mut line = String::new();
-                let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-                while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
-                Holder::Client(child)
-            }
+        if self.dialect == Dialect::Sqlite {
+            let conn = self.sqlite();
+            conn.execute_batch(&format!("BEGIN IMMEDIATE; {sql}")).expect("hold");
+            return Holder::Sqlite(conn);
         }
+        let srv = server(self.dialect);
+        let db = self.database.clone().expect("database");
+        let (child, _) = keep_session(self.session_client(&srv.user, Some(&db)), &format!("BEGIN; {sql}"));
+        Holder::Client(child)
     }
 }
 
@@ -625,37 +599,55 @@ impl Bench {
     /// given, runs `sql` outside any transaction and keeps the session (and the session-level
     /// locks it took) until the returned holder is dropped.
     pub fn hold_as(&self, user: &str, database: Option<&str>, sql: &str) -> Holder {
-        use std::io::{BufRead, BufReader, Write};
-        let srv = server(self.dialect);
-        let mut cmd = if self.dialect == Dialect::Postgres {
-            let mut c = Command::new("psql");
-            c.args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", &srv.host, "-U", user]);
-            c.args(["-d", database.unwrap_or("postgres")]);
-            if !srv.port.is_empty() {
-                c.args(["-p", &srv.port]);
-            }
-            c
-        } else {
-            let mut c = Command::new("mariadb");
-            c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", user]);
-            if !srv.port.is_empty() {
-                c.args(["-P", &srv.port]);
-            }
-            if let Some(db) = database {
-                c.arg(db);
-            }
-            c
-        };
-        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
-        let stdin = child.stdin.as_mut().expect("stdin");
-        writeln!(stdin, "{sql}; SELECT 'holding';").expect("write");
-        stdin.flush().expect("flush");
-        let mut line = String::new();
-        let mut out = BufReader::new(child.stdout.take().expect("stdout"));
-        while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
+        let default = if self.dialect == Dialect::Postgres { "postgres" } else { "" };
+        let mut cmd = self.session_client(user, Some(database.unwrap_or(default)));
+        if self.dialect == Dialect::Postgres {
+            cmd.args(["-v", "ON_ERROR_STOP=1"]);
+        }
+        let (child, line) = keep_session(cmd, sql);
         assert!(line.contains("holding"), "the session as {user} ended early: {line}");
         Holder::Client(child)
     }
+
+    /// The database server's own client (`psql`, `mariadb`) as `user`, in `database` when it
+    /// is given (and not empty), reading statements from its stdin.
+    fn session_client(&self, user: &str, database: Option<&str>) -> Command {
+        let srv = server(self.dialect);
+        let database = database.filter(|db| !db.is_empty());
+        let (mut c, port) = if self.dialect == Dialect::Postgres {
+            let mut c = Command::new("psql");
+            c.args(["-X", "-q", "-A", "-t", "-h", &srv.host, "-U", user]);
+            if let Some(db) = database {
+                c.args(["-d", db]);
+            }
+            (c, "-p")
+        } else {
+            let mut c = Command::new("mariadb");
+            c.args(["--protocol=tcp", "-N", "-B", "-n", "-h", &srv.host, "-u", user]);
+            if let Some(db) = database {
+                c.arg(db);
+            }
+            (c, "-P")
+        };
+        if !srv.port.is_empty() {
+            c.args([port, &srv.port]);
+        }
+        c
+    }
+}
+
+/// Runs `sql` in the client `cmd` and keeps its session until the child is dropped; what the
+/// client printed up to its `holding` line (empty when it ended before).
+fn keep_session(mut cmd: Command, sql: &str) -> (std::process::Child, String) {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).spawn().expect("client");
+    let stdin = child.stdin.as_mut().expect("stdin");
+    writeln!(stdin, "{sql}; SELECT 'holding';").expect("write");
+    stdin.flush().expect("flush");
+    let mut line = String::new();
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    while out.read_line(&mut line).expect("read") > 0 && !line.contains("holding") {}
+    (child, line)
 }
 
 /// Another session writing beside the tool: a statement that changes a row every few
