@@ -12,7 +12,7 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -89,6 +89,8 @@ pub enum Seen {
 pub struct StandIn {
     pub port: u16,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Connections taken from the listener, whether or not their outcome is in `seen` yet.
+    accepted: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -103,23 +105,37 @@ impl StandIn {
         let port = listener.local_addr().unwrap().port();
         let seen = Arc::new(Mutex::new(Vec::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let (record, stopped) = (Arc::clone(&seen), Arc::clone(&stop));
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let (record, stopped, count) = (Arc::clone(&seen), Arc::clone(&stop), Arc::clone(&accepted));
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if stopped.load(Ordering::SeqCst) {
                     break;
                 }
                 let Ok(stream) = stream else { continue };
+                count.fetch_add(1, Ordering::SeqCst);
                 let outcome = serve(wire, &acceptor, stream);
                 record.lock().unwrap().push(outcome);
             }
         });
-        StandIn { port, seen, stop }
+        StandIn { port, seen, accepted, stop }
     }
 
-    /// What each connection so far came to, and forgets them.
+    /// What each connection so far came to, and forgets them. The client may have ended before
+    /// the stand-in's thread took its connection or recorded how the handshake went, so this
+    /// waits (up to `IO_TIMEOUT`) for at least one outcome and for every connection taken.
     pub fn take(&self) -> Vec<Seen> {
-        std::mem::take(&mut *self.seen.lock().unwrap())
+        let deadline = std::time::Instant::now() + IO_TIMEOUT;
+        loop {
+            let mut seen = self.seen.lock().unwrap();
+            let settled = !seen.is_empty() && seen.len() >= self.accepted.load(Ordering::SeqCst);
+            if settled || std::time::Instant::now() >= deadline {
+                self.accepted.fetch_sub(seen.len(), Ordering::SeqCst);
+                return std::mem::take(&mut *seen);
+            }
+            drop(seen);
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 
