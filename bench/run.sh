@@ -7,6 +7,7 @@
 #   ./bench/run.sh [--rows N] [--dialects sqlite,postgres,mysql] [bench.py options]
 #   ./bench/run.sh --only clean|import|rest|latency [options]   # one of the four
 #   ./bench/run.sh --only scale [options]   # the clean at 1,000,000 and 10,000,000 rows
+#   ./bench/run.sh --only cron [options]    # a night with nothing to delete, run after run
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
 #   ./bench/run.sh --only clean --neighbour [options]   # each of our cleans alone and beside
 #                                  # one write a second into another database on the server
@@ -33,6 +34,13 @@
 # peak RSS, the ratio to the floor and the growth of the time per row; it takes --dialects,
 # --batch-sizes (default 0,10000), --layouts (default hashed,interleaved,contiguous), --repeat
 # (default 1), --until-purged, --no-airflow and --json.
+#
+# bench/cron.py (--only cron, never part of the full run) measures what every nightly run pays
+# whatever it deletes: configuration, connection, schema check, the clean's lock, the metrics
+# file replaced at the end of a path of several directories. It runs `clean -o json
+# --metrics-file …` on a table of --rows live rows (default 10,000; none expired) for --rounds
+# rounds (default 30), ours and the baseline alternately, and prints the median, 10th and 90th
+# percentiles of each and their ratio.
 #
 # bench/rest_bench.py (the REST transport beside curl, on a local `airflow api-server`) runs with
 # --only rest, or last in a full run when the Airflow venv is there; of the options it takes
@@ -82,7 +90,7 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --only)
-            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest || "$2" == latency || "$2" == scale ) ]] || { echo "run.sh: --only takes clean, import, rest, latency or scale" >&2; exit 2; }
+            [[ $# -ge 2 && ( "$2" == clean || "$2" == import || "$2" == rest || "$2" == latency || "$2" == scale || "$2" == cron ) ]] || { echo "run.sh: --only takes clean, import, rest, latency, scale or cron" >&2; exit 2; }
             only="$2"
             shift 2
             ;;
@@ -152,6 +160,10 @@ fi
 status=0
 if [[ "$only" == scale ]]; then
     python3 bench/scale.py "${bench_args[@]}"
+    exit
+fi
+if [[ "$only" == cron ]]; then
+    python3 bench/cron.py "${bench_args[@]}"
     exit
 fi
 if [[ -z "$only" || "$only" == clean ]]; then
