@@ -244,6 +244,13 @@ pub(super) fn finish(sqlite: &mut SqliteConnection) -> Option<u64> {
     std::fs::metadata(wal).ok().map(|m| m.len()).filter(|&bytes| bytes > 0)
 }
 
+/// A count one statement reads (a pragma's pages, a number of indexes); SQLite hands integers
+/// over as i64, and none of these is negative.
+fn count(conn: &rusqlite::Connection, sql: &str) -> rusqlite::Result<u64> {
+    let n: i64 = conn.query_row(sql, [], |r| r.get(0))?;
+    Ok(u64::try_from(n).unwrap_or(0))
+}
+
 /// Settings for the clean's own connection only; they end with it. Measured on 1,000,000
 /// rows with 500,012 expired at batch 10,000 (docs/performance.md): each batch deletes
 /// entries spread over the whole expired part of the `expires_at` index. `path` is the
@@ -259,21 +266,21 @@ pub(super) fn tune(
     // 13 % for 1 GB more).
     conn.pragma_update(None, "cache_size", -CLEAN_CACHE_KIB)?;
     let mode: String = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
-    let page_size: u64 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
-    let pages: u64 = conn.query_row("PRAGMA page_count", [], |r| r.get(0))?;
+    let page_size = count(conn, "PRAGMA page_size")?;
+    let pages = count(conn, "PRAGMA page_count")?;
     let free = path.and_then(|p| free_bytes(p.parent().unwrap_or(p)));
     // The b-trees a deleted row is in: its table's and each index's, the larger table's count.
-    let trees: u64 = conn.query_row(
+    let trees = count(
+        conn,
         "SELECT 1 + max((SELECT count(*) FROM pragma_index_list('task_state_store')), \
                         (SELECT count(*) FROM pragma_index_list('asset_state_store')))",
-        [],
-        |r| r.get(0),
     )?;
     let bound = free.and_then(|free| batch_rows_bound(free, page_size, pages, trees));
     if mode.eq_ignore_ascii_case("wal") {
         let budget = wal_budget(pages.saturating_mul(page_size), free);
         // At least a page: 0 would turn checkpoints off.
-        conn.pragma_update(None, "wal_autocheckpoint", (budget / page_size.max(1)).max(1))?;
+        let pages = i64::try_from((budget / page_size.max(1)).max(1)).unwrap_or(i64::MAX);
+        conn.pragma_update(None, "wal_autocheckpoint", pages)?;
         // In WAL mode NORMAL skips the fsync of each commit. A power loss can then undo the
         // last batches, never corrupt the file, and undoing a delete of expired rows is
         // safe: the next clean deletes them again. (In rollback-journal mode NORMAL can
