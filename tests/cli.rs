@@ -1403,6 +1403,20 @@ contract! {
         assert_eq!(fields(&run.json(), &["batch_size", "batches", "task_rows_deleted"]), json!([3, batches, 5]));
     }
 
+    /// `--max-rows` cuts the last batch short, but the run's batch size stays the one it was
+    /// given, in the document, the summary line and `-v`'s first line alike.
+    fn clean_max_rows_reports_the_runs_batch_size_not_the_last_batchs(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let metrics = bench.dir.path().join("clean.prom");
+        let run = bench
+            .run(&["clean", "--batch-size", "2", "--max-rows", "3", "-o", "json", "--metrics-file", metrics.to_str().unwrap()])
+            .success();
+        let v = run.json();
+        assert_eq!(fields(&v, &["batch_size", "task_rows_deleted", "stopped_by"]), json!([2, 3, "max_rows"]));
+        assert!(run.stderr.contains(", batch size 2 rows, "), "{}", run.stderr);
+    }
+
     fn clean_sweeps_orphaned_asset_rows_only(d: Dialect) {
         let bench = Bench::on(d);
         let active = bench.add_asset("orders", "s3://orders/", true);

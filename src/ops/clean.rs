@@ -541,8 +541,10 @@ impl Run<'_> {
             }
             self.batch_done(deleted > 0);
             let took = batch_started.elapsed();
-            if let Some(n) = batch {
-                self.summary.batch_size = Some(n);
+            // Auto's size is the one the pacer chose for this batch; a fixed size never changes.
+            // Neither is the batch `--max-rows` cut short.
+            if self.pacer.is_some() && batch.is_some() {
+                self.summary.batch_size = Some(self.size);
             }
             self.pace(batch, deleted > 0, took);
             let Some(to) = up_to else { return Ok(()) };
