@@ -1367,12 +1367,13 @@ contract! {
         let lines = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).count() as u64;
         assert_eq!(lines, batches, "{}", run.stderr);
         assert!(batches >= 2, "3,000 expired rows of 6,000 take more than one batch of 1,000 rows: {}", run.stderr);
-        let summary = format!(
-            "batch size auto (10 ms a batch and a pause while other sessions write, full speed while none \
-             do, last {last} rows; state_cleanup_batch_size = 0 from default runs as auto, --batch-size 0 for \
-             one transaction)"
-        );
-        assert!(run.stderr.contains(&summary), "{}", run.stderr);
+        // The summary line names the mode and the last size; `-v`'s first line explains it.
+        assert!(run.stderr.contains(&format!(", batch size auto (last {last} rows), ")), "{}", run.stderr);
+        let explained = "batch size auto (10 ms a batch and a pause while other sessions write, full speed \
+                         while none do; state_cleanup_batch_size = 0 from default runs as auto, --batch-size 0 \
+                         for one transaction)";
+        let first = run.stderr.lines().find(|l| l.starts_with("clean: took the clean lock")).unwrap();
+        assert!(first.ends_with(explained), "{}", run.stderr);
         assert_eq!(
             fields(&v, &["batching", "batching_from"]),
             json!(["auto", "state_cleanup_batch_size = 0 from default"])
@@ -1401,6 +1402,28 @@ contract! {
         assert_eq!(run.json()["batch_size"], 2);
         let run = bench.run(&["clean", "--batch-size", "3", "-o", "json"]).success();
         assert_eq!(fields(&run.json(), &["batch_size", "batches", "task_rows_deleted"]), json!([3, batches, 5]));
+    }
+
+    /// With Airflow's default configuration (`state_cleanup_batch_size = 0` in a file whose path
+    /// is long), the summary line of a clean and of a dry run each stay within 200 characters:
+    /// the batching is named there, and explained by `-v`, `--help` and the document.
+    fn clean_summary_line_stays_short_with_airflows_default_configuration(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let dir = bench.dir.path().join("a".repeat(60)).join("b".repeat(60));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("airflow.cfg");
+        std::fs::write(&cfg, "[state_store]\ndefault_retention_days = 30\nstate_cleanup_batch_size = 0\n").unwrap();
+        let cfg = cfg.to_str().unwrap();
+        for args in [&["clean", "--dry-run"][..], &["clean", "-o", "json"]] {
+            let run = bench.run(&[args, &["--config", cfg]].concat()).success();
+            let line = run.stderr.lines().rfind(|l| l.starts_with("clean")).unwrap();
+            assert!(line.chars().count() <= 200, "{} characters: {line}", line.chars().count());
+            assert!(line.contains(", batch size auto"), "{line}");
+        }
+        let run = bench.run(&["clean", "-o", "json", "--config", cfg]).success();
+        let from = format!("state_cleanup_batch_size = 0 from {cfg} line 3");
+        assert_eq!(fields(&run.json(), &["batching", "batching_from"]), json!(["auto", from]));
     }
 
     /// `--max-rows` cuts the last batch short, but the run's batch size stays the one it was

@@ -178,7 +178,8 @@ impl Summary {
         }
     }
 
-    /// The one line that ends every run, on stderr.
+    /// The one line that ends every run, on stderr: within 200 characters on an ordinary run,
+    /// so the batching is named, not explained (`-v`, `--help` and the document explain it).
     pub(crate) fn line(&self) -> String {
         let stopped = match self.stopped_by {
             Some(Stop::MaxRows) => "; stopped at --max-rows, run again to go on".to_string(),
@@ -222,14 +223,9 @@ impl Summary {
             self.batches,
             self.asset_rows_deleted,
             self.cutoff.to_rfc3339(),
-            self.batch_size_text(),
+            batching_brief(self.batch_size, self.batch_time),
             self.seconds
         )
-    }
-
-    /// The batch size in words (see [`batching_text`]).
-    pub(crate) fn batch_size_text(&self) -> String {
-        batching_text(self.batch_size, self.batch_time, self.auto_from.as_deref())
     }
 
     pub(crate) fn doc(&self) -> SummaryDoc {
@@ -893,6 +889,16 @@ pub(crate) fn batching_text(
     }
 }
 
+/// A run's batching named in a few words, for the summary lines: `auto`, `auto (last 1680
+/// rows)` once a batch ran, `0 (one transaction)`, `10000 rows`. [`batching_text`] explains it.
+pub(crate) fn batching_brief(batch_size: Option<u64>, batch_time: Option<Duration>) -> String {
+    match (batch_time, batch_size) {
+        (Some(_), Some(last)) => format!("auto (last {last} rows)"),
+        (Some(_), None) => "auto".to_string(),
+        (None, _) => batching_text(batch_size, None, None),
+    }
+}
+
 /// `--batch-size auto`'s time per batch in whole milliseconds, for the JSON documents.
 pub(crate) fn batch_time_ms(batch_time: Option<Duration>) -> Option<u64> {
     batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
@@ -1200,8 +1206,15 @@ mod tests {
         assert!(summary.batches < 50, "the batches grew from 100 rows: {}", summary.batches);
         let last = summary.batch_size.unwrap();
         assert!(last > 100, "{last}");
-        assert!(summary.line().contains("batch size auto (20 ms a batch and a pause"), "{}", summary.line());
-        assert!(summary.line().contains(&format!(", last {last} rows)")), "{}", summary.line());
+        // The summary line names the mode and the last size; the explanation is `-v`'s.
+        assert!(
+            summary.line().contains(&format!(", batch size auto (last {last} rows), ")),
+            "{}",
+            summary.line()
+        );
+        let explained = batching_text(summary.batch_size, summary.batch_time, None);
+        assert!(explained.starts_with("auto (20 ms a batch and a pause"), "{explained}");
+        assert!(explained.ends_with(&format!(", last {last} rows)")), "{explained}");
         let doc = summary.doc();
         assert_eq!((doc.batching, doc.batch_time_ms), ("auto", Some(20)));
     }
