@@ -2664,8 +2664,17 @@ fn sqlite_batches_walk_the_dag_runs_not_the_ids() {
     assert_eq!(expired_per_run(&bench, &runs), expired, "{}", run.stderr);
     let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).collect();
     assert_eq!(lines.len(), 4, "{}", run.stderr);
-    assert!(lines[0].contains(&format!("dag runs up to dag run {} id ", runs[0])), "{}", run.stderr);
-    assert!(lines[3].contains(&format!("up to dag run {} id ", runs[3])), "{}", run.stderr);
+    // Each id named for what it is: the dag run's, and the row's within it.
+    assert!(
+        lines[0].contains(&format!("dag runs up to dag_run_id {} (task_state_store id ", runs[0])),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        lines[3].contains(&format!("up to dag_run_id {} (task_state_store id ", runs[3])),
+        "{}",
+        run.stderr
+    );
 
     // The walk goes on where it stopped, at a fixed size and with the default batches alike.
     bench.run(&["clean", "--batch-size", "7", "--max-rows", "50"]).success();
@@ -2731,7 +2740,7 @@ fn sqlite_batches_delete_rows_whose_dag_run_id_is_not_an_integer() {
     let total: i64 = bench.scalar("SELECT count(*) FROM task_state_store").parse().unwrap();
     let run = bench.run(&["clean", "--batch-size", "2", "-v", "-o", "json"]).success();
     assert!(
-        run.stderr.contains("expired task row(s), dag runs after dag run "),
+        run.stderr.contains("expired task row(s), dag runs after dag_run_id "),
         "walked by dag run: {}",
         run.stderr
     );

@@ -401,6 +401,19 @@ impl Pacer {
         self.quiet = self.calm >= 2 && at >= self.busy_until;
     }
 
+    /// The pace in words for `-v`, with the reason a gentle one is still gentle: a gentle line
+    /// never says that no one writes, which only full speed says.
+    fn mode(&self) -> &'static str {
+        match (self.quiet, self.calm) {
+            (true, _) => "full speed: no other session writes",
+            (false, 0) => "gentle: another session writes",
+            (false, 1) => {
+                "gentle: another session wrote before the last batch; full speed once two readings in a row see no write"
+            }
+            (false, _) => "gentle: another session wrote less than 1 s ago",
+        }
+    }
+
     fn target(&self) -> Duration {
         if self.quiet { self.quiet_pace.batch } else { self.busy }
     }
@@ -667,12 +680,7 @@ impl Run<'_> {
             self.size = pacer.next(n, took);
         }
         if self.options.verbose {
-            let mode = match (pacer.quiet, pacer.calm) {
-                (true, _) => "full speed: no other session writes",
-                (false, 0) => "gentle: another session writes",
-                (false, _) => "gentle: no other session's write seen since the last",
-            };
-            self.watch.detail(&format!("clean: pace: {mode}; next batch {} row(s)", self.size));
+            self.watch.detail(&format!("clean: pace: {}; next batch {} row(s)", pacer.mode(), self.size));
         }
     }
 
@@ -955,16 +963,41 @@ mod tests {
         assert_eq!(walked_range(Cursor::Id(7), Some(Cursor::Id(20))), "ids 8 to 20");
         assert_eq!(walked_range(Cursor::Id(7), None), "ids from 8");
         assert_eq!(walked_range(Cursor::RUNS, None), "every dag run");
-        assert_eq!(walked_range(Cursor::RUNS, Some(run(3, 90))), "dag runs up to dag run 3 id 90");
+        assert_eq!(
+            walked_range(Cursor::RUNS, Some(run(3, 90))),
+            "dag runs up to dag_run_id 3 (task_state_store id 90)"
+        );
         assert_eq!(
             walked_range(run(3, 90), Some(run(5, 12))),
-            "dag runs after dag run 3 id 90 up to dag run 5 id 12"
+            "dag runs after dag_run_id 3 (task_state_store id 90) up to dag_run_id 5 (task_state_store id 12)"
         );
-        assert_eq!(walked_range(run(3, 90), None), "dag runs after dag run 3 id 90");
+        assert_eq!(walked_range(run(3, 90), None), "dag runs after dag_run_id 3 (task_state_store id 90)");
         assert_eq!(Cursor::Id(10).walked(1), 10);
         assert_eq!(run(10, 500).walked(1), 9);
         assert_eq!(run(1, 500).walked(1), 0, "one dag run, partly walked: none yet");
         assert_eq!(Cursor::Id(i64::MAX).walked(i64::MIN), i64::MAX, "saturates");
+    }
+
+    /// `-v`'s pace line says why a gentle pace is gentle, and never that no other session
+    /// writes while it stays gentle.
+    #[test]
+    fn the_pace_line_says_why_it_is_gentle() {
+        let mut store = seeded(0, 0, 0);
+        let mut pacer = Pacer::new(Duration::from_millis(10), &mut store);
+        let modes: Vec<&str> = [(0, false), (1, false), (2, false), (2, true)]
+            .into_iter()
+            .map(|(calm, quiet)| {
+                pacer.calm = calm;
+                pacer.quiet = quiet;
+                pacer.mode()
+            })
+            .collect();
+        for mode in &modes[..3] {
+            assert!(mode.starts_with("gentle: another session wr"), "{mode}");
+            assert!(!mode.contains("no other session"), "{mode}");
+        }
+        assert_eq!(modes[3], "full speed: no other session writes");
+        assert_ne!(modes[1], modes[2]);
     }
 
     /// `expired` rows that expired an hour ago and `live` ones that expire in an hour, in that
