@@ -3159,6 +3159,28 @@ fn on_terminal(bench: &Bench, args: &[&str], answer: &str) -> (i32, String) {
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// A terminal that reports 0 columns (script(1) with no terminal of its own, some container and
+/// CI set-ups) has no width: `list` lays its table out as off a terminal, one row a line, not
+/// one character a line.
+#[test]
+fn list_at_a_terminal_of_no_width_is_laid_out_as_off_one() {
+    let bench = with_run(Dialect::Sqlite);
+    for key in ["alpha", "beta", "gamma"] {
+        bench.run(&cmd(&["set", key, "\"some value\""], &task(&[]))).success();
+    }
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("stty cols 0 rows 0 && exec '{}' list", support::BIN), "/dev/null"])
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+        .env("AIRFLOW_HOME", bench.dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux script(1) is required by the test suite");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    let off = bench.run(&["list"]).success().stdout;
+    assert_eq!(screen.replace("\r\n", "\n"), off, "laid out as off a terminal");
+}
+
 #[test]
 fn clear_asks_on_a_terminal() {
     let bench = with_run(Dialect::Sqlite);
