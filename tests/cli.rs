@@ -3070,6 +3070,32 @@ fn small_mistakes_get_messages_that_say_what_to_do() {
         .fails(3, "an '@' inside the user name or password must be written %40");
 }
 
+/// A MySQL URL parameter state-store does not understand is refused (exit 3, each named, the
+/// known ones listed) before any connection, as PostgreSQL's are: `read_default_file` makes
+/// mysqlclient take host, user and password from a file, and ignoring it connected elsewhere.
+/// The parameters Airflow's URLs commonly carry that change nothing here (`charset=utf8mb4`, …)
+/// are still taken.
+#[test]
+fn mysql_url_parameters_it_does_not_understand_are_refused() {
+    let bench = Bench::bare();
+    for (query, named) in [
+        ("read_default_file=/etc/airflow/my.cnf", "\"read_default_file\""),
+        ("charset=utf8mb4&read_default_group=client&sslmode=require", "\"read_default_group\", \"sslmode\""),
+        ("charset=latin1", "charset=latin1: state-store talks utf8mb4"),
+    ] {
+        let conn = format!("mysql://root:secret@127.0.0.1:1/airflow?{query}");
+        let run = bench.run(&["list", "--conn", &conn]).fails(3, named);
+        let listed = query.starts_with("charset=latin1")
+            || run.stderr.contains("(state-store understands unix_socket, ");
+        assert!(listed && !run.stderr.contains("secret"), "{}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
+    // Known parameters reach the connection (port 1: nothing listens).
+    let conn =
+        "mysql+mysqldb://root@127.0.0.1:1/airflow?charset=utf8mb4&binary_prefix=true&connect_timeout=2";
+    bench.run(&["list", "--conn", conn]).fails(4, "MySQL database airflow on 127.0.0.1:1");
+}
+
 #[test]
 fn toml_configuration() {
     let bench = with_run(Dialect::Sqlite);
