@@ -4484,6 +4484,47 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     assert_eq!(json_documents(&output).pop().unwrap()["task_rows_deleted"], 1, "{output}");
 }
 
+/// `~` expands as Python's `os.path.expanduser` does in Airflow: `$HOME`, else the system's
+/// account lookup (getpwuid, getpwnam: NSS, so LDAP, SSSD or systemd's records count too), not
+/// a reading of /etc/passwd. Played in a mount namespace whose /etc/passwd is empty, where the
+/// lookup still knows the account (`getent passwd` says what it knows, e.g. systemd's root).
+#[test]
+fn a_tilde_expands_through_the_systems_account_lookup() {
+    if !support::shells::installed("unshare", "util-linux") {
+        return;
+    }
+    let bench = Bench::bare();
+    let empty = bench.dir.path().join("passwd");
+    std::fs::write(&empty, "").unwrap();
+    let inside = |script: &str, envs: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--map-root-user", "sh", "-c"])
+            .arg(format!(r#"mount --bind "$0" /etc/passwd && {script}"#))
+            .arg(&empty)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .envs(envs.iter().copied());
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let known = inside("getent passwd 0 || true", &[]);
+    let home = known.split(':').nth(5).map(str::to_string);
+    let bin = support::BIN;
+    for (envs, tilde) in [(&[][..], "~/airflow"), (&[("AIRFLOW_HOME", "~root/airflow")][..], "~root/airflow")]
+    {
+        let said = inside(&format!("exec '{bin}' list"), envs);
+        let expected =
+            home.as_ref().map_or(tilde.to_string(), |h| format!("{}/airflow", h.trim_end_matches('/')));
+        assert!(
+            said.contains(&format!("the configuration file {expected}/airflow.cfg ")),
+            "{envs:?} {known}: {said}"
+        );
+    }
+    // `$HOME` comes first.
+    let said = inside(&format!("exec '{bin}' list"), &[("HOME", "/srv/home")]);
+    assert!(said.contains("the configuration file /srv/home/airflow/airflow.cfg "), "{said}");
+}
+
 /// What the systemd unit's `ProtectHome=read-only` does to a SQLite metastore under /home,
 /// played with a read-only bind mount of its directory in a mount namespace of its own:
 /// `clean` says the file system is read-only for it, where it used to say "check their
