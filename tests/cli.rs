@@ -4269,6 +4269,19 @@ fn every_man_page_has_its_exit_status_and_headings_of_a_man_page() {
     assert!(description.contains("Checks, read-only") && description.contains("missing_task_instance"));
 }
 
+/// The operations guide's table of what each exit code asks of a scheduler has every code
+/// `clean` can end with, as its manual page's EXIT STATUS lists them (129, 131 and 70 too).
+#[test]
+fn the_operations_guides_exit_codes_are_those_clean_can_end_with() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let guide =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
+            .unwrap();
+    let table = documented_codes(&guide, "### What each exit code asks of a scheduler");
+    assert_eq!(table, exit_status_codes(&pages["state-store-clean"]), "docs/operations.md's table");
+}
+
 #[test]
 fn man_pages_render_without_warnings_and_install_where_man_finds_them() {
     if !support::shells::installed("man", "man-db groff-base") {
