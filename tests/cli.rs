@@ -4344,22 +4344,40 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
         "INSERT INTO asset_state_store (asset_id, key, value, updated_at, last_updated_by_kind) VALUES ({legacy}, 'old', '1', '2020-01-01 00:00:00.000000', 'task')"
     ));
     let dir = bench.dir.path();
-    let bin = dir.join("bin");
+    // `bin` stands for /usr/local/bin, `venv` for Airflow's virtualenv, where pip put the binary.
+    let (bin, venv) = (dir.join("bin"), dir.join("venv"));
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::copy(support::BIN, venv.join("bin/state-store")).unwrap();
     let (home, textfile, log) = (dir.join("home"), dir.join("textfile"), dir.join("log"));
     for d in [&home, &textfile, &log] {
         std::fs::create_dir(d).unwrap();
     }
     let local = |text: &str| {
-        text.replace("/usr/local/bin/state-store", bin.join("state-store").to_str().unwrap())
+        text.replace("/usr/local/bin", bin.to_str().unwrap())
+            .replace("/opt/airflow/venv", venv.to_str().unwrap())
             .replace("/var/lib/node_exporter/textfile_collector", textfile.to_str().unwrap())
             .replace("/var/log/airflow", log.to_str().unwrap())
     };
     let service = local(&read("state-store-clean.service"));
+    // The guide's systemd steps, followed as written for a pip install into Airflow's
+    // virtualenv: the binary is linked where the unit and the cron line name it, before
+    // `systemd-analyze verify`, which fails without it.
+    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
+    let steps = guide
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("systemd-analyze verify"))
+        .unwrap();
+    let link = steps.lines().position(|l| l.starts_with("sudo ln -sf /opt/airflow/venv/bin/state-store "));
+    let verify = steps.lines().position(|l| l.contains("systemd-analyze verify"));
+    assert!(link.is_some() && link < verify, "the steps link the binary before verify: {steps}");
+    let link = local(steps.lines().nth(link.unwrap()).unwrap().strip_prefix("sudo ").unwrap());
+    let out = std::process::Command::new("sh").args(["-c", &link]).output().unwrap();
+    assert!(out.status.success(), "{link}: {}", String::from_utf8_lossy(&out.stderr));
     // The guide shows the cron line and the drop-in for a SQLite metastore under /home as the
     // files have them: its ini block holding `ReadWritePaths=` is verified with the units.
-    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
     let shipped_cron = read("state-store-clean.cron");
     let shipped_line = shipped_cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
     assert!(guide.contains(shipped_line), "docs/operations.md shows another cron line than {shipped_line}");
