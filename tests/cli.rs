@@ -4556,6 +4556,79 @@ fn a_tilde_expands_through_the_systems_account_lookup() {
     assert!(said.contains("the configuration file /srv/home/airflow/airflow.cfg "), "{said}");
 }
 
+/// The Airflow DAG of the operations guide runs as shipped: its `bash_command`, read from the
+/// file by Python (airflow's modules stood in for, to hand the command over) and run by bash as
+/// the BashOperator runs it, cleans on a worker without node_exporter's directory, writes the
+/// metrics where `STATE_STORE_METRICS_FILE` says, and writes none when it is empty; the guide
+/// names the variable.
+#[test]
+fn the_operations_guides_airflow_dag_runs_as_shipped() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 6, 2);
+    let dir = bench.dir.path();
+    let stubs = dir.join("stubs");
+    for module in ["airflow/providers/standard/operators", "airflow/sdk"] {
+        std::fs::create_dir_all(stubs.join(module)).unwrap();
+    }
+    std::fs::write(
+        stubs.join("airflow/providers/standard/operators/bash.py"),
+        "import sys\nclass BashOperator:\n    def __init__(self, bash_command, **kwargs):\n        sys.stdout.write(bash_command)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        stubs.join("airflow/sdk/__init__.py"),
+        "class DAG:\n    def __init__(self, **kwargs): pass\n    def __enter__(self): return self\n    def __exit__(self, *a): return False\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(top.join("docs/operations/state_store_clean_dag.py"))
+        .env("PYTHONPATH", &stubs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let command = String::from_utf8(out.stdout).unwrap();
+    assert!(command.contains("/var/lib/node_exporter/textfile_collector"), "{command}");
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+    // node_exporter's directory stands in a path that does not exist here.
+    let nowhere = dir.join("no-node-exporter");
+    let command = command.replace("/var/lib/node_exporter/textfile_collector", nowhere.to_str().unwrap());
+    let task = |metrics: Option<&str>| {
+        let mut bash = std::process::Command::new("bash");
+        bash.args(["-c", &command])
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url());
+        if let Some(metrics) = metrics {
+            bash.env("STATE_STORE_METRICS_FILE", metrics);
+        }
+        let out = bash.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, text) = task(None);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(json_documents(&text).pop().unwrap()["task_rows_deleted"], 3, "{text}");
+    assert!(!nowhere.exists());
+    let prom = dir.join("clean.prom");
+    let (code, text) = task(Some(prom.to_str().unwrap()));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(std::fs::read_to_string(&prom).unwrap().contains("state_store_clean_exit_code 0\n"));
+    std::fs::remove_file(&prom).unwrap();
+    let (code, text) = task(Some(""));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!prom.exists());
+    // A file named where no directory is fails the task: a wrong path does not go unnoticed.
+    let (code, text) = task(Some(nowhere.join("x.prom").to_str().unwrap()));
+    assert_eq!(code, Some(2), "{text}");
+    let guide = std::fs::read_to_string(top.join("docs/operations.md")).unwrap();
+    let section = guide.split("## An Airflow DAG").nth(1).unwrap().split("\n## ").next().unwrap();
+    let prose: String = section.split("```").step_by(2).collect();
+    assert!(prose.contains("`STATE_STORE_METRICS_FILE`"), "the guide's prose names the variable");
+}
+
 /// What the systemd unit's `ProtectHome=read-only` does to a SQLite metastore under /home,
 /// played with a read-only bind mount of its directory in a mount namespace of its own:
 /// `clean` says the file system is read-only for it, where it used to say "check their
