@@ -3096,6 +3096,28 @@ fn mysql_url_parameters_it_does_not_understand_are_refused() {
     bench.run(&["list", "--conn", conn]).fails(4, "MySQL database airflow on 127.0.0.1:1");
 }
 
+/// What `get -o plain` prints for a value that is not a string is what the pages say it is:
+/// JSON as Python's `json.dumps` writes it, with the pages' own example, not "compact JSON",
+/// which `{"a":1,"b":[1,2]}` would be.
+#[test]
+fn the_pages_name_the_plain_json_text_as_it_is() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", r#"{"a":1,"b":[1,2]}"#], &task(&[]))).success();
+    let example = r#"{"a": 1, "b": [1, 2]}"#;
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is(&format!("{example}\n"));
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for page in ["docs/output.md", "docs/commands/get.md", "docs/commands/list.md"] {
+        let text = std::fs::read_to_string(top.join(page)).unwrap();
+        assert!(!text.to_lowercase().contains("compact json"), "{page} says compact JSON");
+        assert!(
+            text.contains(&format!(
+                "as Python's `json.dumps` writes it, a blank after each `,` and `:` (`{example}`)"
+            )),
+            "{page}"
+        );
+    }
+}
+
 #[test]
 fn toml_configuration() {
     let bench = with_run(Dialect::Sqlite);
