@@ -5512,6 +5512,31 @@ mod shell_and_scripts {
         assert!(prefix.contains("inactive assets") && prefix.contains("--no-orphans"), "{prefix}");
     }
 
+    /// The README's install section says what each way links: a binary built with the default
+    /// features (this one, as `cargo install --locked --path .` builds it) needs the system's
+    /// libssl, so the cargo line says so, and only the wheel and the release binaries (built
+    /// with `vendored-openssl`) are called self-contained.
+    #[test]
+    fn the_readme_says_which_install_links_the_systems_openssl() {
+        let readme =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .unwrap();
+        let install = readme.split("## Install").nth(1).unwrap().split("\n## ").next().unwrap();
+        let out = std::process::Command::new("ldd").arg(support::BIN).output();
+        let dynamic = out.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libssl"));
+        let default_line = install
+            .lines()
+            .find(|l| l.starts_with("cargo install --locked --path .") && !l.contains("vendored-openssl"))
+            .expect("the cargo line with the default features");
+        assert_eq!(default_line.contains("links the system's libssl"), dynamic, "{default_line}");
+        assert!(
+            install
+                .lines()
+                .any(|l| l.starts_with("cargo install") && l.contains("--features vendored-openssl"))
+        );
+        assert!(!install.contains("each puts one self-contained binary"), "{install}");
+    }
+
     /// At a terminal (script(1)), import and export show clean's kind of bar on stderr:
     /// import per pass through the file, in bytes; export in rows written. Not over rows that
     /// go to the terminal themselves.
