@@ -5537,6 +5537,27 @@ mod shell_and_scripts {
         assert!(!install.contains("each puts one self-contained binary"), "{install}");
     }
 
+    /// The README's demo, its output captured as a reader who pipes or saves it: each step's
+    /// result is under its command on stdout, `clean`'s summary line (stderr's) too, and nothing
+    /// is left on stderr.
+    #[test]
+    fn the_demo_shows_each_commands_result_under_it() {
+        let bench = Bench::bare();
+        let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("bash")
+            .arg(top.join("scripts/demo.sh"))
+            .env("STATE_STORE_DEMO_BIN", support::BIN)
+            .env("STATE_STORE_DEMO_DIR", bench.dir.path().join("demo"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert_eq!(stderr, "", "stderr");
+        let clean = stdout.split("$ state-store clean\u{1b}[0m\n").nth(1).expect("the clean step");
+        let result = clean.split("\n\n").next().unwrap();
+        assert!(result.starts_with("clean: deleted "), "under `clean`: {result:?}");
+    }
+
     /// At a terminal (script(1)), import and export show clean's kind of bar on stderr:
     /// import per pass through the file, in bytes; export in rows written. Not over rows that
     /// go to the terminal themselves.
