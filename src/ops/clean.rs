@@ -401,16 +401,14 @@ impl Pacer {
         self.quiet = self.calm >= 2 && at >= self.busy_until;
     }
 
-    /// The pace in words for `-v`, with the reason a gentle one is still gentle: a gentle line
-    /// never says that no one writes, which only full speed says.
+    /// The pace in words for `-v`, a gentle one with what keeps it gentle, so that it never
+    /// reads as "no one writes" followed by the same words at full speed.
     fn mode(&self) -> &'static str {
         match (self.quiet, self.calm) {
             (true, _) => "full speed: no other session writes",
             (false, 0) => "gentle: another session writes",
-            (false, 1) => {
-                "gentle: another session wrote before the last batch; full speed once two readings in a row see no write"
-            }
-            (false, _) => "gentle: another session wrote less than 1 s ago",
+            (false, 1) => "gentle until two readings in a row see no other session's write (one so far)",
+            (false, _) => "gentle for 1 s after another session's last write",
         }
     }
 
@@ -992,12 +990,13 @@ mod tests {
                 pacer.mode()
             })
             .collect();
-        for mode in &modes[..3] {
-            assert!(mode.starts_with("gentle: another session wr"), "{mode}");
-            assert!(!mode.contains("no other session"), "{mode}");
-        }
+        assert_eq!(modes[0], "gentle: another session writes");
+        assert_eq!(modes[1], "gentle until two readings in a row see no other session's write (one so far)");
+        assert_eq!(modes[2], "gentle for 1 s after another session's last write");
         assert_eq!(modes[3], "full speed: no other session writes");
-        assert_ne!(modes[1], modes[2]);
+        for mode in &modes[..3] {
+            assert!(mode.starts_with("gentle") && !mode.contains("full speed"), "{mode}");
+        }
     }
 
     /// `expired` rows that expired an hour ago and `live` ones that expire in an hour, in that
