@@ -2,14 +2,21 @@
 # The main job end to end on an embedded SQLite metastore: build state-store, create a
 # throw-away Airflow 3.3.2 metastore with sample data under target/demo, then set, get, list
 # and clean its task and asset state store and check it with doctor, printing each command
-# before running it.
+# before running it, and under it what the command wrote, stdout and stderr alike: `clean`'s
+# summary line is on stderr, and the demo's output is often captured or paged.
+#
+# STATE_STORE_DEMO_BIN names a binary already built (no build), STATE_STORE_DEMO_DIR another
+# directory than target/demo; the test suite runs the demo so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo build --locked --quiet
-bin="$PWD/target/debug/state-store"
+bin="${STATE_STORE_DEMO_BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --locked --quiet
+    bin="$PWD/target/debug/state-store"
+fi
 
-demo="$PWD/target/demo"
+demo="${STATE_STORE_DEMO_DIR:-$PWD/target/demo}"
 rm -rf "$demo"
 mkdir -p "$demo"
 # Everything below reads Airflow's configuration exactly as Airflow would: $AIRFLOW_HOME/airflow.cfg.
@@ -39,7 +46,7 @@ step() {
     local shown="state-store" arg
     for arg in "$@"; do shown+=" $(shell_quote "$arg")"; done
     printf '\n\033[1m$ %s\033[0m\n' "$shown"
-    "$bin" "$@"
+    "$bin" "$@" 2>&1
 }
 
 # A sandbox is only ever created at a database named on the command line.

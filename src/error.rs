@@ -220,6 +220,10 @@ pub(crate) fn message(error: &(dyn std::error::Error + 'static)) -> String {
     parts.join(": ")
 }
 
+/// The longest `error:` line, in characters: a driver's message can quote a whole statement,
+/// and a path or URL can be any length; a cron mail or a log line needs the start of it.
+pub(crate) const ERROR_LINE_CHARS: usize = 500;
+
 /// Database drivers put newlines in some messages; the contract is one line per error.
 pub(crate) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")

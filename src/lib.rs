@@ -37,11 +37,7 @@ use std::panic::{AssertUnwindSafe, Location};
 
 use clap::error::ErrorKind;
 
-use crate::error::{CliError, exit};
-
-/// The longest `error:` line, in characters: a driver's message can quote a whole statement,
-/// and a path or URL can be any length; a cron mail or a log line needs the start of it.
-const ERROR_LINE_CHARS: usize = 500;
+use crate::error::{CliError, ERROR_LINE_CHARS, exit};
 
 /// Runs the command line of this process and returns its exit code.
 #[must_use]

@@ -99,6 +99,19 @@ pub(crate) fn cut(text: &str, chars: usize) -> String {
     format!("{head}…")
 }
 
+/// `text` within `chars` characters, its middle left out as `…` when it is longer: a long
+/// path keeps its start and its file name.
+pub(crate) fn cut_middle(text: &str, chars: usize) -> String {
+    let count = text.chars().count();
+    if count <= chars {
+        return text.to_string();
+    }
+    let kept = chars.saturating_sub(1);
+    let head: String = text.chars().take(kept / 2).collect();
+    let tail: String = text.chars().skip(count - (kept - kept / 2)).collect();
+    format!("{head}…{tail}")
+}
+
 /// Text quoted in a message: `"…"`, with `"` and `\` escaped and hidden characters escaped.
 pub(crate) fn quote(text: &str) -> String {
     format!("\"{}\"", escaped(text, |c| c == '"' || c == '\\'))
@@ -107,6 +120,13 @@ pub(crate) fn quote(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cut_middle_keeps_both_ends_within_the_bound() {
+        assert_eq!(cut_middle("/a/b/c", 6), "/a/b/c");
+        assert_eq!(cut_middle("/aaaa/bbbb/airflow.cfg", 12), "/aaaa…ow.cfg");
+        assert_eq!(cut_middle("/aaaa/bbbb/airflow.cfg", 12).chars().count(), 12);
+    }
 
     #[test]
     fn hidden_characters_are_escaped_as_python_repr_writes_them() {

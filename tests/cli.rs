@@ -1367,12 +1367,13 @@ contract! {
         let lines = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).count() as u64;
         assert_eq!(lines, batches, "{}", run.stderr);
         assert!(batches >= 2, "3,000 expired rows of 6,000 take more than one batch of 1,000 rows: {}", run.stderr);
-        let summary = format!(
-            "batch size auto (10 ms a batch and a pause while other sessions write, full speed while none \
-             do, last {last} rows; state_cleanup_batch_size = 0 from default runs as auto, --batch-size 0 for \
-             one transaction)"
-        );
-        assert!(run.stderr.contains(&summary), "{}", run.stderr);
+        // The summary line names the mode and the last size; `-v`'s first line explains it.
+        assert!(run.stderr.contains(&format!(", batch size auto (last {last} rows), ")), "{}", run.stderr);
+        let explained = "batch size auto (10 ms a batch and a pause while other sessions write, full speed \
+                         while none do; state_cleanup_batch_size = 0 from default runs as auto, --batch-size 0 \
+                         for one transaction)";
+        let first = run.stderr.lines().find(|l| l.starts_with("clean: took the clean lock")).unwrap();
+        assert!(first.ends_with(explained), "{}", run.stderr);
         assert_eq!(
             fields(&v, &["batching", "batching_from"]),
             json!(["auto", "state_cleanup_batch_size = 0 from default"])
@@ -1401,6 +1402,42 @@ contract! {
         assert_eq!(run.json()["batch_size"], 2);
         let run = bench.run(&["clean", "--batch-size", "3", "-o", "json"]).success();
         assert_eq!(fields(&run.json(), &["batch_size", "batches", "task_rows_deleted"]), json!([3, batches, 5]));
+    }
+
+    /// With Airflow's default configuration (`state_cleanup_batch_size = 0` in a file whose path
+    /// is long), the summary line of a clean and of a dry run each stay within 200 characters:
+    /// the batching is named there, and explained by `-v`, `--help` and the document.
+    fn clean_summary_line_stays_short_with_airflows_default_configuration(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let dir = bench.dir.path().join("a".repeat(60)).join("b".repeat(60));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("airflow.cfg");
+        std::fs::write(&cfg, "[state_store]\ndefault_retention_days = 30\nstate_cleanup_batch_size = 0\n").unwrap();
+        let cfg = cfg.to_str().unwrap();
+        for args in [&["clean", "--dry-run"][..], &["clean", "-o", "json"]] {
+            let run = bench.run(&[args, &["--config", cfg]].concat()).success();
+            let line = run.stderr.lines().rfind(|l| l.starts_with("clean")).unwrap();
+            assert!(line.chars().count() <= 200, "{} characters: {line}", line.chars().count());
+            assert!(line.contains(", batch size auto"), "{line}");
+        }
+        let run = bench.run(&["clean", "-o", "json", "--config", cfg]).success();
+        let from = format!("state_cleanup_batch_size = 0 from {cfg} line 3");
+        assert_eq!(fields(&run.json(), &["batching", "batching_from"]), json!(["auto", from]));
+    }
+
+    /// `--max-rows` cuts the last batch short, but the run's batch size stays the one it was
+    /// given, in the document, the summary line and `-v`'s first line alike.
+    fn clean_max_rows_reports_the_runs_batch_size_not_the_last_batchs(d: Dialect) {
+        let bench = with_run(d);
+        seed_expiring(&bench, 10, 2);
+        let metrics = bench.dir.path().join("clean.prom");
+        let run = bench
+            .run(&["clean", "--batch-size", "2", "--max-rows", "3", "-o", "json", "--metrics-file", metrics.to_str().unwrap()])
+            .success();
+        let v = run.json();
+        assert_eq!(fields(&v, &["batch_size", "task_rows_deleted", "stopped_by"]), json!([2, 3, "max_rows"]));
+        assert!(run.stderr.contains(", batch size 2 rows, "), "{}", run.stderr);
     }
 
     fn clean_sweeps_orphaned_asset_rows_only(d: Dialect) {
@@ -2627,8 +2664,17 @@ fn sqlite_batches_walk_the_dag_runs_not_the_ids() {
     assert_eq!(expired_per_run(&bench, &runs), expired, "{}", run.stderr);
     let lines: Vec<&str> = run.stderr.lines().filter(|l| l.starts_with("clean: batch ")).collect();
     assert_eq!(lines.len(), 4, "{}", run.stderr);
-    assert!(lines[0].contains(&format!("dag runs up to dag run {} id ", runs[0])), "{}", run.stderr);
-    assert!(lines[3].contains(&format!("up to dag run {} id ", runs[3])), "{}", run.stderr);
+    // Each id named for what it is: the dag run's, and the row's within it.
+    assert!(
+        lines[0].contains(&format!("dag runs up to dag_run_id {} (task_state_store id ", runs[0])),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        lines[3].contains(&format!("up to dag_run_id {} (task_state_store id ", runs[3])),
+        "{}",
+        run.stderr
+    );
 
     // The walk goes on where it stopped, at a fixed size and with the default batches alike.
     bench.run(&["clean", "--batch-size", "7", "--max-rows", "50"]).success();
@@ -2694,7 +2740,7 @@ fn sqlite_batches_delete_rows_whose_dag_run_id_is_not_an_integer() {
     let total: i64 = bench.scalar("SELECT count(*) FROM task_state_store").parse().unwrap();
     let run = bench.run(&["clean", "--batch-size", "2", "-v", "-o", "json"]).success();
     assert!(
-        run.stderr.contains("expired task row(s), dag runs after dag run "),
+        run.stderr.contains("expired task row(s), dag runs after dag_run_id "),
         "walked by dag run: {}",
         run.stderr
     );
@@ -2915,15 +2961,18 @@ fn a_missing_airflow_config_is_named() {
             missing.display()
         )
     );
-    assert!(
-        lines[1].starts_with(&format!(
-            "error: no Airflow configuration: the configuration file {} (named by $AIRFLOW_CONFIG) does not exist, \
-             and the database of the default [database] sql_alchemy_conn does not exist either",
-            missing.display()
-        )),
+    assert_eq!(
+        lines[1],
+        format!(
+            "error: no Airflow configuration: neither the configuration file {} (named by $AIRFLOW_CONFIG) nor \
+             {}, the database of the default [database] sql_alchemy_conn, exists; give --config, or set \
+             $AIRFLOW_HOME or $AIRFLOW_CONFIG as Airflow has them, or name the database with --conn or \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+            missing.display(),
+            bench.dir.path().join("airflow.db").display()
+        ),
         "{stderr}"
     );
-    assert!(lines[1].contains("--conn") && lines[1].contains("the file does not exist"), "{stderr}");
     // $AIRFLOW_HOME without airflow.cfg or airflow.db: the same, for every command that opens it.
     for args in
         [&["list"][..], &["clean", "--dry-run"], &["doctor"], &["stats"], &["get", "k", "--asset-id", "1"]]
@@ -2931,9 +2980,34 @@ fn a_missing_airflow_config_is_named() {
         let mut c = bench.cmd(args);
         c.env_remove("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN");
         let run = support::Run::from(c.output().unwrap(), args);
-        let run = run.fails(3, "no Airflow configuration: the configuration file");
-        run.stderr_has("(named by $AIRFLOW_HOME/airflow.cfg) does not exist");
+        let run = run.fails(3, "no Airflow configuration: neither the configuration file");
+        run.stderr_has("(named by $AIRFLOW_HOME/airflow.cfg) nor ");
     }
+    // Without AIRFLOW_HOME, in a home whose path is long: each said once, and the line ends
+    // whole within 500 characters, the paths cut in their middle.
+    let home = bench.dir.path().join("h".repeat(200)).join("x".repeat(200));
+    std::fs::create_dir_all(&home).unwrap();
+    let out = std::process::Command::new(support::BIN)
+        .arg("list")
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    let line = stderr.trim_end();
+    assert!(line.chars().count() <= 500, "{} characters: {line}", line.chars().count());
+    assert!(
+        line.ends_with("or name the database with --conn or AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"),
+        "{line}"
+    );
+    assert!(
+        line.contains("/airflow/airflow.cfg (named by $AIRFLOW_HOME/airflow.cfg, AIRFLOW_HOME unset)"),
+        "{line}"
+    );
+    assert!(line.contains("/airflow/airflow.db, the database of the default"), "{line}");
+    assert_eq!(line.matches("exist").count(), 1, "{line}");
     // ... and with its database, Airflow's default, it works.
     let with_db = Bench::new();
     let mut c = with_db.cmd(&["list", "-o", "json"]);
@@ -2994,6 +3068,54 @@ fn small_mistakes_get_messages_that_say_what_to_do() {
     bench
         .run(&["list", "--conn", "postgresql://airflow:p@ss@db.example/airflow"])
         .fails(3, "an '@' inside the user name or password must be written %40");
+}
+
+/// A MySQL URL parameter state-store does not understand is refused (exit 3, each named, the
+/// known ones listed) before any connection, as PostgreSQL's are: `read_default_file` makes
+/// mysqlclient take host, user and password from a file, and ignoring it connected elsewhere.
+/// The parameters Airflow's URLs commonly carry that change nothing here (`charset=utf8mb4`, …)
+/// are still taken.
+#[test]
+fn mysql_url_parameters_it_does_not_understand_are_refused() {
+    let bench = Bench::bare();
+    for (query, named) in [
+        ("read_default_file=/etc/airflow/my.cnf", "\"read_default_file\""),
+        ("charset=utf8mb4&read_default_group=client&sslmode=require", "\"read_default_group\", \"sslmode\""),
+        ("charset=latin1", "charset=latin1: state-store talks utf8mb4"),
+    ] {
+        let conn = format!("mysql://root:secret@127.0.0.1:1/airflow?{query}");
+        let run = bench.run(&["list", "--conn", &conn]).fails(3, named);
+        let listed = query.starts_with("charset=latin1")
+            || run.stderr.contains("(state-store understands unix_socket, ");
+        assert!(listed && !run.stderr.contains("secret"), "{}", run.stderr);
+        assert_eq!(run.stderr.lines().count(), 1, "{}", run.stderr);
+    }
+    // Known parameters reach the connection (port 1: nothing listens).
+    let conn =
+        "mysql+mysqldb://root@127.0.0.1:1/airflow?charset=utf8mb4&binary_prefix=true&connect_timeout=2";
+    bench.run(&["list", "--conn", conn]).fails(4, "MySQL database airflow on 127.0.0.1:1");
+}
+
+/// What `get -o plain` prints for a value that is not a string is what the pages say it is:
+/// JSON as Python's `json.dumps` writes it, with the pages' own example, not "compact JSON",
+/// which `{"a":1,"b":[1,2]}` would be.
+#[test]
+fn the_pages_name_the_plain_json_text_as_it_is() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.run(&cmd(&["set", "k", r#"{"a":1,"b":[1,2]}"#], &task(&[]))).success();
+    let example = r#"{"a": 1, "b": [1, 2]}"#;
+    bench.run(&cmd(&["get", "k", "-o", "plain"], &task(&[]))).success().stdout_is(&format!("{example}\n"));
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    for page in ["docs/output.md", "docs/commands/get.md", "docs/commands/list.md"] {
+        let text = std::fs::read_to_string(top.join(page)).unwrap();
+        assert!(!text.to_lowercase().contains("compact json"), "{page} says compact JSON");
+        assert!(
+            text.contains(&format!(
+                "as Python's `json.dumps` writes it, a blank after each `,` and `:` (`{example}`)"
+            )),
+            "{page}"
+        );
+    }
 }
 
 #[test]
@@ -3111,6 +3233,28 @@ fn on_terminal(bench: &Bench, args: &[&str], answer: &str) -> (i32, String) {
     child.stdin.take().unwrap().write_all(answer.as_bytes()).unwrap();
     let out = child.wait_with_output().unwrap();
     (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// A terminal that reports 0 columns (script(1) with no terminal of its own, some container and
+/// CI set-ups) has no width: `list` lays its table out as off a terminal, one row a line, not
+/// one character a line.
+#[test]
+fn list_at_a_terminal_of_no_width_is_laid_out_as_off_one() {
+    let bench = with_run(Dialect::Sqlite);
+    for key in ["alpha", "beta", "gamma"] {
+        bench.run(&cmd(&["set", key, "\"some value\""], &task(&[]))).success();
+    }
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("stty cols 0 rows 0 && exec '{}' list", support::BIN), "/dev/null"])
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+        .env("AIRFLOW_HOME", bench.dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux script(1) is required by the test suite");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    let off = bench.run(&["list"]).success().stdout;
+    assert_eq!(screen.replace("\r\n", "\n"), off, "laid out as off a terminal");
 }
 
 #[test]
@@ -4147,6 +4291,19 @@ fn every_man_page_has_its_exit_status_and_headings_of_a_man_page() {
     assert!(description.contains("Checks, read-only") && description.contains("missing_task_instance"));
 }
 
+/// The operations guide's table of what each exit code asks of a scheduler has every code
+/// `clean` can end with, as its manual page's EXIT STATUS lists them (129, 131 and 70 too).
+#[test]
+fn the_operations_guides_exit_codes_are_those_clean_can_end_with() {
+    let bench = Bench::bare();
+    let pages = man_pages(&bench);
+    let guide =
+        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/operations.md"))
+            .unwrap();
+    let table = documented_codes(&guide, "### What each exit code asks of a scheduler");
+    assert_eq!(table, exit_status_codes(&pages["state-store-clean"]), "docs/operations.md's table");
+}
+
 #[test]
 fn man_pages_render_without_warnings_and_install_where_man_finds_them() {
     if !support::shells::installed("man", "man-db groff-base") {
@@ -4209,22 +4366,40 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
         "INSERT INTO asset_state_store (asset_id, key, value, updated_at, last_updated_by_kind) VALUES ({legacy}, 'old', '1', '2020-01-01 00:00:00.000000', 'task')"
     ));
     let dir = bench.dir.path();
-    let bin = dir.join("bin");
+    // `bin` stands for /usr/local/bin, `venv` for Airflow's virtualenv, where pip put the binary.
+    let (bin, venv) = (dir.join("bin"), dir.join("venv"));
     std::fs::create_dir(&bin).unwrap();
-    std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+    std::fs::create_dir_all(venv.join("bin")).unwrap();
+    std::fs::copy(support::BIN, venv.join("bin/state-store")).unwrap();
     let (home, textfile, log) = (dir.join("home"), dir.join("textfile"), dir.join("log"));
     for d in [&home, &textfile, &log] {
         std::fs::create_dir(d).unwrap();
     }
     let local = |text: &str| {
-        text.replace("/usr/local/bin/state-store", bin.join("state-store").to_str().unwrap())
+        text.replace("/usr/local/bin", bin.to_str().unwrap())
+            .replace("/opt/airflow/venv", venv.to_str().unwrap())
             .replace("/var/lib/node_exporter/textfile_collector", textfile.to_str().unwrap())
             .replace("/var/log/airflow", log.to_str().unwrap())
     };
     let service = local(&read("state-store-clean.service"));
+    // The guide's systemd steps, followed as written for a pip install into Airflow's
+    // virtualenv: the binary is linked where the unit and the cron line name it, before
+    // `systemd-analyze verify`, which fails without it.
+    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
+    let steps = guide
+        .split("```sh\n")
+        .skip(1)
+        .filter_map(|block| block.split("```").next())
+        .find(|block| block.contains("systemd-analyze verify"))
+        .unwrap();
+    let link = steps.lines().position(|l| l.starts_with("sudo ln -sf /opt/airflow/venv/bin/state-store "));
+    let verify = steps.lines().position(|l| l.contains("systemd-analyze verify"));
+    assert!(link.is_some() && link < verify, "the steps link the binary before verify: {steps}");
+    let link = local(steps.lines().nth(link.unwrap()).unwrap().strip_prefix("sudo ").unwrap());
+    let out = std::process::Command::new("sh").args(["-c", &link]).output().unwrap();
+    assert!(out.status.success(), "{link}: {}", String::from_utf8_lossy(&out.stderr));
     // The guide shows the cron line and the drop-in for a SQLite metastore under /home as the
     // files have them: its ini block holding `ReadWritePaths=` is verified with the units.
-    let guide = std::fs::read_to_string(ops.with_file_name("operations.md")).unwrap();
     let shipped_cron = read("state-store-clean.cron");
     let shipped_line = shipped_cron.lines().rfind(|l| l.starts_with(|c: char| c.is_ascii_digit())).unwrap();
     assert!(guide.contains(shipped_line), "docs/operations.md shows another cron line than {shipped_line}");
@@ -4360,6 +4535,120 @@ fn the_operations_guides_systemd_units_and_cron_line_work_as_written() {
     let (code, output) = sh(exec);
     assert_eq!(code, Some(0), "{output}");
     assert_eq!(json_documents(&output).pop().unwrap()["task_rows_deleted"], 1, "{output}");
+}
+
+/// `~` expands as Python's `os.path.expanduser` does in Airflow: `$HOME`, else the system's
+/// account lookup (getpwuid, getpwnam: NSS, so LDAP, SSSD or systemd's records count too), not
+/// a reading of /etc/passwd. Played in a mount namespace whose /etc/passwd is empty, where the
+/// lookup still knows the account (`getent passwd` says what it knows, e.g. systemd's root).
+#[test]
+fn a_tilde_expands_through_the_systems_account_lookup() {
+    if !support::shells::installed("unshare", "util-linux") {
+        return;
+    }
+    let bench = Bench::bare();
+    let empty = bench.dir.path().join("passwd");
+    std::fs::write(&empty, "").unwrap();
+    let inside = |script: &str, envs: &[(&str, &str)]| {
+        let mut cmd = std::process::Command::new("unshare");
+        cmd.args(["--mount", "--map-root-user", "sh", "-c"])
+            .arg(format!(r#"mount --bind "$0" /etc/passwd && {script}"#))
+            .arg(&empty)
+            .env_clear()
+            .env("PATH", "/usr/bin:/bin")
+            .envs(envs.iter().copied());
+        let out = cmd.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+    };
+    let known = inside("getent passwd 0 || true", &[]);
+    let home = known.split(':').nth(5).map(str::to_string);
+    let bin = support::BIN;
+    for (envs, tilde) in [(&[][..], "~/airflow"), (&[("AIRFLOW_HOME", "~root/airflow")][..], "~root/airflow")]
+    {
+        let said = inside(&format!("exec '{bin}' list"), envs);
+        let expected =
+            home.as_ref().map_or(tilde.to_string(), |h| format!("{}/airflow", h.trim_end_matches('/')));
+        assert!(
+            said.contains(&format!("the configuration file {expected}/airflow.cfg ")),
+            "{envs:?} {known}: {said}"
+        );
+    }
+    // `$HOME` comes first.
+    let said = inside(&format!("exec '{bin}' list"), &[("HOME", "/srv/home")]);
+    assert!(said.contains("the configuration file /srv/home/airflow/airflow.cfg "), "{said}");
+}
+
+/// The Airflow DAG of the operations guide runs as shipped: its `bash_command`, read from the
+/// file by Python (airflow's modules stood in for, to hand the command over) and run by bash as
+/// the BashOperator runs it, cleans on a worker without node_exporter's directory, writes the
+/// metrics where `STATE_STORE_METRICS_FILE` says, and writes none when it is empty; the guide
+/// names the variable.
+#[test]
+fn the_operations_guides_airflow_dag_runs_as_shipped() {
+    let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let bench = with_run(Dialect::Sqlite);
+    seed_expiring(&bench, 6, 2);
+    let dir = bench.dir.path();
+    let stubs = dir.join("stubs");
+    for module in ["airflow/providers/standard/operators", "airflow/sdk"] {
+        std::fs::create_dir_all(stubs.join(module)).unwrap();
+    }
+    std::fs::write(
+        stubs.join("airflow/providers/standard/operators/bash.py"),
+        "import sys\nclass BashOperator:\n    def __init__(self, bash_command, **kwargs):\n        sys.stdout.write(bash_command)\n",
+    )
+    .unwrap();
+    std::fs::write(
+        stubs.join("airflow/sdk/__init__.py"),
+        "class DAG:\n    def __init__(self, **kwargs): pass\n    def __enter__(self): return self\n    def __exit__(self, *a): return False\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("python3")
+        .arg(top.join("docs/operations/state_store_clean_dag.py"))
+        .env("PYTHONPATH", &stubs)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let command = String::from_utf8(out.stdout).unwrap();
+    assert!(command.contains("/var/lib/node_exporter/textfile_collector"), "{command}");
+    let bin = dir.join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    std::os::unix::fs::symlink(support::BIN, bin.join("state-store")).unwrap();
+    // node_exporter's directory stands in a path that does not exist here.
+    let nowhere = dir.join("no-node-exporter");
+    let command = command.replace("/var/lib/node_exporter/textfile_collector", nowhere.to_str().unwrap());
+    let task = |metrics: Option<&str>| {
+        let mut bash = std::process::Command::new("bash");
+        bash.args(["-c", &command])
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+            .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url());
+        if let Some(metrics) = metrics {
+            bash.env("STATE_STORE_METRICS_FILE", metrics);
+        }
+        let out = bash.output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code(), text)
+    };
+    let (code, text) = task(None);
+    assert_eq!(code, Some(0), "{text}");
+    assert_eq!(json_documents(&text).pop().unwrap()["task_rows_deleted"], 3, "{text}");
+    assert!(!nowhere.exists());
+    let prom = dir.join("clean.prom");
+    let (code, text) = task(Some(prom.to_str().unwrap()));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(std::fs::read_to_string(&prom).unwrap().contains("state_store_clean_exit_code 0\n"));
+    std::fs::remove_file(&prom).unwrap();
+    let (code, text) = task(Some(""));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!prom.exists());
+    // A file named where no directory is fails the task: a wrong path does not go unnoticed.
+    let (code, text) = task(Some(nowhere.join("x.prom").to_str().unwrap()));
+    assert_eq!(code, Some(2), "{text}");
+    let guide = std::fs::read_to_string(top.join("docs/operations.md")).unwrap();
+    let section = guide.split("## An Airflow DAG").nth(1).unwrap().split("\n## ").next().unwrap();
+    let prose: String = section.split("```").step_by(2).collect();
+    assert!(prose.contains("`STATE_STORE_METRICS_FILE`"), "the guide's prose names the variable");
 }
 
 /// What the systemd unit's `ProtectHome=read-only` does to a SQLite metastore under /home,
@@ -5221,6 +5510,52 @@ mod shell_and_scripts {
         let clean = read("docs/commands/clean.md");
         let prefix = clean.split("\n\n").find(|p| p.contains("drop the `airflow` prefix")).unwrap();
         assert!(prefix.contains("inactive assets") && prefix.contains("--no-orphans"), "{prefix}");
+    }
+
+    /// The README's install section says what each way links: a binary built with the default
+    /// features (this one, as `cargo install --locked --path .` builds it) needs the system's
+    /// libssl, so the cargo line says so, and only the wheel and the release binaries (built
+    /// with `vendored-openssl`) are called self-contained.
+    #[test]
+    fn the_readme_says_which_install_links_the_systems_openssl() {
+        let readme =
+            std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
+                .unwrap();
+        let install = readme.split("## Install").nth(1).unwrap().split("\n## ").next().unwrap();
+        let out = std::process::Command::new("ldd").arg(support::BIN).output();
+        let dynamic = out.is_ok_and(|out| String::from_utf8_lossy(&out.stdout).contains("libssl"));
+        let default_line = install
+            .lines()
+            .find(|l| l.starts_with("cargo install --locked --path .") && !l.contains("vendored-openssl"))
+            .expect("the cargo line with the default features");
+        assert_eq!(default_line.contains("links the system's libssl"), dynamic, "{default_line}");
+        assert!(
+            install
+                .lines()
+                .any(|l| l.starts_with("cargo install") && l.contains("--features vendored-openssl"))
+        );
+        assert!(!install.contains("each puts one self-contained binary"), "{install}");
+    }
+
+    /// The README's demo, its output captured as a reader who pipes or saves it: each step's
+    /// result is under its command on stdout, `clean`'s summary line (stderr's) too, and nothing
+    /// is left on stderr.
+    #[test]
+    fn the_demo_shows_each_commands_result_under_it() {
+        let bench = Bench::bare();
+        let top = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let out = std::process::Command::new("bash")
+            .arg(top.join("scripts/demo.sh"))
+            .env("STATE_STORE_DEMO_BIN", support::BIN)
+            .env("STATE_STORE_DEMO_DIR", bench.dir.path().join("demo"))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{stdout}{stderr}");
+        assert_eq!(stderr, "", "stderr");
+        let clean = stdout.split("$ state-store clean\u{1b}[0m\n").nth(1).expect("the clean step");
+        let result = clean.split("\n\n").next().unwrap();
+        assert!(result.starts_with("clean: deleted "), "under `clean`: {result:?}");
     }
 
     /// At a terminal (script(1)), import and export show clean's kind of bar on stderr:

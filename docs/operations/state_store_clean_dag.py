@@ -13,8 +13,19 @@ import datetime as dt
 from airflow.providers.standard.operators.bash import BashOperator
 from airflow.sdk import DAG
 
-# Where node_exporter's textfile collector looks, on the worker that runs the task.
-METRICS_FILE = "/var/lib/node_exporter/textfile_collector/state_store_clean.prom"
+# Where node_exporter's textfile collector looks, on the worker that runs the task. The run
+# writes its metrics there only where that directory exists, so the DAG runs as shipped on a
+# worker without node_exporter. STATE_STORE_METRICS_FILE, in the worker's environment, names
+# another file (its directory must exist: a wrong path fails the task with exit 2), or, empty,
+# turns the metrics off.
+METRICS_DIR = "/var/lib/node_exporter/textfile_collector"
+METRICS = (
+    'if [ -n "${STATE_STORE_METRICS_FILE+set}" ]; then'
+    ' metrics=(${STATE_STORE_METRICS_FILE:+--metrics-file "$STATE_STORE_METRICS_FILE"});'
+    " elif [ -d " + METRICS_DIR + " ]; then"
+    " metrics=(--metrics-file " + METRICS_DIR + "/state_store_clean.prom);"
+    " else metrics=(); fi; "
+)
 
 with DAG(
     dag_id="state_store_clean",
@@ -29,10 +40,10 @@ with DAG(
     BashOperator(
         task_id="clean",
         # The summary, progress lines and the one JSON document of the run go to the task log.
+        # `exec`: the clean is the task's process, so Airflow's SIGTERM reaches it directly.
         bash_command=(
-            "state-store clean -o json --batch-size 10000 --sleep 100ms"
-            " --max-duration 50m --progress-every 1m"
-            ' --metrics-file "${STATE_STORE_METRICS_FILE:-' + METRICS_FILE + '}"'
+            METRICS + "exec state-store clean -o json --batch-size 10000 --sleep 100ms"
+            ' --max-duration 50m --progress-every 1m "${metrics[@]}"'
         ),
         # Exit 7: another clean of the same database is still running. The task is skipped,
         # not failed; the metrics file keeps the 7, and 7 on two runs in a row fires

@@ -644,10 +644,11 @@ fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs
         stopped_by: None,
     };
     let line = format!(
-        "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {shown}",
+        "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {}",
         by_dag.len(),
         by_asset.len(),
-        cutoff.to_rfc3339()
+        cutoff.to_rfc3339(),
+        ops::clean::batching_brief(fixed, options.batch_time)
     );
     let rendered = Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) };
     Ok(Done::DryRun(Box::new(rendered), line))

@@ -214,14 +214,11 @@ impl Context {
             && matches!(crate::error::kind(e), Some(Error::Database { .. }))
             && matches!(self.url.sqlite_target(), Some(SqliteTarget::File(path)) if !path.exists())
         {
-            return result.map_err(|e| {
-                e.context(Error::Config(format!(
-                    "no Airflow configuration: the configuration file {missing}, and the database of the \
-                     default [database] sql_alchemy_conn does not exist either; give --config, or set \
-                     $AIRFLOW_HOME or $AIRFLOW_CONFIG as Airflow has them, or name the database with --conn \
-                     or AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"
-                )))
-            });
+            let database = match self.url.sqlite_target() {
+                Some(SqliteTarget::File(path)) => path.display().to_string(),
+                _ => String::new(),
+            };
+            return result.map_err(|_| Error::Config(no_configuration(missing, &database)).into());
         }
         let origin = match (&conn.source, &self.settings.missing_config) {
             (Source::Default, Some(missing)) => {
@@ -555,4 +552,34 @@ pub(crate) fn read_stdin() -> Result<String> {
         .into());
     }
     Ok(text)
+}
+
+/// The error when neither the configuration file looked for nor the default database exists:
+/// each said once, and the paths cut in their middle so that the line ends whole within
+/// [`ERROR_LINE_CHARS`](crate::error::ERROR_LINE_CHARS) (the cause, SQLite's "the file does not
+/// exist", says nothing more).
+fn no_configuration(missing: &config::MissingConfig, database: &str) -> String {
+    let text = |file: &str, database: &str| {
+        format!(
+            "no Airflow configuration: neither the configuration file {file} (named by {}) nor {database}, the \
+             database of the default [database] sql_alchemy_conn, exists; give --config, or set $AIRFLOW_HOME or \
+             $AIRFLOW_CONFIG as Airflow has them, or name the database with --conn or \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN",
+            missing.named_by
+        )
+    };
+    let file = missing.path.display().to_string();
+    let (file, database) = (crate::text::cell(&file).into_owned(), crate::text::cell(database).into_owned());
+    let room = crate::error::ERROR_LINE_CHARS.saturating_sub("error: ".len() + text("", "").chars().count());
+    let (f, d) = (file.chars().count(), database.chars().count());
+    let (f, d) = if f + d <= room {
+        (f, d)
+    } else if f <= room / 2 {
+        (f, room - f)
+    } else if d <= room / 2 {
+        (room - d, d)
+    } else {
+        (room / 2, room - room / 2)
+    };
+    text(&crate::text::cut_middle(&file, f), &crate::text::cut_middle(&database, d))
 }

@@ -108,9 +108,9 @@ pub(super) fn expand_user(text: &str, vars: &Vars<'_>) -> String {
     let end = after.find('/').unwrap_or(after.len());
     let (user, tail) = after.split_at(end);
     let home = if user.is_empty() {
-        vars.get("HOME").or_else(|| passwd_home(None))
+        vars.get("HOME").or_else(|| account_home(None))
     } else {
-        passwd_home(Some(user))
+        account_home(Some(user))
     };
     let Some(home) = home else {
         return text.to_owned();
@@ -119,37 +119,17 @@ pub(super) fn expand_user(text: &str, vars: &Vars<'_>) -> String {
     if joined.is_empty() { "/".to_owned() } else { joined }
 }
 
-/// The home directory of `user`, or of the current user, from `/etc/passwd` (Python asks the
-/// `pwd` module, which reads the same database on ordinary systems).
-pub(super) fn passwd_home(user: Option<&str>) -> Option<String> {
-    let uid = match user {
-        Some(_) => None,
-        None => Some(current_uid()?),
+/// The home directory of `user`, or of the current user (the real uid, as `os.getuid`), from
+/// the system's account lookup (`getpwnam_r`, `getpwuid_r`), which Python's `pwd` module asks:
+/// through NSS, an account from LDAP, SSSD or systemd's records counts as one of /etc/passwd.
+/// A home that is not UTF-8 is left unexpanded.
+pub(super) fn account_home(user: Option<&str>) -> Option<String> {
+    use nix::unistd::{Uid, User};
+    let account = match user {
+        Some(name) => User::from_name(name),
+        None => User::from_uid(Uid::current()),
     };
-    let passwd = std::fs::read_to_string("/etc/passwd").ok()?;
-    passwd.lines().find_map(|line| {
-        let fields: Vec<&str> = line.split(':').collect();
-        if fields.len() < 7 {
-            return None;
-        }
-        let matches = match (user, uid) {
-            (Some(user), _) => fields[0] == user,
-            (None, Some(uid)) => fields[2].parse::<u32>().ok() == Some(uid),
-            (None, None) => false,
-        };
-        matches.then(|| fields[5].to_owned())
-    })
-}
-
-#[cfg(unix)]
-pub(super) fn current_uid() -> Option<u32> {
-    use std::os::unix::fs::MetadataExt as _;
-    std::fs::metadata("/proc/self").ok().map(|meta| meta.uid())
-}
-
-#[cfg(not(unix))]
-pub(super) fn current_uid() -> Option<u32> {
-    None
+    account.ok().flatten().and_then(|account| account.dir.into_os_string().into_string().ok())
 }
 
 /// Python's `shlex.split` (POSIX mode, no comments), which Airflow uses to turn a `_cmd` value

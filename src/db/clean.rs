@@ -144,7 +144,9 @@ impl std::fmt::Display for Cursor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Cursor::Id(id) => write!(f, "id {id}"),
-            Cursor::Run { dag_run, id } => write!(f, "dag run {dag_run} id {id}"),
+            // Two ids of two tables: the dag run's, and the row's within it (not in order
+            // from one dag run to the next).
+            Cursor::Run { dag_run, id } => write!(f, "dag_run_id {dag_run} (task_state_store id {id})"),
         }
     }
 }

@@ -178,7 +178,8 @@ impl Summary {
         }
     }
 
-    /// The one line that ends every run, on stderr.
+    /// The one line that ends every run, on stderr: within 200 characters on an ordinary run,
+    /// so the batching is named, not explained (`-v`, `--help` and the document explain it).
     pub(crate) fn line(&self) -> String {
         let stopped = match self.stopped_by {
             Some(Stop::MaxRows) => "; stopped at --max-rows, run again to go on".to_string(),
@@ -222,14 +223,9 @@ impl Summary {
             self.batches,
             self.asset_rows_deleted,
             self.cutoff.to_rfc3339(),
-            self.batch_size_text(),
+            batching_brief(self.batch_size, self.batch_time),
             self.seconds
         )
-    }
-
-    /// The batch size in words (see [`batching_text`]).
-    pub(crate) fn batch_size_text(&self) -> String {
-        batching_text(self.batch_size, self.batch_time, self.auto_from.as_deref())
     }
 
     pub(crate) fn doc(&self) -> SummaryDoc {
@@ -405,6 +401,17 @@ impl Pacer {
         self.quiet = self.calm >= 2 && at >= self.busy_until;
     }
 
+    /// The pace in words for `-v`, a gentle one with what keeps it gentle, so that it never
+    /// reads as "no one writes" followed by the same words at full speed.
+    fn mode(&self) -> &'static str {
+        match (self.quiet, self.calm) {
+            (true, _) => "full speed: no other session writes",
+            (false, 0) => "gentle: another session writes",
+            (false, 1) => "gentle until two readings in a row see no other session's write (one so far)",
+            (false, _) => "gentle for 1 s after another session's last write",
+        }
+    }
+
     fn target(&self) -> Duration {
         if self.quiet { self.quiet_pace.batch } else { self.busy }
     }
@@ -541,8 +548,10 @@ impl Run<'_> {
             }
             self.batch_done(deleted > 0);
             let took = batch_started.elapsed();
-            if let Some(n) = batch {
-                self.summary.batch_size = Some(n);
+            // Auto's size is the one the pacer chose for this batch; a fixed size never changes.
+            // Neither is the batch `--max-rows` cut short.
+            if self.pacer.is_some() && batch.is_some() {
+                self.summary.batch_size = Some(self.size);
             }
             self.pace(batch, deleted > 0, took);
             let Some(to) = up_to else { return Ok(()) };
@@ -669,12 +678,7 @@ impl Run<'_> {
             self.size = pacer.next(n, took);
         }
         if self.options.verbose {
-            let mode = match (pacer.quiet, pacer.calm) {
-                (true, _) => "full speed: no other session writes",
-                (false, 0) => "gentle: another session writes",
-                (false, _) => "gentle: no other session's write seen since the last",
-            };
-            self.watch.detail(&format!("clean: pace: {mode}; next batch {} row(s)", self.size));
+            self.watch.detail(&format!("clean: pace: {}; next batch {} row(s)", pacer.mode(), self.size));
         }
     }
 
@@ -891,6 +895,16 @@ pub(crate) fn batching_text(
     }
 }
 
+/// A run's batching named in a few words, for the summary lines: `auto`, `auto (last 1680
+/// rows)` once a batch ran, `0 (one transaction)`, `10000 rows`. [`batching_text`] explains it.
+pub(crate) fn batching_brief(batch_size: Option<u64>, batch_time: Option<Duration>) -> String {
+    match (batch_time, batch_size) {
+        (Some(_), Some(last)) => format!("auto (last {last} rows)"),
+        (Some(_), None) => "auto".to_string(),
+        (None, _) => batching_text(batch_size, None, None),
+    }
+}
+
 /// `--batch-size auto`'s time per batch in whole milliseconds, for the JSON documents.
 pub(crate) fn batch_time_ms(batch_time: Option<Duration>) -> Option<u64> {
     batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
@@ -947,16 +961,42 @@ mod tests {
         assert_eq!(walked_range(Cursor::Id(7), Some(Cursor::Id(20))), "ids 8 to 20");
         assert_eq!(walked_range(Cursor::Id(7), None), "ids from 8");
         assert_eq!(walked_range(Cursor::RUNS, None), "every dag run");
-        assert_eq!(walked_range(Cursor::RUNS, Some(run(3, 90))), "dag runs up to dag run 3 id 90");
+        assert_eq!(
+            walked_range(Cursor::RUNS, Some(run(3, 90))),
+            "dag runs up to dag_run_id 3 (task_state_store id 90)"
+        );
         assert_eq!(
             walked_range(run(3, 90), Some(run(5, 12))),
-            "dag runs after dag run 3 id 90 up to dag run 5 id 12"
+            "dag runs after dag_run_id 3 (task_state_store id 90) up to dag_run_id 5 (task_state_store id 12)"
         );
-        assert_eq!(walked_range(run(3, 90), None), "dag runs after dag run 3 id 90");
+        assert_eq!(walked_range(run(3, 90), None), "dag runs after dag_run_id 3 (task_state_store id 90)");
         assert_eq!(Cursor::Id(10).walked(1), 10);
         assert_eq!(run(10, 500).walked(1), 9);
         assert_eq!(run(1, 500).walked(1), 0, "one dag run, partly walked: none yet");
         assert_eq!(Cursor::Id(i64::MAX).walked(i64::MIN), i64::MAX, "saturates");
+    }
+
+    /// `-v`'s pace line says why a gentle pace is gentle, and never that no other session
+    /// writes while it stays gentle.
+    #[test]
+    fn the_pace_line_says_why_it_is_gentle() {
+        let mut store = seeded(0, 0, 0);
+        let mut pacer = Pacer::new(Duration::from_millis(10), &mut store);
+        let modes: Vec<&str> = [(0, false), (1, false), (2, false), (2, true)]
+            .into_iter()
+            .map(|(calm, quiet)| {
+                pacer.calm = calm;
+                pacer.quiet = quiet;
+                pacer.mode()
+            })
+            .collect();
+        assert_eq!(modes[0], "gentle: another session writes");
+        assert_eq!(modes[1], "gentle until two readings in a row see no other session's write (one so far)");
+        assert_eq!(modes[2], "gentle for 1 s after another session's last write");
+        assert_eq!(modes[3], "full speed: no other session writes");
+        for mode in &modes[..3] {
+            assert!(mode.starts_with("gentle") && !mode.contains("full speed"), "{mode}");
+        }
     }
 
     /// `expired` rows that expired an hour ago and `live` ones that expire in an hour, in that
@@ -1198,8 +1238,15 @@ mod tests {
         assert!(summary.batches < 50, "the batches grew from 100 rows: {}", summary.batches);
         let last = summary.batch_size.unwrap();
         assert!(last > 100, "{last}");
-        assert!(summary.line().contains("batch size auto (20 ms a batch and a pause"), "{}", summary.line());
-        assert!(summary.line().contains(&format!(", last {last} rows)")), "{}", summary.line());
+        // The summary line names the mode and the last size; the explanation is `-v`'s.
+        assert!(
+            summary.line().contains(&format!(", batch size auto (last {last} rows), ")),
+            "{}",
+            summary.line()
+        );
+        let explained = batching_text(summary.batch_size, summary.batch_time, None);
+        assert!(explained.starts_with("auto (20 ms a batch and a pause"), "{explained}");
+        assert!(explained.ends_with(&format!(", last {last} rows)")), "{explained}");
         let doc = summary.doc();
         assert_eq!((doc.batching, doc.batch_time_ms), ("auto", Some(20)));
     }

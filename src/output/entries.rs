@@ -208,7 +208,7 @@ impl Parsed {
         }
     }
 
-    /// Its table row; `text` is the value's compact JSON.
+    /// Its table row; `text` is the value's JSON text as `json.dumps` writes it.
     pub(super) fn row<E: Entry>(&self, entry: &E, text: &str, truncate: bool, now: Timestamp) -> Vec<String> {
         match &self.reference {
             Some(reference) => entry.row(&format!("→ ref: {reference}"), truncate, now),
@@ -217,7 +217,7 @@ impl Parsed {
     }
 }
 
-/// A line of `list -o plain`: the scope fields, the key and `text` (the value's compact JSON),
+/// A line of `list -o plain`: the scope fields, the key and `text` (the value's JSON text as `json.dumps` writes it),
 /// each escaped, tab-separated.
 pub(super) fn plain_row<E: Entry>(entry: &E, text: String) -> String {
     let mut fields = entry.plain_fields();

@@ -126,8 +126,50 @@ pub(crate) fn status(message: &str) {
 /// A message for people, on stderr, with any password in it masked. Failing to write it is
 /// not worth failing the command.
 pub(crate) fn note(message: &str) {
-    let mut err = io::stderr().lock();
-    let _ = writeln!(err, "{}", redact::mask(message));
+    let line = redact::mask(message);
+    #[cfg(test)]
+    if let Some(line) = captured(line) {
+        // libtest keeps what `eprintln!` writes out of the test's log unless the test fails.
+        #[allow(clippy::print_stderr)]
+        {
+            eprintln!("{line}");
+        }
+    }
+    #[cfg(not(test))]
+    {
+        let mut err = io::stderr().lock();
+        let _ = writeln!(err, "{line}");
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The notes of [`capture_notes`] on this thread, while it runs.
+    static CAPTURED: std::cell::RefCell<Option<Vec<String>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// In the library's unit tests a note never reaches the process's stderr, which libtest does
+/// not capture: it is kept for [`capture_notes`] (`None`), or handed back to go through
+/// `eprintln!`, which libtest shows only for a test that fails.
+#[cfg(test)]
+fn captured(line: String) -> Option<String> {
+    CAPTURED.with(|kept| match kept.borrow_mut().as_mut() {
+        Some(notes) => {
+            notes.push(line);
+            None
+        }
+        None => Some(line),
+    })
+}
+
+/// Runs `f` and returns the notes (warnings included) it wrote on this thread, instead of
+/// writing them: a unit test that provokes a warning on purpose checks it.
+#[cfg(test)]
+pub(crate) fn capture_notes<T>(f: impl FnOnce() -> T) -> (T, Vec<String>) {
+    CAPTURED.with(|kept| *kept.borrow_mut() = Some(Vec::new()));
+    let result = f();
+    let notes = CAPTURED.with(|kept| kept.borrow_mut().take()).unwrap_or_default();
+    (result, notes)
 }
 
 pub(crate) fn warn(message: &str) {

@@ -177,15 +177,27 @@ mod tests {
             last_updated_by_task_id: None,
             last_updated_by_map_index: None,
         };
-        for format in [Format::Json, Format::Yaml, Format::Plain, Format::Table] {
-            for style in [Style::Unicode, Style::Pretty(2)] {
-                for n in [0, 1, tasks.len()] {
-                    let list = &tasks[..n];
-                    assert_eq!(streamed(list, format, style), whole(list, format, style), "{format:?} {n}");
+        // The value that is not JSON is warned of once per rendering that reads it, the
+        // streamed one and the whole one alike: kept here, not left in the test log.
+        let ((), notes) = crate::output::capture_notes(|| {
+            for format in [Format::Json, Format::Yaml, Format::Plain, Format::Table] {
+                for style in [Style::Unicode, Style::Pretty(2)] {
+                    for n in [0, 1, tasks.len()] {
+                        let list = &tasks[..n];
+                        assert_eq!(
+                            streamed(list, format, style),
+                            whole(list, format, style),
+                            "{format:?} {n}"
+                        );
+                    }
+                    let assets = [asset.clone(), asset.clone()];
+                    assert_eq!(streamed(&assets, format, style), whole(&assets, format, style));
                 }
-                let assets = [asset.clone(), asset.clone()];
-                assert_eq!(streamed(&assets, format, style), whole(&assets, format, style));
             }
-        }
+        });
+        let warning = "warning: the value of key \"k4\" is not valid JSON (Expecting value: line 1 column 1 \
+                       (char 0)); shown as text";
+        assert!(notes.iter().all(|note| note == warning), "{notes:?}");
+        assert_eq!(notes.len(), 16, "{notes:?}");
     }
 }

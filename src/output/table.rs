@@ -58,6 +58,11 @@ impl Table {
             return self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
         }
         let table = self.grid(terminal, width);
+        // A terminal that reports 0 columns (script(1) without a terminal of its own, some
+        // container and CI set-ups) has no width to fit: one character a line is no layout.
+        if terminal && table.width() == Some(0) {
+            return self.layout(false, None);
+        }
         let fits = table.width().is_none_or(|width| self.natural_width() <= usize::from(width));
         if terminal && !fits && self.headers.len() >= RECORD_COLUMNS {
             return self.records(table.width());
@@ -152,6 +157,12 @@ mod tests {
     fn table(headers: Vec<&'static str>, rows: &[&[&str]]) -> Table {
         let rows = rows.iter().map(|row| row.iter().map(|cell| (*cell).to_string()).collect()).collect();
         Table { title: None, headers, rows }
+    }
+
+    #[test]
+    fn a_terminal_of_no_width_lays_out_as_off_a_terminal() {
+        let t = table(vec!["a", "b", "c", "d", "e"], &[&["one", "two", "three", "four", "five"]]);
+        assert_eq!(t.layout(true, Some(0)), t.layout(false, None));
     }
 
     #[test]

@@ -109,8 +109,54 @@ fn query_bool(url: &DbUrl, key: &str) -> Result<Option<bool>> {
     }
 }
 
+/// The query keys understood here, for the message that refuses any other (as PostgreSQL's
+/// are refused): a key this tool ignored could send it elsewhere than Airflow goes
+/// (`read_default_file`, `read_default_group` make mysqlclient read host, user and password
+/// from an option file). `charset` (utf8mb4, which every session sets), `use_unicode`,
+/// `binary_prefix`, `local_infile` and `program_name` change nothing of where or how this tool
+/// connects, and are taken so that Airflow's usual URLs work; the `ssl_*` keys are
+/// [`tls_from_url`]'s.
+const KNOWN_KEYS: &str = "unix_socket, connect_timeout, user, password, passwd, ssl_mode, ssl, ssl_disabled, \
+     ssl_ca, ssl_check_hostname, ssl_verify_cert, ssl_verify_identity, charset, use_unicode, binary_prefix, \
+     local_infile, program_name";
+
+/// Keys [`tls_from_url`] refuses with its own words.
+const UNSUPPORTED_TLS_KEYS: [&str; 4] = ["ssl_cert", "ssl_key", "ssl_capath", "ssl_cipher"];
+
+/// Refuses every query key not in [`KNOWN_KEYS`], all of them named at once, and a charset
+/// other than UTF-8's.
+fn check_keys(url: &DbUrl) -> Result<()> {
+    let mut unknown: Vec<String> = Vec::new();
+    for (key, _) in &url.query {
+        let known = KNOWN_KEYS.split(", ").any(|k| k == key) || UNSUPPORTED_TLS_KEYS.contains(&key.as_str());
+        if !known && !unknown.contains(&quote(key)) {
+            unknown.push(quote(key));
+        }
+    }
+    if !unknown.is_empty() {
+        return Err(Error::Config(format!(
+            "[database] sql_alchemy_conn {}: unsupported connection parameter(s) {} (state-store understands {KNOWN_KEYS})",
+            url.redacted(),
+            unknown.join(", ")
+        ))
+        .into());
+    }
+    if let Some(charset) = url.query_value("charset")
+        && !["utf8mb4", "utf8", "utf8mb3"].contains(&charset.trim().to_ascii_lowercase().as_str())
+    {
+        return Err(Error::Config(format!(
+            "[database] sql_alchemy_conn {}: charset={charset}: state-store talks utf8mb4, which holds any text \
+             Airflow stores; give charset=utf8mb4 or leave it out",
+            url.redacted()
+        ))
+        .into());
+    }
+    Ok(())
+}
+
 impl ConnectPlan {
     fn from_url(url: &DbUrl) -> Result<ConnectPlan> {
+        check_keys(url)?;
         let database = url.database.clone().filter(|d| !d.is_empty()).ok_or_else(|| {
             Error::Config(format!(
                 "[database] sql_alchemy_conn {} names no database: expected mysql://<user>:<password>@<host>:3306/<database>",
@@ -224,7 +270,7 @@ impl ConnectPlan {
 /// with a server that offers no TLS. Client certificates and cipher lists are refused, not
 /// ignored: a connection weaker than the one configured must not happen silently.
 fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
-    for key in ["ssl_cert", "ssl_key", "ssl_capath", "ssl_cipher"] {
+    for key in UNSUPPORTED_TLS_KEYS {
         if url.query_value(key).is_some() {
             return Err(Error::Config(format!(
                 "{key} in [database] sql_alchemy_conn {} is not supported by state-store \
@@ -372,6 +418,25 @@ mod tests {
         assert_eq!(p.connect_timeout, CONNECT_TIMEOUT);
         assert_eq!(p.location(), "MySQL database airflow on db.example:3307");
         assert!(!format!("{p:?}").contains("p/ss"));
+    }
+
+    #[test]
+    fn unknown_parameters_are_refused_and_airflows_usual_ones_taken() {
+        let err =
+            plan("mysql://u:secret@h/db?read_default_file=/etc/my.cnf&ssl_mode=REQUIRED&x=1").unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(kind(&err), Some(Error::Config(_))), "{text}");
+        assert!(
+            text.contains("parameter(s) \"read_default_file\", \"x\" (state-store understands"),
+            "{text}"
+        );
+        assert!(!text.contains("secret"), "{text}");
+        assert!(plan("mysql://u@h/db?charset=latin1").unwrap_err().to_string().contains("charset=latin1"));
+        let p =
+            plan("mysql+mysqldb://u@h/db?charset=utf8mb4&use_unicode=1&binary_prefix=true&local_infile=0")
+                .expect("plan");
+        assert_eq!(p.endpoint, Endpoint::Tcp { host: "h".into(), port: 3306 });
+        assert!(plan("mysql://u@h/db?ssl_cert=/c.pem").unwrap_err().to_string().contains("ssl_cert in"));
     }
 
     #[test]
