@@ -45,6 +45,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{Error, Result};
 
+/// The error numbers this module tells apart, as `io::Error::raw_os_error` gives them.
+mod errno {
+    use rustix::io::Errno;
+    pub(super) const NOTDIR: i32 = Errno::NOTDIR.raw_os_error();
+    pub(super) const NXIO: i32 = Errno::NXIO.raw_os_error();
+    pub(super) const LOOP: i32 = Errno::LOOP.raw_os_error();
+    pub(super) const OPNOTSUPP: i32 = Errno::OPNOTSUPP.raw_os_error();
+    pub(super) const ISDIR: i32 = Errno::ISDIR.raw_os_error();
+    pub(super) const INVAL: i32 = Errno::INVAL.raw_os_error();
+}
+
+/// Open flags for std's `OpenOptionsExt::custom_flags`, which takes them as a C int.
+mod flags {
+    use rustix::fs::OFlags;
+    #[allow(clippy::cast_possible_wrap)] // every flag is below 2^31
+    const fn int(flag: OFlags) -> i32 {
+        flag.bits() as i32
+    }
+    pub(super) const TMPFILE: i32 = int(OFlags::TMPFILE);
+    pub(super) const CLOEXEC: i32 = int(OFlags::CLOEXEC);
+    pub(super) const NONBLOCK: i32 = int(OFlags::NONBLOCK);
+}
+
 /// The files SQLite keeps beside a database, by the suffix of their names.
 const DATABASE_FILES: &[(&str, &str)] = &[
     ("", "the SQLite database"),
@@ -380,7 +403,7 @@ fn walk(
                 }
                 push(&mut todo, &target);
             }
-            _ => return Err(io::Error::from_raw_os_error(libc::ENOTDIR)),
+            _ => return Err(io::Error::from_raw_os_error(errno::NOTDIR)),
         }
     }
     match rustix::fs::openat(&at, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
@@ -871,17 +894,17 @@ fn open_stream(at: &Place, id: Option<Id>) -> std::result::Result<File, Opened> 
                     .map_err(|e| Opened::Failed(e.into()))?;
                 return Ok(file);
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) && std::time::Instant::now() < until => {
+            Err(e) if e.raw_os_error() == Some(errno::NXIO) && std::time::Instant::now() < until => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENXIO) => {
+            Err(e) if e.raw_os_error() == Some(errno::NXIO) => {
                 return Err(Opened::Failed(io::Error::other(format!(
                     "it is a FIFO that no process opened for reading within {} s",
                     FIFO_READER_WAIT.as_secs()
                 ))));
             }
             // A symlink swapped in for the stream found.
-            Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(Opened::Changed),
+            Err(e) if e.raw_os_error() == Some(errno::LOOP) => return Err(Opened::Changed),
             Err(e) => return Err(Opened::Failed(e)),
         }
     }
@@ -1000,7 +1023,7 @@ impl AppendLines {
             Err(e) => return Err(untrusted(&e).map_or_else(|| failed(e).into(), refuse)),
         };
         let (file, created) = open_appended(&place).map_err(|e| match e.raw_os_error() {
-            Some(libc::ELOOP) => refuse(SYMLINK_REFUSAL.to_string()),
+            Some(errno::LOOP) => refuse(SYMLINK_REFUSAL.to_string()),
             _ => failed(e).into(),
         })?;
         let stat = rustix::fs::fstat(&file).map_err(|e| failed(e.into()))?;
@@ -1273,11 +1296,11 @@ fn unnamed(dir: &Path) -> io::Result<File> {
         .read(true)
         .write(true)
         .mode(0o600)
-        .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+        .custom_flags(flags::TMPFILE | flags::CLOEXEC)
         .open(dir);
     match opened {
         // No O_TMPFILE in this kernel or file system.
-        Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)) => {
+        Err(e) if matches!(e.raw_os_error(), Some(errno::OPNOTSUPP | errno::ISDIR | errno::INVAL)) => {
             let (file, temporary) = Temporary::create(dir, "state-store-spool")?;
             drop(temporary);
             Ok(file)
@@ -1295,7 +1318,7 @@ pub(crate) const MAX_READ: u64 = 16 << 20;
 /// of at most [`MAX_READ`] bytes. A symlink is followed: reading through one writes nothing,
 /// and configuration is often mounted so (a Kubernetes ConfigMap).
 pub(crate) fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
-    let file = OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC).open(path)?;
+    let file = OpenOptions::new().read(true).custom_flags(flags::NONBLOCK | flags::CLOEXEC).open(path)?;
     let meta = file.metadata()?;
     read_whole(file, meta.is_file(), meta.len())
 }
@@ -1714,7 +1737,7 @@ mod tests {
         let link = dir.join("x.lock");
         std::os::unix::fs::symlink(&victim, &link).unwrap();
         let err = open_lock(&link).unwrap_err();
-        assert_eq!(err.raw_os_error(), Some(libc::ELOOP), "{err}");
+        assert_eq!(err.raw_os_error(), Some(errno::LOOP), "{err}");
         assert!(!victim.exists(), "the symlink's target is never created");
         fs::remove_dir_all(&dir).unwrap();
     }

@@ -33,11 +33,13 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use libc::SIGPWR;
 use signal_hook::consts::{
     SIGALRM, SIGHUP, SIGINT, SIGIO, SIGPROF, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGVTALRM, SIGXCPU, SIGXFSZ,
 };
 use signal_hook::iterator::Signals;
+
+/// Not among signal-hook's constants; rustix has every signal's number.
+const SIGPWR: i32 = rustix::process::Signal::POWER.as_raw();
 
 /// The signals that would end the process, each answered as SIGTERM is (see the module's
 /// paragraph for those left out, and why).

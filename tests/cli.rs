@@ -3257,6 +3257,30 @@ fn list_at_a_terminal_of_no_width_is_laid_out_as_off_one() {
     assert_eq!(screen.replace("\r\n", "\n"), off, "laid out as off a terminal");
 }
 
+/// At a terminal of 50 columns (the width the terminal reports, read from its descriptor),
+/// `list`'s table fits them: a long value wraps within its cell. Off a terminal the same rows
+/// take one line each, as wide as their cells.
+#[test]
+fn list_at_a_terminal_fits_its_width() {
+    let bench = with_run(Dialect::Sqlite);
+    let long = format!("\"{}\"", "word ".repeat(30).trim_end());
+    bench.run(&cmd(&["set", "long", &long], &task(&[]))).success();
+    let out = std::process::Command::new("script")
+        .args(["-qec", &format!("stty cols 50 rows 40 && exec '{}' list", support::BIN), "/dev/null"])
+        .env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", bench.url())
+        .env("AIRFLOW_HOME", bench.dir.path())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("util-linux script(1) is required by the test suite");
+    let screen = String::from_utf8_lossy(&out.stdout).replace("\r\n", "\n");
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    let lines: Vec<&str> = screen.lines().filter(|l| l.contains("word") || l.contains("long")).collect();
+    assert!(lines.len() > 1, "the value wraps: {screen}");
+    assert!(screen.lines().all(|l| l.chars().count() <= 50), "every line within 50 columns: {screen}");
+    let off = bench.run(&["list"]).success().stdout;
+    assert!(off.lines().any(|l| l.chars().count() > 100), "one line a row off a terminal: {off}");
+}
+
 #[test]
 fn clear_asks_on_a_terminal() {
     let bench = with_run(Dialect::Sqlite);

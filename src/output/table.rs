@@ -49,10 +49,11 @@ impl Table {
 
     /// The table's text, its title first, final newline included.
     pub(super) fn render(&self) -> String {
-        self.layout(io::stdout().is_terminal(), None)
+        let width = terminal_width();
+        self.layout(width.is_some(), width)
     }
 
-    /// At a terminal, comfy-table reads its width unless `width` is given.
+    /// At a terminal, laid out to `width` (or as wide as its cells when none is known).
     fn layout(&self, terminal: bool, width: Option<u16>) -> String {
         if self.headers.is_empty() {
             return self.title.as_ref().map(|title| format!("{title}\n")).unwrap_or_default();
@@ -143,11 +144,18 @@ impl Table {
                     names.into_iter().map(|name| ColumnConstraint::LowerBoundary(Width::Fixed(name)));
                 table.set_constraints(bounds);
             }
-        } else {
-            table.force_no_tty();
         }
         table
     }
+}
+
+/// The columns of the terminal stdout is, if it is one and says how wide it is.
+fn terminal_width() -> Option<u16> {
+    let stdout = io::stdout();
+    if !stdout.is_terminal() {
+        return None;
+    }
+    rustix::termios::tcgetwinsize(&stdout).ok().map(|size| size.ws_col)
 }
 
 #[cfg(test)]

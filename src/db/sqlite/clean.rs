@@ -128,7 +128,7 @@ impl CleanLock {
         let aside = match crate::fs::set_aside(path) {
             Ok(Some(aside)) => aside,
             Ok(None) => return Ok(None),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EACCES | libc::EPERM)) => {
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 return Err(Error::db(
                     format!(
                         "cannot take over the clean lock file {shown}: uid {} owns it, no process holds it, \
