@@ -193,7 +193,14 @@ const CLEAR: &[Exit] = &[
          file, or is the database; over --api-url, also a flag the API cannot honour",
     ),
     REST_CONFIG,
-    REST_DATABASE,
+    code(
+        &[exit::DATABASE],
+        "a database error: it cannot be opened, reached, read or written, a lock is not granted in time, \
+         or it stopped answering; over --api-url, the API cannot be reached, times out, fails (5xx), \
+         redirects or answers what is not Airflow's API, a key is still there after its DELETE was \
+         answered, or the keys change faster than the listing can follow; a DELETE that fails after \
+         others reports the keys already removed (the document's \"deleted\")",
+    ),
     REST_SCHEMA,
     code(
         &[exit::OUTPUT],

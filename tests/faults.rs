@@ -4119,7 +4119,10 @@ mod rest_transport {
     /// one; the collection's DELETE, which would take every map index, is never sent.
     #[test]
     fn clear_of_every_map_index_deletes_only_what_it_counted_when_the_indexes_are_unknown() {
-        let api = FakeApi::airflow(|request, _| {
+        // A DELETE removes the key, as Airflow's does: the clear lists the keys again after.
+        let gone = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let deleted = std::sync::Arc::clone(&gone);
+        let api = FakeApi::airflow(move |request, _| {
             let (method, target) = (request.method.as_str(), request.target.as_str());
             if target.contains("/listMapped") {
                 return Reply::Send(json(404, r#"{"detail": "The Dag with ID: `d` was not found"}"#));
@@ -4128,14 +4131,26 @@ mod rest_transport {
                 "GET" if target.contains("limit=1&") => {
                     Reply::Send(json(200, r#"{"task_state_store": [], "total_entries": 2}"#))
                 }
-                "GET" => Reply::Send(json(
-                    200,
-                    r#"{"task_state_store": [
-                        {"key": "a", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null},
-                        {"key": "b", "value": 2, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}],
-                        "total_entries": 2}"#,
-                )),
-                _ => Reply::Send(no_content()),
+                "GET" => {
+                    let gone = deleted.lock().unwrap();
+                    let items: Vec<String> = [("a", 1), ("b", 2)]
+                        .iter()
+                        .filter(|(key, _)| !gone.iter().any(|t| t.contains(&format!("/state-store/{key}?"))))
+                        .map(|(key, value)| format!(r#"{{"key": "{key}", "value": {value}, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}}"#))
+                        .collect();
+                    Reply::Send(json(
+                        200,
+                        &format!(
+                            r#"{{"task_state_store": [{}], "total_entries": {}}}"#,
+                            items.join(", "),
+                            items.len()
+                        ),
+                    ))
+                }
+                _ => {
+                    deleted.lock().unwrap().push(target.to_string());
+                    Reply::Send(no_content())
+                }
             }
         });
         let run = Bench::bare().run(&args(
@@ -4220,6 +4235,178 @@ print(os.waitstatus_to_exitcode(status), bool(termios.tcgetattr(fd)[3] & termios
             last.target,
             "/api/v2/dags/x%2By/dagRuns/r%201/taskInstances/%C3%A9/state-store/a%2Fb%3Fc%23d%25e%20%2E%2E?map_index=-1"
         );
+    }
+
+    /// A task instance's keys as Airflow 3.3.2 serves them: `ORDER BY key`, offset paging cut
+    /// to `[api] maximum_page_limit` (50 here), a `total_entries` from a separate count, and
+    /// a `DELETE` that answers 204 whether the key was there or not. `churn`: after each page,
+    /// someone else deletes the first key already listed, which moves the next page's first
+    /// key onto the page already read. `total_short_by`: a count that lags behind the keys.
+    /// `failing_delete`: that `DELETE` (from 1) answers 500 and deletes nothing.
+    struct Keyspace {
+        keys: std::collections::BTreeSet<String>,
+        listed: std::collections::BTreeSet<String>,
+        churn: bool,
+        total_short_by: usize,
+        failing_delete: Option<usize>,
+        deletes: usize,
+        /// Keys whose `DELETE` answers 204 and leaves them.
+        deaf: Vec<String>,
+    }
+
+    fn keyspace(
+        count: usize,
+        churn: bool,
+        total_short_by: usize,
+        failing_delete: Option<usize>,
+    ) -> (FakeApi, std::sync::Arc<std::sync::Mutex<Keyspace>>) {
+        let state = std::sync::Arc::new(std::sync::Mutex::new(Keyspace {
+            keys: (0..count).map(|i| format!("k{i:04}")).collect(),
+            listed: std::collections::BTreeSet::new(),
+            churn,
+            total_short_by,
+            failing_delete,
+            deletes: 0,
+            deaf: Vec::new(),
+        }));
+        let shared = std::sync::Arc::clone(&state);
+        let api = FakeApi::airflow(move |request, _| {
+            let mut state = shared.lock().unwrap();
+            let (path, query) = request.target.split_once('?').unwrap_or((&request.target, ""));
+            let number = |name: &str| -> Option<usize> {
+                query
+                    .split('&')
+                    .find_map(|p| p.strip_prefix(&format!("{name}=")))
+                    .and_then(|v| v.parse().ok())
+            };
+            let prefix = "/api/v2/dags/d/dagRuns/r/taskInstances/t/state-store";
+            match (request.method.as_str(), path.strip_prefix(prefix)) {
+                ("GET", Some("")) => {
+                    let (offset, limit) = (number("offset").unwrap_or(0), number("limit").unwrap_or(50));
+                    let page: Vec<String> =
+                        state.keys.iter().skip(offset).take(limit.min(50)).cloned().collect();
+                    let total = state.keys.len().saturating_sub(state.total_short_by);
+                    let items: Vec<String> = page
+                        .iter()
+                        .map(|k| format!(r#"{{"key": "{k}", "value": 1, "updated_at": "2026-12-01T00:00:00Z", "expires_at": null}}"#))
+                        .collect();
+                    state.listed.extend(page);
+                    if state.churn {
+                        let first = state.listed.iter().find(|k| state.keys.contains(*k)).cloned();
+                        if let Some(first) = first {
+                            state.keys.remove(&first);
+                        }
+                    }
+                    Reply::Send(json(
+                        200,
+                        &format!(
+                            r#"{{"task_state_store": [{}], "total_entries": {total}}}"#,
+                            items.join(", ")
+                        ),
+                    ))
+                }
+                ("DELETE", Some(key)) if key.starts_with('/') => {
+                    state.deletes += 1;
+                    if state.failing_delete == Some(state.deletes) {
+                        return Reply::Send(json(500, r#"{"detail": "Internal Server Error"}"#));
+                    }
+                    if !state.deaf.iter().any(|deaf| deaf == &key[1..]) {
+                        state.keys.remove(&key[1..]);
+                    }
+                    Reply::Send(no_content())
+                }
+                ("GET", _) if path == "/api/v2/dags/d/dagRuns/r/taskInstances/t/-1" => {
+                    Reply::Send(json(200, r#"{"task_id": "t", "map_index": -1}"#))
+                }
+                _ => Reply::Send(json(404, r#"{"detail": "not found"}"#)),
+            }
+        });
+        (api, state)
+    }
+
+    /// Someone else deletes a key already listed after every page: `list` still shows every
+    /// key that existed throughout (and each once), and `clear` removes every key.
+    #[test]
+    fn a_walk_under_concurrent_deletes_misses_no_key_that_stayed() {
+        let bench = Bench::bare();
+        let (api, state) = keyspace(250, true, 0, None);
+        let run =
+            bench.run(&args(&api.url, &["list", "--limit", "0", "--map-index", "-1", "-o", "plain"], &TASK));
+        let run = run.success();
+        let shown: Vec<&str> = run.stdout.lines().map(|l| l.split('\t').nth(4).unwrap()).collect();
+        let unique: std::collections::BTreeSet<&str> = shown.iter().copied().collect();
+        assert_eq!(unique.len(), shown.len(), "each key once: {run:?}");
+        for key in &state.lock().unwrap().keys {
+            assert!(unique.contains(key.as_str()), "{key} existed throughout and is not listed: {run:?}");
+        }
+        assert_eq!(unique.len(), 250, "every key was there when its page was read: {run:?}");
+
+        let (api, state) = keyspace(250, true, 0, None);
+        let run = bench.run(&args(&api.url, &["clear", "--yes", "-o", "json"], &TASK)).success();
+        let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert!(doc["deleted"].as_u64().unwrap() <= 250, "{doc}");
+        let left = state.lock().unwrap().keys.clone();
+        assert!(left.is_empty(), "{} keys left: {left:?}: {run:?}", left.len());
+    }
+
+    /// A `total_entries` below the keys (a count that lags, a buggy server) does not end a
+    /// walk whose pages are full.
+    #[test]
+    fn a_total_below_the_keys_does_not_end_a_walk_of_full_pages() {
+        let bench = Bench::bare();
+        for short_by in [150, 249, 250] {
+            let (api, _) = keyspace(250, false, short_by, None);
+            let run = bench.run(&args(
+                &api.url,
+                &["list", "--limit", "0", "--map-index", "-1", "-o", "plain"],
+                &TASK,
+            ));
+            let run = run.success();
+            assert_eq!(run.stdout.lines().count(), 250, "total short by {short_by}: {run:?}");
+            let (api, state) = keyspace(250, false, short_by, None);
+            let run = bench.run(&args(&api.url, &["clear", "--yes", "-o", "plain"], &TASK)).success();
+            assert_eq!(run.stdout.trim(), "250", "{run:?}");
+            assert!(state.lock().unwrap().keys.is_empty(), "{run:?}");
+        }
+    }
+
+    /// A clear lists its keys again after its deletes: a key still there as it was read (its
+    /// `DELETE` answered 204 and left it) is named, and the run exits 4 with the keys it did
+    /// remove reported.
+    #[test]
+    fn a_clear_names_a_key_its_delete_left() {
+        let (api, state) = keyspace(30, false, 0, None);
+        state.lock().unwrap().deaf = vec!["k0003".to_string()];
+        let run = Bench::bare().run(&args(&api.url, &["clear", "--yes", "-o", "json"], &TASK)).code(4);
+        let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(doc["deleted"], 29, "{doc}");
+        assert_eq!(doc["error"]["exit_code"], 4, "{doc}");
+        assert!(run.stderr.contains("1 key(s) are still there") && run.stderr.contains("k0003"), "{run:?}");
+        assert_eq!(state.lock().unwrap().keys.len(), 1);
+    }
+
+    /// A clear over the API has no transaction: one stopped by a failed `DELETE` (the 11th
+    /// answered 500) says what it removed in every format, and exits with the error's code.
+    #[test]
+    fn a_clear_stopped_half_way_reports_what_it_removed_in_every_format() {
+        let bench = Bench::bare();
+        for format in ["json", "yaml", "plain", "table"] {
+            let (api, state) = keyspace(30, false, 0, Some(11));
+            let run = bench.run(&args(&api.url, &["clear", "--yes", "-o", format], &TASK)).code(4);
+            assert_eq!(state.lock().unwrap().keys.len(), 20, "{run:?}");
+            assert!(run.stderr.contains("answered 500"), "{run:?}");
+            assert!(run.stderr.contains("removed 10 keys"), "{format}: {run:?}");
+            match format {
+                "json" => {
+                    let doc: Value = serde_json::from_str(&run.stdout).unwrap();
+                    assert_eq!(doc["deleted"], 10, "{doc}");
+                    assert_eq!(doc["error"]["exit_code"], 4, "{doc}");
+                }
+                "yaml" => assert!(run.stdout.contains("deleted: 10"), "{run:?}"),
+                "plain" => assert_eq!(run.stdout, "10\n", "{run:?}"),
+                _ => assert_eq!(run.stdout, "", "{run:?}"),
+            }
+        }
     }
 }
 
@@ -4743,10 +4930,10 @@ mod hostile_server {
                 clean(&run, &[]);
             }
         }
-        // Pages of 100 then one of 3: the short page is the last, whatever the total says.
+        // 103 keys, pages of 100: the short page is the last, whatever the total says.
         let api = FakeApi::airflow(move |request, _| {
             let (offset, limit) = window(request);
-            let count = if offset == 0 { limit } else { 3 };
+            let count = limit.min(103_u64.saturating_sub(offset));
             let items: Vec<String> = (offset..offset + count).map(entry).collect();
             let items: Vec<&str> = items.iter().map(String::as_str).collect();
             Reply::Send(page("task_state_store", &items, 1_000))
@@ -4938,7 +5125,10 @@ mod hostile_server {
 
     #[test]
     fn clear_of_every_map_index_deletes_exactly_what_it_counted() {
-        let api = FakeApi::airflow(|request, _| {
+        // A DELETE removes the key, as Airflow's does: the clear lists the keys again after.
+        let gone = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let deleted = std::sync::Arc::clone(&gone);
+        let api = FakeApi::airflow(move |request, _| {
             let target = request.target.as_str();
             if target.contains("/listMapped") {
                 return Reply::Send(page(
@@ -4948,13 +5138,19 @@ mod hostile_server {
                 ));
             }
             if request.method == "DELETE" {
+                deleted.lock().unwrap().push(target.to_string());
                 return Reply::Send(no_content());
             }
+            let map_index = if target.contains("map_index=0") { 0 } else { 1 };
+            let here = |key: &&str| {
+                let at = format!("/state-store/{key}?map_index={map_index}");
+                !deleted.lock().unwrap().iter().any(|t| t.ends_with(&at))
+            };
             let entry = |key: &str| ENTRY.replace(r#""a""#, &format!("\"{key}\""));
-            let keys = if target.contains("map_index=0") {
-                vec![entry("a")]
+            let keys: Vec<String> = if target.contains("map_index=0") {
+                ["a"].into_iter().filter(here).map(entry).collect()
             } else if target.contains("map_index=1") {
-                vec![entry("b"), entry("c")]
+                ["b", "c"].into_iter().filter(here).map(entry).collect()
             } else {
                 vec![]
             };
@@ -4986,6 +5182,9 @@ mod hostile_server {
     #[test]
     fn clear_of_every_map_index_tries_the_keys_at_minus_one_and_warns_only_when_refused() {
         for refused in [false, true] {
+            // A DELETE removes the key, as Airflow's does: the clear lists the keys again after.
+            let gone = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+            let deleted = std::sync::Arc::clone(&gone);
             let api = FakeApi::airflow(move |request, _| {
                 let target = request.target.as_str();
                 if target.contains("/listMapped") {
@@ -4998,14 +5197,20 @@ mod hostile_server {
                             r#"{"detail": "Task instance not found for dag_id='d', run_id='r', task_id='t', map_index=-1"}"#,
                         )
                     } else {
+                        deleted.lock().unwrap().push(target.to_string());
                         no_content()
                     });
                 }
+                let map_index = if target.contains("map_index=-1") { -1 } else { 3 };
+                let here = |key: &&str| {
+                    let at = format!("/state-store/{key}?map_index={map_index}");
+                    !deleted.lock().unwrap().iter().any(|t| t.ends_with(&at))
+                };
                 let entry = |key: &str| ENTRY.replace(r#""a""#, &format!("\"{key}\""));
-                let keys = if target.contains("map_index=-1") {
-                    vec![entry("x"), entry("y")]
+                let keys: Vec<String> = if target.contains("map_index=-1") {
+                    ["x", "y"].into_iter().filter(here).map(entry).collect()
                 } else if target.contains("map_index=3") {
-                    vec![entry("z")]
+                    ["z"].into_iter().filter(here).map(entry).collect()
                 } else {
                     vec![]
                 };

@@ -7,8 +7,8 @@ use std::ops::ControlFlow;
 
 use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
 use crate::error::{Error, Result};
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet, require_active};
+use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -79,10 +79,12 @@ fn key_addressable(key: &str) -> Result<()> {
 }
 
 /// The keys a `clear` deletes, read when they are counted: the count the question and the
-/// summary give is exactly what is deleted, key by key, and a key written since is left.
+/// summary give is exactly what is deleted, key by key, and a key written since is left. Each
+/// with the `updated_at` it was read with, so that the keys listed again after the deletes
+/// tell a key that was there at the start (deleted again) from one written since (left).
 enum Planned {
-    Task(Vec<(i64, String)>),
-    Asset(Vec<String>),
+    Task(Vec<(i64, String, StoredTime)>),
+    Asset(Vec<(String, StoredTime)>),
 }
 
 /// The API, opened at its first use.
@@ -94,11 +96,14 @@ pub(crate) struct Remote {
     /// The keys `count_task_keys` or `count_asset_keys` read, which `clear_task` and
     /// `clear_asset` delete.
     planned: Option<Planned>,
+    /// The last `delete_task_keys` left the keys at map index -1 of a mapped task, which the
+    /// API refused (no task instance there).
+    unmapped_left: bool,
 }
 
 impl Remote {
     pub(crate) fn new(options: Options) -> Remote {
-        Remote { options: Some(options), api: None, indexes: None, planned: None }
+        Remote { options: Some(options), api: None, indexes: None, planned: None, unmapped_left: false }
     }
 
     fn api(&mut self) -> Result<&Api> {
@@ -139,24 +144,55 @@ impl Remote {
     }
 
     /// Every key of the task at these map indexes, read before any is deleted.
-    fn task_keys(&mut self, scope: &TaskScope, indexes: &[i64]) -> Result<Vec<(i64, String)>> {
+    fn task_keys(&mut self, scope: &TaskScope, indexes: &[i64]) -> Result<Vec<(i64, String, StoredTime)>> {
         let api = self.api()?;
         let mut keys = Vec::new();
         for &map_index in indexes {
             let scope = TaskScope { map_index, ..scope.clone() };
             let _: ControlFlow<()> = api.each_task(&scope, 0, &mut |row| {
-                keys.push((map_index, row.key));
+                keys.push((map_index, row.key, row.updated_at));
                 Ok(ControlFlow::Continue(()))
             })?;
         }
         Ok(keys)
     }
 
+    /// After a clear's deletes, its scope listed again (the map indexes it deleted at): a key
+    /// of the plan still there as it was read is one a `DELETE` answered without deleting, and
+    /// ends the run (exit 4), named, with the keys removed reported; a key written since the
+    /// plan was read (new, or with a newer `updated_at`) is left, and said to be.
+    fn check_task_cleared(
+        &mut self,
+        scope: &TaskScope,
+        plan: &[(i64, String, StoredTime)],
+        removed: u64,
+    ) -> Result<u64> {
+        let mut indexes: Vec<i64> = plan
+            .iter()
+            .map(|(map_index, _, _)| *map_index)
+            .filter(|map_index| !(*map_index < 0 && self.unmapped_left))
+            .collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let now = self.task_keys(scope, &indexes).map_err(|e| e.context(Removed(removed)))?;
+        let planned: std::collections::HashMap<(i64, &str), &StoredTime> =
+            plan.iter().map(|(map_index, key, at)| ((*map_index, key.as_str()), at)).collect();
+        let (left, newer): (Vec<_>, Vec<_>) = now
+            .into_iter()
+            .partition(|(map_index, key, at)| planned.get(&(*map_index, key.as_str())) == Some(&at));
+        written_since(newer.iter().map(|(_, key, _)| key.as_str()));
+        still_there(removed, left.iter().map(|(_, key, _)| key.as_str()))
+    }
+
     /// The keys a clear of the task deletes: every key of the task's map indexes, -1
     /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
     /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
     /// refuses it (404) when none does (see [`Remote::delete_task_keys`]).
-    fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<(i64, String)>> {
+    fn plan_task(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+    ) -> Result<Vec<(i64, String, StoredTime)>> {
         let known = self.indexes(scope, all_map_indices)?;
         if all_map_indices && !known.whole {
             output::warn(
@@ -257,7 +293,10 @@ impl Keys for Remote {
             _ => self.plan_task(scope, all_map_indices)?,
         };
         if !keys.is_empty() {
-            return self.delete_task_keys(scope, &keys);
+            let listed: Vec<(i64, String)> =
+                keys.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
+            let removed = self.delete_task_keys(scope, &listed)?;
+            return self.check_task_cleared(scope, &keys, removed);
         }
         let known = self.indexes(scope, all_map_indices)?;
         if !(all_map_indices && known.indexes.len() > 1) {
@@ -302,9 +341,10 @@ impl Keys for Remote {
                         crate::error::message(e.as_ref())
                     ));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(e.context(Removed(deleted))),
             }
         }
+        self.unmapped_left = unmapped_refused;
         Ok(deleted)
     }
 
@@ -394,7 +434,7 @@ impl Keys for Remote {
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
         let mut keys = Vec::new();
         let _: ControlFlow<()> = self.api()?.each_asset(asset, 0, &mut |row| {
-            keys.push(row.key);
+            keys.push((row.key, row.updated_at));
             Ok(ControlFlow::Continue(()))
         })?;
         let count = keys.len() as u64;
@@ -402,20 +442,30 @@ impl Keys for Remote {
         Ok(count)
     }
 
-    /// The counted keys, one DELETE each (see [`Remote::clear_task`]).
+    /// The counted keys, one DELETE each, then the asset listed again (see
+    /// [`Remote::clear_task`]).
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
         if !matches!(self.planned, Some(Planned::Asset(_))) {
             self.count_asset_keys(asset)?;
         }
-        let Some(Planned::Asset(keys)) = self.planned.take() else { return Ok(0) };
-        self.delete_asset_keys(asset, &keys)
+        let Some(Planned::Asset(plan)) = self.planned.take() else { return Ok(0) };
+        let keys: Vec<String> = plan.iter().map(|(key, _)| key.clone()).collect();
+        let removed = self.delete_asset_keys(asset, &keys)?;
+        self.count_asset_keys(asset).map_err(|e| e.context(Removed(removed)))?;
+        let Some(Planned::Asset(now)) = self.planned.take() else { return Ok(removed) };
+        let planned: std::collections::HashMap<&str, &StoredTime> =
+            plan.iter().map(|(key, at)| (key.as_str(), at)).collect();
+        let (left, newer): (Vec<_>, Vec<_>) =
+            now.into_iter().partition(|(key, at)| planned.get(key.as_str()) == Some(&at));
+        written_since(newer.iter().map(|(key, _)| key.as_str()));
+        still_there(removed, left.iter().map(|(key, _)| key.as_str()))
     }
 
     fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
         let api = self.api()?;
-        for key in keys {
+        for (done, key) in (0_u64..).zip(keys) {
             key_addressable(key)?;
-            api.delete_asset(asset, key)?;
+            api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
         }
         Ok(keys.len() as u64)
     }
@@ -482,6 +532,43 @@ impl Window {
         self.left = self.left.map(|n| n - 1);
         each(row)
     }
+}
+
+/// Says which keys written since a clear counted its keys it left.
+fn written_since<'a>(keys: impl Iterator<Item = &'a str>) {
+    let keys: Vec<&str> = keys.collect();
+    if !keys.is_empty() {
+        output::warn(&format!(
+            "{} key(s) written since the keys were counted are left: {}",
+            keys.len(),
+            named(keys.into_iter())
+        ));
+    }
+}
+
+/// The count of a clear whose keys, listed again after their deletes, are gone; or the error
+/// that names those still there as they were read, with the keys removed (the others).
+fn still_there<'a>(removed: u64, keys: impl Iterator<Item = &'a str>) -> Result<u64> {
+    let keys: Vec<&str> = keys.collect();
+    if keys.is_empty() {
+        return Ok(removed);
+    }
+    let left = keys.len() as u64;
+    Err(anyhow::Error::new(Error::Remote(format!(
+        "{left} key(s) are still there, unchanged, after the API answered their DELETE: {}",
+        named(keys.into_iter())
+    )))
+    .context(Removed(removed.saturating_sub(left))))
+}
+
+/// Keys for a message: the first five, quoted, and how many more.
+fn named<'a>(keys: impl Iterator<Item = &'a str>) -> String {
+    let keys: Vec<&str> = keys.collect();
+    let mut said: Vec<String> = keys.iter().take(5).map(|key| quote(key)).collect();
+    if keys.len() > 5 {
+        said.push(format!("and {} more", keys.len() - 5));
+    }
+    said.join(", ")
 }
 
 /// A key written a moment ago and not there when read back.

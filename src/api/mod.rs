@@ -398,16 +398,31 @@ impl Api {
         }
     }
 
-    /// Walks a collection a page at a time from `offset`: `limit` [`PAGE`] (or a tenth of it,
-    /// for a page that holds too much to read) and a running offset, until a page comes back
-    /// empty, shorter than the server's page size, or the offset reaches `total_entries`;
-    /// with `may_be_missing`, a 404 ends the walk and is handed back. Items with a key already
-    /// handed over (a page shifted by a concurrent write) are skipped; only a digest of each
-    /// key is remembered, so memory grows by 16 bytes a key, not with their values.
+    /// Walks a collection a page at a time from `offset`, with `limit` [`PAGE`] (or a tenth
+    /// of it, for a page that holds too much to read); with `may_be_missing`, a 404 ends the
+    /// walk and is handed back. Items with a key already handed over are skipped; only a
+    /// digest of each key is remembered, so memory grows by 16 bytes a key, not with their
+    /// values.
+    ///
+    /// Airflow pages by offset over `ORDER BY key`: a key deleted before the offset moves the
+    /// next key onto the page already read. So each page after the first is asked for from a
+    /// little before the end of the last (`overlap` entries), and must hold one of that
+    /// page's keys (an anchor): then everything between them has been read. A page that holds
+    /// none was shifted further back (or its anchors were deleted): the walk steps back,
+    /// twice as far each time, and from the start when that is nearer; past
+    /// [`MAX_RESTARTS`] walks from the start, or [`MAX_MISSES`] steps back, it stops and says
+    /// the listing may be incomplete (exit 4). A key that exists for the whole walk is never
+    /// missed in silence. With pages of one entry no page can overlap the last: a
+    /// `total_entries` lower than the last page's then sends the walk back to the start.
+    ///
+    /// The walk ends at a page, read where the last one ends, that is shorter than the
+    /// server's page size (or empty), whatever `total_entries` says: a total that lags the
+    /// keys does not end a walk whose pages are full. The total only says, on the first page,
+    /// whether a page shorter than asked for is the server's page size or the last page.
     ///
     /// A server cannot keep it going: the pages it may take are set by the answers (see
-    /// [`Pages`]), and a page that holds nothing new ends it (exit 4), and so does a
-    /// collection said or found to hold more than [`MAX_ENTRIES`].
+    /// [`Pages`]) and never exceed [`MAX_PAGES`] a pass, a page that holds nothing new ends it
+    /// (exit 4), and so does a collection said or found to hold more than [`MAX_ENTRIES`].
     fn walk(
         &self,
         target: impl Fn(u64, u64) -> Target,
@@ -417,20 +432,30 @@ impl Api {
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
     ) -> Result<Walked> {
         let expected: &[u16] = if may_be_missing { &[200, 404] } else { &[200] };
+        let start = offset;
         let mut seen = Seen::default();
-        let mut offset = offset;
         let mut limit = PAGE;
         let mut pages: Option<Pages> = None;
+        // The pages of this pass that carried the walk on (a step back is not one of them).
         let mut answered = 0;
+        // Every key up to `next` (a position in the server's order as of the page that ended
+        // there) has been handed over; `anchors` are that page's keys, none at the start.
+        let mut next = start;
+        let mut anchors: Vec<(u64, u64)> = Vec::new();
+        let mut overlap: u64 = 1;
+        let mut last_total: Option<u64> = None;
+        let (mut restarts, mut misses) = (0, 0);
         loop {
-            let page_target = target(offset, limit);
+            let at = if anchors.is_empty() { start } else { next.saturating_sub(overlap).max(start) };
+            let page_target = target(at, limit);
             let answer = match self.call(Method::GET, &page_target, None, expected) {
                 // Values so many that the page is asked for again in tenths (a GET changes
                 // nothing), down to one entry.
                 Err(e) if limit > 1 && e.downcast_ref::<Crowded>().is_some() => {
                     limit /= 10;
+                    overlap = overlap.min(limit / 2);
                     if let Some(pages) = &mut pages {
-                        pages.shrink(limit, offset, answered);
+                        pages.shrink(limit, at, answered);
                         if pages.needed > MAX_PAGES {
                             return Err(too_many_pages(&self.http.base().join(&page_target), pages));
                         }
@@ -442,7 +467,6 @@ impl Api {
             if answer.status == 404 {
                 return Ok(Walked::NotFound(answer));
             }
-            answered += 1;
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
             if total > MAX_ENTRIES || seen.count() >= MAX_ENTRIES {
@@ -452,6 +476,20 @@ impl Api {
                     shown()
                 ))
                 .into());
+            }
+            let page = array(&answer, field)?;
+            let digests: Vec<(u64, u64)> = page.iter().map(|item| seen.digest(&item_key(item))).collect();
+            let shrunk = last_total.is_some_and(|before| total < before);
+            last_total = Some(total);
+            let anchored = if at == start {
+                true
+            } else if overlap == 0 {
+                !shrunk
+            } else {
+                digests.iter().any(|d| anchors.contains(d))
+            };
+            if anchored {
+                answered += 1;
             }
             if let Some(pages) = &pages
                 && answered > pages.allowed
@@ -468,11 +506,25 @@ impl Api {
                 ))
                 .into());
             }
-            let page = array(&answer, field)?;
+            if !anchored {
+                // Keys before the page were deleted and the rest moved back past the overlap,
+                // or every key of the last page is gone: the page is left unread (a page
+                // further back holds its keys again) and the walk steps back, or starts again.
+                misses += 1;
+                overlap = overlap.saturating_mul(2);
+                if overlap == 0 || next.saturating_sub(overlap) <= start {
+                    restarts += 1;
+                    answered = 0;
+                    anchors.clear();
+                }
+                if restarts > MAX_RESTARTS || misses > MAX_MISSES {
+                    return Err(incomplete(&shown(), restarts, misses));
+                }
+                continue;
+            }
             let mut new = 0;
-            for item in page {
-                let key = item.get("key").or_else(|| item.get("id")).map(json::dumps).unwrap_or_default();
-                if !seen.insert(&key) {
+            for (item, digest) in page.iter().zip(&digests) {
+                if !seen.insert_digest(*digest) {
                     continue;
                 }
                 new += 1;
@@ -480,35 +532,76 @@ impl Api {
                     return Ok(Walked::Flow(ControlFlow::Break(())));
                 }
             }
-            if !page.is_empty() && new == 0 {
+            let length = page.len() as u64;
+            if length > 0 && new == 0 && length >= pages.as_ref().map_or(limit, |p| p.size.min(limit)) {
                 return Err(Error::Remote(format!(
                     "the API repeats itself: GET {} answered only entries it had sent already; stopped",
                     shown()
                 ))
                 .into());
             }
-            let from = offset;
-            let length = page.len() as u64;
-            offset += length;
-            if page.is_empty() || offset >= total {
+            let end = at + length;
+            let full = match &pages {
+                Some(known) => length >= known.size.min(limit),
+                // The first page: one shorter than asked for is the server's page size when
+                // the total says more follow, and the last page when the total says it is;
+                // a total below what the page holds is stale, so the next page tells.
+                None => length > 0 && (length >= limit || end != total),
+            };
+            if !full {
                 return Ok(Walked::Flow(ControlFlow::Continue(())));
             }
-            match &pages {
-                // A page shorter than the server's page is the last: there was no more.
-                Some(known) if length < known.size.min(limit) => {
-                    return Ok(Walked::Flow(ControlFlow::Continue(())));
+            match &mut pages {
+                // A full page that reaches the total its own answer gives: the total lags the
+                // keys, and the walk goes on a page at a time.
+                Some(known) if end >= total => {
+                    known.total = known.total.max(end + known.size);
+                    known.recount(end, answered, known.size - overlap.min(known.size - 1));
                 }
                 Some(_) => {}
                 None => {
-                    let first = Pages::first(from, length, total);
+                    let first = Pages::first(at, length, total.max(end));
                     if first.needed > MAX_PAGES {
                         return Err(too_many_pages(&shown(), &first));
                     }
                     pages = Some(first);
                 }
             }
+            let size = pages.as_ref().map_or(length, |p| p.size);
+            // An overlap leaves at least half of each page new; with pages of one there is none.
+            let widest = size / 2;
+            let wanted = overlap.clamp(1, widest.max(1)).min(widest);
+            if let Some(known) = &mut pages
+                && wanted > 0
+            {
+                known.recount(end, answered, size - wanted);
+            }
+            overlap = wanted;
+            next = end;
+            anchors = digests;
         }
     }
+}
+
+/// The most times a walk starts again from its first offset, and steps back, before it says
+/// that its listing may be incomplete: a collection that keeps changing faster than a walk
+/// can follow it.
+const MAX_RESTARTS: u32 = 3;
+const MAX_MISSES: u32 = 64;
+
+/// The key of a page's entry, or the id of an asset or a task instance.
+fn item_key(item: &Value) -> String {
+    item.get("key").or_else(|| item.get("id")).map(json::dumps).unwrap_or_default()
+}
+
+/// The error of a walk that could not keep up with the writes to its collection.
+fn incomplete(shown: &str, restarts: u32, misses: u32) -> anyhow::Error {
+    Error::Remote(format!(
+        "the listing may be incomplete: keys were deleted before the offset of GET {shown} faster than \
+         the walk could follow them ({misses} pages missed the last keys read, {restarts} walks from \
+         the start); stopped"
+    ))
+    .into()
 }
 
 /// The error of a collection whose pages are too many to read.
@@ -563,6 +656,16 @@ impl Pages {
     }
 }
 
+impl Pages {
+    /// The pages left from `position` to the total, at `progress` new entries a page (a
+    /// page overlaps the last), counted again after `answered` pages: the bound only grows.
+    fn recount(&mut self, position: u64, answered: u64, progress: u64) {
+        let left = self.total.saturating_sub(position).div_ceil(progress.max(1));
+        self.needed = self.needed.max(answered + left);
+        self.allowed = self.allowed.max(answered + left + left.div_ceil(10)).min(MAX_PAGES + MAX_PAGES / 10);
+    }
+}
+
 /// The map indexes of a task in its dag run, ascending, starting with -1 (an unmapped
 /// instance, or keys written there anyway).
 #[derive(Debug, Clone)]
@@ -591,10 +694,13 @@ struct Seen {
 }
 
 impl Seen {
-    /// Whether `key` is new, remembering it.
-    fn insert(&mut self, key: &str) -> bool {
+    fn digest(&self, key: &str) -> (u64, u64) {
         use std::hash::BuildHasher as _;
-        let digest = (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key));
+        (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key))
+    }
+
+    /// Whether the key of this digest is new, remembering it.
+    fn insert_digest(&mut self, digest: (u64, u64)) -> bool {
         self.keys.insert(digest)
     }
 

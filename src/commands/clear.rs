@@ -12,8 +12,8 @@ use super::{Scope, describe_asset, open_keys, scope_from_args};
 use crate::archive::{Sink, archive_error};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::Access;
-use crate::error::{Error, Result};
-use crate::keys::{Keys, MissingTaskInstance};
+use crate::error::{self, Error, Result};
+use crate::keys::{Keys, MissingTaskInstance, Removed};
 use crate::model::{Asset, Page, TaskFilter, TaskScope};
 use crate::output::{self, Rendered};
 
@@ -48,25 +48,51 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         output::status("cancelled; nothing deleted");
         return Ok(());
     }
-    let deleted = match (&target, &args.archive) {
-        (_, Some(path)) if present > 0 => archive_then_clear(keys.as_mut(), &target, all, path)?,
+    let result = match (&target, &args.archive) {
+        (_, Some(path)) if present > 0 => archive_then_clear(keys.as_mut(), &target, all, path),
         // Nothing to delete: only the API's DELETE is sent, for its check that the task
         // instance exists; the database has checked it already.
-        (Target::Task(task), _) => keys.clear_task(task, all)?,
-        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset)?,
-        (Target::Asset(_), _) => 0,
+        (Target::Task(task), _) => keys.clear_task(task, all),
+        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset),
+        (Target::Asset(_), _) => Ok(0),
     };
-    output::status(&format!("removed {deleted} key{} of {place}", if deleted == 1 { "" } else { "s" }));
+    // Over the REST API (no transaction) an error may stop the deletes half-way: the keys
+    // removed before it are reported as a finished run's are, with the error, then its exit.
+    let (deleted, stopped) = match result {
+        Ok(deleted) => (deleted, None),
+        Err(e) => match e.downcast_ref::<Removed>() {
+            Some(&Removed(deleted)) => (deleted, Some(e)),
+            None => return Err(e),
+        },
+    };
+    let s = if deleted == 1 { "" } else { "s" };
+    let error = stopped.as_ref().map(|e| Stopped {
+        message: crate::redact::mask(&error::message(e.as_ref())),
+        exit_code: error::exit_code(e),
+    });
+    output::status(&format!(
+        "removed {deleted} key{s} of {place}{}",
+        if error.is_some() { " before an error" } else { "" }
+    ));
     output::emit(
         global.output,
-        &Rendered { doc: Cleared { deleted }, tables: Vec::new(), plain: Some(deleted.to_string()) },
-    )
+        &Rendered { doc: Cleared { deleted, error }, tables: Vec::new(), plain: Some(deleted.to_string()) },
+    )?;
+    stopped.map_or(Ok(()), Err)
 }
 
-/// `{"deleted": N}`.
+/// `{"deleted": N}`, and the error that stopped a clear half-way.
 #[derive(Serialize)]
 struct Cleared {
     deleted: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<Stopped>,
+}
+
+#[derive(Serialize)]
+struct Stopped {
+    message: String,
+    exit_code: i32,
 }
 
 enum Target<'a> {
