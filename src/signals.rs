@@ -42,10 +42,32 @@ use signal_hook::iterator::Signals;
 const SIGPWR: i32 = rustix::process::Signal::POWER.as_raw();
 
 /// The signals that would end the process, each answered as SIGTERM is (see the module's
-/// paragraph for those left out, and why).
-pub(crate) const ENDING: &[i32] = &[
-    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGIO, SIGPWR,
+/// paragraph for those left out, and why), with the name every report gives it.
+const NAMED: [(i32, &str); 12] = [
+    (SIGHUP, "SIGHUP"),
+    (SIGINT, "SIGINT"),
+    (SIGQUIT, "SIGQUIT"),
+    (SIGTERM, "SIGTERM"),
+    (SIGUSR1, "SIGUSR1"),
+    (SIGUSR2, "SIGUSR2"),
+    (SIGALRM, "SIGALRM"),
+    (SIGVTALRM, "SIGVTALRM"),
+    (SIGPROF, "SIGPROF"),
+    (SIGXCPU, "SIGXCPU"),
+    (SIGIO, "SIGIO"),
+    (SIGPWR, "SIGPWR"),
 ];
+
+/// The signals of [`NAMED`], by number.
+pub(crate) const ENDING: [i32; NAMED.len()] = {
+    let mut numbers = [0; NAMED.len()];
+    let mut i = 0;
+    while i < NAMED.len() {
+        numbers[i] = NAMED[i].0;
+        i += 1;
+    }
+    numbers
+};
 
 /// How long a first signal may wait for a clean to stop on its own, after which the process
 /// ends at once. A responsive clean stops well within it: its batches are bounded, and its
@@ -91,9 +113,10 @@ impl Ending {
     }
 }
 
-/// `SIGTERM`, `SIGHUP`, …: the name of a signal of [`ENDING`].
+/// `SIGTERM`, `SIGHUP`, `SIGPWR`, …: the name of a signal of [`ENDING`] (only those end a
+/// run); `a signal` for any other number.
 pub(crate) fn signal_name(signal: i32) -> &'static str {
-    signal_hook::low_level::signal_name(signal).unwrap_or("a signal")
+    NAMED.iter().find(|(number, _)| *number == signal).map_or("a signal", |(_, name)| name)
 }
 
 /// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
@@ -148,10 +171,33 @@ pub(crate) fn install() {
     });
 }
 
-/// Ends the process now: prints the registered document on stdout and the ending's `error:`
-/// line on stderr, kills a running `_cmd` command's process group, and exits.
+/// How long the last words of a process ended at once (the terminal put back, the document,
+/// the `error:` line) may take before it ends without the rest of them.
+const LAST_WORDS_PATIENCE: Duration = Duration::from_secs(3);
+
+/// Ends the process now: kills a running `_cmd` command's process group, prints the
+/// registered document on stdout and the ending's `error:` line on stderr, and exits.
+///
+/// Any of those writes may block for good: a stdout or stderr that is a pipe nobody reads, or
+/// the lock of a stream whose writer is blocked so (a clean whose `--verbose` lines filled
+/// the pipe). So they are made on a thread of their own, which gets [`LAST_WORDS_PATIENCE`];
+/// the process ends then whatever it is blocked on, without what was not written.
 pub(crate) fn end_now(ending: &Ending) -> ! {
     kill_child_group();
+    let (said, code) = (ending.clone(), ending.exit_code());
+    let (done, written) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        last_words(&said);
+        let _ = done.send(());
+    });
+    let _ = written.recv_timeout(LAST_WORDS_PATIENCE);
+    // Temporary files exist by name only while being written: none may outlive the process.
+    crate::fs::remove_temporaries();
+    std::process::exit(code);
+}
+
+/// The terminal put back, the registered document on stdout, the `error:` line on stderr.
+fn last_words(ending: &Ending) {
     if let Some(restore) = lock_within(&RESTORE, Duration::from_secs(1)).and_then(|mut r| r.take()) {
         restore();
     }
@@ -170,9 +216,10 @@ pub(crate) fn end_now(ending: &Ending) -> ! {
     if let Some(message) = ending.message() {
         crate::output::note(&format!("error: {message}"));
     }
-    // Temporary files exist by name only while being written: none may outlive the process.
-    crate::fs::remove_temporaries();
-    std::process::exit(ending.exit_code());
+    // Held until the process ends, so that the command prints no document of its own.
+    if let Some(words) = words {
+        std::mem::forget(words);
+    }
 }
 
 fn lock_within<T>(mutex: &Mutex<T>, patience: Duration) -> Option<std::sync::MutexGuard<'_, T>> {
@@ -362,5 +409,25 @@ fn watch() {
             Ok((guard, _)) => guard,
             Err(_) => return,
         };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each signal of the ending set has its own name, the one the system gives it: a report
+    /// never says "a signal" for one of them.
+    #[test]
+    fn every_ending_signal_has_its_name() {
+        for signal in ENDING {
+            let name = signal_name(signal);
+            assert_ne!(name, "a signal", "{signal}");
+            if let Some(known) = signal_hook::low_level::signal_name(signal) {
+                assert_eq!(name, known);
+            }
+        }
+        assert_eq!(signal_name(SIGPWR), "SIGPWR");
+        assert_eq!(signal_name(libc::SIGWINCH), "a signal");
     }
 }

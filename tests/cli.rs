@@ -155,6 +155,35 @@ fn until_some_rows_are_gone(bench: &Bench, seeded: usize) {
     }
 }
 
+/// Every signal of the ending set stops a clean between batches, and the document, the
+/// summary and the exit code name it: SIGPWR, SIGIO, SIGUSR1 and SIGXCPU as SIGTERM.
+#[test]
+fn every_ending_signal_is_named_in_the_stop_of_a_clean() {
+    for (signal, number) in [("PWR", 30), ("IO", 29), ("USR1", 10), ("XCPU", 24)] {
+        let bench = with_run(Dialect::Sqlite);
+        seed_expiring(&bench, 40, 2);
+        let child = bench
+            .cmd(&["clean", "--batch-size", "1", "--sleep", "150ms", "-o", "json"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        until_some_rows_are_gone(&bench, 40);
+        let killed = std::process::Command::new("kill")
+            .args(["-s", signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(killed.success());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(128 + number), "SIG{signal}: {stderr}");
+        assert!(stderr.contains(&format!("stopped by SIG{signal}")), "{stderr}");
+        let v: Value = serde_json::from_str(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert_eq!(fields(&v, &["interrupted", "stopped_by"]), json!([true, format!("SIG{signal}")]));
+        assert_eq!(v["error"]["exit_code"], 128 + number, "{v}");
+    }
+}
+
 fn remaining_keys(bench: &Bench) -> Vec<String> {
     let k = bench.key_col();
     bench.rows(&format!("SELECT {k} FROM task_state_store ORDER BY {k}"))

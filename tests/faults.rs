@@ -3007,6 +3007,41 @@ mod hangs {
         stalled_clean_ends_and_frees_its_lock(Dialect::Mysql);
     }
 
+    /// A first SIGTERM to a clean blocked on a write to a stderr nobody reads (a pipe its
+    /// `--verbose` lines filled) ends it within the 10 s grace, exit 143: the ending's own
+    /// words may not be written, but nothing they wait for keeps the process alive.
+    #[test]
+    fn first_sigterm_ends_a_clean_blocked_on_a_full_stderr_within_the_grace() {
+        let bench = with_run(Dialect::Sqlite);
+        seed_bulk(&bench, 20_000, 1);
+        let mut command = bench.cmd(&["clean", "--batch-size", "1", "-v", "-o", "json"]);
+        // Never read until the process has ended: its 64 KiB fill within a few hundred batches.
+        let child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().expect("spawn state-store");
+        let pid = child.id().to_string();
+        // The clean is blocked once its stderr is full: the rows stop going.
+        let mut left = count(&bench, EXPIRED);
+        loop {
+            std::thread::sleep(Duration::from_millis(1000));
+            let now = count(&bench, EXPIRED);
+            if now == left {
+                break;
+            }
+            assert!(now > 0, "the clean ended before its stderr was full");
+            left = now;
+        }
+        let signalled = Instant::now();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        let ended = ended_within(
+            child,
+            signalled,
+            Duration::from_secs(10 + 15),
+            "SIGTERM to a clean blocked on stderr",
+        );
+        println!("a clean blocked on its stderr ended {:?} after SIGTERM", ended.took);
+        assert_eq!(ended.code, Some(143), "{}", ended.stderr.lines().last().unwrap_or(""));
+        assert!(ended.took < Duration::from_secs(10 + 5), "took {:?}", ended.took);
+    }
+
     /// A first SIGTERM to a clean blocked on a stalled connection ends it within the 10 s grace,
     /// exit 143, with its document; it used to do nothing until the network came back.
     fn first_sigterm_ends_a_stalled_clean_within_the_grace(d: Dialect) {
