@@ -2780,6 +2780,83 @@ fn sqlite_batches_delete_rows_whose_dag_run_id_is_not_an_integer() {
     assert_eq!(expired_left, "0");
 }
 
+/// The first row of a clean's walk is walked too: an expired row whose id is -2^63 (the
+/// least rowid SQLite gives) and one whose dag run id is a real below -2^63 (written with
+/// foreign keys off) are deleted and counted, by a clean walking by dag run, by id, and in one
+/// transaction (`--batch-size 0`).
+#[test]
+fn sqlite_clean_deletes_the_rows_at_the_very_start_of_its_walk() {
+    for (scattered, batch) in [(true, "2"), (false, "2"), (false, "0")] {
+        let bench = Bench::on(Dialect::Sqlite);
+        if scattered {
+            seed_key_by_key(&bench, 40, 20);
+        } else {
+            bench.add_dag_run_with(DAG, "run_0", &["t"]);
+            for k in 0..40 {
+                bench.exec(&format!(
+                    "INSERT INTO task_state_store (dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, \
+                     updated_at, expires_at) VALUES ((SELECT id FROM dag_run WHERE run_id = 'run_0'), 't', -1, \
+                     'k{k:02}', '{DAG}', 'run_0', '1', '2020-01-01 00:00:00.000000', '{}')",
+                    if k % 2 == 0 { "2020-01-01 00:00:00.000000" } else { "2037-01-01 00:00:00.000000" }
+                ));
+            }
+        }
+        // The least id only where the walk is by id: in the sample that chooses the walk by dag
+        // run, its dag run would span every id.
+        if !scattered {
+            bench.exec(&format!(
+                "INSERT INTO task_state_store (id, dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, \
+                 updated_at, expires_at) VALUES (-9223372036854775808, (SELECT min(id) FROM dag_run), 't', -1, \
+                 'least id', '{DAG}', 'run_0', '1', '2020-01-01 00:00:00.000000', '2020-01-01 00:00:00.000000')"
+            ));
+        }
+        without_foreign_keys(
+            &bench,
+            &format!(
+                "INSERT INTO task_state_store (dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, \
+                 updated_at, expires_at) VALUES (-1e19, 't', -1, 'least dag run', '{DAG}', 'gone', '1', \
+                 '2020-01-01 00:00:00.000000', '2020-01-01 00:00:00.000000');"
+            ),
+        );
+        assert_eq!(
+            bench.scalar("SELECT typeof(dag_run_id) FROM task_state_store WHERE \"key\" = 'least dag run'"),
+            "real"
+        );
+        let expired: i64 = bench
+            .scalar("SELECT count(*) FROM task_state_store WHERE expires_at < '2026-01-01'")
+            .parse()
+            .unwrap();
+        let run = bench.run(&["clean", "--batch-size", batch, "-v", "-o", "json"]).success();
+        if batch != "0" {
+            let walk = if scattered { "dag runs" } else { "ids" };
+            assert!(run.stderr.contains(&format!("expired task row(s), {walk}")), "{}", run.stderr);
+        }
+        assert_eq!(one_document(&run)["task_rows_deleted"], expired, "{}", run.stderr);
+        let left = bench
+            .scalar("SELECT coalesce(group_concat(\"key\"), '') FROM task_state_store WHERE expires_at < '2026-01-01'");
+        assert_eq!(left, "", "scattered {scattered}, batch size {batch}: {}", run.stderr);
+    }
+}
+
+/// `export` and `doctor` read the row with id -2^63 too: their walks along the primary key
+/// start at the least id, inclusive.
+#[test]
+fn sqlite_export_and_doctor_read_the_row_with_the_least_id() {
+    let bench = with_run(Dialect::Sqlite);
+    bench.insert_task_row(DAG, RUN, "t", -1, "k", "1", "2020-01-01 00:00:00.000000", None);
+    bench.exec(&format!(
+        "INSERT INTO task_state_store (id, dag_run_id, task_id, map_index, \"key\", dag_id, run_id, value, \
+         updated_at, expires_at) VALUES (-9223372036854775808, (SELECT min(id) FROM dag_run), 't', -1, \
+         'least id', '{DAG}', '{RUN}', 'not json', '2020-01-01 00:00:00.000000', NULL)"
+    ));
+    let run = bench.run(&["export"]).success();
+    assert_eq!(run.stdout.lines().count(), 2, "{}", run.stdout);
+    assert!(run.stdout.contains("least id"), "{}", run.stdout);
+    let run = bench.run(&["doctor", "-o", "json"]).code(8);
+    let check = doctor_check(&run, "json_values");
+    assert!(check.to_string().contains("least id"), "{check}");
+}
+
 #[test]
 fn sqlite_file_problems_have_their_own_exit_codes() {
     let bench = Bench::bare();

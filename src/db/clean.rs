@@ -89,9 +89,13 @@ impl Cursor {
         }
     }
 
-    /// ` WHERE <after this>`.
+    /// ` WHERE <after this>`; at the start of the walk, every row: the row with id -2^63, and
+    /// one whose dag run id SQLite holds as a real below -2^63, are no more before the start
+    /// than any other.
     fn after<'a>(self, query: Query<'a>) -> Query<'a> {
         match self {
+            Cursor::IDS => query.and(" WHERE id >= ?", i64::MIN),
+            Cursor::RUNS => query.push(" WHERE TRUE"),
             Cursor::Id(id) => query.and(" WHERE id > ?", id),
             Cursor::Run { dag_run, id } => {
                 query.push(" WHERE (dag_run_id, id) > (?, ?)").bind(dag_run).bind(id)

@@ -216,7 +216,8 @@ impl Store {
         let query = Query::new(
             r#"SELECT dag_id, run_id, task_id, map_index, "key", value, id FROM task_state_store"#,
         )
-        .and(" WHERE id > ?", after_id)
+        // At the start (`i64::MIN`) the row with id -2^63 is read too.
+        .and(if after_id == i64::MIN { " WHERE id >= ?" } else { " WHERE id > ?" }, after_id)
         .and(" ORDER BY id LIMIT ?", Param::Limit(Some(limit)));
         all(self.connection(), "cannot read task_state_store", &query, |f| {
             let (place, key) = task_row(f)?;

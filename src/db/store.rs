@@ -244,7 +244,8 @@ impl Store {
             query = query.push(next()).and("value LIKE ? ESCAPE '!'", EXTERNAL_REF_LIKE);
         }
         if let Some(after_id) = after_id {
-            query = query.push(next()).and("id > ?", after_id);
+            // At the start (`i64::MIN`) the row with id -2^63 is read too.
+            query = query.push(next()).and(if after_id == i64::MIN { "id >= ?" } else { "id > ?" }, after_id);
         }
         query
     }

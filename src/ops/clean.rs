@@ -543,7 +543,8 @@ impl Run<'_> {
             // the same point.
             if let Some((first, last)) = bounds {
                 #[allow(clippy::cast_precision_loss)]
-                let share = up_to.map_or(1.0, |to| to.walked(first) as f64 / (last - first + 1) as f64);
+                let share =
+                    up_to.map_or(1.0, |to| to.walked(first) as f64 / (last as f64 - first as f64 + 1.0));
                 self.watch.walked(share);
             }
             self.batch_done(deleted > 0);

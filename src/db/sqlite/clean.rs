@@ -416,19 +416,21 @@ fn windows_in_one_transaction(
 ) -> rusqlite::Result<u64> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     let mut deleted = 0;
-    let mut from = after_id;
+    // The first id of the rest, inclusive: at the start of the walk (`i64::MIN`) that is the
+    // row with id -2^63 too.
+    let mut from = if after_id == i64::MIN { i64::MIN } else { after_id.saturating_add(1) };
     {
-        let mut next = tx.prepare("SELECT min(id) FROM task_state_store WHERE id > ?1")?;
+        let mut next = tx.prepare("SELECT min(id) FROM task_state_store WHERE id >= ?1")?;
         let mut delete =
-            tx.prepare("DELETE FROM task_state_store WHERE id > ?1 AND id <= ?2 AND expires_at < ?3")?;
+            tx.prepare("DELETE FROM task_state_store WHERE id >= ?1 AND id <= ?2 AND expires_at < ?3")?;
         // Each window starts at the next existing id, so gaps in the ids cost nothing.
         while let Some(first) = next.query_row([from], |r| r.get::<_, Option<i64>>(0))? {
             let to = first.saturating_add(crate::db::clean::DELETE_WINDOW_IDS - 1);
-            deleted += u64::try_from(delete.execute(params![from, to, cutoff])?).unwrap_or(u64::MAX);
+            deleted += u64::try_from(delete.execute(params![first, to, cutoff])?).unwrap_or(u64::MAX);
             if to == i64::MAX {
                 break;
             }
-            from = to;
+            from = to + 1;
         }
     }
     tx.commit()?;
