@@ -428,6 +428,6 @@ mod tests {
             }
         }
         assert_eq!(signal_name(SIGPWR), "SIGPWR");
-        assert_eq!(signal_name(libc::SIGWINCH), "a signal");
+        assert_eq!(signal_name(signal_hook::consts::SIGWINCH), "a signal");
     }
 }
