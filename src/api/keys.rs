@@ -6,9 +6,10 @@
 use std::ops::ControlFlow;
 
 use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
+use crate::archive::{Sink, archive_error};
 use crate::error::{Error, Result};
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{Asset, AssetEntry, AssetSelector, Cleared, Page, TaskEntry, TaskFilter, TaskScope};
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -175,6 +176,58 @@ impl Remote {
     }
 }
 
+impl Remote {
+    /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
+    /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
+    /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
+    /// a warning, and the others are still deleted. Any other refusal ends the run.
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+        addressable(scope)?;
+        let mapped = self.mapped(scope);
+        let api = self.api()?;
+        let (mut deleted, mut deleted_unmapped) = (0, 0);
+        let mut unmapped_refused = false;
+        for (map_index, key) in keys {
+            key_addressable(key)?;
+            if *map_index < 0 && unmapped_refused {
+                continue;
+            }
+            match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
+                Ok(()) => {
+                    deleted += 1;
+                    deleted_unmapped += usize::from(*map_index < 0);
+                }
+                Err(e)
+                    if *map_index < 0
+                        && mapped
+                        && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
+                {
+                    unmapped_refused = true;
+                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
+                    output::warn(&format!(
+                        "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
+                         holds them, and the API deletes only keys of task instances (the database \
+                         transport deletes them)",
+                        scope.task_label(),
+                        crate::error::message(e.as_ref())
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(deleted)
+    }
+
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
+        let api = self.api()?;
+        for key in keys {
+            key_addressable(key)?;
+            api.delete_asset(asset, key)?;
+        }
+        Ok(keys.len() as u64)
+    }
+}
+
 impl Keys for Remote {
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
         addressable(scope)?;
@@ -267,45 +320,32 @@ impl Keys for Remote {
         Ok(0)
     }
 
-    /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
-    /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
-    /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
-    /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
-        addressable(scope)?;
-        let mapped = self.mapped(scope);
-        let api = self.api()?;
-        let (mut deleted, mut deleted_unmapped) = (0, 0);
-        let mut unmapped_refused = false;
-        for (map_index, key) in keys {
-            key_addressable(key)?;
-            if *map_index < 0 && unmapped_refused {
-                continue;
-            }
-            match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
-                Ok(()) => {
-                    deleted += 1;
-                    deleted_unmapped += usize::from(*map_index < 0);
-                }
-                Err(e)
-                    if *map_index < 0
-                        && mapped
-                        && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
-                {
-                    unmapped_refused = true;
-                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
-                    output::warn(&format!(
-                        "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
-                         holds them, and the API deletes only keys of task instances (the database \
-                         transport deletes them)",
-                        scope.task_label(),
-                        crate::error::message(e.as_ref())
-                    ));
-                }
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(deleted)
+    /// Over the API: the keys read and archived, the file synced, then one DELETE per key
+    /// archived. The API's DELETE has no condition, so a key rewritten after it was read and
+    /// before its DELETE is deleted with its new value (docs/rest.md); a key written into the
+    /// scope after the read is left.
+    fn archive_clear_task(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        sink: &mut Sink,
+    ) -> Result<Cleared> {
+        let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let filter = TaskFilter {
+            dag_id: Some(scope.dag_id.clone()),
+            run_id: Some(scope.run_id.clone()),
+            task_id: Some(scope.task_id.clone()),
+            map_index: (!all_map_indices).then_some(scope.map_index),
+            ..TaskFilter::default()
+        };
+        let mut archived: Vec<(i64, String)> = Vec::new();
+        self.each_task(&filter, Page { limit: None, offset: 0 }, &mut |row| {
+            sink.task(&row).map_err(|e| archive_error(&path, e))?;
+            archived.push((row.scope.map_index, row.key));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        sink.sync().map_err(|e| archive_error(&path, e))?;
+        Ok(Cleared { deleted: self.delete_task_keys(scope, &archived)?, kept: Vec::new() })
     }
 
     /// One task instance's keys, or each of the task's instances' in turn (map index, then
@@ -411,13 +451,17 @@ impl Keys for Remote {
         self.delete_asset_keys(asset, &keys)
     }
 
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
-        let api = self.api()?;
-        for key in keys {
-            key_addressable(key)?;
-            api.delete_asset(asset, key)?;
-        }
-        Ok(keys.len() as u64)
+    /// See [`Remote::archive_clear_task`].
+    fn archive_clear_asset(&mut self, asset: &Asset, sink: &mut Sink) -> Result<Cleared> {
+        let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let mut archived: Vec<String> = Vec::new();
+        self.each_asset(Some(asset), false, Page { limit: None, offset: 0 }, &mut |row| {
+            sink.asset(&row).map_err(|e| archive_error(&path, e))?;
+            archived.push(row.key);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        sink.sync().map_err(|e| archive_error(&path, e))?;
+        Ok(Cleared { deleted: self.delete_asset_keys(asset, &archived)?, kept: Vec::new() })
     }
 
     fn each_asset(

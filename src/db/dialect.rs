@@ -145,6 +145,16 @@ impl Dialect {
         }
     }
 
+    /// The end of a SELECT that locks the rows it reads until the transaction ends, so that
+    /// what it found is still so when a DELETE in the same transaction follows. SQLite has no
+    /// row locks: its `BEGIN IMMEDIATE` already holds every writer off.
+    pub(crate) fn lock_rows(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres | Dialect::Mysql => " FOR UPDATE",
+        }
+    }
+
     /// The names of a table's columns, in order: its catalogue, read as the statements that
     /// follow will resolve the name.
     fn columns_query(self) -> &'static str {

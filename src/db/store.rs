@@ -6,6 +6,7 @@
 //! cannot hold (MySQL's `utf8mb3` columns and emoji) matches nothing and is answered without
 //! a query; a write of such text is refused before anything is written.
 
+use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::Store;
@@ -13,7 +14,8 @@ use super::dialect::{Connection, OnConflict, Upsert, all, count, each, first};
 use super::query::{DecodeError, Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
-    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, TaskEntry, TaskFilter, TaskScope,
+    Asset, AssetEntry, AssetFilter, AssetSelector, EXTERNAL_REF_LIKE, Page, StoredTime, TaskEntry,
+    TaskFilter, TaskScope,
 };
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -168,6 +170,19 @@ pub(super) fn asset_entry(f: &mut Fields) -> Decoded<AssetEntry> {
 
 fn asset(f: &mut Fields) -> Decoded<Asset> {
     Ok(Asset { id: f.int()?, name: f.text(), uri: f.text(), active: f.bool()? })
+}
+
+/// Rows per statement of a delete of rows read before ([`Store::lock_task_rows`]): their ids
+/// or keys are bound one parameter each, well below every database's bound on parameters.
+pub(crate) const EXACT_PAGE: usize = 500;
+
+/// ` (?, ?, …)`, one `?` for each of `values` (at least one).
+fn in_list<'a, P: Into<Param<'a>>>(mut query: Query<'a>, values: impl IntoIterator<Item = P>) -> Query<'a> {
+    let mut glue = " (?";
+    for value in values {
+        query = query.and(std::mem::replace(&mut glue, ", ?"), value);
+    }
+    query.push(")")
 }
 
 /// A `LIMIT … OFFSET …` of a page.
@@ -487,6 +502,94 @@ impl Store {
     pub(crate) fn delete_asset(&mut self, asset_id: i64, key: &str) -> Result<u64> {
         let query = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
         let query = query.matching(r#" AND "key" = ?"#, ("asset_state_store", "key"), key);
+        self.conn.run("cannot delete from asset_state_store", &query)
+    }
+
+    /// Every row of a task instance (of each instance of the task with `all_map_indices`),
+    /// with its id, handed to `each` one at a time in list order: what `clear --archive`
+    /// archives, and then deletes by id.
+    pub(crate) fn each_task_in_scope(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        each_row: impl FnMut((i64, TaskEntry)) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let select = Query::new("SELECT ").push(TASK_COLUMNS).push(", id FROM task_state_store");
+        let query = Self::scope_where(select, "task_state_store", scope, all_map_indices)
+            .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
+        each(&mut *self.conn, "cannot read task_state_store", &query, task_entry_and_id, each_row)
+    }
+
+    /// Of the task rows read before (at most [`EXACT_PAGE`]: their ids and the `updated_at`
+    /// each had), those still there, locked until the transaction ends ([`Store::begin`]),
+    /// each with whether it is unchanged since: the same `updated_at`, which every write
+    /// stamps. With `expired_before`, a row no longer expired then is not found. A row deleted
+    /// meanwhile is not in the answer. One statement, through the primary key.
+    pub(crate) fn lock_task_rows(
+        &mut self,
+        read: &[(i64, StoredTime)],
+        expired_before: Option<Timestamp>,
+    ) -> Result<Vec<(i64, bool)>> {
+        if read.is_empty() {
+            return Ok(Vec::new());
+        }
+        let select = Query::new("SELECT id, updated_at FROM task_state_store WHERE id IN");
+        let query = in_list(select, read.iter().map(|(id, _)| *id));
+        let query = match expired_before {
+            Some(cutoff) => query.and(" AND expires_at < ?", cutoff),
+            None => query,
+        };
+        let query = query.push(self.conn.dialect().lock_rows());
+        let found = all(&mut *self.conn, "cannot read task_state_store", &query, |f| {
+            Ok((f.int()?, f.required_time()))
+        })?;
+        let read: HashMap<i64, &StoredTime> = read.iter().map(|(id, at)| (*id, at)).collect();
+        Ok(found.into_iter().map(|(id, at)| (id, read.get(&id).is_some_and(|was| **was == at))).collect())
+    }
+
+    /// Deletes the task rows of these ids (at most [`EXACT_PAGE`]), through the primary key.
+    pub(crate) fn delete_task_ids(&mut self, ids: &[i64]) -> Result<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let query = in_list(Query::new("DELETE FROM task_state_store WHERE id IN"), ids.iter().copied());
+        self.conn.run("cannot delete from task_state_store", &query)
+    }
+
+    /// [`Store::lock_task_rows`] for keys of one asset, read with their `updated_at`; through
+    /// the primary key `(asset_id, key)`.
+    pub(crate) fn lock_asset_rows(
+        &mut self,
+        asset_id: i64,
+        read: &[(String, StoredTime)],
+    ) -> Result<Vec<(String, bool)>> {
+        if read.is_empty() {
+            return Ok(Vec::new());
+        }
+        let select = Query::new(r#"SELECT "key", updated_at FROM asset_state_store WHERE asset_id = ?"#);
+        let query =
+            in_list(select.bind(asset_id).push(r#" AND "key" IN"#), read.iter().map(|(key, _)| key.as_str()));
+        let query = query.push(self.conn.dialect().lock_rows());
+        let found = all(&mut *self.conn, "cannot read asset_state_store", &query, |f| {
+            Ok((f.text(), f.required_time()))
+        })?;
+        let read: HashMap<&str, &StoredTime> = read.iter().map(|(key, at)| (key.as_str(), at)).collect();
+        Ok(found
+            .into_iter()
+            .map(|(key, at)| {
+                let unchanged = read.get(key.as_str()).is_some_and(|was| **was == at);
+                (key, unchanged)
+            })
+            .collect())
+    }
+
+    /// Deletes these keys of one asset (at most [`EXACT_PAGE`]), through the primary key.
+    pub(crate) fn delete_asset_keys(&mut self, asset_id: i64, keys: &[&str]) -> Result<u64> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let delete = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+        let query = in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied());
         self.conn.run("cannot delete from asset_state_store", &query)
     }
 

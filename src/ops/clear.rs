@@ -1,0 +1,98 @@
+//! `clear --archive` on the database: every row of the scope read once and appended to the
+//! archive, the file synced, then exactly the rows archived deleted, page by page, each page
+//! in its own short transaction: its rows are locked (on SQLite, the write lock taken) and
+//! read again by id (an asset's by key), those whose `updated_at` is still the one archived
+//! are deleted, and a key written since is left with its new value and reported as kept.
+//! Every statement goes through the primary key, so the cost is linear in the rows; SQLite's
+//! write lock is held for one page at a time, never for the run.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use crate::archive::{Sink, archive_error};
+use crate::db::{EXACT_PAGE, Store};
+use crate::error::Result;
+use crate::model::{Cleared, KeptKey, StoredTime, TaskScope};
+
+/// Archives and deletes every key of a task instance (of each instance of the task with
+/// `all_map_indices`).
+pub(crate) fn task(
+    store: &mut Store,
+    scope: &TaskScope,
+    all_map_indices: bool,
+    sink: &mut Sink,
+) -> Result<Cleared> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    // Each row's id and updated_at, and its place for a report of it as kept.
+    let mut read: Vec<(i64, StoredTime)> = Vec::new();
+    let mut places: Vec<(i64, String)> = Vec::new();
+    store.each_task_in_scope(scope, all_map_indices, |(id, row)| {
+        sink.task(&row).map_err(|e| archive_error(&path, e))?;
+        read.push((id, row.updated_at));
+        places.push((row.scope.map_index, row.key));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    sink.sync().map_err(|e| archive_error(&path, e))?;
+    let mut cleared = Cleared::default();
+    for (page, places) in read.chunks(EXACT_PAGE).zip(places.chunks(EXACT_PAGE)) {
+        let found = in_transaction(store, |store| {
+            let found = store.lock_task_rows(page, None)?;
+            let unchanged: Vec<i64> = found.iter().filter(|(_, same)| *same).map(|(id, _)| *id).collect();
+            Ok((store.delete_task_ids(&unchanged)?, found))
+        })?;
+        let (deleted, found) = found;
+        cleared.deleted += deleted;
+        let changed: HashSet<i64> = found.into_iter().filter(|(_, same)| !*same).map(|(id, _)| id).collect();
+        for ((id, _), (map_index, key)) in page.iter().zip(places) {
+            if changed.contains(id) {
+                cleared.kept.push(KeptKey { map_index: Some(*map_index), key: key.clone() });
+            }
+        }
+    }
+    Ok(cleared)
+}
+
+/// Archives and deletes every key of an asset.
+pub(crate) fn asset(store: &mut Store, asset_id: i64, sink: &mut Sink) -> Result<Cleared> {
+    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+    let mut read: Vec<(String, StoredTime)> = Vec::new();
+    let filter = crate::model::AssetFilter { asset_id: Some(asset_id), external_only: false };
+    let every = crate::model::Page { limit: None, offset: 0 };
+    store.each_asset(&filter, every, |row| {
+        sink.asset(&row).map_err(|e| archive_error(&path, e))?;
+        read.push((row.key, row.updated_at));
+        Ok(ControlFlow::Continue(()))
+    })?;
+    sink.sync().map_err(|e| archive_error(&path, e))?;
+    let mut cleared = Cleared::default();
+    for page in read.chunks(EXACT_PAGE) {
+        let (deleted, found) = in_transaction(store, |store| {
+            let found = store.lock_asset_rows(asset_id, page)?;
+            let unchanged: Vec<&str> =
+                found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
+            Ok((store.delete_asset_keys(asset_id, &unchanged)?, found))
+        })?;
+        cleared.deleted += deleted;
+        let changed: HashSet<String> =
+            found.into_iter().filter(|(_, same)| !*same).map(|(key, _)| key).collect();
+        for (key, _) in page.iter().filter(|(key, _)| changed.contains(key)) {
+            cleared.kept.push(KeptKey { map_index: None, key: key.clone() });
+        }
+    }
+    Ok(cleared)
+}
+
+/// `work` in one transaction: committed when it succeeds, rolled back when it fails.
+pub(crate) fn in_transaction<T>(store: &mut Store, work: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+    store.begin()?;
+    match work(store) {
+        Ok(done) => {
+            store.commit()?;
+            Ok(done)
+        }
+        Err(e) => {
+            let _ = store.rollback();
+            Err(e)
+        }
+    }
+}
