@@ -72,6 +72,13 @@ impl Cursor {
         }
     }
 
+    /// The id of the row it is at.
+    pub(crate) fn id(self) -> i64 {
+        match self {
+            Cursor::Id(id) | Cursor::Run { id, .. } => id,
+        }
+    }
+
     /// How many values of the walk's leading column, from `first`, it has walked: the ids up
     /// to its own, or the dag runs before its own, which it has walked only in part.
     pub(crate) fn walked(self, first: i64) -> i64 {
