@@ -177,7 +177,10 @@ fn asset(f: &mut Fields) -> Decoded<Asset> {
 pub(crate) const EXACT_PAGE: usize = 500;
 
 /// ` (?, ?, …)`, one `?` for each of `values` (at least one).
-fn in_list<'a, P: Into<Param<'a>>>(mut query: Query<'a>, values: impl IntoIterator<Item = P>) -> Query<'a> {
+pub(super) fn in_list<'a, P: Into<Param<'a>>>(
+    mut query: Query<'a>,
+    values: impl IntoIterator<Item = P>,
+) -> Query<'a> {
     let mut glue = " (?";
     for value in values {
         query = query.and(std::mem::replace(&mut glue, ", ?"), value);

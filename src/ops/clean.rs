@@ -579,8 +579,9 @@ impl Run<'_> {
     }
 
     /// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
-    /// archived and synced, then deleted key by key in one transaction, each DELETE checking
-    /// again that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
+    /// archived and synced, then exactly those deleted in one transaction, by asset and key,
+    /// each only while it still has the `updated_at` archived and its asset is still inactive.
+    /// (Without an archive, a batch is any `LIMIT` rows.)
     fn sweep_orphans_archived(&mut self) -> Result<()> {
         let page = if self.size > 0 { self.size } else { ARCHIVE_PAGE };
         loop {
@@ -599,18 +600,22 @@ impl Run<'_> {
                 }
                 sink.sync().map_err(|e| archive_error(&path, e))?;
             }
-            self.store.begin()?;
-            let mut deleted = 0;
-            for row in &rows {
-                match self.store.delete_orphan_row(row.asset_id, &row.key) {
-                    Ok(n) => deleted += n,
-                    Err(e) => {
-                        let _ = self.store.rollback();
-                        return Err(e);
+            // Each asset's archived keys, deleted only while each is as it was read and the
+            // asset still inactive. A key left is in a later batch again while it is orphaned.
+            let deleted = crate::ops::clear::in_transaction(self.store, |store| {
+                let mut deleted = 0;
+                for group in rows.chunk_by(|a, b| a.asset_id == b.asset_id) {
+                    for page in group.chunks(EXACT_PAGE) {
+                        let read: Vec<(String, StoredTime)> =
+                            page.iter().map(|r| (r.key.clone(), r.updated_at.clone())).collect();
+                        let found = store.lock_asset_rows(page[0].asset_id, &read)?;
+                        let unchanged: Vec<&str> =
+                            found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
+                        deleted += store.delete_orphan_keys(page[0].asset_id, &unchanged)?;
                     }
                 }
-            }
-            self.store.commit()?;
+                Ok(deleted)
+            })?;
             self.orphans_deleted(deleted, batch_started);
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
