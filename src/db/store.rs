@@ -173,8 +173,11 @@ fn asset(f: &mut Fields) -> Decoded<Asset> {
 }
 
 /// Rows per statement of a delete of rows read before ([`Store::lock_task_rows`]): their ids
-/// or keys are bound one parameter each, well below every database's bound on parameters.
-pub(crate) const EXACT_PAGE: usize = 500;
+/// or keys are bound one parameter each, below every database's bound on parameters (SQLite's
+/// 32,766, PostgreSQL's and MySQL's 65,535). Measured at 200,000 rows, 100,016 expired, with
+/// `clean --archive` at batch 10,000: 500 a page took 2.30 s on PostgreSQL and 4.77 s on
+/// MariaDB (each statement's own cost), 5,000 a page 1.24 s and 2.24 s.
+pub(crate) const EXACT_PAGE: usize = 5000;
 
 /// ` (?, ?, …)`, one `?` for each of `values` (at least one).
 pub(super) fn in_list<'a, P: Into<Param<'a>>>(
