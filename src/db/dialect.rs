@@ -455,6 +455,12 @@ pub(crate) trait Connection {
     fn walks_by_run(&mut self) -> bool {
         false
     }
+    /// Whether a DELETE can return the rows it deleted (`RETURNING`): PostgreSQL, SQLite and
+    /// MariaDB; MySQL cannot. A delete of rows read before then takes one statement a page
+    /// ([`crate::db::Store::delete_task_rows_returning`]) instead of a locking read and a DELETE.
+    fn deletes_returning(&self) -> bool {
+        false
+    }
     /// Deletes one batch of expired task rows after `after_id`; see
     /// [`super::clean::batch_by_nth_expired`], the portable way.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {

@@ -553,6 +553,45 @@ impl Store {
         Ok(found.into_iter().map(|(id, at)| (id, read.get(&id).is_some_and(|was| **was == at))).collect())
     }
 
+    /// See [`Connection::deletes_returning`].
+    pub(crate) fn deletes_returning(&self) -> bool {
+        self.conn.deletes_returning()
+    }
+
+    /// [`Store::lock_task_rows`] and the DELETE of the unchanged rows in one statement, where
+    /// the database can return what a DELETE deleted ([`Connection::deletes_returning`]): the
+    /// rows read (at most [`EXACT_PAGE`]) deleted by id (those still expired, given
+    /// `expired_before`), and each deleted row's `updated_at` compared with the one read.
+    /// `Some(deleted)` when every row deleted was unchanged; `None` when one had been written
+    /// since, which then must not stay deleted: the caller rolls back its transaction and
+    /// takes the rows again with [`Store::lock_task_rows`]. `None` also when the database
+    /// cannot return them.
+    pub(crate) fn delete_task_rows_returning(
+        &mut self,
+        read: &[(i64, StoredTime)],
+        expired_before: Option<Timestamp>,
+    ) -> Result<Option<u64>> {
+        if !self.deletes_returning() {
+            return Ok(None);
+        }
+        if read.is_empty() {
+            return Ok(Some(0));
+        }
+        let delete = Query::new("DELETE FROM task_state_store WHERE id IN");
+        let query = in_list(delete, read.iter().map(|(id, _)| *id));
+        let query = match expired_before {
+            Some(cutoff) => query.and(" AND expires_at < ?", cutoff),
+            None => query,
+        };
+        let query = query.push(" RETURNING id, updated_at");
+        let deleted = all(&mut *self.conn, "cannot delete from task_state_store", &query, |f| {
+            Ok((f.int()?, f.required_time()))
+        })?;
+        let read: HashMap<i64, &StoredTime> = read.iter().map(|(id, at)| (*id, at)).collect();
+        let unchanged = deleted.iter().all(|(id, at)| read.get(id).is_some_and(|was| *was == at));
+        Ok(unchanged.then_some(deleted.len() as u64))
+    }
+
     /// Deletes the task rows of these ids (at most [`EXACT_PAGE`]), through the primary key.
     pub(crate) fn delete_task_ids(&mut self, ids: &[i64]) -> Result<u64> {
         if ids.is_empty() {

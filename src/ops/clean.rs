@@ -781,21 +781,11 @@ fn archive_expired(
     Ok(archived)
 }
 
-/// Deletes the rows archived (ids and `updated_at` as read), in one transaction: page by page,
-/// the rows still expired are locked, and those still as they were read are deleted. How many.
+/// Deletes the rows archived (ids and `updated_at` as read), in one transaction, each only
+/// while it is still expired and as it was read ([`crate::ops::clear::delete_read_tasks`]).
+/// How many.
 fn delete_archived(store: &mut Store, archived: &[(i64, StoredTime)], cutoff: Timestamp) -> Result<u64> {
-    if archived.is_empty() {
-        return Ok(0);
-    }
-    crate::ops::clear::in_transaction(store, |store| {
-        let mut deleted = 0;
-        for page in archived.chunks(EXACT_PAGE) {
-            let found = store.lock_task_rows(page, Some(cutoff))?;
-            let unchanged: Vec<i64> = found.into_iter().filter(|(_, same)| *same).map(|(id, _)| id).collect();
-            deleted += store.delete_task_ids(&unchanged)?;
-        }
-        Ok(deleted)
-    })
+    Ok(crate::ops::clear::delete_read_tasks(store, archived, Some(cutoff))?.0)
 }
 
 /// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,

@@ -1,8 +1,8 @@
 //! `clear --archive` on the database: every row of the scope read once and appended to the
 //! archive, the file synced, then exactly the rows archived deleted, page by page, each page
-//! in its own short transaction: its rows are locked (on SQLite, the write lock taken) and
-//! read again by id (an asset's by key), those whose `updated_at` is still the one archived
-//! are deleted, and a key written since is left with its new value and reported as kept.
+//! in its own short transaction (on SQLite, the write lock held for one page): only the rows
+//! whose `updated_at` is still the one archived are deleted (see [`delete_read_tasks`]), and
+//! a key written since is left with its new value and reported as kept.
 //! Every statement goes through the primary key, so the cost is linear in the rows; SQLite's
 //! write lock is held for one page at a time, never for the run.
 
@@ -13,6 +13,7 @@ use crate::archive::{Sink, archive_error};
 use crate::db::{EXACT_PAGE, Store};
 use crate::error::Result;
 use crate::model::{Cleared, KeptKey, StoredTime, TaskScope};
+use crate::time::Timestamp;
 
 /// Archives and deletes every key of a task instance (of each instance of the task with
 /// `all_map_indices`).
@@ -35,14 +36,8 @@ pub(crate) fn task(
     sink.sync().map_err(|e| archive_error(&path, e))?;
     let mut cleared = Cleared::default();
     for (page, places) in read.chunks(EXACT_PAGE).zip(places.chunks(EXACT_PAGE)) {
-        let found = in_transaction(store, |store| {
-            let found = store.lock_task_rows(page, None)?;
-            let unchanged: Vec<i64> = found.iter().filter(|(_, same)| *same).map(|(id, _)| *id).collect();
-            Ok((store.delete_task_ids(&unchanged)?, found))
-        })?;
-        let (deleted, found) = found;
+        let (deleted, changed) = delete_read_tasks(store, page, None)?;
         cleared.deleted += deleted;
-        let changed: HashSet<i64> = found.into_iter().filter(|(_, same)| !*same).map(|(id, _)| id).collect();
         for ((id, _), (map_index, key)) in page.iter().zip(places) {
             if changed.contains(id) {
                 cleared.kept.push(KeptKey { map_index: Some(*map_index), key: key.clone() });
@@ -50,6 +45,57 @@ pub(crate) fn task(
         }
     }
     Ok(cleared)
+}
+
+/// Deletes the task rows read (ids and the `updated_at` each had), in one transaction, each
+/// only while it is unchanged (and, given `expired_before`, still expired then): how many, and
+/// the ids of those found written since, which stay. Where the database returns what a DELETE
+/// deleted, one statement a page deletes them by id and the rows come back to be compared; if
+/// one had been written since, the transaction is rolled back and the rows are taken again,
+/// page by page, by a locking read and a DELETE of the unchanged ones. Elsewhere (MySQL) that
+/// is the only way.
+pub(crate) fn delete_read_tasks(
+    store: &mut Store,
+    read: &[(i64, StoredTime)],
+    expired_before: Option<Timestamp>,
+) -> Result<(u64, HashSet<i64>)> {
+    if read.is_empty() {
+        return Ok((0, HashSet::new()));
+    }
+    if store.deletes_returning() {
+        store.begin()?;
+        let mut returning = || -> Result<Option<u64>> {
+            let mut deleted = 0;
+            for page in read.chunks(EXACT_PAGE) {
+                match store.delete_task_rows_returning(page, expired_before)? {
+                    Some(n) => deleted += n,
+                    None => return Ok(None),
+                }
+            }
+            Ok(Some(deleted))
+        };
+        match returning() {
+            Ok(Some(deleted)) => {
+                store.commit()?;
+                return Ok((deleted, HashSet::new()));
+            }
+            Ok(None) => store.rollback()?,
+            Err(e) => {
+                let _ = store.rollback();
+                return Err(e);
+            }
+        }
+    }
+    in_transaction(store, |store| {
+        let (mut deleted, mut changed) = (0, HashSet::new());
+        for page in read.chunks(EXACT_PAGE) {
+            let found = store.lock_task_rows(page, expired_before)?;
+            let unchanged: Vec<i64> = found.iter().filter(|(_, same)| *same).map(|(id, _)| *id).collect();
+            changed.extend(found.into_iter().filter(|(_, same)| !*same).map(|(id, _)| id));
+            deleted += store.delete_task_ids(&unchanged)?;
+        }
+        Ok((deleted, changed))
+    })
 }
 
 /// Archives and deletes every key of an asset.
