@@ -560,7 +560,8 @@ impl Store {
 
     /// [`Store::lock_task_rows`] and the DELETE of the unchanged rows in one statement, where
     /// the database can return what a DELETE deleted ([`Connection::deletes_returning`]): the
-    /// rows read (at most [`EXACT_PAGE`]) deleted by id (those still expired, given
+    /// rows read (at most [`EXACT_PAGE`], unless in id order with `expired_before`, which goes
+    /// by id range) deleted by id (those still expired, given
     /// `expired_before`), and each deleted row compared with those read, by id and
     /// `updated_at`. `Some(deleted)` when every row deleted was read and unchanged; `None`
     /// when one had been written since (or was not read), which then must not stay deleted:
