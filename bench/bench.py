@@ -380,7 +380,12 @@ class Bench:
     def ours(self, db, target, batch, binary=None):
         env = clean_env(self.home)
         size = [] if batch == AUTO else ["--batch-size", str(batch)]
-        return ([str(binary or self.bin), "clean", "--conn", db.url(target), *size, "-o", "json"], env)
+        # --archive: a fresh file per run, beside the SQLite copies, removed with the copy.
+        archive = ["--archive", str(self.archive_path(target))] if self.args.archive else []
+        return ([str(binary or self.bin), "clean", "--conn", db.url(target), *size, *archive, "-o", "json"], env)
+
+    def archive_path(self, target):
+        return self.work / f"archive-{Path(str(target)).name}.jsonl"
 
     def airflow_cmd(self, db, target):
         env = clean_env(self.home)
@@ -456,6 +461,8 @@ class Bench:
                                  inner_seconds=summary["seconds"])
                 if summary["task_rows_deleted"] != run.rows_deleted:
                     run.ok, run.problem = False, f"reported {summary['task_rows_deleted']} deleted rows"
+                if self.args.archive and summary.get("archived_rows") != summary["task_rows_deleted"]:
+                    run.ok, run.problem = False, f"archived {summary.get('archived_rows')} rows"
             if run.kind == "airflow" and run.ok:
                 # Airflow again on the same copy, with nothing left to delete: its fixed cost.
                 startup = Run(db.dialect, "Airflow clean, nothing to delete (start-up cost)", "startup",
@@ -470,6 +477,7 @@ class Bench:
             run.ok, run.problem = False, str(e)
         finally:
             db.drop(target)
+            self.archive_path(target).unlink(missing_ok=True)
         return log_run(run)
 
     def dialect(self, db):
@@ -795,6 +803,9 @@ def main():
     parser.add_argument("--neighbour", action="store_true",
                         help="PostgreSQL, MySQL: also run each of our cleans beside another database's writer "
                              "(one INSERT a second on the same server), and compare")
+    parser.add_argument("--archive", action="store_true",
+                        help="every clean of ours (and the baseline's) with --archive, to a fresh file in --work "
+                             "per run; a run whose archived_rows differs from task_rows_deleted fails")
     parser.add_argument("--json", help="also write every figure to this JSON file")
     parser.add_argument("--baseline-bin", metavar="PATH",
                         help="another state-store binary (e.g. an older build) to run interleaved with ours in "

@@ -9,6 +9,7 @@
 #   ./bench/run.sh --only scale [options]   # the clean at 1,000,000 and 10,000,000 rows
 #   ./bench/run.sh --only cron [options]    # a night with nothing to delete, run after run
 #   ./bench/run.sh --baseline REV [options]   # also REV's clean, interleaved with ours
+#   ./bench/run.sh --only clean --archive [options]   # every clean with --archive (a fresh file per run)
 #   ./bench/run.sh --only clean --neighbour [options]   # each of our cleans alone and beside
 #                                  # one write a second into another database on the server
 #   ./bench/run.sh --install-airflow    # creates bench/.airflow-venv with apache-airflow==3.3.2

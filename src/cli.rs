@@ -310,7 +310,8 @@ pub(crate) struct ClearArgs {
     #[arg(short = 'y', long)]
     pub yes: bool,
     /// Before deleting, append the rows to this file in the export format (whole lines,
-    /// fsynced first); `import` restores them
+    /// fsynced first), then delete only the rows archived: a key rewritten since it was read
+    /// is kept and named; `import` restores them
     #[arg(long, value_name = "FILE")]
     pub archive: Option<PathBuf>,
 }
@@ -451,8 +452,9 @@ pub(crate) struct CleanArgs {
     /// none (at a terminal the bar is drawn instead, whatever this is)
     #[arg(long, value_name = "DURATION", default_value = "10s")]
     pub progress_every: String,
-    /// Before each batch's DELETE, append the rows it deletes to this file in the export
-    /// format (whole lines, fsynced first); `import` restores them
+    /// Before each batch's DELETE, append its expired rows to this file in the export format
+    /// (whole lines, fsynced first), then delete only those, each if unchanged since it was
+    /// read; `import` restores them
     #[arg(long, value_name = "FILE", conflicts_with = "dry_run")]
     pub archive: Option<PathBuf>,
     /// At the end of every run, success or failure, replace this file with the run's metrics

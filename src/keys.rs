@@ -7,9 +7,10 @@
 
 use std::ops::ControlFlow;
 
+use crate::archive::Sink;
 use crate::error::Result;
 use crate::json::Value;
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{Asset, AssetEntry, AssetSelector, Cleared, Page, TaskEntry, TaskFilter, TaskScope};
 use crate::time::Retention;
 
 /// A task key's expiry, as `set` was asked for it.
@@ -115,9 +116,15 @@ pub(crate) trait Keys {
     /// Deletes every key of the task instance (or of each instance of the task): how many.
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64>;
 
-    /// Deletes exactly these keys of the task (map index, key), as one transaction where the
-    /// transport has them: how many were deleted.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64>;
+    /// `clear --archive`: appends every key of the task instance (of each instance of the
+    /// task) to the archive, syncs it, then deletes the keys archived, leaving any key
+    /// written since it was read where the transport can tell (see each transport's).
+    fn archive_clear_task(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        sink: &mut Sink,
+    ) -> Result<Cleared>;
 
     /// The task keys the filter selects, in scope and key order, a page of them.
     fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()>;
@@ -143,9 +150,8 @@ pub(crate) trait Keys {
 
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64>;
 
-    /// Deletes exactly these keys of the asset, as one transaction where the transport has
-    /// them: how many were deleted.
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64>;
+    /// [`Keys::archive_clear_task`] for the keys of an asset.
+    fn archive_clear_asset(&mut self, asset: &Asset, sink: &mut Sink) -> Result<Cleared>;
 
     /// The keys of one asset, or of every asset (`None`), in asset and key order, a page of
     /// them; with `external_only`, narrowed to values that start as an external reference.

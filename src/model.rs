@@ -279,3 +279,20 @@ pub(crate) struct Page {
     pub limit: Option<u64>,
     pub offset: u64,
 }
+
+/// What a clear that archived first did: the rows it deleted, and the keys it archived but
+/// left because another session wrote them after they were read (they keep their new value).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Cleared {
+    pub deleted: u64,
+    pub kept: Vec<KeptKey>,
+}
+
+/// A key archived and then left, written after it was read: a task key with its map index,
+/// an asset key without.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct KeptKey {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub map_index: Option<i64>,
+    pub key: String,
+}

@@ -6,9 +6,12 @@
 use std::ops::ControlFlow;
 
 use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
+use crate::archive::{Sink, archive_error};
 use crate::error::{Error, Result};
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet, require_active};
-use crate::model::{Asset, AssetEntry, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
+};
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -211,6 +214,77 @@ impl Remote {
     }
 }
 
+impl Remote {
+    /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
+    /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
+    /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
+    /// a warning, and the others are still deleted. Any other refusal ends the run.
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+        addressable(scope)?;
+        let mapped = self.mapped(scope);
+        let api = self.api()?;
+        let (mut deleted, mut deleted_unmapped) = (0, 0);
+        let mut unmapped_refused = false;
+        for (map_index, key) in keys {
+            key_addressable(key)?;
+            if *map_index < 0 && unmapped_refused {
+                continue;
+            }
+            match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
+                Ok(()) => {
+                    deleted += 1;
+                    deleted_unmapped += usize::from(*map_index < 0);
+                }
+                Err(e)
+                    if *map_index < 0
+                        && mapped
+                        && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
+                {
+                    unmapped_refused = true;
+                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
+                    output::warn(&format!(
+                        "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
+                         holds them, and the API deletes only keys of task instances (the database \
+                         transport deletes them)",
+                        scope.task_label(),
+                        crate::error::message(e.as_ref())
+                    ));
+                }
+                Err(e) => return Err(e.context(Removed(deleted))),
+            }
+        }
+        self.unmapped_left = unmapped_refused;
+        Ok(deleted)
+    }
+
+    /// One DELETE per key; an error says how many were removed before it.
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
+        let api = self.api()?;
+        for (done, key) in (0_u64..).zip(keys) {
+            key_addressable(key)?;
+            api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
+        }
+        Ok(keys.len() as u64)
+    }
+
+    /// After a clear's deletes, the asset listed again: as [`Remote::check_task_cleared`].
+    fn check_asset_cleared(
+        &mut self,
+        asset: &Asset,
+        plan: &[(String, StoredTime)],
+        removed: u64,
+    ) -> Result<u64> {
+        self.count_asset_keys(asset).map_err(|e| e.context(Removed(removed)))?;
+        let Some(Planned::Asset(now)) = self.planned.take() else { return Ok(removed) };
+        let planned: std::collections::HashMap<&str, &StoredTime> =
+            plan.iter().map(|(key, at)| (key.as_str(), at)).collect();
+        let (left, newer): (Vec<_>, Vec<_>) =
+            now.into_iter().partition(|(key, at)| planned.get(key.as_str()) == Some(&at));
+        written_since(newer.iter().map(|(key, _)| key.as_str()));
+        still_there(removed, left.iter().map(|(key, _)| key.as_str()))
+    }
+}
+
 impl Keys for Remote {
     fn task_entry(&mut self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
         addressable(scope)?;
@@ -306,46 +380,37 @@ impl Keys for Remote {
         Ok(0)
     }
 
-    /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
-    /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
-    /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
-    /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+    /// Over the API: the keys read and archived, the file synced, then one DELETE per key
+    /// archived and the scope listed again, as [`Remote::clear_task`] does. The API's DELETE
+    /// has no condition, so a key rewritten after it was read and before its DELETE is deleted
+    /// with its new value (docs/rest.md); a key written into the scope after the read is left.
+    fn archive_clear_task(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        sink: &mut Sink,
+    ) -> Result<Cleared> {
         addressable(scope)?;
-        let mapped = self.mapped(scope);
-        let api = self.api()?;
-        let (mut deleted, mut deleted_unmapped) = (0, 0);
-        let mut unmapped_refused = false;
-        for (map_index, key) in keys {
-            key_addressable(key)?;
-            if *map_index < 0 && unmapped_refused {
-                continue;
-            }
-            match api.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key) {
-                Ok(()) => {
-                    deleted += 1;
-                    deleted_unmapped += usize::from(*map_index < 0);
-                }
-                Err(e)
-                    if *map_index < 0
-                        && mapped
-                        && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
-                {
-                    unmapped_refused = true;
-                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
-                    output::warn(&format!(
-                        "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
-                         holds them, and the API deletes only keys of task instances (the database \
-                         transport deletes them)",
-                        scope.task_label(),
-                        crate::error::message(e.as_ref())
-                    ));
-                }
-                Err(e) => return Err(e.context(Removed(deleted))),
-            }
-        }
-        self.unmapped_left = unmapped_refused;
-        Ok(deleted)
+        let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let filter = TaskFilter {
+            dag_id: Some(scope.dag_id.clone()),
+            run_id: Some(scope.run_id.clone()),
+            task_id: Some(scope.task_id.clone()),
+            map_index: (!all_map_indices).then_some(scope.map_index),
+            ..TaskFilter::default()
+        };
+        let mut archived: Vec<(i64, String, StoredTime)> = Vec::new();
+        self.each_task(&filter, Page { limit: None, offset: 0 }, &mut |row| {
+            sink.task(&row).map_err(|e| archive_error(&path, e))?;
+            archived.push((row.scope.map_index, row.key, row.updated_at));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        sink.sync().map_err(|e| archive_error(&path, e))?;
+        let listed: Vec<(i64, String)> =
+            archived.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
+        let removed = self.delete_task_keys(scope, &listed)?;
+        let deleted = self.check_task_cleared(scope, &archived, removed)?;
+        Ok(Cleared { deleted, kept: Vec::new() })
     }
 
     /// One task instance's keys, or each of the task's instances' in turn (map index, then
@@ -451,23 +516,23 @@ impl Keys for Remote {
         let Some(Planned::Asset(plan)) = self.planned.take() else { return Ok(0) };
         let keys: Vec<String> = plan.iter().map(|(key, _)| key.clone()).collect();
         let removed = self.delete_asset_keys(asset, &keys)?;
-        self.count_asset_keys(asset).map_err(|e| e.context(Removed(removed)))?;
-        let Some(Planned::Asset(now)) = self.planned.take() else { return Ok(removed) };
-        let planned: std::collections::HashMap<&str, &StoredTime> =
-            plan.iter().map(|(key, at)| (key.as_str(), at)).collect();
-        let (left, newer): (Vec<_>, Vec<_>) =
-            now.into_iter().partition(|(key, at)| planned.get(key.as_str()) == Some(&at));
-        written_since(newer.iter().map(|(key, _)| key.as_str()));
-        still_there(removed, left.iter().map(|(key, _)| key.as_str()))
+        self.check_asset_cleared(asset, &plan, removed)
     }
 
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
-        let api = self.api()?;
-        for (done, key) in (0_u64..).zip(keys) {
-            key_addressable(key)?;
-            api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
-        }
-        Ok(keys.len() as u64)
+    /// See [`Remote::archive_clear_task`].
+    fn archive_clear_asset(&mut self, asset: &Asset, sink: &mut Sink) -> Result<Cleared> {
+        let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let mut archived: Vec<(String, StoredTime)> = Vec::new();
+        self.each_asset(Some(asset), false, Page { limit: None, offset: 0 }, &mut |row| {
+            sink.asset(&row).map_err(|e| archive_error(&path, e))?;
+            archived.push((row.key, row.updated_at));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        sink.sync().map_err(|e| archive_error(&path, e))?;
+        let keys: Vec<String> = archived.iter().map(|(key, _)| key.clone()).collect();
+        let removed = self.delete_asset_keys(asset, &keys)?;
+        let deleted = self.check_asset_cleared(asset, &archived, removed)?;
+        Ok(Cleared { deleted, kept: Vec::new() })
     }
 
     fn each_asset(

@@ -1,7 +1,8 @@
 //! `clear <scope>`: removes every key of a task instance (one map index, or all of them) or of
 //! an asset. It deletes many rows at once, so it asks first on a terminal and needs `--yes`
 //! anywhere else; the database is untouched until the user agrees. With `--archive`, the rows
-//! are appended to a file in the export format and synced before they are deleted.
+//! are appended to a file in the export format and synced before they are deleted, and only
+//! the rows archived are deleted: a key written since it was read is kept and named.
 
 use anyhow::Context as _;
 use std::io::{BufRead, IsTerminal, Write};
@@ -9,13 +10,14 @@ use std::io::{BufRead, IsTerminal, Write};
 use serde::Serialize;
 
 use super::{Scope, describe_asset, open_keys, scope_from_args};
-use crate::archive::{Sink, archive_error};
+use crate::archive::Sink;
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{self, Error, Result};
-use crate::keys::{Keys, MissingTaskInstance, Removed};
-use crate::model::{Asset, Page, TaskFilter, TaskScope};
+use crate::keys::{MissingTaskInstance, Removed};
+use crate::model::{Asset, KeptKey, TaskScope};
 use crate::output::{self, Rendered};
+use crate::text::quote;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
@@ -49,19 +51,28 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         return Ok(());
     }
     let result = match (&target, &args.archive) {
-        (_, Some(path)) if present > 0 => archive_then_clear(keys.as_mut(), &target, all, path),
+        // Archived, then exactly the rows archived deleted: a key written since it was read
+        // is kept, where the transport can tell (see `Keys::archive_clear_task`).
+        (_, Some(path)) if present > 0 => {
+            let mut sink = Sink::archive(path)?;
+            let cleared = match &target {
+                Target::Task(task) => keys.archive_clear_task(task, all, &mut sink),
+                Target::Asset(asset) => keys.archive_clear_asset(asset, &mut sink),
+            };
+            cleared.map(|cleared| (cleared.deleted, Some(cleared.kept)))
+        }
         // Nothing to delete: only the API's DELETE is sent, for its check that the task
         // instance exists; the database has checked it already.
-        (Target::Task(task), _) => keys.clear_task(task, all),
-        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset),
-        (Target::Asset(_), _) => Ok(0),
+        (Target::Task(task), _) => keys.clear_task(task, all).map(|deleted| (deleted, None)),
+        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset).map(|deleted| (deleted, None)),
+        (Target::Asset(_), _) => Ok((0, None)),
     };
     // Over the REST API (no transaction) an error may stop the deletes half-way: the keys
     // removed before it are reported as a finished run's are, with the error, then its exit.
-    let (deleted, stopped) = match result {
-        Ok(deleted) => (deleted, None),
+    let (deleted, kept, stopped) = match result {
+        Ok((deleted, kept)) => (deleted, kept, None),
         Err(e) => match e.downcast_ref::<Removed>() {
-            Some(&Removed(deleted)) => (deleted, Some(e)),
+            Some(&Removed(deleted)) => (deleted, None, Some(e)),
             None => return Err(e),
         },
     };
@@ -74,17 +85,25 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         "removed {deleted} key{s} of {place}{}",
         if error.is_some() { " before an error" } else { "" }
     ));
+    if let Some(kept) = kept.as_deref().filter(|kept| !kept.is_empty()) {
+        output::warn(&kept_line(kept, &place));
+    }
+    let plain = Some(deleted.to_string());
     output::emit(
         global.output,
-        &Rendered { doc: Cleared { deleted, error }, tables: Vec::new(), plain: Some(deleted.to_string()) },
+        &Rendered { doc: Cleared { deleted, kept, error }, tables: Vec::new(), plain },
     )?;
     stopped.map_or(Ok(()), Err)
 }
 
-/// `{"deleted": N}`, and the error that stopped a clear half-way.
+/// `{"deleted": N}`; with `--archive` the keys archived but kept: `"kept": [{"map_index": M,
+/// "key": K}, …]` (an asset's without `map_index`), `[]` when none; and the error that stopped
+/// a clear half-way.
 #[derive(Serialize)]
 struct Cleared {
     deleted: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kept: Option<Vec<KeptKey>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<Stopped>,
 }
@@ -93,6 +112,30 @@ struct Cleared {
 struct Stopped {
     message: String,
     exit_code: i32,
+}
+
+/// Keys named in the warning; the document names every one.
+const KEPT_NAMED: usize = 10;
+
+/// The warning of keys archived and then kept, written after they were read.
+fn kept_line(kept: &[KeptKey], place: &str) -> String {
+    let names: Vec<String> = kept
+        .iter()
+        .take(KEPT_NAMED)
+        .map(|k| match k.map_index {
+            Some(map_index) if map_index >= 0 => format!("{} (map index {map_index})", quote(&k.key)),
+            _ => quote(&k.key),
+        })
+        .collect();
+    let more = kept.len().saturating_sub(KEPT_NAMED);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    let (n, s) = (kept.len(), if kept.len() == 1 { "" } else { "s" });
+    format!(
+        "kept {n} key{s} of {place}, written by another session after {} archived: {}{more}; \
+         the archive holds the value{s} read before",
+        if n == 1 { "it was" } else { "they were" },
+        names.join(", ")
+    )
 }
 
 enum Target<'a> {
@@ -105,49 +148,6 @@ fn task_place(task: &TaskScope, all_map_indices: bool) -> String {
         format!("task {} (every map index)", task.task_label())
     } else {
         format!("task {task}")
-    }
-}
-
-/// Archives every row of the scope, syncs the file, then deletes exactly the archived rows,
-/// key by key (in one transaction on the database): a key written into the scope after the
-/// archive was read is left alone rather than deleted unarchived.
-fn archive_then_clear(
-    keys: &mut dyn Keys,
-    target: &Target<'_>,
-    all_map_indices: bool,
-    path: &std::path::Path,
-) -> Result<u64> {
-    let mut sink = Sink::archive(path)?;
-    let write_error = |e: std::io::Error| archive_error(path, e);
-    let every = Page { limit: None, offset: 0 };
-    match target {
-        Target::Task(scope) => {
-            let filter = TaskFilter {
-                dag_id: Some(scope.dag_id.clone()),
-                run_id: Some(scope.run_id.clone()),
-                task_id: Some(scope.task_id.clone()),
-                map_index: (!all_map_indices).then_some(scope.map_index),
-                ..TaskFilter::default()
-            };
-            let mut archived: Vec<(i64, String)> = Vec::new();
-            keys.each_task(&filter, every, &mut |row| {
-                sink.task(&row).map_err(write_error)?;
-                archived.push((row.scope.map_index, row.key));
-                Ok(std::ops::ControlFlow::Continue(()))
-            })?;
-            sink.sync().map_err(write_error)?;
-            keys.delete_task_keys(scope, &archived)
-        }
-        Target::Asset(asset) => {
-            let mut archived: Vec<String> = Vec::new();
-            keys.each_asset(Some(asset), false, every, &mut |row| {
-                sink.asset(&row).map_err(write_error)?;
-                archived.push(row.key);
-                Ok(std::ops::ControlFlow::Continue(()))
-            })?;
-            sink.sync().map_err(write_error)?;
-            keys.delete_asset_keys(asset, &archived)
-        }
     }
 }
 

@@ -4,12 +4,14 @@
 //! be checked without it (a value's size, the configured retention).
 
 use super::{Context, Doing, mapped_task_hint, require_asset, require_dag_run, require_task_instance};
+use crate::archive::Sink;
 use crate::db::{Access, AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json;
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
 use crate::model::{
-    Asset, AssetEntry, AssetFilter, AssetSelector, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
+    Asset, AssetEntry, AssetFilter, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter,
+    TaskScope,
 };
 use crate::text::quote;
 use crate::time::{Retention, Timestamp};
@@ -143,14 +145,14 @@ impl Keys for Database {
         self.store()?.clear_task(scope, all_map_indices)
     }
 
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
-        in_one_transaction(self.store()?, |store| {
-            let mut deleted = 0;
-            for (map_index, key) in keys {
-                deleted += store.delete_task(&TaskScope { map_index: *map_index, ..scope.clone() }, key)?;
-            }
-            Ok(deleted)
-        })
+    /// Exactly the rows archived, by id, page by page: see [`crate::ops::clear`].
+    fn archive_clear_task(
+        &mut self,
+        scope: &TaskScope,
+        all_map_indices: bool,
+        sink: &mut Sink,
+    ) -> Result<Cleared> {
+        crate::ops::clear::task(self.store()?, scope, all_map_indices, sink)
     }
 
     fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()> {
@@ -212,14 +214,9 @@ impl Keys for Database {
         self.store()?.clear_asset(asset.id)
     }
 
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
-        in_one_transaction(self.store()?, |store| {
-            let mut deleted = 0;
-            for key in keys {
-                deleted += store.delete_asset(asset.id, key)?;
-            }
-            Ok(deleted)
-        })
+    /// Exactly the keys archived, with the `updated_at` archived: see [`crate::ops::clear`].
+    fn archive_clear_asset(&mut self, asset: &Asset, sink: &mut Sink) -> Result<Cleared> {
+        crate::ops::clear::asset(self.store()?, asset.id, sink)
     }
 
     fn each_asset(
@@ -231,21 +228,6 @@ impl Keys for Database {
     ) -> Result<()> {
         let filter = AssetFilter { asset_id: asset.map(|a| a.id), external_only };
         self.store()?.each_asset(&filter, page, each)
-    }
-}
-
-/// `work` in one transaction: committed when it succeeds, rolled back when it fails.
-fn in_one_transaction(store: &mut Store, work: impl FnOnce(&mut Store) -> Result<u64>) -> Result<u64> {
-    store.begin()?;
-    match work(store) {
-        Ok(n) => {
-            store.commit()?;
-            Ok(n)
-        }
-        Err(e) => {
-            let _ = store.rollback();
-            Err(e)
-        }
     }
 }
 

@@ -72,6 +72,13 @@ impl Cursor {
         }
     }
 
+    /// The id of the row it is at.
+    pub(crate) fn id(self) -> i64 {
+        match self {
+            Cursor::Id(id) | Cursor::Run { id, .. } => id,
+        }
+    }
+
     /// How many values of the walk's leading column, from `first`, it has walked: the ids up
     /// to its own, or the dag runs before its own, which it has walked only in part.
     pub(crate) fn walked(self, first: i64) -> i64 {
@@ -432,15 +439,16 @@ impl Store {
         })
     }
 
-    /// Deletes one asset row if its asset is still inactive (`clean --archive` deletes the
-    /// orphans it archived, one key at a time, instead of any `limit` of them).
-    pub(crate) fn delete_orphan_row(&mut self, asset_id: i64, key: &str) -> Result<u64> {
-        if !self.connection().can_match("asset_state_store", "key", key) {
+    /// Deletes these keys of one asset (at most [`super::EXACT_PAGE`]) if the asset is still
+    /// inactive: `clean --archive` deletes the orphans it archived, and still finds as it
+    /// read them ([`Store::lock_asset_rows`]), instead of any `limit` of them.
+    pub(crate) fn delete_orphan_keys(&mut self, asset_id: i64, keys: &[&str]) -> Result<u64> {
+        if keys.is_empty() {
             return Ok(0);
         }
-        let query = Query::new(r#"DELETE FROM asset_state_store WHERE asset_id = ? AND "key" = ? AND "#)
-            .push(ORPHAN_ROW);
-        self.connection().run("cannot delete orphaned asset rows", &query.bind(asset_id).bind(key))
+        let delete = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+        let query = super::store::in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied());
+        self.connection().run("cannot delete orphaned asset rows", &query.push(" AND ").push(ORPHAN_ROW))
     }
 
     /// Deletes up to `limit` state rows of inactive assets, all of them when `None`, in one

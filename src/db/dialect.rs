@@ -145,6 +145,16 @@ impl Dialect {
         }
     }
 
+    /// The end of a SELECT that locks the rows it reads until the transaction ends, so that
+    /// what it found is still so when a DELETE in the same transaction follows. SQLite has no
+    /// row locks: its `BEGIN IMMEDIATE` already holds every writer off.
+    pub(crate) fn lock_rows(self) -> &'static str {
+        match self {
+            Dialect::Sqlite => "",
+            Dialect::Postgres | Dialect::Mysql => " FOR UPDATE",
+        }
+    }
+
     /// The names of a table's columns, in order: its catalogue, read as the statements that
     /// follow will resolve the name.
     fn columns_query(self) -> &'static str {
@@ -443,6 +453,12 @@ pub(crate) trait Connection {
     /// A server's batches do not pay that way, and their statements that skip rows a worker
     /// holds are written for the walk by id.
     fn walks_by_run(&mut self) -> bool {
+        false
+    }
+    /// Whether a DELETE can return the rows it deleted (`RETURNING`): PostgreSQL, SQLite and
+    /// MariaDB; MySQL cannot. A delete of rows read before then takes one statement a page
+    /// ([`crate::db::Store::delete_task_rows_returning`]) instead of a locking read and a DELETE.
+    fn deletes_returning(&self) -> bool {
         false
     }
     /// Deletes one batch of expired task rows after `after_id`; see

@@ -15,9 +15,9 @@ use serde::Serialize;
 
 use crate::archive::{Sink, archive_error};
 use crate::config::Sourced;
-use crate::db::{AssetCount, Cursor, DagCount, QuietPace, Store, WriteMark};
+use crate::db::{AssetCount, Cursor, DagCount, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::Result;
-use crate::model::{AssetEntry, Page, TaskEntry, TaskFilter};
+use crate::model::{AssetEntry, Page, StoredTime, TaskEntry, TaskFilter};
 use crate::signals;
 use crate::time::Timestamp;
 
@@ -147,6 +147,10 @@ pub(crate) struct Summary {
     pub(crate) seconds: f64,
     /// The `--archive` file and the rows appended to it by this run.
     pub(crate) archive: Option<(String, u64)>,
+    /// Task rows archived and then left, not deleted: another session wrote them (or made
+    /// them live again) after they were read. Each is in the archive as it was read and in
+    /// the table as written since.
+    pub(crate) archived_kept: u64,
     /// Bytes of the SQLite WAL file the run's last checkpoint could not empty (another
     /// connection was in a transaction, reading or writing: SQLite's checkpoint says busy for
     /// both alike): they stay on disk until a later checkpoint.
@@ -173,6 +177,7 @@ impl Summary {
             stopped_by: None,
             seconds: 0.0,
             archive: None,
+            archived_kept: 0,
             wal_left: None,
             in_doubt: None,
         }
@@ -188,6 +193,11 @@ impl Summary {
             None => String::new(),
         };
         let archived = match &self.archive {
+            Some((path, rows)) if self.archived_kept > 0 => format!(
+                "; archived {rows} row(s) to {path}, of which {} were written by another session after they were read \
+                 and are left as written, not deleted",
+                self.archived_kept
+            ),
             Some((path, rows)) => format!("; archived {rows} row(s) to {path}"),
             None => String::new(),
         };
@@ -245,6 +255,7 @@ impl Summary {
             seconds: (self.seconds * 1000.0).round() / 1000.0,
             archive: self.archive.as_ref().map(|(path, _)| path.clone()),
             archived_rows: self.archive.as_ref().map(|(_, rows)| *rows),
+            archived_rows_kept: self.archive.as_ref().map(|_| self.archived_kept),
             task_rows_skipped: self.task_rows_skipped,
             wal_bytes_left: self.wal_left,
         }
@@ -276,6 +287,9 @@ pub(crate) struct SummaryDoc {
     pub(crate) seconds: f64,
     pub(crate) archive: Option<String>,
     archived_rows: Option<u64>,
+    /// With `--archive`: rows archived and then left (see [`Summary::archived_kept`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    archived_rows_kept: Option<u64>,
     pub(crate) task_rows_skipped: Option<u64>,
     /// SQLite: bytes the `-wal` file keeps after the run (see [`Summary::wal_left`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -505,12 +519,15 @@ impl Run<'_> {
                         None => None,
                         Some(n) => self.store.nth_expired(cutoff, after, n)?,
                     };
-                    // The open-ended last batch is bounded by the last row archived, so a row
-                    // that expires after the archive was read is never deleted unarchived.
-                    let deleted = match archive_expired(self.store, sink, cutoff, after, up_to)? {
-                        Some(last) => self.store.delete_expired_range(cutoff, after, up_to.or(Some(last))),
-                        None => Ok(0),
-                    };
+                    // Exactly the rows archived are deleted, by id, each only while it is still
+                    // as it was read and still expired: a row that expires (or is rewritten)
+                    // after the archive was read is left for the next run, never deleted
+                    // unarchived.
+                    let archived = archive_expired(self.store, sink, cutoff, after, up_to)?;
+                    let deleted = delete_archived(self.store, &archived, cutoff);
+                    if let Ok(deleted) = &deleted {
+                        self.summary.archived_kept += archived.len() as u64 - deleted;
+                    }
                     (deleted, up_to, up_to.and(batch))
                 }
             };
@@ -572,8 +589,9 @@ impl Run<'_> {
     }
 
     /// The orphan sweep with an archive: each batch is a set of orphaned rows read first,
-    /// archived and synced, then deleted key by key in one transaction, each DELETE checking
-    /// again that the asset is still inactive. (Without an archive, a batch is any `LIMIT` rows.)
+    /// archived and synced, then exactly those deleted in one transaction, by asset and key,
+    /// each only while it still has the `updated_at` archived and its asset is still inactive.
+    /// (Without an archive, a batch is any `LIMIT` rows.)
     fn sweep_orphans_archived(&mut self) -> Result<()> {
         let page = if self.size > 0 { self.size } else { ARCHIVE_PAGE };
         loop {
@@ -592,18 +610,22 @@ impl Run<'_> {
                 }
                 sink.sync().map_err(|e| archive_error(&path, e))?;
             }
-            self.store.begin()?;
-            let mut deleted = 0;
-            for row in &rows {
-                match self.store.delete_orphan_row(row.asset_id, &row.key) {
-                    Ok(n) => deleted += n,
-                    Err(e) => {
-                        let _ = self.store.rollback();
-                        return Err(e);
+            // Each asset's archived keys, deleted only while each is as it was read and the
+            // asset still inactive. A key left is in a later batch again while it is orphaned.
+            let deleted = crate::ops::clear::in_transaction(self.store, |store| {
+                let mut deleted = 0;
+                for group in rows.chunk_by(|a, b| a.asset_id == b.asset_id) {
+                    for page in group.chunks(EXACT_PAGE) {
+                        let read: Vec<(String, StoredTime)> =
+                            page.iter().map(|r| (r.key.clone(), r.updated_at.clone())).collect();
+                        let found = store.lock_asset_rows(page[0].asset_id, &read)?;
+                        let unchanged: Vec<&str> =
+                            found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
+                        deleted += store.delete_orphan_keys(page[0].asset_id, &unchanged)?;
                     }
                 }
-            }
-            self.store.commit()?;
+                Ok(deleted)
+            })?;
             self.orphans_deleted(deleted, batch_started);
             if deleted == 0 || (rows.len() as u64) < page {
                 return Ok(());
@@ -736,32 +758,39 @@ fn millis(started: Instant) -> String {
 /// of this many rows, so memory stays bounded.
 const ARCHIVE_PAGE: u64 = 1000;
 
-/// Appends the rows the batch after `after` up to `up_to` will delete to the archive, page by
-/// page with the same bounds as its DELETE, and syncs the file. Returns where the last row
-/// archived is.
+/// Appends the expired rows of the batch after `after` up to `up_to` to the archive, page by
+/// page, and syncs the file. Returns each row archived: its id and its `updated_at`.
 fn archive_expired(
     store: &mut Store,
     sink: &mut Sink,
     cutoff: Timestamp,
     after: Cursor,
     up_to: Option<Cursor>,
-) -> Result<Option<Cursor>> {
+) -> Result<Vec<(i64, StoredTime)>> {
     let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut from = after;
-    let mut last = None;
+    let mut archived = Vec::new();
     loop {
         let rows = store.expired_rows(cutoff, from, up_to, ARCHIVE_PAGE)?;
-        for (at, entry) in &rows {
-            sink.task(entry).map_err(|e| archive_error(&path, e))?;
-            last = Some(*at);
+        let full = rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX);
+        for (at, entry) in rows {
+            sink.task(&entry).map_err(|e| archive_error(&path, e))?;
+            from = at;
+            archived.push((at.id(), entry.updated_at));
         }
-        match last {
-            Some(at) if rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX) => from = at,
-            _ => break,
+        if !full {
+            break;
         }
     }
     sink.sync().map_err(|e| archive_error(&path, e))?;
-    Ok(last)
+    Ok(archived)
+}
+
+/// Deletes the rows archived (ids and `updated_at` as read), in one transaction, each only
+/// while it is still expired and as it was read ([`crate::ops::clear::delete_read_tasks`]).
+/// How many.
+fn delete_archived(store: &mut Store, archived: &[(i64, StoredTime)], cutoff: Timestamp) -> Result<u64> {
+    Ok(crate::ops::clear::delete_read_tasks(store, archived, Some(cutoff))?.0)
 }
 
 /// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,

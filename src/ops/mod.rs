@@ -3,5 +3,6 @@
 //! (cargo's `ops` beside its `commands`).
 
 pub(crate) mod clean;
+pub(crate) mod clear;
 pub(crate) mod doctor;
 pub(crate) mod import;

@@ -205,6 +205,10 @@ fn created_table(statement: &str) -> Option<&str> {
 }
 
 impl Connection for MysqlConnection {
+    fn deletes_returning(&self) -> bool {
+        self.version.contains("MariaDB")
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Mysql
     }

@@ -286,6 +286,10 @@ fn cells(rows: &[postgres::Row]) -> std::result::Result<Vec<Row>, postgres::Erro
 }
 
 impl Connection for PostgresConnection {
+    fn deletes_returning(&self) -> bool {
+        true
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }

@@ -231,6 +231,10 @@ fn open_file(path: &Path, location: &str, purpose: Purpose, read_only: bool) -> 
 }
 
 impl Connection for SqliteConnection {
+    fn deletes_returning(&self) -> bool {
+        true
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Sqlite
     }
