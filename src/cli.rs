@@ -416,7 +416,7 @@ pub(crate) struct CleanArgs {
     #[arg(long, value_name = "TIMESTAMP")]
     pub before: Option<String>,
     /// Most rows deleted per batch, each its own transaction; 0: one transaction; auto: full
-    /// speed while no other session of the database writes (0.95x to 1.15x the time of 10000),
+    /// speed while no other session of the database writes (0.8x to 1.3x the time of 10000),
     /// else batches of --batch-time with pauses 3 times as long (several times slower).
     /// Default: [state_store] state_cleanup_batch_size, where 0 (Airflow's default) means auto
     #[arg(long, value_name = "N|auto", allow_negative_numbers = true, value_parser = batch_size)]
