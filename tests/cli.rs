@@ -155,6 +155,22 @@ fn until_some_rows_are_gone(bench: &Bench, seeded: usize) {
     }
 }
 
+/// `clean -o json` a row a batch with a pause after each, sent `signal` (kill(1)'s name) once
+/// some of the `seeded` rows are gone; what it printed and how it ended.
+fn slow_clean_stopped_by(bench: &Bench, signal: &str, seeded: usize) -> std::process::Output {
+    let child = bench
+        .cmd(&["clean", "--batch-size", "1", "--sleep", "150ms", "-o", "json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    until_some_rows_are_gone(bench, seeded);
+    let killed =
+        std::process::Command::new("kill").args(["-s", signal, &child.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    child.wait_with_output().unwrap()
+}
+
 /// Every signal of the ending set stops a clean between batches, and the document, the
 /// summary and the exit code name it: SIGPWR, SIGIO, SIGUSR1 and SIGXCPU as SIGTERM.
 #[test]
@@ -162,19 +178,7 @@ fn every_ending_signal_is_named_in_the_stop_of_a_clean() {
     for (signal, number) in [("PWR", 30), ("IO", 29), ("USR1", 10), ("XCPU", 24)] {
         let bench = with_run(Dialect::Sqlite);
         seed_expiring(&bench, 40, 2);
-        let child = bench
-            .cmd(&["clean", "--batch-size", "1", "--sleep", "150ms", "-o", "json"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        until_some_rows_are_gone(&bench, 40);
-        let killed = std::process::Command::new("kill")
-            .args(["-s", signal, &child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-        let out = child.wait_with_output().unwrap();
+        let out = slow_clean_stopped_by(&bench, signal, 40);
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(128 + number), "SIG{signal}: {stderr}");
         assert!(stderr.contains(&format!("stopped by SIG{signal}")), "{stderr}");
@@ -1630,16 +1634,7 @@ contract! {
     fn clean_sigterm_ends_between_batches_and_a_rerun_finishes(d: Dialect) {
         let bench = with_run(d);
         let survivors = seed_expiring(&bench, 40, 2);
-        let child = bench
-            .cmd(&["clean", "--batch-size", "1", "--sleep", "150ms", "-o", "json"])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        until_some_rows_are_gone(&bench, 40);
-        let killed = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
-        assert!(killed.success());
-        let out = child.wait_with_output().unwrap();
+        let out = slow_clean_stopped_by(&bench, "TERM", 40);
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert_eq!(out.status.code(), Some(143), "{stderr}");
