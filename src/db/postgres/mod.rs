@@ -376,9 +376,15 @@ impl Connection for PostgresConnection {
     }
 
     /// An error with no server reply in it (the connection closed, an I/O error, a timeout)
-    /// is one whose statement may have run to its end; `uncommitted` ones did not commit.
+    /// is one whose statement may have run to its end, and so is a FATAL one: the server ends
+    /// the session (`pg_terminate_backend`, a shutdown) when it next checks for interrupts,
+    /// which a COMMIT does after its commit record is flushed, so the FATAL can be the answer
+    /// to a COMMIT that took effect. `uncommitted` ones did not commit.
     fn outcome_unknown(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
-        cause.downcast_ref::<PgError>().is_some_and(|e| !e.uncommitted && e.error.as_db_error().is_none())
+        cause.downcast_ref::<PgError>().is_some_and(|e| {
+            !e.uncommitted
+                && e.error.as_db_error().is_none_or(|db| matches!(db.severity(), "FATAL" | "PANIC"))
+        })
     }
 
     fn check_task_row(&self, row: &TaskWrite<'_>) -> Result<()> {
