@@ -446,9 +446,8 @@ impl Store {
         if keys.is_empty() {
             return Ok(0);
         }
-        let delete = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
-        let query = super::store::in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied());
-        self.connection().run("cannot delete orphaned asset rows", &query.push(" AND ").push(ORPHAN_ROW))
+        let query = super::store::delete_asset_keys(asset_id, keys).push(" AND ").push(ORPHAN_ROW);
+        self.connection().run("cannot delete orphaned asset rows", &query)
     }
 
     /// Deletes up to `limit` state rows of inactive assets, all of them when `None`, in one

@@ -79,6 +79,9 @@ pub(super) const ASSET_ROWS: &str = r#"s.asset_id, a.name, a.uri, s."key", s.val
     s.last_updated_by_map_index FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id"#;
 
 /// An asset is active when `asset_active` has a row with the same name AND uri.
+/// The order `list` shows task rows in, and `clear --archive` archives them in.
+const TASK_LIST_ORDER: &str =
+    r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#;
 const ACTIVE_ASSET: &str =
     "SELECT a.id, a.name, a.uri, 1 FROM asset a JOIN asset_active aa ON aa.name = a.name AND aa.uri = a.uri";
 
@@ -178,6 +181,12 @@ fn asset(f: &mut Fields) -> Decoded<Asset> {
 /// `clean --archive` at batch 10,000: 500 a page took 2.30 s on PostgreSQL and 4.77 s on
 /// MariaDB (each statement's own cost), 5,000 a page 1.24 s and 2.24 s.
 pub(crate) const EXACT_PAGE: usize = 5000;
+
+/// `DELETE` of these keys of one asset, through the primary key `(asset_id, key)`.
+pub(super) fn delete_asset_keys<'a>(asset_id: i64, keys: &[&'a str]) -> Query<'a> {
+    let delete = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
+    in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied())
+}
 
 /// ` (?, ?, …)`, one `?` for each of `values` (at least one).
 pub(super) fn in_list<'a, P: Into<Param<'a>>>(
@@ -395,8 +404,7 @@ impl Store {
 
     fn task_list<'a>(filter: &'a TaskFilter, window: Page) -> Query<'a> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(" FROM task_state_store");
-        let query = Self::task_filter(select, filter, None)
-            .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
+        let query = Self::task_filter(select, filter, None).push(TASK_LIST_ORDER);
         page(query, window)
     }
 
@@ -499,6 +507,22 @@ impl Store {
         self.conn.run("cannot roll back", &Query::new("ROLLBACK")).map(drop)
     }
 
+    /// `work` in one transaction: committed when it succeeds, rolled back when it fails (the
+    /// first error is the one reported).
+    pub(crate) fn in_transaction<T>(&mut self, work: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
+        self.begin()?;
+        match work(self) {
+            Ok(done) => {
+                self.commit()?;
+                Ok(done)
+            }
+            Err(e) => {
+                let _ = self.rollback();
+                Err(e)
+            }
+        }
+    }
+
     pub(crate) fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
         let query =
             Self::scope_where(Query::new("DELETE FROM task_state_store"), "task_state_store", scope, false);
@@ -522,8 +546,8 @@ impl Store {
         each_row: impl FnMut((i64, TaskEntry)) -> Result<ControlFlow<()>>,
     ) -> Result<()> {
         let select = Query::new("SELECT ").push(TASK_COLUMNS).push(", id FROM task_state_store");
-        let query = Self::scope_where(select, "task_state_store", scope, all_map_indices)
-            .push(r#" ORDER BY BYTES(dag_id), BYTES(run_id), BYTES(task_id), map_index, BYTES("key")"#);
+        let query =
+            Self::scope_where(select, "task_state_store", scope, all_map_indices).push(TASK_LIST_ORDER);
         each(&mut *self.conn, "cannot read task_state_store", &query, task_entry_and_id, each_row)
     }
 
@@ -652,9 +676,7 @@ impl Store {
         if keys.is_empty() {
             return Ok(0);
         }
-        let delete = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
-        let query = in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied());
-        self.conn.run("cannot delete from asset_state_store", &query)
+        self.conn.run("cannot delete from asset_state_store", &delete_asset_keys(asset_id, keys))
     }
 
     pub(crate) fn count_task_scope(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {

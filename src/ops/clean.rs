@@ -524,7 +524,8 @@ impl Run<'_> {
                     // after the archive was read is left for the next run, never deleted
                     // unarchived.
                     let archived = archive_expired(self.store, sink, cutoff, after, up_to)?;
-                    let deleted = delete_archived(self.store, &archived, cutoff);
+                    let deleted = crate::ops::clear::delete_read_tasks(self.store, &archived, Some(cutoff))
+                        .map(|(deleted, _)| deleted);
                     if let Ok(deleted) = &deleted {
                         self.summary.archived_kept += archived.len() as u64 - deleted;
                     }
@@ -612,16 +613,14 @@ impl Run<'_> {
             }
             // Each asset's archived keys, deleted only while each is as it was read and the
             // asset still inactive. A key left is in a later batch again while it is orphaned.
-            let deleted = crate::ops::clear::in_transaction(self.store, |store| {
+            let deleted = self.store.in_transaction(|store| {
                 let mut deleted = 0;
                 for group in rows.chunk_by(|a, b| a.asset_id == b.asset_id) {
                     for page in group.chunks(EXACT_PAGE) {
                         let read: Vec<(String, StoredTime)> =
                             page.iter().map(|r| (r.key.clone(), r.updated_at.clone())).collect();
-                        let found = store.lock_asset_rows(page[0].asset_id, &read)?;
-                        let unchanged: Vec<&str> =
-                            found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
-                        deleted += store.delete_orphan_keys(page[0].asset_id, &unchanged)?;
+                        deleted +=
+                            crate::ops::clear::delete_read_assets(store, page[0].asset_id, &read, true)?.0;
                     }
                 }
                 Ok(deleted)
@@ -784,13 +783,6 @@ fn archive_expired(
     }
     sink.sync().map_err(|e| archive_error(&path, e))?;
     Ok(archived)
-}
-
-/// Deletes the rows archived (ids and `updated_at` as read), in one transaction, each only
-/// while it is still expired and as it was read ([`crate::ops::clear::delete_read_tasks`]).
-/// How many.
-fn delete_archived(store: &mut Store, archived: &[(i64, StoredTime)], cutoff: Timestamp) -> Result<u64> {
-    Ok(crate::ops::clear::delete_read_tasks(store, archived, Some(cutoff))?.0)
 }
 
 /// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,

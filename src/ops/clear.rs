@@ -94,7 +94,7 @@ pub(crate) fn delete_read_tasks(
             }
         }
     }
-    in_transaction(store, |store| {
+    store.in_transaction(|store| {
         let (mut deleted, mut changed) = (0, HashSet::new());
         for page in read.chunks(EXACT_PAGE) {
             let found = store.lock_task_rows(page, expired_before)?;
@@ -120,15 +120,9 @@ pub(crate) fn asset(store: &mut Store, asset_id: i64, sink: &mut Sink) -> Result
     sink.sync().map_err(|e| archive_error(&path, e))?;
     let mut cleared = Cleared::default();
     for page in read.chunks(EXACT_PAGE) {
-        let (deleted, found) = in_transaction(store, |store| {
-            let found = store.lock_asset_rows(asset_id, page)?;
-            let unchanged: Vec<&str> =
-                found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
-            Ok((store.delete_asset_keys(asset_id, &unchanged)?, found))
-        })?;
+        let (deleted, changed) =
+            store.in_transaction(|store| delete_read_assets(store, asset_id, page, false))?;
         cleared.deleted += deleted;
-        let changed: HashSet<String> =
-            found.into_iter().filter(|(_, same)| !*same).map(|(key, _)| key).collect();
         for (key, _) in page.iter().filter(|(key, _)| changed.contains(key)) {
             cleared.kept.push(KeptKey { map_index: None, key: key.clone() });
         }
@@ -136,17 +130,22 @@ pub(crate) fn asset(store: &mut Store, asset_id: i64, sink: &mut Sink) -> Result
     Ok(cleared)
 }
 
-/// `work` in one transaction: committed when it succeeds, rolled back when it fails.
-pub(crate) fn in_transaction<T>(store: &mut Store, work: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
-    store.begin()?;
-    match work(store) {
-        Ok(done) => {
-            store.commit()?;
-            Ok(done)
-        }
-        Err(e) => {
-            let _ = store.rollback();
-            Err(e)
-        }
-    }
+/// Deletes the keys of one asset read (at most [`EXACT_PAGE`], with the `updated_at` each
+/// had), inside the caller's transaction, each only while unchanged (and, for `orphans`, only
+/// while the asset is still inactive): how many, and the keys found written since, which stay.
+pub(crate) fn delete_read_assets(
+    store: &mut Store,
+    asset_id: i64,
+    read: &[(String, StoredTime)],
+    orphans: bool,
+) -> Result<(u64, HashSet<String>)> {
+    let found = store.lock_asset_rows(asset_id, read)?;
+    let unchanged: Vec<&str> = found.iter().filter(|(_, same)| *same).map(|(key, _)| key.as_str()).collect();
+    let deleted = if orphans {
+        store.delete_orphan_keys(asset_id, &unchanged)?
+    } else {
+        store.delete_asset_keys(asset_id, &unchanged)?
+    };
+    let changed = found.into_iter().filter(|(_, same)| !*same).map(|(key, _)| key).collect();
+    Ok((deleted, changed))
 }
