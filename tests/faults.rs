@@ -5545,6 +5545,52 @@ mod exact_delete {
         );
     }
 
+    /// The same race with no archived row rewritten: the row that expires while its batch is
+    /// archived is left for the next run, and every row archived is deleted (on PostgreSQL in
+    /// the transaction that read them, by their id range).
+    fn clean_archive_deletes_what_it_read_while_a_row_expires(d: Dialect) {
+        let bench = with_run(d);
+        seed_bulk(&bench, 2000, 3);
+        let expired = count(&bench, EXPIRED);
+        let archive = bench.dir.path().join("expired.jsonl");
+        let path = archive.display().to_string();
+        let expire = format!(
+            "UPDATE task_state_store SET expires_at = {}, updated_at = {} WHERE {} = 'k100001';",
+            ts_expr(&bench, "2020-01-03 00:00:00.000000"),
+            ts_expr(&bench, "2026-12-01 00:00:00.000000"),
+            bench.key_col()
+        );
+        let holder = match d {
+            Dialect::Postgres => bench.hold("LOCK TABLE task_state_store IN EXCLUSIVE MODE"),
+            _ => bench.hold(&expire),
+        };
+        let args = ["clean", "--archive", &path, "--batch-size", "0", "-o", "json"];
+        let child = bench.cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let expected = usize::try_from(expired).unwrap();
+        wait_until(60, "the archive holds every expired row", || lines_so_far(&archive) == expected);
+        holder.commit_with(if d == Dialect::Postgres { &expire } else { "" });
+        let run = finished(child, &args).success();
+        let doc = run.json();
+        assert_eq!(
+            fields(&doc, &["archived_rows", "task_rows_deleted", "archived_rows_kept"]),
+            json!([expired, expired, 0]),
+            "{doc}"
+        );
+        let left = bench.rows(&format!("SELECT {k} FROM {EXPIRED} ORDER BY {k}", k = bench.key_col()));
+        assert_eq!(left, ["k100001"], "left for the next run");
+    }
+
+    #[test]
+    fn sqlite_clean_archive_deletes_what_it_read_while_a_row_expires() {
+        clean_archive_deletes_what_it_read_while_a_row_expires(Dialect::Sqlite);
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn postgres_clean_archive_deletes_what_it_read_while_a_row_expires() {
+        clean_archive_deletes_what_it_read_while_a_row_expires(Dialect::Postgres);
+    }
+
     #[test]
     fn sqlite_clean_archive_leaves_a_row_that_expired_after_it_was_read() {
         clean_archive_leaves_a_row_that_expired_after_it_was_read(Dialect::Sqlite);

@@ -461,6 +461,20 @@ pub(crate) trait Connection {
     fn deletes_returning(&self) -> bool {
         false
     }
+    /// The BEGIN of a transaction whose statements all see the database as its first one did,
+    /// and whose DELETE of a row another session has changed or deleted since fails
+    /// ([`Connection::conflicted`]) instead of following the row: PostgreSQL's REPEATABLE
+    /// READ. A DELETE in it by the bounds of a read removes exactly the rows read. `None`
+    /// where a DELETE reads the latest rows whatever the isolation (InnoDB) or the writers
+    /// wait for the transaction (SQLite's `BEGIN IMMEDIATE`).
+    fn snapshot_begin(&self) -> Option<&'static str> {
+        None
+    }
+    /// Whether `cause` is the failure of a statement of a [`Connection::snapshot_begin`]
+    /// transaction that met a row changed since its snapshot (PostgreSQL's 40001).
+    fn conflicted(&self, _cause: &(dyn std::error::Error + 'static)) -> bool {
+        false
+    }
     /// Deletes one batch of expired task rows after `after_id`; see
     /// [`super::clean::batch_by_nth_expired`], the portable way.
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {

@@ -554,8 +554,8 @@ impl Store {
     /// Of the task rows read before (at most [`EXACT_PAGE`]: their ids and the `updated_at`
     /// each had), those still there, locked until the transaction ends ([`Store::begin`]),
     /// each with whether it is unchanged since: the same `updated_at`, which every write
-    /// stamps. With `expired_before`, a row no longer expired then is not found. A row deleted
-    /// meanwhile is not in the answer. One statement, through the primary key.
+    /// stamps, and with `expired_before`, still expired then. A row deleted meanwhile is not in
+    /// the answer. One statement, through the primary key.
     pub(crate) fn lock_task_rows(
         &mut self,
         read: &[(i64, StoredTime)],
@@ -564,18 +564,46 @@ impl Store {
         if read.is_empty() {
             return Ok(Vec::new());
         }
-        let select = Query::new("SELECT id, updated_at FROM task_state_store WHERE id IN");
-        let query = in_list(select, read.iter().map(|(id, _)| *id));
-        let query = match expired_before {
-            Some(cutoff) => query.and(" AND expires_at < ?", cutoff),
-            None => query,
+        let select = match expired_before {
+            Some(cutoff) => {
+                Query::new("SELECT id, updated_at, CASE WHEN expires_at < ? THEN 1 ELSE 0 END").bind(cutoff)
+            }
+            None => Query::new("SELECT id, updated_at, 1"),
         };
+        let query =
+            in_list(select.push(" FROM task_state_store WHERE id IN"), read.iter().map(|(id, _)| *id));
         let query = query.push(self.conn.dialect().lock_rows());
         let found = all(&mut *self.conn, "cannot read task_state_store", &query, |f| {
-            Ok((f.int()?, f.required_time()))
+            Ok((f.int()?, f.required_time(), f.int()? == 1))
         })?;
         let read: HashMap<i64, &StoredTime> = read.iter().map(|(id, at)| (*id, at)).collect();
-        Ok(found.into_iter().map(|(id, at)| (id, read.get(&id).is_some_and(|was| **was == at))).collect())
+        Ok(found
+            .into_iter()
+            .map(|(id, at, expired)| (id, expired && read.get(&id).is_some_and(|was| **was == at)))
+            .collect())
+    }
+
+    /// Begins a [`Connection::snapshot_begin`] transaction where the database has one: `false`
+    /// (and nothing begun) elsewhere.
+    pub(crate) fn begin_snapshot(&mut self) -> Result<bool> {
+        let Some(begin) = self.conn.snapshot_begin() else { return Ok(false) };
+        self.conn.run("cannot begin a transaction", &Query::new(begin)).map(|_| true)
+    }
+
+    /// Whether `error` is a statement of a [`Store::begin_snapshot`] transaction meeting a row
+    /// changed or deleted since the snapshot.
+    pub(crate) fn conflicted(&self, error: &anyhow::Error) -> bool {
+        error.chain().any(|cause| self.conn.conflicted(cause))
+    }
+
+    /// Deletes the task rows with ids from `first` to `last` still expired at `cutoff`: in a
+    /// [`Store::begin_snapshot`] transaction that read them, exactly the rows it read.
+    pub(crate) fn delete_expired_ids(&mut self, first: i64, last: i64, cutoff: Timestamp) -> Result<u64> {
+        let query = Query::new("DELETE FROM task_state_store WHERE id >= ?")
+            .bind(first)
+            .and(" AND id <= ?", last)
+            .and(" AND expires_at < ?", cutoff);
+        self.conn.run("cannot delete from task_state_store", &query)
     }
 
     /// See [`Connection::deletes_returning`].
@@ -588,8 +616,8 @@ impl Store {
     /// rows read (at most [`EXACT_PAGE`], unless in id order with `expired_before`, which goes
     /// by id range) deleted by id (those still expired, given
     /// `expired_before`), and each deleted row compared with those read, by id and
-    /// `updated_at`. `Some(deleted)` when every row deleted was read and unchanged; `None`
-    /// when one had been written since (or was not read), which then must not stay deleted:
+    /// `updated_at`. `Some(deleted)` when every row read was deleted unchanged; `None` when
+    /// one had been written (or deleted) since, or was not read, which then must not stay deleted:
     /// the caller rolls back its transaction and takes the rows again with
     /// [`Store::lock_task_rows`]. `None` also when the database cannot return them.
     pub(crate) fn delete_task_rows_returning(
@@ -631,7 +659,10 @@ impl Store {
             Ok((f.int()?, f.required_time()))
         })?;
         let read: HashMap<i64, &StoredTime> = read.iter().map(|(id, at)| (*id, at)).collect();
-        let unchanged = deleted.iter().all(|(id, at)| read.get(id).is_some_and(|was| *was == at));
+        // Every row read deleted, as it was read: a row read that the DELETE did not find was
+        // deleted by another session or changed since, which only the locking read tells apart.
+        let unchanged = deleted.len() == read.len()
+            && deleted.iter().all(|(id, at)| read.get(id).is_some_and(|was| *was == at));
         Ok(unchanged.then_some(deleted.len() as u64))
     }
 

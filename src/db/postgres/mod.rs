@@ -290,6 +290,15 @@ impl Connection for PostgresConnection {
         true
     }
 
+    fn snapshot_begin(&self) -> Option<&'static str> {
+        Some("BEGIN ISOLATION LEVEL REPEATABLE READ")
+    }
+
+    fn conflicted(&self, cause: &(dyn std::error::Error + 'static)) -> bool {
+        cause.downcast_ref::<PgError>().and_then(|e| e.error.code())
+            == Some(&postgres::error::SqlState::T_R_SERIALIZATION_FAILURE)
+    }
+
     fn dialect(&self) -> Dialect {
         Dialect::Postgres
     }
