@@ -158,7 +158,12 @@ if ! missing_tool debootstrap; then
 fi
 trap 'kill $wheel_build $old_system_prepare 2>/dev/null || true' EXIT
 echo "test: the wheels are building in the background (log: $wheel_log)" >&2
-cargo test --locked --all-targets
+# Each part's log is kept, and the counts the run prints at its end are read from them
+# (docs/development.md quotes that line of a dated run).
+rust_log=target/test-rust.log
+interop_log=target/test-interop.log
+run_started=$SECONDS
+cargo test --locked --all-targets 2>&1 | tee "$rust_log"
 # The release workflow, which runs elsewhere, checked here: actionlint, cargo package and
 # cargo publish --dry-run.
 ./scripts/release-check.sh
@@ -169,7 +174,7 @@ if ! wait "$wheel_build"; then
     exit 1
 fi
 echo "test: $(grep '^wheel: built state_store-.*whl ' "$wheel_log" | head -n 1 | sed 's/^wheel: //') (waited $((SECONDS - started))s for the builds after the tests)" >&2
-STATE_STORE_BIN="$PWD/target/wheel/bin/state-store" ./tests/interop/run.sh
+STATE_STORE_BIN="$PWD/target/wheel/bin/state-store" ./tests/interop/run.sh 2>&1 | tee "$interop_log"
 ./scripts/wheel.sh check
 if [ -n "$old_system_prepare" ]; then
     if ! wait "$old_system_prepare"; then
@@ -182,3 +187,12 @@ else
     echo "test: the old-system proof of the wheel is skipped (debootstrap in STATE_STORE_TEST_MISSING_TOOLS)" >&2
 fi
 trap - EXIT
+# The tests each part passed, from its log: cargo's `Running` line names the target and its
+# `test result:` line counts it; pytest's last line counts a dialect's tier.
+rust_counts=$(awk '/^ *Running (unittests )?[^ ]+/ { target = $2 == "unittests" ? $3 : $2;
+        sub(/.*\//, "", target); sub(/\.rs$/, "", target) }
+    /^test result: ok\./ && target != "" && $4 > 0 { printf "%s%s %s", sep, target, $4; sep = ", "; target = "" }' "$rust_log")
+interop_counts=$(awk '/^interop: ── [a-z]+ ──$/ { dialect = $3 }
+    / passed/ && /^=+ / && dialect != "" { for (i = 1; i < NF; i++) if ($(i + 1) ~ /^passed/) n = $i;
+        printf "%s%s %s", sep, dialect, n; sep = ", "; dialect = "" }' "$interop_log")
+echo "test: passed: $rust_counts; interoperability $interop_counts; $((SECONDS - run_started)) s from the first test" | tee target/test-counts.txt >&2
