@@ -122,7 +122,12 @@ pub(crate) fn signal_name(signal: i32) -> &'static str {
 /// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
 /// the signal killed (130 for SIGINT, 143 for SIGTERM).
 pub(crate) fn exit_code(signal: i32) -> i32 {
-    128 + signal
+    crate::error::exit::by_signal(signal)
+}
+
+/// The error of a command a signal stopped ("stopped by SIGTERM", exit 128 + its number).
+pub(crate) fn interrupted(signal: i32) -> crate::error::Error {
+    crate::error::Error::Interrupted { signal, name: signal_name(signal) }
 }
 
 /// What puts the terminal back as it was (its echo, after a password prompt), run when the

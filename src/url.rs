@@ -128,6 +128,13 @@ pub(crate) enum UrlError {
     SqliteOptionValue { scheme: String, key: &'static str, value: String, expected: &'static str },
 }
 
+impl UrlError {
+    /// The configuration error (exit 3) of a URL refused, naming where the value came from.
+    pub(crate) fn into_error(self, origin: &impl fmt::Display) -> crate::error::Error {
+        crate::error::Error::Config(format!("{self} (from {origin})"))
+    }
+}
+
 /// The query options of a SQLite URL: those SQLAlchemy hands to Python's `sqlite3.connect`
 /// (`timeout`, `check_same_thread`, …: the Python driver's own settings, which mean nothing
 /// here and are accepted so that Airflow's URL works unchanged), and SQLite's URI parameters.

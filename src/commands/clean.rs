@@ -144,7 +144,7 @@ impl Sinks {
                         Stop::Signal(*signal).name()
                     )
                 }
-                None => Error::Interrupted { signal: *signal }.to_string(),
+                None => signals::interrupted(*signal).to_string(),
             },
             Ending::GraceOver(signal) => {
                 if let Some(summary) = &mut summary {
@@ -476,7 +476,7 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     result?;
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
     match stopped_by {
-        Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }.into()),
+        Some(Stop::Signal(signal)) => Err(signals::interrupted(signal).into()),
         _ => Ok(()),
     }
 }

@@ -143,10 +143,9 @@ impl Context {
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
-        let settings = config::load(&overrides, &crate::env::os).map_err(Error::Settings)?;
+        let settings = config::load(&overrides, &crate::env::os).map_err(Error::from)?;
         let conn = &settings.sql_alchemy_conn;
-        let url = DbUrl::parse(&conn.value)
-            .map_err(|error| Error::Url { error, origin: conn.source.to_string() })?;
+        let url = DbUrl::parse(&conn.value).map_err(|error| error.into_error(&conn.source))?;
         for password in url.passwords() {
             crate::redact::register(password);
         }

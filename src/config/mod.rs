@@ -219,6 +219,13 @@ pub(crate) enum ConfigError {
     NotUtf8 { var: String },
 }
 
+/// A configuration that cannot be loaded is exit 3, its message the error's text.
+impl From<ConfigError> for crate::error::Error {
+    fn from(error: ConfigError) -> Self {
+        crate::error::Error::Config(error.to_string())
+    }
+}
+
 /// Finds, reads and checks the settings. `env` answers for environment variables (HOME
 /// included), as bytes; production passes `crate::env::os`. A variable read as text whose
 /// value is not UTF-8 is refused by name (`AIRFLOW__DATABASE__SQL_ALCHEMY_CONN` with a byte
