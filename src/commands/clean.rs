@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::Context;
 use crate::archive::Sink;
-use crate::cli::{BatchSize, CleanArgs, Format, GlobalArgs};
+use crate::cli::{BatchSize, CleanArgs, GlobalArgs};
 use crate::db::{Access, CleanLock, Store};
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
@@ -19,6 +19,7 @@ use crate::ops::{
     self,
     clean::{Options, Stop, Summary, SummaryDoc, Watch},
 };
+use crate::output::Format;
 use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
 use crate::progress::{self, Progress};
 use crate::redact;

@@ -18,13 +18,14 @@ mod set;
 mod stats;
 
 use crate::api;
-use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
+use crate::cli::{Cli, Command, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
 use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
+use crate::output::Format;
 use crate::text::quote;
 use crate::url::{DbUrl, SqliteTarget};
 use anyhow::Context as _;
