@@ -236,7 +236,7 @@ pub(crate) fn run_command_bounded_by(
     }
     if !output.status.success() {
         let mut printed = crate::redact::Secrets::new();
-        printed.add_command_output(&text);
+        crate::url::add_command_output(&mut printed, &text);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let first = stderr.lines().map(|l| l.trim_matches(py_space)).find(|l| !l.is_empty()).unwrap_or("");
         let visible: String = first.chars().filter(|c| !c.is_control()).collect();
