@@ -299,12 +299,11 @@ pub(crate) fn child_started(pid: u32) {
     CHILD_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
 }
 
-/// Kills the process group of the `_cmd` command `pid` started (it is over, or must be), and
-/// forgets it.
+/// Forgets the process group of the `_cmd` command `pid` started: it is over, or is about to
+/// be killed by its runner.
 pub(crate) fn child_ended(pid: u32) {
     let group = i32::try_from(pid).unwrap_or(0);
     let _ = CHILD_GROUP.compare_exchange(group, 0, Ordering::SeqCst, Ordering::SeqCst);
-    kill_group(group);
 }
 
 /// Kills the recorded `_cmd` process group, if any, and forgets it.
