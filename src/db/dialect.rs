@@ -461,11 +461,9 @@ pub(crate) trait Connection {
     fn deletes_returning(&self) -> bool {
         false
     }
-    /// Deletes one batch of expired task rows after `after_id`; see
-    /// [`super::clean::batch_by_nth_expired`], the portable way.
-    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
-        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
-    }
+    /// Deletes one batch of expired task rows after `after_id`; `clean::batch_by_nth_expired`
+    /// is the portable way, which a dialect without a better statement calls.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch>;
     /// A counter of the writes the database has committed, read now, with whether this
     /// session's own commits count in it: two readings that differ by more than this
     /// session's own commits between them say that another session wrote. A clean's pacing
@@ -485,9 +483,8 @@ pub(crate) trait Connection {
     /// without waiting for a lock: a clean's progress lines only. Behind a table another
     /// session locked (`LOCK TABLE`, `ALTER`, `airflow db migrate`) the read fails at once
     /// instead of spending `--lock-timeout` before the batches spend it again.
-    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        super::clean::id_bounds(self)
-    }
+    /// `clean::id_bounds` is the portable read.
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>>;
     /// How a clean paces itself while no other session writes ([`QuietPace`]): by default
     /// batches of about 250 ms back to back, since a server's row locks keep a batch from
     /// blocking writers of live rows.
@@ -501,10 +498,8 @@ pub(crate) trait Connection {
         false
     }
     /// Deletes the expired rows with `after < id <= up_to` (every one after `after`
-    /// when `None`) in one transaction.
-    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
-        super::clean::delete_range(self, cutoff, after, up_to)
-    }
+    /// when `None`) in one transaction; `clean::delete_range` is the portable statement.
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64>;
     /// Sets the session up for an import's batches. A database may let their commits return
     /// before they are on disk, as long as, after [`Connection::durable_commits`], the next
     /// commit waits for the disk and makes every commit before it durable as well.
@@ -517,16 +512,14 @@ pub(crate) trait Connection {
         Ok(())
     }
     /// Upserts the rows of one chunk of an import in the open transaction (each row the
-    /// upsert's values in its column order; no unique key twice) and counts what they did; see
-    /// [`super::restore::row_by_row`], the portable way.
+    /// upsert's values in its column order; no unique key twice) and counts what they did;
+    /// `restore::row_by_row` is the portable way.
     fn restore_rows(
         &mut self,
         upsert: &Upsert,
         rows: &[&[Param<'_>]],
         existing: OnConflict,
-    ) -> Result<Restored> {
-        super::restore::row_by_row(self, upsert, rows, existing)
-    }
+    ) -> Result<Restored>;
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;

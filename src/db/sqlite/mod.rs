@@ -375,6 +375,16 @@ impl Connection for SqliteConnection {
             .map_err(|e| self.error("cannot commit", e))?)
     }
 
+    /// The portable batch (`clean::batch_by_nth_expired`).
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
+        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+    }
+
+    /// The portable read (`clean::id_bounds`).
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        super::clean::id_bounds(self)
+    }
+
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         if up_to.is_some() {
             super::clean::delete_range(self, cutoff, after, up_to)
