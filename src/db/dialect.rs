@@ -19,11 +19,10 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use super::doctor::Finding;
+use super::TaskWrite;
 use super::query::{Decoded, Fields, Param, Query, Row};
-use super::restore::Restored;
-use super::{Batch, TaskWrite};
 use crate::error::{Cause, Error, Result};
+use crate::model::TaskScope;
 use crate::time::Timestamp;
 pub(crate) use crate::url::Dialect;
 
@@ -352,6 +351,86 @@ impl Upsert {
     /// Where `column` is among the values of a row.
     pub(crate) fn position(&self, column: &str) -> Option<usize> {
         self.columns.split(", ").position(|c| c == column)
+    }
+}
+
+/// What one batch of a clean did: rows deleted, and the last id it covered (`None` when no
+/// expired row is left after it, which ends the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub deleted: u64,
+    pub last_id: Option<i64>,
+}
+
+/// What restored rows did to the table: `left` counts the rows that left the stored row with
+/// their key as it was (newer than they are, or `OnConflict::Keep`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Restored {
+    pub inserted: u64,
+    pub replaced: u64,
+    pub left: u64,
+}
+
+impl Restored {
+    /// The counts of a statement that was sent `sent` rows and wrote `written` of them,
+    /// `inserted` as new rows.
+    pub(super) fn of(sent: usize, inserted: usize, written: usize) -> Restored {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Restored {
+            inserted: count(inserted),
+            replaced: count(written.saturating_sub(inserted)),
+            left: count(sent.saturating_sub(written)),
+        }
+    }
+
+    pub(super) fn add(&mut self, other: Restored) {
+        self.inserted += other.inserted;
+        self.replaced += other.replaced;
+        self.left += other.left;
+    }
+}
+
+/// Where a damaged row lives, for `doctor`'s samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    Task(TaskScope),
+    /// A task row whose map_index is not an integer (SQLite stores any value in any column):
+    /// the text it holds in place of the index.
+    DamagedTask {
+        dag_id: String,
+        run_id: String,
+        task_id: String,
+        map_index: String,
+    },
+    /// An asset row; the name is `None` when the asset row is gone.
+    Asset {
+        asset_id: i64,
+        asset_name: Option<String>,
+    },
+}
+
+/// One damaged row: where it is, its key, and what is wrong with it in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRow {
+    pub place: Place,
+    pub key: String,
+    pub detail: String,
+}
+
+/// The rows one check found: how many in all, and the first few of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub count: u64,
+    pub sample: Vec<FoundRow>,
+}
+
+impl Finding {
+    /// Two tables' findings as one (task rows first), the sample still at most `limit` rows.
+    pub(crate) fn and(mut self, other: Finding, limit: u64) -> Finding {
+        self.count += other.count;
+        self.sample.extend(other.sample);
+        self.sample.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        self
     }
 }
 

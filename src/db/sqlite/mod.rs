@@ -15,9 +15,10 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{OpenFlags, params_from_iter};
 
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
-use super::doctor::{Finding, FoundRow, Place, find, task_row};
+use super::dialect::{Finding, FoundRow, Place, Restored};
+use super::doctor::{find, task_row};
 use super::query::{Cell, Fields, Param, Query, Row};
-use super::restore::{ChunkSql, Restored};
+use super::restore::ChunkSql;
 use super::schema::ddl_statements;
 use super::{Access, Purpose, sandbox};
 use crate::error::{Cause, Error, Result};
