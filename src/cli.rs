@@ -8,6 +8,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::help;
+use crate::output::Format;
 
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
@@ -91,14 +92,6 @@ pub(crate) struct ApiArgs {
     /// Seconds one request may take, its answer read [default: 30]
     #[arg(long, global = true, value_name = "SECONDS", value_parser = positive, help_heading = API)]
     pub api_timeout: Option<u64>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Format {
-    Table,
-    Json,
-    Yaml,
-    Plain,
 }
 
 #[derive(Debug, Subcommand)]

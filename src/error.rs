@@ -34,7 +34,12 @@ pub(crate) mod exit {
     pub(crate) const DAMAGED: i32 = 11;
     /// An error that was given no kind: a defect of this tool (EX_SOFTWARE).
     pub(crate) const INTERNAL: i32 = 70;
-    // 128 + the signal's number (`signals::exit_code`), named for the help's tables.
+    /// A process a signal ended: 128 + the signal's number, as a shell reports a process the
+    /// signal killed (130 for SIGINT, 143 for SIGTERM).
+    pub(crate) const fn by_signal(signal: i32) -> i32 {
+        128 + signal
+    }
+    // `by_signal` of the signals that end a run, named for the help's tables.
     pub(crate) const SIGHUP: i32 = 129;
     pub(crate) const SIGINT: i32 = 130;
     pub(crate) const SIGQUIT: i32 = 131;
@@ -50,15 +55,10 @@ pub(crate) enum Error {
     /// A flag, argument or value given on the command line (or stdin) is invalid: exit 2.
     #[error("{0}")]
     Usage(String),
-    /// The configuration (file, environment, `_cmd`, URL) is invalid: exit 3.
+    /// The configuration (file, environment, `_cmd`, URL) is invalid: exit 3. `config` and
+    /// `url` build it from their own errors (`From<ConfigError>`, `UrlError::into_error`).
     #[error("{0}")]
     Config(String),
-    /// The settings could not be loaded from Airflow's configuration: exit 3.
-    #[error(transparent)]
-    Settings(#[from] crate::config::ConfigError),
-    /// `[database] sql_alchemy_conn` is not a URL this tool can use: exit 3.
-    #[error("{error} (from {origin})")]
-    Url { error: crate::url::UrlError, origin: String },
     /// The key, scope, dag run or asset asked for does not exist: exit 1.
     #[error("{0}")]
     NotFound(String),
@@ -97,9 +97,10 @@ pub(crate) enum Error {
     #[error("{0}")]
     Damaged(String),
     /// A signal stopped the command (the report, if any, was already printed): exit 128 + its
-    /// number (129 SIGHUP, 130 SIGINT, 131 SIGQUIT, 143 SIGTERM).
-    #[error("stopped by {}", crate::signals::signal_name(*signal))]
-    Interrupted { signal: i32 },
+    /// number (129 SIGHUP, 130 SIGINT, 131 SIGQUIT, 143 SIGTERM). Built by
+    /// `signals::interrupted`, which names the signal.
+    #[error("stopped by {name}")]
+    Interrupted { signal: i32, name: &'static str },
     /// Writing the report (to stdout, or to the file `target` names) failed. A closed stdout
     /// pipe ends the process quietly (exit 0); anything else (a full disk) is exit 6, since
     /// neither the input nor the database is wrong. Only the output's own writes build this
@@ -130,12 +131,12 @@ impl Error {
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
             Error::Usage(_) => exit::USAGE,
-            Error::Config(_) | Error::Settings(_) | Error::Url { .. } => exit::CONFIG,
+            Error::Config(_) => exit::CONFIG,
             Error::NotFound(_) => exit::NOT_FOUND,
             Error::Database { .. } | Error::Remote(_) => exit::DATABASE,
             Error::Auth(_) => exit::AUTH,
             Error::Schema(_) => exit::SCHEMA,
-            Error::Interrupted { signal } => crate::signals::exit_code(*signal),
+            Error::Interrupted { signal, .. } => exit::by_signal(*signal),
             Error::Output { .. } => exit::OUTPUT,
             Error::Busy(_) => exit::BUSY,
             Error::Unhealthy(_) => exit::UNHEALTHY,

@@ -43,6 +43,11 @@ use crate::error::{CliError, ERROR_LINE_CHARS, exit};
 #[must_use]
 pub fn main_exit_code() -> i32 {
     signals::install();
+    // A `_cmd` command's process group is the config's to run, and an ending's to kill.
+    config::watch_commands(config::CommandWatch {
+        started: signals::child_started,
+        ended: signals::child_ended,
+    });
     install_panic_hook();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = match cli::parse(&args) {

@@ -24,6 +24,8 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
+use crate::text::{self, encode_query_part, percent_encode};
+
 /// What a password is shown as.
 pub(crate) const MASK: &str = "***";
 
@@ -176,26 +178,21 @@ impl Secrets {
         add_spellings(&mut self.passwords, password);
     }
 
-    /// Learns what a `_cmd` printed on stdout, line by line. A line that is a connection
-    /// string (a URL, `password=…`) is masked where its password stands, and that password,
-    /// now known, is masked whole there; its other parts are not secret. Any other line (a
-    /// bare password) is masked wherever it stands as a word of its own.
-    pub(crate) fn add_command_output(&mut self, output: &str) {
-        for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
-            // The line is the connection string itself, so the URL grammar finds its password
-            // exactly, blanks included, where foreign text would end the URL at a blank.
-            if let Ok(url) = crate::url::DbUrl::parse(line) {
-                url.passwords().for_each(|password| self.add_password(password));
-            }
-            let found = self.password_ranges(line);
-            if found.is_empty() && !line.contains("://") {
-                add_spellings(&mut self.printed, line);
-            }
-            for range in found {
-                let written = &line[range];
-                add_spellings(&mut self.passwords, written);
-                add_spellings(&mut self.passwords, &crate::url::percent_decode(written));
-            }
+    /// Learns one line of what a `_cmd` printed on stdout (trimmed, not empty), after the
+    /// passwords of the line read as a URL (`url::add_command_output`, which reads the output
+    /// line by line). A line that is a connection string (a URL, `password=…`) is masked where
+    /// its password stands, and that password, now known, is masked whole there; its other
+    /// parts are not secret. Any other line (a bare password) is masked wherever it stands as
+    /// a word of its own.
+    pub(crate) fn add_command_line(&mut self, line: &str) {
+        let found = self.password_ranges(line);
+        if found.is_empty() && !line.contains("://") {
+            add_spellings(&mut self.printed, line);
+        }
+        for range in found {
+            let written = &line[range];
+            add_spellings(&mut self.passwords, written);
+            add_spellings(&mut self.passwords, &text::percent_decode(written));
         }
     }
 
@@ -423,12 +420,52 @@ fn decoded(text: &[u8], i: usize) -> Option<u8> {
 }
 
 fn add_spellings(into: &mut Vec<String>, secret: &str) {
-    for spelling in crate::url::password_spellings(secret) {
+    for spelling in password_spellings(secret) {
         if !into.contains(&spelling) {
             into.push(spelling);
         }
     }
     into.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+}
+
+/// Every spelling of a password that a URL or a driver message may carry: as written, and
+/// percent-encoded the ways `quote`, SQLAlchemy's rendering and query strings encode it (upper-
+/// and lower-case escapes, `+` for a space). Longest first, so that a masker that tries them in
+/// order replaces an encoded form whole before a shorter form (the raw password can be part of
+/// its own encoding, e.g. `%` in `%25`) cuts into it.
+fn password_spellings(password: &str) -> Vec<String> {
+    if password.is_empty() {
+        return Vec::new();
+    }
+    let mut forms = vec![
+        password.to_string(),
+        percent_encode(password, b""),
+        percent_encode(password, b" +"),
+        encode_query_part(password),
+        percent_encode(password, b"").replace("%20", "+"),
+    ];
+    let lower_hex: Vec<String> = forms.iter().map(|f| lowercase_escapes(f)).collect();
+    forms.extend(lower_hex);
+    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    forms.dedup();
+    forms
+}
+
+/// `encoded` with its `%XX` escapes in lower-case hex.
+fn lowercase_escapes(encoded: &str) -> String {
+    let mut out = String::with_capacity(encoded.len());
+    let mut chars = encoded.chars();
+    while let Some(c) = chars.next() {
+        out.push(c);
+        if c == '%' {
+            for _ in 0..2 {
+                if let Some(h) = chars.next() {
+                    out.push(h.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    out
 }
 
 fn is_word(c: char) -> bool {
@@ -646,19 +683,22 @@ mod tests {
     #[test]
     fn what_a_failing_command_printed_is_masked_where_it_stands_alone() {
         let mut printed = Secrets::new();
-        printed.add_command_output("e\n");
+        crate::url::add_command_output(&mut printed, "e\n");
         assert_eq!(printed.mask("error: e is not a URL (e)"), "error: *** is not a URL (***)");
         assert_eq!(printed.mask("every line here stays"), "every line here stays");
 
         let mut printed = Secrets::new();
-        printed.add_command_output("airflow");
+        crate::url::add_command_output(&mut printed, "airflow");
         assert_eq!(printed.mask("airflow_x: airflow rejected"), "airflow_x: *** rejected");
 
         // A printed URL is masked where its password stands, and that password, now known,
         // whole there (the blank in it included); the URL's other parts, and the words of the
         // message, are not secret.
         let mut printed = Secrets::new();
-        printed.add_command_output("postgresql://airflow:s%40e@db/airflow_x\nmysql://for:f r@h/db");
+        crate::url::add_command_output(
+            &mut printed,
+            "postgresql://airflow:s%40e@db/airflow_x\nmysql://for:f r@h/db",
+        );
         assert_eq!(
             printed.mask("vault: lease for airflow on db expired: postgresql://airflow:s%40e@db/airflow_x"),
             "vault: lease for airflow on db expired: postgresql://airflow:***@db/airflow_x"
@@ -667,7 +707,7 @@ mod tests {
 
         // A URL without a password holds no secret.
         let mut printed = Secrets::new();
-        printed.add_command_output("postgresql://db/airflow");
+        crate::url::add_command_output(&mut printed, "postgresql://db/airflow");
         assert_eq!(
             printed.mask("cannot reach postgresql://db/airflow"),
             "cannot reach postgresql://db/airflow"
@@ -692,7 +732,7 @@ mod tests {
     #[test]
     fn percent_encoded_spellings_are_matched_in_any_case_and_any_choice_of_bytes() {
         let mut printed = Secrets::new();
-        printed.add_command_output("Pä s/%.w");
+        crate::url::add_command_output(&mut printed, "Pä s/%.w");
         for spelling in [
             "Pä s/%.w",
             "P%C3%A4%20s%2F%25%2Ew",

@@ -122,7 +122,12 @@ pub(crate) fn signal_name(signal: i32) -> &'static str {
 /// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
 /// the signal killed (130 for SIGINT, 143 for SIGTERM).
 pub(crate) fn exit_code(signal: i32) -> i32 {
-    128 + signal
+    crate::error::exit::by_signal(signal)
+}
+
+/// The error of a command a signal stopped ("stopped by SIGTERM", exit 128 + its number).
+pub(crate) fn interrupted(signal: i32) -> crate::error::Error {
+    crate::error::Error::Interrupted { signal, name: signal_name(signal) }
 }
 
 /// What puts the terminal back as it was (its echo, after a password prompt), run when the
@@ -294,12 +299,11 @@ pub(crate) fn child_started(pid: u32) {
     CHILD_GROUP.store(i32::try_from(pid).unwrap_or(0), Ordering::SeqCst);
 }
 
-/// Kills the process group of the `_cmd` command `pid` started (it is over, or must be), and
-/// forgets it.
+/// Forgets the process group of the `_cmd` command `pid` started: it is over, or is about to
+/// be killed by its runner.
 pub(crate) fn child_ended(pid: u32) {
     let group = i32::try_from(pid).unwrap_or(0);
     let _ = CHILD_GROUP.compare_exchange(group, 0, Ordering::SeqCst, Ordering::SeqCst);
-    kill_group(group);
 }
 
 /// Kills the recorded `_cmd` process group, if any, and forgets it.

@@ -9,6 +9,9 @@
 //! Cf: bidirectional controls, zero-width spaces and joiners, the byte order mark, soft hyphen,
 //! tags …) and the line and paragraph separators (U+2028, U+2029). Everything else, non-ASCII
 //! letters and emoji included, is shown as it is.
+//!
+//! Also the percent-encoding of `urllib.parse` (`quote`, `unquote`), which the database URL
+//! and the masking of its passwords share.
 
 use std::borrow::Cow;
 use std::fmt::Write;
@@ -115,6 +118,60 @@ pub(crate) fn cut_middle(text: &str, chars: usize) -> String {
 /// Text quoted in a message: `"…"`, with `"` and `\` escaped and hidden characters escaped.
 pub(crate) fn quote(text: &str) -> String {
     format!("\"{}\"", escaped(text, |c| c == '"' || c == '\\'))
+}
+
+/// `urllib.parse.unquote`: valid `%XX` escapes become bytes, anything else stays as written,
+/// and bytes that are not UTF-8 become U+FFFD.
+pub(crate) fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hi = bytes.get(i + 1).and_then(|b| hex_value(*b));
+            let lo = bytes.get(i + 2).and_then(|b| hex_value(*b));
+            if let (Some(hi), Some(lo)) = (hi, lo) {
+                out.push((hi << 4) | lo);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn hex_value(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// `urllib.parse.quote`: letters, digits and `_.-~` stay, as do the bytes in `safe`; every
+/// other byte becomes `%XX` (upper-case hex).
+pub(crate) fn percent_encode(text: &str, safe: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut out = String::with_capacity(text.len());
+    for &b in text.as_bytes() {
+        if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) || safe.contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+        }
+    }
+    out
+}
+
+/// A query key or value: space as `+`; `/` and `:` kept for readable socket paths. `@` must
+/// stay encoded, or a URL with `host:port` would have its query taken for a password.
+pub(crate) fn encode_query_part(text: &str) -> String {
+    percent_encode(text, b" /:").replace(' ', "+")
 }
 
 #[cfg(test)]

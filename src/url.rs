@@ -9,6 +9,9 @@
 use std::fmt;
 use std::path::PathBuf;
 
+use crate::redact::Secrets;
+use crate::text::{encode_query_part, percent_decode, percent_encode};
+
 /// The database families Airflow's metastore can live in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Dialect {
@@ -126,6 +129,13 @@ pub(crate) enum UrlError {
          expected {expected}"
     )]
     SqliteOptionValue { scheme: String, key: &'static str, value: String, expected: &'static str },
+}
+
+impl UrlError {
+    /// The configuration error (exit 3) of a URL refused, naming where the value came from.
+    pub(crate) fn into_error(self, origin: &impl fmt::Display) -> crate::error::Error {
+        crate::error::Error::Config(format!("{self} (from {origin})"))
+    }
 }
 
 /// The query options of a SQLite URL: those SQLAlchemy hands to Python's `sqlite3.connect`
@@ -406,29 +416,6 @@ impl fmt::Debug for DbUrl {
     }
 }
 
-/// Every spelling of a password that a URL or a driver message may carry: as written, and
-/// percent-encoded the ways `quote`, SQLAlchemy's rendering and query strings encode it (upper-
-/// and lower-case escapes, `+` for a space). Longest first, so that a masker that tries them in
-/// order replaces an encoded form whole before a shorter form (the raw password can be part of
-/// its own encoding, e.g. `%` in `%25`) cuts into it.
-pub(crate) fn password_spellings(password: &str) -> Vec<String> {
-    if password.is_empty() {
-        return Vec::new();
-    }
-    let mut forms = vec![
-        password.to_string(),
-        percent_encode(password, b""),
-        percent_encode(password, b" +"),
-        encode_query_part(password),
-        percent_encode(password, b"").replace("%20", "+"),
-    ];
-    let lower_hex: Vec<String> = forms.iter().map(|f| lowercase_escapes(f)).collect();
-    forms.extend(lower_hex);
-    forms.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
-    forms.dedup();
-    forms
-}
-
 fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
     let (backend, driver) = match scheme.split_once('+') {
         Some((backend, driver)) => (backend, Some(driver)),
@@ -551,74 +538,17 @@ fn parse_query(text: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `urllib.parse.unquote`: valid `%XX` escapes become bytes, anything else stays as written,
-/// and bytes that are not UTF-8 become U+FFFD.
-pub(crate) fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hi = bytes.get(i + 1).and_then(|b| hex_value(*b));
-            let lo = bytes.get(i + 2).and_then(|b| hex_value(*b));
-            if let (Some(hi), Some(lo)) = (hi, lo) {
-                out.push((hi << 4) | lo);
-                i += 3;
-                continue;
-            }
+/// Teaches `secrets` what a failing `_cmd` printed on stdout, line by line
+/// (`Secrets::add_command_line`). A line that is the connection string itself gives its
+/// passwords first: the URL grammar finds them exactly, blanks included, where foreign text
+/// would end the URL at a blank.
+pub(crate) fn add_command_output(secrets: &mut Secrets, output: &str) {
+    for line in output.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if let Ok(url) = DbUrl::parse(line) {
+            url.passwords().for_each(|password| secrets.add_password(password));
         }
-        out.push(bytes[i]);
-        i += 1;
+        secrets.add_command_line(line);
     }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
-}
-
-/// `urllib.parse.quote`: letters, digits and `_.-~` stay, as do the bytes in `safe`; every
-/// other byte becomes `%XX` (upper-case hex).
-fn percent_encode(text: &str, safe: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    let mut out = String::with_capacity(text.len());
-    for &b in text.as_bytes() {
-        if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) || safe.contains(&b) {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
-        }
-    }
-    out
-}
-
-/// A query key or value: space as `+`; `/` and `:` kept for readable socket paths. `@` must
-/// stay encoded, or a URL with `host:port` would have its query taken for a password.
-fn encode_query_part(text: &str) -> String {
-    percent_encode(text, b" /:").replace(' ', "+")
-}
-
-fn lowercase_escapes(encoded: &str) -> String {
-    let mut out = String::with_capacity(encoded.len());
-    let mut chars = encoded.chars();
-    while let Some(c) = chars.next() {
-        out.push(c);
-        if c == '%' {
-            for _ in 0..2 {
-                if let Some(h) = chars.next() {
-                    out.push(h.to_ascii_lowercase());
-                }
-            }
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -445,7 +445,7 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
         .and_then(|(userinfo, _)| userinfo.split_once(':'))
     {
         crate::redact::register_secret(password);
-        crate::redact::register_secret(&crate::url::percent_decode(password));
+        crate::redact::register_secret(&crate::text::percent_decode(password));
     }
     let scheme = url.split_once("://").map_or("http", |(scheme, _)| scheme).to_ascii_lowercase();
     if !matches!(scheme.as_str(), "http" | "https" | "socks4" | "socks4a" | "socks" | "socks5" | "socks5h") {

@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::Context;
 use crate::archive::Sink;
-use crate::cli::{BatchSize, CleanArgs, Format, GlobalArgs};
+use crate::cli::{BatchSize, CleanArgs, GlobalArgs};
 use crate::db::{Access, CleanLock, Store};
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
@@ -19,6 +19,7 @@ use crate::ops::{
     self,
     clean::{Options, Stop, Summary, SummaryDoc, Watch},
 };
+use crate::output::Format;
 use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
 use crate::progress::{self, Progress};
 use crate::redact;
@@ -144,7 +145,7 @@ impl Sinks {
                         Stop::Signal(*signal).name()
                     )
                 }
-                None => Error::Interrupted { signal: *signal }.to_string(),
+                None => signals::interrupted(*signal).to_string(),
             },
             Ending::GraceOver(signal) => {
                 if let Some(summary) = &mut summary {
@@ -476,7 +477,7 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     result?;
     // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
     match stopped_by {
-        Some(Stop::Signal(signal)) => Err(Error::Interrupted { signal }.into()),
+        Some(Stop::Signal(signal)) => Err(signals::interrupted(signal).into()),
         _ => Ok(()),
     }
 }

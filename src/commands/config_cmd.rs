@@ -134,8 +134,11 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 output::note(&format!("note: {}.{}: {note}", option.section, option.key));
             }
             let doc = Got { value, source: &option.source, note: option.note.as_deref() };
-            let format =
-                if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
+            let format = if ctx.format == crate::output::Format::Table {
+                crate::output::Format::Plain
+            } else {
+                ctx.format
+            };
             output::emit_report(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
         }
     }

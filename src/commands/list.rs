@@ -9,10 +9,11 @@ use std::io::IsTerminal;
 use std::ops::ControlFlow;
 
 use super::{asset_selector, check_map_index, has_task_flags, open_keys};
-use crate::cli::{Format, GlobalArgs, ListArgs};
+use crate::cli::{GlobalArgs, ListArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::model::{Page, TaskFilter, external_ref};
+use crate::output::Format;
 use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
 use crate::time::Timestamp;
 

@@ -18,13 +18,14 @@ mod set;
 mod stats;
 
 use crate::api;
-use crate::cli::{Cli, Command, Format, GlobalArgs, ScopeArgs};
+use crate::cli::{Cli, Command, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
 use crate::keys::{Keys, MissingTaskInstance};
 use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
 use crate::output;
+use crate::output::Format;
 use crate::text::quote;
 use crate::url::{DbUrl, SqliteTarget};
 use anyhow::Context as _;
@@ -143,10 +144,9 @@ impl Context {
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
-        let settings = config::load(&overrides, &crate::env::os).map_err(Error::Settings)?;
+        let settings = config::load(&overrides, &crate::env::os).map_err(Error::from)?;
         let conn = &settings.sql_alchemy_conn;
-        let url = DbUrl::parse(&conn.value)
-            .map_err(|error| Error::Url { error, origin: conn.source.to_string() })?;
+        let url = DbUrl::parse(&conn.value).map_err(|error| error.into_error(&conn.source))?;
         for password in url.passwords() {
             crate::redact::register(password);
         }

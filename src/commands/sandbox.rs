@@ -67,7 +67,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             (Sandboxed::Asset { asset_id: id }, Some(id.to_string()))
         }
     };
-    let format = if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
+    let format =
+        if ctx.format == crate::output::Format::Table { crate::output::Format::Plain } else { ctx.format };
     output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })
 }
 

@@ -40,6 +40,8 @@ pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBac
 
 /// The REST transport's token command runs as a `_cmd` does.
 pub(crate) use python::run_command_bounded_by;
+/// Who is told of each `_cmd` command's process group (`signals`, given by `lib.rs`).
+pub(crate) use python::{CommandWatch, watch_commands};
 
 /// How long a `_cmd` command may run before reading `[state_store] cmd_timeout` (which has no
 /// `_cmd` form itself, so nothing runs before it is known).
@@ -217,6 +219,13 @@ pub(crate) enum ConfigError {
     /// A variable read is not UTF-8: refused rather than taken for unset.
     #[error("{}", crate::env::not_utf8(var))]
     NotUtf8 { var: String },
+}
+
+/// A configuration that cannot be loaded is exit 3, its message the error's text.
+impl From<ConfigError> for crate::error::Error {
+    fn from(error: ConfigError) -> Self {
+        crate::error::Error::Config(error.to_string())
+    }
 }
 
 /// Finds, reads and checks the settings. `env` answers for environment variables (HOME

@@ -236,7 +236,7 @@ pub(crate) fn run_command_bounded_by(
     }
     if !output.status.success() {
         let mut printed = crate::redact::Secrets::new();
-        printed.add_command_output(&text);
+        crate::url::add_command_output(&mut printed, &text);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let first = stderr.lines().map(|l| l.trim_matches(py_space)).find(|l| !l.is_empty()).unwrap_or("");
         let visible: String = first.chars().filter(|c| !c.is_control()).collect();
@@ -269,6 +269,31 @@ struct Bounded {
     stderr: Vec<u8>,
 }
 
+/// Who is told of each `_cmd` command's process group (its own, `process_group(0)`): when it
+/// has started, so that an ending of the process can kill it with everything it started, and
+/// when it is over, just before it is killed here. Given once, at the start of the process, by
+/// the caller above both (`lib.rs`, with `signals`'s bookkeeping); told to no one before.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CommandWatch {
+    pub started: fn(pid: u32),
+    pub ended: fn(pid: u32),
+}
+
+static WATCH: std::sync::OnceLock<CommandWatch> = std::sync::OnceLock::new();
+
+/// Sets who is told of each `_cmd` command's process group (see [`CommandWatch`]).
+pub(crate) fn watch_commands(watch: CommandWatch) {
+    let _ = WATCH.set(watch);
+}
+
+/// Kills the process group of the command `pid` started (it is over, or must be).
+fn kill_group(pid: u32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
+        // Already gone is fine: the group may have ended on its own.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
 /// Runs `program` in a process group of its own, as described at [`run_command`].
 fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -> Result<Bounded, String> {
     use std::os::unix::process::CommandExt as _;
@@ -287,7 +312,9 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot run `{program}`: {e}"))?;
-    crate::signals::child_started(child.id());
+    if let Some(watch) = WATCH.get() {
+        (watch.started)(child.id());
+    }
     let too_much = Arc::new(AtomicBool::new(false));
     // What the command printed so far, readable while a reader still waits for the end of a
     // pipe that a process it left behind (a daemon, in a session of its own) holds open.
@@ -331,7 +358,10 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
     };
     // The command's group goes, whatever happened: nothing it started outlives this call, and
     // the pipes' other ends close, so the readers end.
-    crate::signals::child_ended(child.id());
+    if let Some(watch) = WATCH.get() {
+        (watch.ended)(child.id());
+    }
+    kill_group(child.id());
     let status = match status {
         Ok(status) => status,
         Err(reason) => {

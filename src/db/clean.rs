@@ -12,7 +12,7 @@
 use std::time::Duration;
 
 use super::Store;
-use super::dialect::{Connection, all, count, first};
+use super::dialect::{Batch, Connection, all, count, first};
 use super::query::{Fields, Param, Query};
 use super::store::{ASSET_ROWS, TASK_COLUMNS, asset_entry, task_entry};
 use crate::error::Result;
@@ -160,14 +160,6 @@ impl std::fmt::Display for Cursor {
             Cursor::Run { dag_run, id } => write!(f, "dag_run_id {dag_run} (task_state_store id {id})"),
         }
     }
-}
-
-/// What one batch of a clean did: rows deleted, and the last id it covered (`None` when no
-/// expired row is left after it, which ends the run).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Batch {
-    pub deleted: u64,
-    pub last_id: Option<i64>,
 }
 
 /// What one batch of a clean's walk did: rows deleted, and where it ended (`None` when no

@@ -19,11 +19,10 @@
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use super::doctor::Finding;
+use super::TaskWrite;
 use super::query::{Decoded, Fields, Param, Query, Row};
-use super::restore::Restored;
-use super::{Batch, TaskWrite};
 use crate::error::{Cause, Error, Result};
+use crate::model::TaskScope;
 use crate::time::Timestamp;
 pub(crate) use crate::url::Dialect;
 
@@ -355,6 +354,86 @@ impl Upsert {
     }
 }
 
+/// What one batch of a clean did: rows deleted, and the last id it covered (`None` when no
+/// expired row is left after it, which ends the run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub deleted: u64,
+    pub last_id: Option<i64>,
+}
+
+/// What restored rows did to the table: `left` counts the rows that left the stored row with
+/// their key as it was (newer than they are, or `OnConflict::Keep`).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Restored {
+    pub inserted: u64,
+    pub replaced: u64,
+    pub left: u64,
+}
+
+impl Restored {
+    /// The counts of a statement that was sent `sent` rows and wrote `written` of them,
+    /// `inserted` as new rows.
+    pub(super) fn of(sent: usize, inserted: usize, written: usize) -> Restored {
+        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+        Restored {
+            inserted: count(inserted),
+            replaced: count(written.saturating_sub(inserted)),
+            left: count(sent.saturating_sub(written)),
+        }
+    }
+
+    pub(super) fn add(&mut self, other: Restored) {
+        self.inserted += other.inserted;
+        self.replaced += other.replaced;
+        self.left += other.left;
+    }
+}
+
+/// Where a damaged row lives, for `doctor`'s samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    Task(TaskScope),
+    /// A task row whose map_index is not an integer (SQLite stores any value in any column):
+    /// the text it holds in place of the index.
+    DamagedTask {
+        dag_id: String,
+        run_id: String,
+        task_id: String,
+        map_index: String,
+    },
+    /// An asset row; the name is `None` when the asset row is gone.
+    Asset {
+        asset_id: i64,
+        asset_name: Option<String>,
+    },
+}
+
+/// One damaged row: where it is, its key, and what is wrong with it in a few words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FoundRow {
+    pub place: Place,
+    pub key: String,
+    pub detail: String,
+}
+
+/// The rows one check found: how many in all, and the first few of them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Finding {
+    pub count: u64,
+    pub sample: Vec<FoundRow>,
+}
+
+impl Finding {
+    /// Two tables' findings as one (task rows first), the sample still at most `limit` rows.
+    pub(crate) fn and(mut self, other: Finding, limit: u64) -> Finding {
+        self.count += other.count;
+        self.sample.extend(other.sample);
+        self.sample.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        self
+    }
+}
+
 /// A connection to one metastore: the driver's way of running a [`Query`], and what the
 /// database does its own way. Every default is the portable behaviour.
 pub(crate) trait Connection {
@@ -475,11 +554,9 @@ pub(crate) trait Connection {
     fn conflicted(&self, _cause: &(dyn std::error::Error + 'static)) -> bool {
         false
     }
-    /// Deletes one batch of expired task rows after `after_id`; see
-    /// [`super::clean::batch_by_nth_expired`], the portable way.
-    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
-        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
-    }
+    /// Deletes one batch of expired task rows after `after_id`; `clean::batch_by_nth_expired`
+    /// is the portable way, which a dialect without a better statement calls.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch>;
     /// A counter of the writes the database has committed, read now, with whether this
     /// session's own commits count in it: two readings that differ by more than this
     /// session's own commits between them say that another session wrote. A clean's pacing
@@ -499,9 +576,8 @@ pub(crate) trait Connection {
     /// without waiting for a lock: a clean's progress lines only. Behind a table another
     /// session locked (`LOCK TABLE`, `ALTER`, `airflow db migrate`) the read fails at once
     /// instead of spending `--lock-timeout` before the batches spend it again.
-    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        super::clean::id_bounds(self)
-    }
+    /// `clean::id_bounds` is the portable read.
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>>;
     /// How a clean paces itself while no other session writes ([`QuietPace`]): by default
     /// batches of about 250 ms back to back, since a server's row locks keep a batch from
     /// blocking writers of live rows.
@@ -515,10 +591,8 @@ pub(crate) trait Connection {
         false
     }
     /// Deletes the expired rows with `after < id <= up_to` (every one after `after`
-    /// when `None`) in one transaction.
-    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
-        super::clean::delete_range(self, cutoff, after, up_to)
-    }
+    /// when `None`) in one transaction; `clean::delete_range` is the portable statement.
+    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64>;
     /// Sets the session up for an import's batches. A database may let their commits return
     /// before they are on disk, as long as, after [`Connection::durable_commits`], the next
     /// commit waits for the disk and makes every commit before it durable as well.
@@ -531,16 +605,14 @@ pub(crate) trait Connection {
         Ok(())
     }
     /// Upserts the rows of one chunk of an import in the open transaction (each row the
-    /// upsert's values in its column order; no unique key twice) and counts what they did; see
-    /// [`super::restore::row_by_row`], the portable way.
+    /// upsert's values in its column order; no unique key twice) and counts what they did;
+    /// `restore::row_by_row` is the portable way.
     fn restore_rows(
         &mut self,
         upsert: &Upsert,
         rows: &[&[Param<'_>]],
         existing: OnConflict,
-    ) -> Result<Restored> {
-        super::restore::row_by_row(self, upsert, rows, existing)
-    }
+    ) -> Result<Restored>;
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
     /// statement; selecting and deleting from one table is spelt differently by each.
     fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;

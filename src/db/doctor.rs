@@ -2,56 +2,12 @@
 //! count and the first rows found in primary-key order.
 
 use super::Store;
-use super::dialect::{Connection, all, count};
+use super::dialect::{Connection, Finding, FoundRow, Place, all, count};
 use super::query::{Decoded, Fields, Param, Query};
 use super::store::{ASSET_ROWS, asset_entry};
 use crate::error::Result;
 use crate::model::{AssetEntry, TaskScope};
 use crate::text::quote;
-
-/// Where a damaged row lives, for `doctor`'s samples.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Place {
-    Task(TaskScope),
-    /// A task row whose map_index is not an integer (SQLite stores any value in any column):
-    /// the text it holds in place of the index.
-    DamagedTask {
-        dag_id: String,
-        run_id: String,
-        task_id: String,
-        map_index: String,
-    },
-    /// An asset row; the name is `None` when the asset row is gone.
-    Asset {
-        asset_id: i64,
-        asset_name: Option<String>,
-    },
-}
-
-/// One damaged row: where it is, its key, and what is wrong with it in a few words.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct FoundRow {
-    pub place: Place,
-    pub key: String,
-    pub detail: String,
-}
-
-/// The rows one check found: how many in all, and the first few of them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Finding {
-    pub count: u64,
-    pub sample: Vec<FoundRow>,
-}
-
-impl Finding {
-    /// Two tables' findings as one (task rows first), the sample still at most `limit` rows.
-    pub(crate) fn and(mut self, other: Finding, limit: u64) -> Finding {
-        self.count += other.count;
-        self.sample.extend(other.sample);
-        self.sample.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
-        self
-    }
-}
 
 /// A task row's place and key from the next five columns (`t.dag_id … t."key"`). A row whose
 /// map_index is not an integer is sampled all the same: doctor reports damage, it does not

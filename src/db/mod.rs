@@ -31,10 +31,11 @@ mod sqlite;
 mod stats;
 mod store;
 
-pub(crate) use clean::{AssetCount, Batch, Cursor, DagCount};
-pub(crate) use dialect::{CleanLock, OnConflict, QuietPace, WriteMark};
-pub(crate) use doctor::{Finding, FoundRow, Place};
-pub(crate) use restore::{RestoreRow, Restored};
+pub(crate) use clean::{AssetCount, Cursor, DagCount};
+pub(crate) use dialect::{
+    Batch, CleanLock, Finding, FoundRow, OnConflict, Place, QuietPace, Restored, WriteMark,
+};
+pub(crate) use restore::RestoreRow;
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
 pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};

@@ -13,7 +13,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Store;
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
+use super::dialect::{Connection, Dialect, OnConflict, Restored, Upsert, all, first};
 use super::query::{Fields, Param, Query};
 use super::store::{ASSET_UPSERT, TASK_UPSERT, asset_restore_values, task_values};
 use super::{AssetRestore, TaskWrite};
@@ -35,34 +35,6 @@ const LOOKUP_ROWS: usize = 1000;
 pub(crate) enum RestoreRow<'a> {
     Task(TaskWrite<'a>),
     Asset(AssetRestore<'a>),
-}
-
-/// What restored rows did to the table: `left` counts the rows that left the stored row with
-/// their key as it was (newer than they are, or `OnConflict::Keep`).
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Restored {
-    pub inserted: u64,
-    pub replaced: u64,
-    pub left: u64,
-}
-
-impl Restored {
-    /// The counts of a statement that was sent `sent` rows and wrote `written` of them,
-    /// `inserted` as new rows.
-    pub(super) fn of(sent: usize, inserted: usize, written: usize) -> Restored {
-        let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
-        Restored {
-            inserted: count(inserted),
-            replaced: count(written.saturating_sub(inserted)),
-            left: count(sent.saturating_sub(written)),
-        }
-    }
-
-    fn add(&mut self, other: Restored) {
-        self.inserted += other.inserted;
-        self.replaced += other.replaced;
-        self.left += other.left;
-    }
 }
 
 impl RestoreRow<'_> {

@@ -18,13 +18,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
-use crate::cli::Format;
 use crate::json::{self, Style, Value};
 use crate::redact;
 use crate::text::quote;
 pub(crate) use entries::{AssetEntryDoc, Entry, TaskEntryDoc, entries};
 pub(crate) use stream::{EntryStream, TABLE_ROWS};
 pub(crate) use table::Table;
+
+/// The form a report takes on stdout (`-o`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Format {
+    Table,
+    Json,
+    Yaml,
+    Plain,
+}
 
 /// A report in every form: what JSON and YAML show, what a table shows, what plain shows.
 pub(crate) struct Rendered<D> {

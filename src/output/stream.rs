@@ -11,9 +11,9 @@
 use std::io::{self, BufWriter, IsTerminal, Write};
 use std::marker::PhantomData;
 
+use super::Format;
 use super::entries::{Entry, Parsed, plain_row};
 use super::{Table, yaml};
-use crate::cli::Format;
 use crate::error::{Error, Result};
 use crate::json::{self, Style, Value};
 use crate::time::Timestamp;

@@ -9,7 +9,7 @@ use mysql::prelude::Queryable;
 use mysql::{Params, Value};
 
 use super::{MysqlConnection, cause};
-use crate::db::clean::Batch;
+use crate::db::dialect::Batch;
 use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, all, first};
 use crate::db::query::{Fields, Query};

@@ -17,9 +17,10 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Params, Value};
 
+use super::dialect::Restored;
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
 use super::query::{Cell, Fields, Param, Query, Row};
-use super::restore::{ChunkSql, Restored};
+use super::restore::ChunkSql;
 use super::schema::ddl_statements;
 use super::{Access, Batch, TaskWrite, Timeouts, sandbox};
 use crate::error::{Cause, Error, Result};

@@ -4,7 +4,7 @@
 //! holds instead of waiting for them.
 
 use super::PostgresConnection;
-use crate::db::clean::Batch;
+use crate::db::dialect::Batch;
 use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, first};
 use crate::db::query::{Fields, Query};

@@ -19,9 +19,10 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
+use super::dialect::Restored;
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
 use super::query::{Cell, Fields, Param, Query, Row};
-use super::restore::{ChunkSql, Restored};
+use super::restore::ChunkSql;
 use super::schema::{SchemaProblem, ddl_statements};
 use super::{Access, TaskWrite, Timeouts, sandbox};
 use crate::error::{Cause, Error, Result};

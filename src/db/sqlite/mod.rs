@@ -15,9 +15,10 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{OpenFlags, params_from_iter};
 
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
-use super::doctor::{Finding, FoundRow, Place, find, task_row};
+use super::dialect::{Finding, FoundRow, Place, Restored};
+use super::doctor::{find, task_row};
 use super::query::{Cell, Fields, Param, Query, Row};
-use super::restore::{ChunkSql, Restored};
+use super::restore::ChunkSql;
 use super::schema::ddl_statements;
 use super::{Access, Purpose, sandbox};
 use crate::error::{Cause, Error, Result};
@@ -373,6 +374,16 @@ impl Connection for SqliteConnection {
             .conn
             .pragma_update(None, "synchronous", "FULL")
             .map_err(|e| self.error("cannot commit", e))?)
+    }
+
+    /// The portable batch (`clean::batch_by_nth_expired`).
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
+        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+    }
+
+    /// The portable read (`clean::id_bounds`).
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        super::clean::id_bounds(self)
     }
 
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
