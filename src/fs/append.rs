@@ -7,7 +7,7 @@ use std::path::Path;
 
 use super::checks::refuse_database;
 use super::output::target;
-use super::place::{Place, untrusted};
+use super::place::Place;
 use super::{Id, errno, id_of, is_ours};
 use crate::error::{Error, Result};
 
@@ -19,12 +19,10 @@ pub(crate) fn check_append(label: &str, path: &Path) -> Result<()> {
     let refuse = |why: &str| -> anyhow::Error {
         Error::Usage(format!("{}: {why}; nothing was written or deleted", target(label, path))).into()
     };
-    let place = match Place::open(path) {
+    let place = match Place::open_output(path) {
         Ok(place) => place,
-        Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
-            return Err(refuse("is a directory, not a file"));
-        }
-        Err(e) => return untrusted(&e).map_or(Ok(()), |why| Err(refuse(&why))),
+        Err(Ok(why)) => return Err(refuse(&why)),
+        Err(Err(_)) => return Ok(()),
     };
     match place.entry() {
         Ok(Some(entry)) if entry.kind() == rustix::fs::FileType::Symlink => Err(refuse(SYMLINK_REFUSAL)),
@@ -105,13 +103,7 @@ impl AppendLines {
             Error::Usage(format!("{}: {why}; nothing was written or deleted", shown())).into()
         };
         let failed = |e: io::Error| Error::output_file(shown(), e);
-        let place = match Place::open(path) {
-            Ok(place) => place,
-            Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
-                return Err(refuse("is a directory, not a file".into()));
-            }
-            Err(e) => return Err(untrusted(&e).map_or_else(|| failed(e).into(), refuse)),
-        };
+        let place = Place::open_output(path).map_err(|e| e.map_or_else(|e| failed(e).into(), refuse))?;
         let (file, created) = open_appended(&place).map_err(|e| match e.raw_os_error() {
             Some(errno::LOOP) => refuse(SYMLINK_REFUSAL.to_string()),
             _ => failed(e).into(),

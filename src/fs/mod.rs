@@ -88,6 +88,11 @@ fn parent(path: &Path) -> Option<&Path> {
     }
 }
 
+/// The directory a path's last component is in: `.` for a bare name, or a path with none.
+fn dir_of(path: &Path) -> &Path {
+    parent(path).unwrap_or(Path::new("."))
+}
+
 /// Whether this process's effective user or root owns a file: the rule Linux's
 /// `protected_symlinks` and `protected_fifos` apply in shared directories, here applied to
 /// every output written through rather than replaced, and to every file appended to.

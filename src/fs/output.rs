@@ -7,9 +7,9 @@ use std::path::{Path, PathBuf};
 
 use super::append::{LineKind, first_line_is};
 use super::checks::refuse_database;
-use super::place::{Place, Strangers, untrusted};
+use super::place::{Place, Strangers};
 use super::temp::Temporary;
-use super::{Id, MAX_LINKS, errno, id_of, is_ours, parent};
+use super::{Id, MAX_LINKS, dir_of, errno, id_of, is_ours};
 use crate::error::{Error, Result};
 
 /// What an output's name leads to, decided from `fstat` of descriptors only (see
@@ -229,16 +229,7 @@ fn place_of(
     what: &str,
     path: &Path,
 ) -> std::result::Result<Place, std::result::Result<anyhow::Error, io::Error>> {
-    match Place::open(path) {
-        Ok(place) => Ok(place),
-        Err(e) if e.kind() == io::ErrorKind::IsADirectory => {
-            Err(Ok(refused(what, path, "is a directory, not a file")))
-        }
-        Err(e) => match untrusted(&e) {
-            Some(why) => Err(Ok(refused(what, path, &why))),
-            None => Err(Err(e)),
-        },
-    }
+    Place::open_output(path).map_err(|e| e.map(|why| refused(what, path, &why)))
 }
 
 /// Refuses (exit 2) an output path that could not be written as `accepts` says, before
@@ -254,7 +245,7 @@ pub(crate) fn check_output(
         Ok(place) => place,
         Err(Ok(refusal)) => return Err(refusal),
         Err(Err(e)) if e.kind() == io::ErrorKind::NotFound && accepts == Accepts::File => {
-            let dir = parent(path).unwrap_or(Path::new("."));
+            let dir = dir_of(path);
             return Err(refused(what, path, &format!("the directory {} does not exist", dir.display())));
         }
         Err(Err(_)) => return Ok(()),

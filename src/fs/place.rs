@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use super::read::Holder;
-use super::{Id, MAX_LINKS, errno, id_of, is_ours, parent};
+use super::{Id, MAX_LINKS, dir_of, errno, id_of, is_ours};
 
 /// The directory of an output, opened once, and the output's name in it. Everything the
 /// tool then does to that name (opening it, creating a temporary beside it, renaming that
@@ -30,12 +30,23 @@ impl Place {
         Place::open_walking(path, Strangers::Refuse)
     }
 
+    /// [`Place::open`] for an output: `Err(Ok(why))` when the path is refused (it names a
+    /// directory, or a symlink on the way is another user's), `Err(Err(e))` when the directory
+    /// cannot be opened.
+    pub(super) fn open_output(path: &Path) -> Result<Place, Result<String, io::Error>> {
+        Place::open(path).map_err(|e| match untrusted(&e) {
+            _ if e.kind() == io::ErrorKind::IsADirectory => Ok("is a directory, not a file".to_string()),
+            Some(why) => Ok(why),
+            None => Err(e),
+        })
+    }
+
     pub(super) fn open_walking(path: &Path, strangers: Strangers<'_>) -> io::Result<Place> {
         let name = match path.file_name() {
             Some(name) if !path.as_os_str().as_encoded_bytes().ends_with(b"/") => name.to_os_string(),
             _ => return Err(io::Error::from(io::ErrorKind::IsADirectory)),
         };
-        let (dir, syncable) = walk(None, parent(path).unwrap_or(Path::new(".")), strangers)?;
+        let (dir, syncable) = walk(None, dir_of(path), strangers)?;
         Ok(Place { dir, syncable, name, shown: path.to_path_buf() })
     }
 
@@ -53,11 +64,7 @@ impl Place {
     /// walks one.
     pub(super) fn open_at(&self, target: &Path, strangers: Strangers<'_>) -> io::Result<Place> {
         let name = target.file_name().ok_or_else(|| io::Error::from(io::ErrorKind::IsADirectory))?;
-        let dir_path = match target.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let (dir, syncable) = walk(Some(self), dir_path, strangers)?;
+        let (dir, syncable) = walk(Some(self), dir_of(target), strangers)?;
         Ok(Place { dir, syncable, name: name.to_os_string(), shown: self.shown.clone() })
     }
 
@@ -135,7 +142,7 @@ impl std::fmt::Display for UntrustedLink {
 impl std::error::Error for UntrustedLink {}
 
 /// Why a path is refused, when an open failed on an [`UntrustedLink`].
-pub(super) fn untrusted(e: &io::Error) -> Option<String> {
+fn untrusted(e: &io::Error) -> Option<String> {
     e.get_ref()?.downcast_ref::<UntrustedLink>().map(|link| link.0.clone())
 }
 
@@ -180,10 +187,9 @@ fn walk(
     };
     let (mut at, mut walked) = match from {
         _ if path.is_absolute() => (root()?, PathBuf::from("/")),
-        Some(place) => (
-            rustix::fs::openat(&place.dir, ".", look, Mode::empty())?,
-            parent(&place.shown).unwrap_or(Path::new(".")).to_path_buf(),
-        ),
+        Some(place) => {
+            (rustix::fs::openat(&place.dir, ".", look, Mode::empty())?, dir_of(&place.shown).to_path_buf())
+        }
         None => (rustix::fs::openat(CWD, ".", look, Mode::empty())?, PathBuf::from(".")),
     };
     let mut at_stat = rustix::fs::fstat(&at)?;

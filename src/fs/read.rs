@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::place::{Place, Strangers};
-use super::{MAX_LINKS, flags, parent};
+use super::{MAX_LINKS, dir_of, flags};
 
 /// The largest file read whole: a configuration file, a CA bundle, a password or service file.
 /// Airflow's generated `airflow.cfg` is about 100 KB and a system's CA bundle about 200 KB.
@@ -90,7 +90,7 @@ pub(crate) fn read_with_holders(path: &Path) -> io::Result<ReadFile> {
     use rustix::fs::{FileType, OFlags};
     let mut dirs = Vec::new();
     let mut at = Place::open_walking(path, Strangers::Record(&mut dirs))?;
-    let mut dir_shown = parent(path).unwrap_or(Path::new(".")).to_path_buf();
+    let mut dir_shown = dir_of(path).to_path_buf();
     let mut file_shown = path.to_path_buf();
     for _ in 0..MAX_LINKS {
         dirs.push(Holder::of(dir_shown.clone(), &rustix::fs::fstat(&at.dir)?));
@@ -100,12 +100,8 @@ pub(crate) fn read_with_holders(path: &Path) -> io::Result<ReadFile> {
             FileType::Symlink if !at.in_proc() => {
                 let target = rustix::fs::readlinkat(&entry.fd, "", Vec::new())?;
                 let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
-                let target_dir = match target.parent() {
-                    Some(dir) if !dir.as_os_str().is_empty() => dir,
-                    _ => Path::new("."),
-                };
                 // (`components` drops the `.` a bare name's directory adds.)
-                dir_shown = dir_shown.join(target_dir).components().collect();
+                dir_shown = dir_shown.join(dir_of(&target)).components().collect();
                 file_shown = dir_shown.join(target.file_name().unwrap_or_default());
                 at = at.open_at(&target, Strangers::Record(&mut dirs))?;
             }

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::place::Place;
-use super::{errno, flags, lock, parent, random_name};
+use super::{dir_of, errno, flags, lock, random_name};
 use crate::error::{Error, Result};
 
 /// Temporary files that exist by name, removed when a signal ends the process.
@@ -35,7 +35,7 @@ impl Temporary {
     /// [`Temporary::create`] in a directory opened once.
     pub(super) fn create_in(place: &Place, name: &str) -> io::Result<(File, Temporary)> {
         use rustix::fs::{Mode, OFlags};
-        let shown_dir = parent(&place.shown).unwrap_or(Path::new(".")).to_path_buf();
+        let shown_dir = dir_of(&place.shown).to_path_buf();
         loop {
             let file_name = OsString::from(format!(".{name}.{}.tmp", random_name()));
             let path = shown_dir.join(&file_name);
