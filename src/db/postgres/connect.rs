@@ -427,19 +427,11 @@ fn anchors_of(path: &Path) -> std::result::Result<X509Store, String> {
 /// comma-separated, each `name`, `name:port` or a socket directory), never both, as in
 /// SQLAlchemy; with neither, libpq's default socket directories.
 fn endpoints(url: &DbUrl) -> Result<Vec<Endpoint>> {
-    let query_hosts: Vec<&str> = url
-        .query
-        .iter()
-        .filter(|(k, _)| k == "host")
-        .flat_map(|(_, v)| v.split(','))
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .collect();
-    let query_ports: Vec<u16> = url
-        .query
-        .iter()
-        .filter(|(k, _)| k == "port")
-        .flat_map(|(_, v)| v.split(','))
+    // Every value of `?name=`, repeated or comma-separated.
+    let listed =
+        |name: &'static str| url.query.iter().filter(move |(k, _)| k == name).flat_map(|(_, v)| v.split(','));
+    let query_hosts: Vec<&str> = listed("host").map(str::trim).filter(|h| !h.is_empty()).collect();
+    let query_ports: Vec<u16> = listed("port")
         .map(|p| {
             p.trim()
                 .parse::<u16>()
