@@ -219,13 +219,13 @@ impl Remote {
     /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
     /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
     /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String, StoredTime)]) -> Result<u64> {
         addressable(scope)?;
         let mapped = self.mapped(scope);
         let api = self.api()?;
         let (mut deleted, mut deleted_unmapped) = (0, 0);
         let mut unmapped_refused = false;
-        for (map_index, key) in keys {
+        for (map_index, key, _) in keys {
             key_addressable(key)?;
             if *map_index < 0 && unmapped_refused {
                 continue;
@@ -241,7 +241,8 @@ impl Remote {
                         && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
                 {
                     unmapped_refused = true;
-                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
+                    let left =
+                        keys.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
                     output::warn(&format!(
                         "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
                          holds them, and the API deletes only keys of task instances (the database \
@@ -258,9 +259,9 @@ impl Remote {
     }
 
     /// One DELETE per key; an error says how many were removed before it.
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[(String, StoredTime)]) -> Result<u64> {
         let api = self.api()?;
-        for (done, key) in (0_u64..).zip(keys) {
+        for (done, (key, _)) in (0_u64..).zip(keys) {
             key_addressable(key)?;
             api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
         }
@@ -367,9 +368,7 @@ impl Keys for Remote {
             _ => self.plan_task(scope, all_map_indices)?,
         };
         if !keys.is_empty() {
-            let listed: Vec<(i64, String)> =
-                keys.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
-            let removed = self.delete_task_keys(scope, &listed)?;
+            let removed = self.delete_task_keys(scope, &keys)?;
             return self.check_task_cleared(scope, &keys, removed);
         }
         let known = self.indexes(scope, all_map_indices)?;
@@ -406,9 +405,7 @@ impl Keys for Remote {
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let listed: Vec<(i64, String)> =
-            archived.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
-        let removed = self.delete_task_keys(scope, &listed)?;
+        let removed = self.delete_task_keys(scope, &archived)?;
         let deleted = self.check_task_cleared(scope, &archived, removed)?;
         Ok(Cleared { deleted, kept: Vec::new() })
     }
@@ -514,8 +511,7 @@ impl Keys for Remote {
             self.count_asset_keys(asset)?;
         }
         let Some(Planned::Asset(plan)) = self.planned.take() else { return Ok(0) };
-        let keys: Vec<String> = plan.iter().map(|(key, _)| key.clone()).collect();
-        let removed = self.delete_asset_keys(asset, &keys)?;
+        let removed = self.delete_asset_keys(asset, &plan)?;
         self.check_asset_cleared(asset, &plan, removed)
     }
 
@@ -529,8 +525,7 @@ impl Keys for Remote {
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let keys: Vec<String> = archived.iter().map(|(key, _)| key.clone()).collect();
-        let removed = self.delete_asset_keys(asset, &keys)?;
+        let removed = self.delete_asset_keys(asset, &archived)?;
         let deleted = self.check_asset_cleared(asset, &archived, removed)?;
         Ok(Cleared { deleted, kept: Vec::new() })
     }
