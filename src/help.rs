@@ -65,6 +65,11 @@ const AUTH: Exit = code(
     "over --api-url: the API refused the token or the login (401, 403), or the user's permission \
      (403), or no token could be had",
 );
+const SCOPE_NOT_FOUND: Exit = code(
+    &[exit::NOT_FOUND],
+    "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names an \
+     inactive asset",
+);
 const REST_SCOPE: &str = "an incomplete or mixed scope, or another invalid flag or value; over \
      --api-url, also a flag the API cannot honour or a request it refuses (422)";
 
@@ -162,11 +167,7 @@ const SET: &[Exit] = over_api![
 
 const DELETE: &[Exit] = over_api![
     code(&[exit::SUCCESS], "the key was deleted, or it did not exist"),
-    code(
-        &[exit::NOT_FOUND],
-        "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names \
-         an inactive asset",
-    ),
+    SCOPE_NOT_FOUND,
     code(&[exit::USAGE], REST_SCOPE),
 ];
 
@@ -176,11 +177,7 @@ const CLEAR: &[Exit] = exits![
         "the keys were deleted; the scope had none; the confirmation was answered with no; over \
          --api-url, keys at map index -1 whose DELETE the API refused were left, with a warning",
     ),
-    code(
-        &[exit::NOT_FOUND],
-        "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names \
-         an inactive asset",
-    ),
+    SCOPE_NOT_FOUND,
     code(
         &[exit::USAGE],
         "keys exist but --yes is missing and stdin or stderr is not a terminal; an incomplete or mixed \
