@@ -24,6 +24,17 @@ fn cannot(flag: &str, why: &str) -> anyhow::Error {
     .into()
 }
 
+/// `--allow-large`, which the API cannot honour.
+fn refuse_large(allow_large: bool) -> Result<()> {
+    if allow_large {
+        return Err(cannot(
+            "--allow-large",
+            "the API refuses a value over its [state_store] max_value_storage_bytes",
+        ));
+    }
+    Ok(())
+}
+
 /// What the API's routes cannot address is refused before anything is sent (exit 2):
 ///
 /// - a `/` in a dag, run or task id: the server decodes `%2F` before it routes, so
@@ -305,12 +316,7 @@ impl Keys for Remote {
         Self::refuse_missing(set.missing)?;
         addressable(set.scope)?;
         key_addressable(set.key)?;
-        if set.allow_large {
-            return Err(cannot(
-                "--allow-large",
-                "the API refuses a value over its [state_store] max_value_storage_bytes",
-            ));
-        }
+        refuse_large(set.allow_large)?;
         let put = match set.expiry {
             Expiry::Keep => None,
             Expiry::Default => Some(PutExpiry::Default),
@@ -470,12 +476,7 @@ impl Keys for Remote {
         if set.must_exist {
             return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
         }
-        if set.allow_large {
-            return Err(cannot(
-                "--allow-large",
-                "the API refuses a value over its [state_store] max_value_storage_bytes",
-            ));
-        }
+        refuse_large(set.allow_large)?;
         key_addressable(set.key)?;
         let api = self.api()?;
         let asset = &api.asset_to_write(selector)?;
