@@ -65,8 +65,29 @@ const AUTH: Exit = code(
     "over --api-url: the API refused the token or the login (401, 403), or the user's permission \
      (403), or no token could be had",
 );
+const SCOPE_NOT_FOUND: Exit = code(
+    &[exit::NOT_FOUND],
+    "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names an \
+     inactive asset",
+);
 const REST_SCOPE: &str = "an incomplete or mixed scope, or another invalid flag or value; over \
      --api-url, also a flag the API cannot honour or a request it refuses (422)";
+
+/// A command's exit codes: its own, then an internal error and the signals, as every command
+/// but `clean` ends.
+macro_rules! exits {
+    ($($exit:expr),* $(,)?) => {
+        &[$($exit,)* INTERNAL, SIGNALS]
+    };
+}
+
+/// [`exits!`] for a command that also goes over --api-url: its own codes, then what every such
+/// command shares.
+macro_rules! over_api {
+    ($($exit:expr),* $(,)?) => {
+        exits![$($exit,)* REST_CONFIG, REST_DATABASE, REST_SCHEMA, OUTPUT, AUTH]
+    };
+}
 
 /// Every code, as the top page and `state-store --help` list them (docs/exit-codes.md).
 const TOP: &[Exit] = &[
@@ -118,7 +139,7 @@ const TOP: &[Exit] = &[
     code(&[exit::SIGTERM], "stopped by SIGTERM; 128 + N for any other signal N that ends the process"),
 ];
 
-const GET: &[Exit] = &[
+const GET: &[Exit] = over_api![
     code(&[exit::SUCCESS], "the key was found and printed"),
     code(
         &[exit::NOT_FOUND],
@@ -126,16 +147,9 @@ const GET: &[Exit] = &[
          --asset or --asset-uri names an inactive asset, and the message says so",
     ),
     code(&[exit::USAGE], REST_SCOPE),
-    REST_CONFIG,
-    REST_DATABASE,
-    REST_SCHEMA,
-    OUTPUT,
-    AUTH,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const SET: &[Exit] = &[
+const SET: &[Exit] = over_api![
     code(&[exit::SUCCESS], "the key was written"),
     code(
         &[exit::NOT_FOUND],
@@ -149,43 +163,21 @@ const SET: &[Exit] = &[
          incomplete or mixed scope; over --api-url, also a flag the API cannot honour or a request \
          it refuses (422)",
     ),
-    REST_CONFIG,
-    REST_DATABASE,
-    REST_SCHEMA,
-    OUTPUT,
-    AUTH,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const DELETE: &[Exit] = &[
+const DELETE: &[Exit] = over_api![
     code(&[exit::SUCCESS], "the key was deleted, or it did not exist"),
-    code(
-        &[exit::NOT_FOUND],
-        "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names \
-         an inactive asset",
-    ),
+    SCOPE_NOT_FOUND,
     code(&[exit::USAGE], REST_SCOPE),
-    REST_CONFIG,
-    REST_DATABASE,
-    REST_SCHEMA,
-    OUTPUT,
-    AUTH,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const CLEAR: &[Exit] = &[
+const CLEAR: &[Exit] = exits![
     code(
         &[exit::SUCCESS],
         "the keys were deleted; the scope had none; the confirmation was answered with no; over \
          --api-url, keys at map index -1 whose DELETE the API refused were left, with a warning",
     ),
-    code(
-        &[exit::NOT_FOUND],
-        "the dag run, the task instance or the asset does not exist, or --asset or --asset-uri names \
-         an inactive asset",
-    ),
+    SCOPE_NOT_FOUND,
     code(
         &[exit::USAGE],
         "keys exist but --yes is missing and stdin or stderr is not a terminal; an incomplete or mixed \
@@ -208,11 +200,9 @@ const CLEAR: &[Exit] = &[
     ),
     code(&[exit::BUSY], "another run is appending to the --archive; nothing is deleted"),
     AUTH,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const LIST: &[Exit] = &[
+const LIST: &[Exit] = over_api![
     code(&[exit::SUCCESS], "the rows were listed, including none"),
     code(
         &[exit::NOT_FOUND],
@@ -225,13 +215,6 @@ const LIST: &[Exit] = &[
          --map-index out of range); over --api-url, also a list across task instances, which the API \
          cannot make",
     ),
-    REST_CONFIG,
-    REST_DATABASE,
-    REST_SCHEMA,
-    OUTPUT,
-    AUTH,
-    INTERNAL,
-    SIGNALS,
 ];
 
 /// What `clean` exits with: its manual page is the one the systemd unit's `Documentation=`
@@ -269,18 +252,16 @@ const CLEAN: &[Exit] = &[
     ),
 ];
 
-const STATS: &[Exit] = &[
+const STATS: &[Exit] = exits![
     code(&[exit::SUCCESS], "the statistics were printed"),
     code(&[exit::USAGE], "an invalid flag or value; also --api-url, which stats refuses"),
     CONFIG,
     DATABASE,
     SCHEMA,
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const DOCTOR: &[Exit] = &[
+const DOCTOR: &[Exit] = exits![
     code(&[exit::SUCCESS], "no problem (warnings and information never fail the run)"),
     code(&[exit::USAGE], "an invalid flag or value; also --api-url, which doctor refuses"),
     code(&[exit::CONFIG], "a configuration error, as for every command: no report"),
@@ -288,11 +269,9 @@ const DOCTOR: &[Exit] = &[
     code(&[exit::SCHEMA], "the schema is not recognised (after the report)"),
     OUTPUT,
     code(&[exit::UNHEALTHY], "a check found a problem (after the report)"),
-    INTERNAL,
-    SIGNALS,
 ];
 
-const EXPORT: &[Exit] = &[
+const EXPORT: &[Exit] = exits![
     code(&[exit::SUCCESS], "the rows were written, including none"),
     code(&[exit::NOT_FOUND], "the asset of --asset, --asset-uri or --asset-id does not exist"),
     code(
@@ -304,11 +283,9 @@ const EXPORT: &[Exit] = &[
     DATABASE,
     SCHEMA,
     code(&[exit::OUTPUT], "the --file or stdout cannot be written (a failed export leaves the old file)"),
-    INTERNAL,
-    SIGNALS,
 ];
 
-const IMPORT: &[Exit] = &[
+const IMPORT: &[Exit] = exits![
     code(&[exit::SUCCESS], "the rows were restored (with --dry-run, checked)"),
     code(
         &[exit::NOT_FOUND],
@@ -329,34 +306,28 @@ const IMPORT: &[Exit] = &[
         &[exit::DAMAGED],
         "--skip-damaged: every whole line was restored (with --dry-run, checked), damaged lines skipped",
     ),
-    INTERNAL,
-    SIGNALS,
 ];
 
 const CONFIG_SHOW: &[Exit] =
-    &[code(&[exit::SUCCESS], "the configuration was printed"), USAGE, CONFIG, OUTPUT, INTERNAL, SIGNALS];
+    exits![code(&[exit::SUCCESS], "the configuration was printed"), USAGE, CONFIG, OUTPUT];
 
-const CONFIG_GET: &[Exit] = &[
+const CONFIG_GET: &[Exit] = exits![
     code(&[exit::SUCCESS], "the value was printed"),
     code(&[exit::NOT_FOUND], "the option is unset, or is not one state-store reads"),
     USAGE,
     CONFIG,
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const CONFIG_COMMANDS: &[Exit] = &[
+const CONFIG_COMMANDS: &[Exit] = exits![
     code(&[exit::SUCCESS], "the configuration or the value was printed"),
     code(&[exit::NOT_FOUND], "config get: the option is unset, or is not one state-store reads"),
     code(&[exit::USAGE], "a missing or unknown command, argument or flag"),
     CONFIG,
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const SANDBOX_CREATE: &[Exit] = &[
+const SANDBOX_CREATE: &[Exit] = exits![
     code(&[exit::SUCCESS], "the sandbox was created"),
     code(
         &[exit::USAGE],
@@ -366,11 +337,9 @@ const SANDBOX_CREATE: &[Exit] = &[
     CONFIG,
     DATABASE,
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const SANDBOX_ADD: &[Exit] = &[
+const SANDBOX_ADD: &[Exit] = exits![
     code(&[exit::SUCCESS], "the row was added (its id, or the count of task instances, printed)"),
     code(
         &[exit::USAGE],
@@ -380,11 +349,9 @@ const SANDBOX_ADD: &[Exit] = &[
     CONFIG,
     code(&[exit::DATABASE], "a database error, such as a task instance of a dag run that does not exist"),
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const SANDBOX_COMMANDS: &[Exit] = &[
+const SANDBOX_COMMANDS: &[Exit] = exits![
     code(&[exit::SUCCESS], "the sandbox was created, or the row added"),
     code(
         &[exit::USAGE],
@@ -394,27 +361,21 @@ const SANDBOX_COMMANDS: &[Exit] = &[
     CONFIG,
     DATABASE,
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const COMPLETIONS: &[Exit] = &[
+const COMPLETIONS: &[Exit] = exits![
     code(&[exit::SUCCESS], "the script was printed"),
     code(&[exit::USAGE], "a missing or unknown shell"),
     OUTPUT,
-    INTERNAL,
-    SIGNALS,
 ];
 
-const MAN: &[Exit] = &[
+const MAN: &[Exit] = exits![
     code(&[exit::SUCCESS], "the page was printed, or the pages were written"),
     code(
         &[exit::USAGE],
         "a command that has no page, COMMAND with --out-dir, an --out-dir that is the database",
     ),
     code(&[exit::OUTPUT], "stdout cannot be written, or a page cannot be written into --out-dir"),
-    INTERNAL,
-    SIGNALS,
 ];
 
 /// What the command at `path` (the words after `state-store`; none for the top page) can exit

@@ -24,6 +24,17 @@ fn cannot(flag: &str, why: &str) -> anyhow::Error {
     .into()
 }
 
+/// `--allow-large`, which the API cannot honour.
+fn refuse_large(allow_large: bool) -> Result<()> {
+    if allow_large {
+        return Err(cannot(
+            "--allow-large",
+            "the API refuses a value over its [state_store] max_value_storage_bytes",
+        ));
+    }
+    Ok(())
+}
+
 /// What the API's routes cannot address is refused before anything is sent (exit 2):
 ///
 /// - a `/` in a dag, run or task id: the server decodes `%2F` before it routes, so
@@ -219,13 +230,13 @@ impl Remote {
     /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
     /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
     /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String)]) -> Result<u64> {
+    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String, StoredTime)]) -> Result<u64> {
         addressable(scope)?;
         let mapped = self.mapped(scope);
         let api = self.api()?;
         let (mut deleted, mut deleted_unmapped) = (0, 0);
         let mut unmapped_refused = false;
-        for (map_index, key) in keys {
+        for (map_index, key, _) in keys {
             key_addressable(key)?;
             if *map_index < 0 && unmapped_refused {
                 continue;
@@ -241,7 +252,8 @@ impl Remote {
                         && matches!(crate::error::kind(&e), Some(Error::NotFound(_))) =>
                 {
                     unmapped_refused = true;
-                    let left = keys.iter().filter(|(map_index, _)| *map_index < 0).count() - deleted_unmapped;
+                    let left =
+                        keys.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
                     output::warn(&format!(
                         "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
                          holds them, and the API deletes only keys of task instances (the database \
@@ -258,9 +270,9 @@ impl Remote {
     }
 
     /// One DELETE per key; an error says how many were removed before it.
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[String]) -> Result<u64> {
+    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[(String, StoredTime)]) -> Result<u64> {
         let api = self.api()?;
-        for (done, key) in (0_u64..).zip(keys) {
+        for (done, (key, _)) in (0_u64..).zip(keys) {
             key_addressable(key)?;
             api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
         }
@@ -304,12 +316,7 @@ impl Keys for Remote {
         Self::refuse_missing(set.missing)?;
         addressable(set.scope)?;
         key_addressable(set.key)?;
-        if set.allow_large {
-            return Err(cannot(
-                "--allow-large",
-                "the API refuses a value over its [state_store] max_value_storage_bytes",
-            ));
-        }
+        refuse_large(set.allow_large)?;
         let put = match set.expiry {
             Expiry::Keep => None,
             Expiry::Default => Some(PutExpiry::Default),
@@ -367,9 +374,7 @@ impl Keys for Remote {
             _ => self.plan_task(scope, all_map_indices)?,
         };
         if !keys.is_empty() {
-            let listed: Vec<(i64, String)> =
-                keys.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
-            let removed = self.delete_task_keys(scope, &listed)?;
+            let removed = self.delete_task_keys(scope, &keys)?;
             return self.check_task_cleared(scope, &keys, removed);
         }
         let known = self.indexes(scope, all_map_indices)?;
@@ -406,9 +411,7 @@ impl Keys for Remote {
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let listed: Vec<(i64, String)> =
-            archived.iter().map(|(map_index, key, _)| (*map_index, key.clone())).collect();
-        let removed = self.delete_task_keys(scope, &listed)?;
+        let removed = self.delete_task_keys(scope, &archived)?;
         let deleted = self.check_task_cleared(scope, &archived, removed)?;
         Ok(Cleared { deleted, kept: Vec::new() })
     }
@@ -473,12 +476,7 @@ impl Keys for Remote {
         if set.must_exist {
             return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
         }
-        if set.allow_large {
-            return Err(cannot(
-                "--allow-large",
-                "the API refuses a value over its [state_store] max_value_storage_bytes",
-            ));
-        }
+        refuse_large(set.allow_large)?;
         key_addressable(set.key)?;
         let api = self.api()?;
         let asset = &api.asset_to_write(selector)?;
@@ -514,8 +512,7 @@ impl Keys for Remote {
             self.count_asset_keys(asset)?;
         }
         let Some(Planned::Asset(plan)) = self.planned.take() else { return Ok(0) };
-        let keys: Vec<String> = plan.iter().map(|(key, _)| key.clone()).collect();
-        let removed = self.delete_asset_keys(asset, &keys)?;
+        let removed = self.delete_asset_keys(asset, &plan)?;
         self.check_asset_cleared(asset, &plan, removed)
     }
 
@@ -529,8 +526,7 @@ impl Keys for Remote {
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let keys: Vec<String> = archived.iter().map(|(key, _)| key.clone()).collect();
-        let removed = self.delete_asset_keys(asset, &keys)?;
+        let removed = self.delete_asset_keys(asset, &archived)?;
         let deleted = self.check_asset_cleared(asset, &archived, removed)?;
         Ok(Cleared { deleted, kept: Vec::new() })
     }

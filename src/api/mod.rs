@@ -206,11 +206,7 @@ impl Api {
     pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
         let mut indexes = vec![-1];
         let walked = self.walk(
-            |offset, limit| {
-                Self::task_instance_target(scope, &["listMapped"])
-                    .query("limit", limit)
-                    .query("offset", offset)
-            },
+            &Self::task_instance_target(scope, &["listMapped"]),
             "task_instances",
             0,
             true,
@@ -246,12 +242,9 @@ impl Api {
         offset: u64,
         each: &mut dyn FnMut(TaskEntry) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
-        self.pages(
-            |offset, limit| Self::task_target(scope, None).query("limit", limit).query("offset", offset),
-            "task_state_store",
-            offset,
-            &mut |item| each(task_entry(scope, item)?),
-        )
+        self.pages(&Self::task_target(scope, None), "task_state_store", offset, &mut |item| {
+            each(task_entry(scope, item)?)
+        })
     }
 
     // ── assets ───────────────────────────────────────────────────────────────────────────
@@ -326,13 +319,7 @@ impl Api {
     ) -> Result<Option<Asset>> {
         let mut found = None;
         let _: ControlFlow<()> = self.pages(
-            |offset, limit| {
-                Target::api(&["assets"])
-                    .query(filter, text)
-                    .query("only_active", only_active)
-                    .query("limit", limit)
-                    .query("offset", offset)
-            },
+            &Target::api(&["assets"]).query(filter, text).query("only_active", only_active),
             "assets",
             0,
             &mut |item| {
@@ -376,18 +363,15 @@ impl Api {
         offset: u64,
         each: &mut dyn FnMut(AssetEntry) -> Result<ControlFlow<()>>,
     ) -> Result<ControlFlow<()>> {
-        self.pages(
-            |offset, limit| Self::asset_target(asset.id, None).query("limit", limit).query("offset", offset),
-            "asset_state_store",
-            offset,
-            &mut |item| each(asset_entry(asset, item)?),
-        )
+        self.pages(&Self::asset_target(asset.id, None), "asset_state_store", offset, &mut |item| {
+            each(asset_entry(asset, item)?)
+        })
     }
 
     /// Walks a collection a page at a time from `offset` (see [`Api::walk`]).
     fn pages(
         &self,
-        target: impl Fn(u64, u64) -> Target,
+        target: &Target,
         field: &str,
         offset: u64,
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
@@ -398,9 +382,9 @@ impl Api {
         }
     }
 
-    /// Walks a collection a page at a time from `offset`, with `limit` [`PAGE`] (or a tenth
-    /// of it, for a page that holds too much to read); with `may_be_missing`, a 404 ends the
-    /// walk and is handed back. Items with a key already handed over are skipped; only a
+    /// Walks the collection at `target` a page at a time from `offset`, with `limit` [`PAGE`]
+    /// (or a tenth of it, for a page that holds too much to read); with `may_be_missing`, a 404
+    /// ends the walk and is handed back. Items with a key already handed over are skipped; only a
     /// digest of each key is remembered, so memory grows by 16 bytes a key, not with their
     /// values.
     ///
@@ -425,7 +409,7 @@ impl Api {
     /// (exit 4), and so does a collection said or found to hold more than [`MAX_ENTRIES`].
     fn walk(
         &self,
-        target: impl Fn(u64, u64) -> Target,
+        target: &Target,
         field: &str,
         offset: u64,
         may_be_missing: bool,
@@ -447,7 +431,7 @@ impl Api {
         let (mut restarts, mut misses) = (0, 0);
         loop {
             let at = if anchors.is_empty() { start } else { next.saturating_sub(overlap).max(start) };
-            let page_target = target(at, limit);
+            let page_target = target.clone().query("limit", limit).query("offset", at);
             let answer = match self.call(Method::GET, &page_target, None, expected) {
                 // Values so many that the page is asked for again in tenths (a GET changes
                 // nothing), down to one entry.

@@ -239,20 +239,17 @@ impl ConnectOptions {
                 |text| seconds(url, key, text).map(|n| Duration::from_secs(n.max(0).unsigned_abs()));
             url.query_value(key).map(seconds).transpose()
         };
-        if let Some(idle) = whole_seconds("keepalives_idle")? {
-            config.keepalives_idle(idle);
-        }
-        if let Some(interval) = whole_seconds("keepalives_interval")? {
-            config.keepalives_interval(interval);
-        }
-        if let Some(text) = url.query_value("keepalives_count") {
-            let count = text.trim().parse::<u32>();
-            config.keepalives_retries(
-                count.map_err(|_| {
-                    config_error(url, &format!("keepalives_count={text} is not a whole number"))
-                })?,
-            );
-        }
+        // Unless the URL says otherwise, a peer that is gone (a NAT or firewall that dropped
+        // the connection, a failover without a reset) is noticed in about 25 s instead of the
+        // kernel's two hours and more: probes after 10 s of silence, every 5 s, 3 of them.
+        config.keepalives_idle(whole_seconds("keepalives_idle")?.unwrap_or(KEEPALIVE_IDLE));
+        config.keepalives_interval(whole_seconds("keepalives_interval")?.unwrap_or(KEEPALIVE_INTERVAL));
+        let count = url.query_value("keepalives_count").map(|text| {
+            text.trim()
+                .parse::<u32>()
+                .map_err(|_| config_error(url, &format!("keepalives_count={text} is not a whole number")))
+        });
+        config.keepalives_retries(count.transpose()?.unwrap_or(KEEPALIVE_COUNT));
         // libpq's tcp_user_timeout is in milliseconds.
         if let Some(text) = url.query_value("tcp_user_timeout") {
             let millis = text.trim().parse::<u64>().map_err(|_| {
@@ -262,18 +259,6 @@ impl ConnectOptions {
         }
         if let Some(on) = url.query_value("keepalives") {
             config.keepalives(on.trim() != "0");
-        }
-        // Unless the URL says otherwise, a peer that is gone (a NAT or firewall that dropped
-        // the connection, a failover without a reset) is noticed in about 25 s instead of the
-        // kernel's two hours and more: probes after 10 s of silence, every 5 s, 3 of them.
-        if url.query_value("keepalives_idle").is_none() {
-            config.keepalives_idle(KEEPALIVE_IDLE);
-        }
-        if url.query_value("keepalives_interval").is_none() {
-            config.keepalives_interval(KEEPALIVE_INTERVAL);
-        }
-        if url.query_value("keepalives_count").is_none() {
-            config.keepalives_retries(KEEPALIVE_COUNT);
         }
         let non_empty = |v: Option<String>| v.filter(|s| !s.is_empty());
         // As SQLAlchemy passes them to psycopg2: the query's user, password and dbname win
@@ -442,19 +427,11 @@ fn anchors_of(path: &Path) -> std::result::Result<X509Store, String> {
 /// comma-separated, each `name`, `name:port` or a socket directory), never both, as in
 /// SQLAlchemy; with neither, libpq's default socket directories.
 fn endpoints(url: &DbUrl) -> Result<Vec<Endpoint>> {
-    let query_hosts: Vec<&str> = url
-        .query
-        .iter()
-        .filter(|(k, _)| k == "host")
-        .flat_map(|(_, v)| v.split(','))
-        .map(str::trim)
-        .filter(|h| !h.is_empty())
-        .collect();
-    let query_ports: Vec<u16> = url
-        .query
-        .iter()
-        .filter(|(k, _)| k == "port")
-        .flat_map(|(_, v)| v.split(','))
+    // Every value of `?name=`, repeated or comma-separated.
+    let listed =
+        |name: &'static str| url.query.iter().filter(move |(k, _)| k == name).flat_map(|(_, v)| v.split(','));
+    let query_hosts: Vec<&str> = listed("host").map(str::trim).filter(|h| !h.is_empty()).collect();
+    let query_ports: Vec<u16> = listed("port")
         .map(|p| {
             p.trim()
                 .parse::<u16>()

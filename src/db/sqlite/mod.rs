@@ -245,19 +245,11 @@ impl Connection for SqliteConnection {
     }
 
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
-        let sql = Dialect::Sqlite.render(&query.text(), query.params());
-        let mut statement = self.conn.prepare_cached(&sql).map_err(cause)?;
-        let width = statement.column_count();
-        let mut rows = statement.query(params_from_iter(query.params())).map_err(cause)?;
         let mut found = Vec::new();
-        while let Some(row) = rows.next().map_err(cause)? {
-            found.push(
-                (0..width)
-                    .map(|i| row.get_ref(i).map(cell))
-                    .collect::<rusqlite::Result<Row>>()
-                    .map_err(cause)?,
-            );
-        }
+        self.query_each(query, &mut |row| {
+            found.push(row);
+            ControlFlow::Continue(())
+        })?;
         Ok(found)
     }
 
