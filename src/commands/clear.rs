@@ -9,7 +9,7 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use serde::Serialize;
 
-use super::{Scope, describe_asset, open_keys, scope_from_args};
+use super::{Scope, open_keys, scope_from_args};
 use crate::archive::Sink;
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::Access;
@@ -36,7 +36,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         Scope::Task(task) => (Target::Task(task), task_place(task, all)),
         Scope::Asset(selector) => {
             let asset = keys.asset(selector, false)?;
-            let place = describe_asset(&asset);
+            let place = asset.described();
             (Target::Asset(asset), place)
         }
     };

@@ -6,11 +6,12 @@
 
 use serde::Serialize;
 
-use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
+use super::{Context, asset_selector, check_map_index, has_task_flags};
 use crate::archive::Sink;
 use crate::cli::{ExportArgs, Format, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
+use crate::keys::database::require_asset;
 use crate::model::keep_external;
 use crate::model::{AssetFilter, Page, TaskFilter};
 use crate::output::{self, Rendered};

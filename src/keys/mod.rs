@@ -1,9 +1,11 @@
 //! The one interface of the per-scope commands (get, set, delete, clear, list): the keys of
 //! one task instance or one asset, read and written through a transport. Two implement it:
-//! the metastore database (`commands::database::Database`, over [`crate::db::Store`]) and
+//! the metastore database ([`database::Database`], over [`crate::db::Store`]) and
 //! Airflow's REST API ([`crate::api::Remote`]). A command calls these methods and renders what
 //! they return, so its output, exit codes and scopes are the same over both; a transport
 //! refuses, before it reads or sends anything, what it cannot do (docs/rest.md).
+
+pub(crate) mod database;
 
 use std::ops::ControlFlow;
 
