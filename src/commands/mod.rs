@@ -23,7 +23,7 @@ use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::keys::database::Database;
-use crate::model::{AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope};
+use crate::model::{AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskFilter, TaskScope};
 use crate::output;
 use crate::url::{DbUrl, SqliteTarget};
 use anyhow::Context as _;
@@ -334,6 +334,18 @@ pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> 
         0 => Ok(None),
         1 => Ok(given.pop()),
         _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string()).into()),
+    }
+}
+
+/// The task keys the scope flags select (any part of a scope), for `list` and `export`.
+pub(crate) fn task_filter(args: &ScopeArgs, expired: bool, external_only: bool) -> TaskFilter {
+    TaskFilter {
+        dag_id: args.dag_id.clone(),
+        run_id: args.run_id.clone(),
+        task_id: args.task_id.clone(),
+        map_index: args.map_index,
+        expired_before: expired.then(crate::time::Timestamp::now),
+        external_only,
     }
 }
 
