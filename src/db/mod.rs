@@ -37,7 +37,7 @@ pub(crate) use doctor::{Finding, FoundRow, Place};
 pub(crate) use restore::{RestoreRow, Restored};
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
-pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};
+pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, LargeValue, TaskGroup};
 pub(crate) use store::{AssetRestore, AssetWrite, AssetWriter, EXACT_PAGE, TaskWrite};
 
 use std::time::Duration;

@@ -7,3 +7,4 @@ pub(crate) mod clear;
 pub(crate) mod doctor;
 pub(crate) mod export;
 pub(crate) mod import;
+pub(crate) mod stats;
