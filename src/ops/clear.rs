@@ -12,8 +12,54 @@ use std::ops::ControlFlow;
 use crate::archive::{Sink, archive_error};
 use crate::db::{EXACT_PAGE, Store};
 use crate::error::Result;
-use crate::model::{Cleared, KeptKey, StoredTime, TaskScope};
+use crate::keys::{Keys, Removed};
+use crate::model::{Asset, Cleared, KeptKey, StoredTime, TaskScope};
 use crate::time::Timestamp;
+
+/// What `clear` removes: the keys of a task instance (or of each instance of the task), or of
+/// an asset.
+pub(crate) enum Target<'a> {
+    Task(&'a TaskScope),
+    Asset(Asset),
+}
+
+/// Removes the keys of `target` (with `all`, of every map index), of which `present` were
+/// counted, through any transport: with `archive`, archived first and then exactly the rows
+/// archived deleted. Returns the keys removed, with `archive` those archived but kept, and the
+/// error that stopped the deletes half-way over the REST API (no transaction), after it had
+/// removed that many.
+pub(crate) fn clear(
+    keys: &mut dyn Keys,
+    target: &Target,
+    all: bool,
+    present: u64,
+    archive: Option<&std::path::Path>,
+) -> Result<(u64, Option<Vec<KeptKey>>, Option<anyhow::Error>)> {
+    let result = match (target, archive) {
+        // Archived, then exactly the rows archived deleted: a key written since it was read
+        // is kept, where the transport can tell (see `Keys::archive_clear_task`).
+        (_, Some(path)) if present > 0 => {
+            let mut sink = Sink::archive(path)?;
+            let cleared = match target {
+                Target::Task(task) => keys.archive_clear_task(task, all, &mut sink),
+                Target::Asset(asset) => keys.archive_clear_asset(asset, &mut sink),
+            };
+            cleared.map(|cleared| (cleared.deleted, Some(cleared.kept)))
+        }
+        // Nothing to delete: only the API's DELETE is sent, for its check that the task
+        // instance exists; the database has checked it already.
+        (Target::Task(task), _) => keys.clear_task(task, all).map(|deleted| (deleted, None)),
+        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset).map(|deleted| (deleted, None)),
+        (Target::Asset(_), _) => Ok((0, None)),
+    };
+    match result {
+        Ok((deleted, kept)) => Ok((deleted, kept, None)),
+        Err(e) => match e.downcast_ref::<Removed>() {
+            Some(&Removed(deleted)) => Ok((deleted, None, Some(e))),
+            None => Err(e),
+        },
+    }
+}
 
 /// Archives and deletes every key of a task instance (of each instance of the task with
 /// `all_map_indices`).
