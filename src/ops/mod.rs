@@ -7,4 +7,5 @@ pub(crate) mod clear;
 pub(crate) mod doctor;
 pub(crate) mod export;
 pub(crate) mod import;
+pub(crate) mod sandbox;
 pub(crate) mod stats;
