@@ -170,6 +170,11 @@ impl Context {
         Ok(Context { settings, url, format: global.output, verbose: global.verbose })
     }
 
+    /// The format of a command that prints one value: its table is the plain line.
+    pub(crate) fn one_value_format(&self) -> Format {
+        if self.format == Format::Table { Format::Plain } else { self.format }
+    }
+
     /// Opens the metastore's state-store tables; a failure names where its URL came from. With a
     /// custom `[state_store] backend` the tables are not where Airflow keeps its state, and every
     /// command that reads or writes them says so (`clean` skips before it gets here, as

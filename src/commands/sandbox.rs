@@ -65,8 +65,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             (Sandboxed::Asset { asset_id: id }, Some(id.to_string()))
         }
     };
-    let format = if ctx.format == crate::cli::Format::Table { crate::cli::Format::Plain } else { ctx.format };
-    output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })
+    output::emit(ctx.one_value_format(), &Rendered { doc, tables: Vec::new(), plain: id })
 }
 
 /// What a sandbox command prints in JSON: `{"created": true, "sample_data": …}`, or the new
