@@ -8,7 +8,7 @@ use crate::config::Settings;
 use crate::db::{AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json;
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet};
 use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter,
     TaskScope, uri_likeness,
@@ -174,9 +174,8 @@ impl Keys for Database {
     fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
         let encoded = json::dumps(set.value);
         self.check_size(&encoded, set.allow_large)?;
+        let asset = &self.active_asset(selector)?;
         let store = self.store()?;
-        let asset = &require_asset(store, selector)?;
-        require_active(asset)?;
         let now = Timestamp::now();
         let write = AssetWrite { asset_id: asset.id, key: set.key, value: &encoded, updated_at: now };
         if set.must_exist {

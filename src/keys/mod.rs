@@ -64,19 +64,6 @@ pub(crate) struct AssetSet<'a> {
     pub allow_large: bool,
 }
 
-/// The asset a write goes to must be active: the keys of an inactive one are removed by the
-/// next clean, Airflow's scheduler's or this tool's.
-pub(crate) fn require_active(asset: &Asset) -> Result<()> {
-    if asset.active {
-        return Ok(());
-    }
-    Err(crate::error::Error::NotFound(format!(
-        "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
-        asset.described()
-    ))
-    .into())
-}
-
 /// The keys a delete of many removed before an error stopped it, where the transport has no
 /// transaction (the REST API: one `DELETE` a key): the context of that error, so that the
 /// command reports them with it (`clear`'s document and summary, then the error's exit code).
@@ -140,6 +127,20 @@ pub(crate) trait Keys {
     /// Resolves an asset selector: an id reaches any asset, a name or URI an active one. With
     /// `to_write`, whether the asset is active is known, also when found by id.
     fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset>;
+
+    /// The asset a write goes to, which must be active: the keys of an inactive one are
+    /// removed by the next clean, Airflow's scheduler's or this tool's.
+    fn active_asset(&mut self, selector: &AssetSelector) -> Result<Asset> {
+        let asset = self.asset(selector, true)?;
+        if asset.active {
+            return Ok(asset);
+        }
+        Err(crate::error::Error::NotFound(format!(
+            "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+            asset.described()
+        ))
+        .into())
+    }
 
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
 
