@@ -352,9 +352,12 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     // server keeps the session through --sleep's pauses.
     let timeouts =
         ctx.timeouts().with_lock(options.lock_timeout).with_pause(options.sleep.unwrap_or_default());
+    // A dry run draws no progress bar: its `--verbose` notes go straight to stderr.
+    let mut watcher =
+        Watcher { progress: None, every: durations.progress_every, shared: Arc::clone(&sinks.shared) };
     if args.dry_run {
         let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
-        let found = ops::clean::dry_run(&mut store, &options, args.sample, &mut Notes)?;
+        let found = ops::clean::dry_run(&mut store, &options, args.sample, &mut watcher)?;
         let (rendered, line) = found.rendered(&options, args.sample);
         outcome.done = Done::DryRun(Box::new(rendered), line);
         return Ok(());
@@ -366,13 +369,12 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         sinks.shared().metrics = None;
         return Err(e);
     }
-    let mut watcher =
-        Watcher { progress: None, every: durations.progress_every, shared: Arc::clone(&sinks.shared) };
-    let backlog = sinks.shared().metrics.is_some();
-    let ran = ops::clean::clean(&mut store, &options, backlog, &mut watcher)?;
-    outcome.summary = Some(ran.summary);
-    outcome.backlog = ran.backlog;
-    ran.result
+    // Counting costs a query, worth it only for someone watching a bar.
+    let counts = (progress::stderr_is_terminal(), sinks.shared().metrics.is_some());
+    let (summary, backlog, result) = ops::clean::clean(&mut store, &options, counts, &mut watcher)?;
+    outcome.summary = Some(summary);
+    outcome.backlog = backlog;
+    result
 }
 
 /// The duration flags of a run, parsed before anything else is read.
@@ -470,10 +472,6 @@ impl Watch for Watcher {
         }
     }
 
-    fn wants_total(&self) -> bool {
-        progress::stderr_is_terminal()
-    }
-
     fn start(&mut self, total: Option<u64>) {
         self.progress = Some(Progress::new(total, self.every));
     }
@@ -482,17 +480,6 @@ impl Watch for Watcher {
         if let Some(progress) = &mut self.progress {
             progress.finish();
         }
-    }
-}
-
-/// `--verbose` notes of a dry run go straight to stderr: it draws no progress bar.
-struct Notes;
-
-impl Watch for Notes {
-    fn batch(&mut self, _: &Summary, _: bool) {}
-
-    fn detail(&mut self, line: &str) {
-        output::note(line);
     }
 }
 

@@ -60,6 +60,24 @@ pub(crate) struct Options {
     pub(crate) deleting: String,
 }
 
+impl Options {
+    /// Rows per batch when they are fixed, not sized as the run goes (auto).
+    fn fixed_size(&self) -> Option<u64> {
+        self.batch_time.is_none().then_some(self.batch_size)
+    }
+
+    /// The first `--verbose` line of a run: what it reads, what it deletes (or counts) and
+    /// what bounds it, the cutoff and the batching.
+    fn first_line(&self, reading: &str, deleting: &str) -> String {
+        let batching = batching_text(self.fixed_size(), self.batch_time, self.auto_from.as_deref());
+        let cutoff = self.cutoff.to_rfc3339();
+        format!(
+            "{reading} {}; {deleting} {}; cutoff {cutoff}, batch size {batching}",
+            self.database, self.deleting
+        )
+    }
+}
+
 #[cfg(test)]
 impl Options {
     /// A run of everything, in one transaction, with no limit: what the fields a test sets
@@ -97,11 +115,8 @@ pub(crate) trait Watch {
     }
     /// The share of the walk's leading column (ids, or dag run ids) walked so far (0 to 1).
     fn walked(&mut self, _share: f64) {}
-    /// Whether it wants the number of expired rows before the run starts (a query).
-    fn wants_total(&self) -> bool {
-        false
-    }
-    /// Once the clean lock is taken, before the first batch, with the total when wanted.
+    /// Once the clean lock is taken, before the first batch, with the expired rows when
+    /// counted.
     fn start(&mut self, _total: Option<u64>) {}
     /// After the last batch, the clean lock released.
     fn finish(&mut self) {}
@@ -141,24 +156,17 @@ pub(crate) fn hard_deadline(max: Duration, shown: String) {
 /// A responsive run stops at its next batch boundary, well within it.
 pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 
-/// What a run that took the clean lock did: the summary of its batches, what it left for the
-/// next one when asked, and how it ended.
-pub(crate) struct Ran {
-    pub(crate) summary: Summary,
-    pub(crate) backlog: Option<(u64, u64)>,
-    pub(crate) result: Result<()>,
-}
-
 /// A run from its clean lock to the lock's release: the lock taken (refused while another
-/// clean holds it), the archive opened, the batches run ([`run`]), and with `backlog` what the
-/// run left (expired task rows before its cutoff, orphaned asset rows). A run stopped by a
-/// signal ends with [`Error::Interrupted`], beside its summary.
+/// clean holds it), the archive opened, the expired rows counted for `watch` with `total`, the
+/// batches run ([`run`]), and with `backlog` what the run left (expired task rows before its
+/// cutoff, orphaned asset rows). It comes to the summary of its batches, that backlog, and
+/// how the run ended: a run stopped by a signal with [`Error::Interrupted`].
 pub(crate) fn clean(
     store: &mut Store,
     options: &Options,
-    backlog: bool,
+    (total, backlog): (bool, bool),
     watch: &mut dyn Watch,
-) -> Result<Ran> {
+) -> Result<(Summary, Option<Backlog>, Result<()>)> {
     if let CleanLock::Held(holder) = store.begin_clean(options.lock_timeout)? {
         let holder = holder.map(|h| format!(" (held by {h})")).unwrap_or_default();
         return Err(Error::Busy(format!(
@@ -170,19 +178,9 @@ pub(crate) fn clean(
     let mut archive = options.archive.as_deref().map(Sink::archive).transpose()?;
     signals::defer();
     // Counting costs a query, worth it only for someone watching a bar.
-    watch.start(if watch.wants_total() { Some(store.count_expired(options.cutoff)?) } else { None });
+    watch.start(if total { Some(store.count_expired(options.cutoff)?) } else { None });
     if options.verbose {
-        watch.detail(&format!(
-            "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {}",
-            options.database,
-            options.deleting,
-            options.cutoff.to_rfc3339(),
-            batching_text(
-                options.batch_time.is_none().then_some(options.batch_size),
-                options.batch_time,
-                options.auto_from.as_deref()
-            )
-        ));
+        watch.detail(&options.first_line("clean: took the clean lock of", "deleting"));
     }
     let (mut summary, mut result) = run(store, options, archive.as_mut(), watch);
     summary.wal_left = store.finish_clean();
@@ -192,11 +190,13 @@ pub(crate) fn clean(
     if let (Ok(()), Some(Stop::Signal(signal))) = (&result, summary.stopped_by) {
         result = Err(Error::Interrupted { signal }.into());
     }
-    Ok(Ran { summary, backlog, result })
+    Ok((summary, backlog, result))
 }
 
 /// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
-fn left(store: &mut Store, cutoff: Timestamp) -> Result<(u64, u64)> {
+pub(crate) type Backlog = (u64, u64);
+
+fn left(store: &mut Store, cutoff: Timestamp) -> Result<Backlog> {
     let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum();
     Ok((store.count_expired(cutoff)?, orphans))
 }
@@ -291,7 +291,7 @@ impl Summary {
             orphan_batches: 0,
             task_rows_skipped: None,
             cutoff,
-            batch_size: options.batch_time.is_none().then_some(options.batch_size),
+            batch_size: options.fixed_size(),
             batch_time: options.batch_time,
             auto_from: options.auto_from.clone(),
             stopped_by: None,
@@ -907,6 +907,7 @@ fn archive_expired(
 
 /// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,
 /// never every row.
+#[derive(Default)]
 pub(crate) struct DryRun {
     pub(crate) by_dag: Vec<DagCount>,
     pub(crate) by_asset: Vec<AssetCount>,
@@ -933,32 +934,14 @@ pub(crate) fn dry_run(
     watch: &mut dyn Watch,
 ) -> Result<DryRun> {
     if options.verbose {
-        watch.detail(&format!(
-            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {}",
-            options.database,
-            options.deleting,
-            options.cutoff.to_rfc3339(),
-            batching_text(
-                options.batch_time.is_none().then_some(options.batch_size),
-                options.batch_time,
-                options.auto_from.as_deref()
-            )
-        ));
+        watch.detail(&options.first_line("clean --dry-run: reading", "counting"));
     }
     let mut timed = |what: String, started: Instant| {
         if options.verbose {
             watch.detail(&format!("clean --dry-run: {what}, {} ms", millis(started)));
         }
     };
-    let (cutoff, mut found) = (
-        options.cutoff,
-        DryRun {
-            by_dag: Vec::new(),
-            by_asset: Vec::new(),
-            task_sample: Vec::new(),
-            asset_sample: Vec::new(),
-        },
-    );
+    let (cutoff, mut found) = (options.cutoff, DryRun::default());
     if options.tasks {
         let started = Instant::now();
         found.by_dag = store.expired_by_dag(cutoff)?;
@@ -1004,7 +987,7 @@ impl DryRun {
     pub(crate) fn rendered(self, options: &Options, sample: u64) -> (Rendered<DryRunDoc>, String) {
         let (task_rows, asset_rows, cutoff) = (self.task_rows(), self.asset_rows(), options.cutoff);
         let DryRun { by_dag, by_asset, task_sample, asset_sample } = self;
-        let fixed = options.batch_time.is_none().then_some(options.batch_size);
+        let fixed = options.fixed_size();
         let mut counts = Table {
             title: Some("Would delete:".to_string()),
             headers: vec!["kind", "scope", "rows"],
