@@ -69,7 +69,9 @@ enum Done {
 /// committed so far. Every document starts with `started_at`, when the run started (RFC 3339,
 /// UTC), so that documents appended to a log can be placed in time. Nothing is printed after
 /// a document: a stdout that failed gets no second one. The metrics file is written after the
-/// document, with the exit code the process ends with.
+/// document, with the exit code the process ends with. A clone shares what the run has come
+/// to so far.
+#[derive(Clone)]
 struct Sinks {
     format: Format,
     started: Instant,
@@ -104,12 +106,7 @@ impl Sinks {
             started_at: Timestamp::now().to_rfc3339(),
             shared: Arc::new(Mutex::new(Shared::default())),
         };
-        let at_once = Sinks {
-            format,
-            started: sinks.started,
-            started_at: sinks.started_at.clone(),
-            shared: Arc::clone(&sinks.shared),
-        };
+        let at_once = sinks.clone();
         signals::on_exit_print(move |ending| at_once.ending(ending));
         sinks
     }
@@ -316,16 +313,12 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         crate::fs::check_append("archive", archive)?;
     }
     super::refuse_api(global, "clean")?;
-    let cutoff = ops::clean::cutoff(args.before.as_deref())?;
-    let durations = Durations::parse(args)?;
-    if let Some(max) = durations.max_duration {
-        ops::clean::hard_deadline(max, args.max_duration.clone().unwrap_or_default());
-    }
-    let rows_flag = match args.batch_size {
-        Some(BatchSize::Rows(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    let mut ctx = Context::load(global, rows_flag.as_deref())?;
+    let (mut options, progress_every) = options(global, args)?;
+    let flag = args.batch_size.map(|size| match size {
+        BatchSize::Auto => None,
+        BatchSize::Rows(n) => Some(n),
+    });
+    let mut ctx = Context::load(global, flag.flatten().map(|n| n.to_string()).as_deref())?;
     // An output that is the SQLite database is refused before the database is opened; the
     // metrics of that refusal must not replace the database either.
     let metrics = sinks.shared().metrics.as_ref().map(|m| m.path().to_path_buf());
@@ -338,13 +331,16 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     if let Some(archive) = &args.archive {
         crate::fs::refuse_database("--archive", archive)?;
     }
-    let options = options(global, args, &ctx, cutoff, &durations)?;
+    let (configured, batch_time) = (&ctx.settings.state_cleanup_batch_size, args.batch_time.as_deref());
+    (options.batch_size, options.batch_time, options.auto_from) =
+        ops::clean::batching(flag, configured, duration("--batch-time", batch_time)?)?;
+    options.database = ctx.url.redacted().to_string();
     // clean's own first `-v` line names the database, with what the run is about to do.
     ctx.verbose = false;
     if let Some(reason) = ops::clean::skipped(&ctx.settings) {
         // The summary of a run that deleted nothing, with the reason: not a success, so its
         // metrics say `skipped` and leave the last success where it was.
-        outcome.summary = Some(Summary::empty(cutoff, &options));
+        outcome.summary = Some(Summary::empty(&options));
         outcome.done = Done::Skipped(reason);
         return Ok(());
     }
@@ -353,8 +349,7 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     let timeouts =
         ctx.timeouts().with_lock(options.lock_timeout).with_pause(options.sleep.unwrap_or_default());
     // A dry run draws no progress bar: its `--verbose` notes go straight to stderr.
-    let mut watcher =
-        Watcher { progress: None, every: durations.progress_every, shared: Arc::clone(&sinks.shared) };
+    let mut watcher = Watcher { progress: None, every: progress_every, shared: Arc::clone(&sinks.shared) };
     if args.dry_run {
         let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
         let found = ops::clean::dry_run(&mut store, &options, args.sample, &mut watcher)?;
@@ -377,62 +372,39 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     result
 }
 
-/// The duration flags of a run, parsed before anything else is read.
-struct Durations {
-    lock_timeout: Duration,
-    progress_every: Duration,
-    max_duration: Option<Duration>,
-    sleep: Option<Duration>,
-}
-
-impl Durations {
-    fn parse(args: &CleanArgs) -> Result<Durations> {
-        Ok(Durations {
-            lock_timeout: duration("--lock-timeout", Some(&args.lock_timeout))?.unwrap_or_default(),
-            progress_every: duration("--progress-every", Some(&args.progress_every))?.unwrap_or_default(),
-            max_duration: duration("--max-duration", args.max_duration.as_deref())?,
-            sleep: duration("--sleep", args.sleep.as_deref())?,
-        })
+/// The flags of a run as [`ops::clean::Options`], but for the batching and the database,
+/// which the configuration decides; and `--progress-every`. From now on `--max-duration` has
+/// its hard deadline.
+fn options(global: &GlobalArgs, args: &CleanArgs) -> Result<(Options, Duration)> {
+    let cutoff = ops::clean::cutoff(args.before.as_deref())?;
+    let lock_timeout = duration("--lock-timeout", Some(&args.lock_timeout))?.unwrap_or_default();
+    let progress_every = duration("--progress-every", Some(&args.progress_every))?.unwrap_or_default();
+    let max_duration = duration("--max-duration", args.max_duration.as_deref())?;
+    let sleep = duration("--sleep", args.sleep.as_deref())?;
+    if let Some(max) = max_duration {
+        ops::clean::hard_deadline(max, args.max_duration.clone().unwrap_or_default());
     }
+    let options = Options {
+        cutoff,
+        batch_size: 0,
+        batch_time: None,
+        auto_from: None,
+        tasks: !args.orphans_only,
+        orphans: !args.no_orphans,
+        max_rows: args.max_rows,
+        max_duration,
+        sleep,
+        verbose: global.verbose,
+        lock_timeout,
+        archive: args.archive.clone(),
+        database: String::new(),
+        deleting: describe(args),
+    };
+    Ok((options, progress_every))
 }
 
 fn duration(flag: &str, text: Option<&str>) -> Result<Option<Duration>> {
     text.map(|t| time::parse_duration(t).with_context(|| Error::Usage(format!("invalid {flag}")))).transpose()
-}
-
-/// The flags of a run as [`ops::clean::Options`].
-fn options(
-    global: &GlobalArgs,
-    args: &CleanArgs,
-    ctx: &Context,
-    cutoff: Timestamp,
-    d: &Durations,
-) -> Result<Options> {
-    let flag = args.batch_size.map(|size| match size {
-        BatchSize::Auto => None,
-        BatchSize::Rows(n) => Some(n),
-    });
-    let (batch_size, batch_time, auto_from) = ops::clean::batching(
-        flag,
-        &ctx.settings.state_cleanup_batch_size,
-        duration("--batch-time", args.batch_time.as_deref())?,
-    )?;
-    Ok(Options {
-        cutoff,
-        batch_size,
-        batch_time,
-        auto_from,
-        tasks: !args.orphans_only,
-        orphans: !args.no_orphans,
-        max_rows: args.max_rows,
-        max_duration: d.max_duration,
-        sleep: d.sleep,
-        verbose: global.verbose,
-        lock_timeout: d.lock_timeout,
-        archive: args.archive.clone(),
-        database: ctx.url.redacted().to_string(),
-        deleting: describe(args),
-    })
 }
 
 /// The progress of a run on stderr, and the batches committed so far, for an ending that

@@ -209,8 +209,7 @@ pub(crate) fn run(
     archive: Option<&mut Sink>,
     watch: &mut dyn Watch,
 ) -> (Summary, Result<()>) {
-    let summary =
-        Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options.cutoff, options) };
+    let summary = Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options) };
     let started = Instant::now();
     let pacer = options.batch_time.map(|busy| Pacer::new(busy, store));
     let size = pacer.as_ref().map_or(options.batch_size, |pacer| pacer.bounded(options.batch_size));
@@ -283,14 +282,14 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// The summary of a run with these options that has done nothing yet.
-    pub(crate) fn empty(cutoff: Timestamp, options: &Options) -> Summary {
+    pub(crate) fn empty(options: &Options) -> Summary {
         Summary {
             task_rows_deleted: 0,
             asset_rows_deleted: 0,
             batches: 0,
             orphan_batches: 0,
             task_rows_skipped: None,
-            cutoff,
+            cutoff: options.cutoff,
             batch_size: options.fixed_size(),
             batch_time: options.batch_time,
             auto_from: options.auto_from.clone(),
@@ -988,24 +987,19 @@ impl DryRun {
         let (task_rows, asset_rows, cutoff) = (self.task_rows(), self.asset_rows(), options.cutoff);
         let DryRun { by_dag, by_asset, task_sample, asset_sample } = self;
         let fixed = options.fixed_size();
+        let dags = by_dag.iter().map(|d| ("expired task rows", format!("dag {}", d.dag_id), d.rows));
+        let assets = by_asset.iter().map(|a| {
+            let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
+            ("orphaned asset rows", format!("asset {name} (id {})", a.asset_id), a.rows)
+        });
         let mut counts = Table {
             title: Some("Would delete:".to_string()),
             headers: vec!["kind", "scope", "rows"],
-            rows: Vec::new(),
+            rows: dags
+                .chain(assets)
+                .map(|(kind, scope, rows)| vec![kind.to_string(), scope, rows.to_string()])
+                .collect(),
         };
-        counts.rows.extend(
-            by_dag.iter().map(|d| {
-                vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]
-            }),
-        );
-        counts.rows.extend(by_asset.iter().map(|a| {
-            let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
-            vec![
-                "orphaned asset rows".to_string(),
-                format!("asset {name} (id {})", a.asset_id),
-                a.rows.to_string(),
-            ]
-        }));
         let tasks = output::entries(
             &task_sample,
             true,
