@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
 use crate::archive::{Sink, archive_error};
 use crate::error::{Error, Result};
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet, require_active};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet};
 use crate::model::{
     Asset, AssetEntry, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
 };
@@ -478,9 +478,8 @@ impl Keys for Remote {
         }
         refuse_large(set.allow_large)?;
         key_addressable(set.key)?;
+        let asset = &self.active_asset(selector)?;
         let api = self.api()?;
-        let asset = &api.asset_to_write(selector)?;
-        require_active(asset)?;
         api.put_asset(asset, set.key, set.value)?;
         api.asset_entry(asset, set.key)?.ok_or_else(|| gone(set.key))
     }

@@ -10,9 +10,8 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use super::Context;
-use crate::archive::Sink;
 use crate::cli::{BatchSize, CleanArgs, GlobalArgs};
-use crate::db::{Access, CleanLock, Store};
+use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
 use crate::ops::{
@@ -20,16 +19,11 @@ use crate::ops::{
     clean::{Options, Stop, Summary, SummaryDoc, Watch},
 };
 use crate::output::Format;
-use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
+use crate::output::{self, Rendered};
 use crate::progress::{self, Progress};
 use crate::redact;
 use crate::signals::{self, Ending};
-use crate::text::quote;
 use crate::time::{self, Timestamp};
-
-/// How long after `--max-duration` a run that has not stopped on its own is ended at once.
-/// A responsive run stops at its next batch boundary, well within it.
-pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
 
 pub(crate) fn run(global: &GlobalArgs, args: &CleanArgs) -> Result<()> {
     let sinks = Sinks::new(global.output);
@@ -67,7 +61,7 @@ enum Done {
     /// A custom `[state_store] backend`: nothing done, for this reason (exit 0, no success).
     Skipped(String),
     /// A dry run's counts, its tables, and its line for stderr.
-    DryRun(Box<Rendered<DryRun>>, String),
+    DryRun(Box<Rendered<ops::clean::DryRunDoc>>, String),
 }
 
 /// Where a run's outcome goes, and what an ending that stops the process at once (a second
@@ -76,7 +70,9 @@ enum Done {
 /// committed so far. Every document starts with `started_at`, when the run started (RFC 3339,
 /// UTC), so that documents appended to a log can be placed in time. Nothing is printed after
 /// a document: a stdout that failed gets no second one. The metrics file is written after the
-/// document, with the exit code the process ends with.
+/// document, with the exit code the process ends with. A clone shares what the run has come
+/// to so far.
+#[derive(Clone)]
 struct Sinks {
     format: Format,
     started: Instant,
@@ -111,12 +107,7 @@ impl Sinks {
             started_at: Timestamp::now().to_rfc3339(),
             shared: Arc::new(Mutex::new(Shared::default())),
         };
-        let at_once = Sinks {
-            format,
-            started: sinks.started,
-            started_at: sinks.started_at.clone(),
-            shared: Arc::clone(&sinks.shared),
-        };
+        let at_once = sinks.clone();
         signals::on_exit_print(move |ending| at_once.ending(ending));
         sinks
     }
@@ -323,51 +314,12 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         crate::fs::check_append("archive", archive)?;
     }
     super::refuse_api(global, "clean")?;
-    let now = Timestamp::now();
-    let cutoff = match &args.before {
-        Some(text) => {
-            let before = Timestamp::parse_rfc3339(text)
-                .with_context(|| Error::Usage("invalid --before".to_string()))?;
-            if before > now {
-                return Err(Error::Usage(format!(
-                    "--before {} is in the future: it would delete keys that have not expired yet",
-                    before.to_rfc3339()
-                ))
-                .into());
-            }
-            before
-        }
-        None => now,
-    };
-    let duration = |flag: &str, text: &Option<String>| -> Result<Option<Duration>> {
-        text.as_deref()
-            .map(|t| time::parse_duration(t).with_context(|| Error::Usage(format!("invalid {flag}"))))
-            .transpose()
-    };
-    let lock_timeout = duration("--lock-timeout", &Some(args.lock_timeout.clone()))?.unwrap_or_default();
-    let progress_every =
-        duration("--progress-every", &Some(args.progress_every.clone()))?.unwrap_or_default();
-    let (max_duration, sleep) =
-        (duration("--max-duration", &args.max_duration)?, duration("--sleep", &args.sleep)?);
-    if let Some(max) = max_duration {
-        // The hard deadline: a run that has not stopped by itself MAX_DURATION_GRACE after
-        // --max-duration (a batch blocked on a database or a file that does not answer)
-        // ends at once, with the document of the batches committed until then.
-        let shown = args.max_duration.clone().unwrap_or_default();
-        signals::after(max.saturating_add(MAX_DURATION_GRACE), move || Ending::Failed {
-            message: format!(
-                "--max-duration {shown} passed {} s ago and the run has not stopped (a database or file \
-                 that does not answer): stopped at once; the batch in progress, if any, is rolled back",
-                MAX_DURATION_GRACE.as_secs()
-            ),
-            exit_code: crate::error::exit::DATABASE,
-        });
-    }
-    let rows_flag = match args.batch_size {
-        Some(BatchSize::Rows(n)) => Some(n.to_string()),
-        _ => None,
-    };
-    let mut ctx = Context::load(global, rows_flag.as_deref())?;
+    let (mut options, progress_every) = options(global, args)?;
+    let flag = args.batch_size.map(|size| match size {
+        BatchSize::Auto => None,
+        BatchSize::Rows(n) => Some(n),
+    });
+    let mut ctx = Context::load(global, flag.flatten().map(|n| n.to_string()).as_deref())?;
     // An output that is the SQLite database is refused before the database is opened; the
     // metrics of that refusal must not replace the database either.
     let metrics = sinks.shared().metrics.as_ref().map(|m| m.path().to_path_buf());
@@ -380,56 +332,30 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
     if let Some(archive) = &args.archive {
         crate::fs::refuse_database("--archive", archive)?;
     }
-    let flag = args.batch_size.map(|size| match size {
-        BatchSize::Auto => None,
-        BatchSize::Rows(n) => Some(n),
-    });
-    let busy = duration("--batch-time", &args.batch_time)?.unwrap_or(ops::clean::AUTO_BATCH_TIME);
-    if busy.is_zero() {
-        return Err(Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into());
-    }
-    let configured = &ctx.settings.state_cleanup_batch_size;
-    let (batch_size, batch_time, auto_from) = ops::clean::choose_batching(flag, configured, busy);
-    if batch_time.is_none() && args.batch_time.is_some() {
-        return Err(Error::Usage(format!(
-            "--batch-time needs --batch-size auto; the batch size is {} (from {})",
-            configured.value, configured.source
-        ))
-        .into());
-    }
+    let (configured, batch_time) = (&ctx.settings.state_cleanup_batch_size, args.batch_time.as_deref());
+    (options.batch_size, options.batch_time, options.auto_from) =
+        ops::clean::batching(flag, configured, duration("--batch-time", batch_time)?)?;
+    options.database = ctx.url.redacted().to_string();
     // clean's own first `-v` line names the database, with what the run is about to do.
     ctx.verbose = false;
-    if !ctx.settings.is_builtin_backend() {
-        // Airflow's own clean does the same: a custom backend keeps its state elsewhere.
-        let reason = format!(
-            "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
-            ctx.settings.backend.value, ctx.settings.backend.source
-        );
+    if let Some(reason) = ops::clean::skipped(&ctx.settings) {
         // The summary of a run that deleted nothing, with the reason: not a success, so its
         // metrics say `skipped` and leave the last success where it was.
-        let options = Options { batch_size, batch_time, auto_from, ..Options::new(cutoff) };
-        outcome.summary = Some(Summary::empty(cutoff, &options));
+        outcome.summary = Some(Summary::empty(&options));
         outcome.done = Done::Skipped(reason);
         return Ok(());
     }
-    let options = Options {
-        cutoff,
-        batch_size,
-        batch_time,
-        auto_from,
-        tasks: !args.orphans_only,
-        orphans: !args.no_orphans,
-        max_rows: args.max_rows,
-        max_duration,
-        sleep,
-        verbose: global.verbose,
-    };
     // --lock-timeout bounds every lock wait of the run, a dry run's reads included; the
     // server keeps the session through --sleep's pauses.
-    let timeouts = ctx.timeouts().with_lock(lock_timeout).with_pause(sleep.unwrap_or_default());
+    let timeouts =
+        ctx.timeouts().with_lock(options.lock_timeout).with_pause(options.sleep.unwrap_or_default());
+    // A dry run draws no progress bar: its `--verbose` notes go straight to stderr.
+    let mut watcher = Watcher { progress: None, every: progress_every, shared: Arc::clone(&sinks.shared) };
     if args.dry_run {
         let mut store = ctx.open_with(Access::ReadOnly, &timeouts)?;
-        outcome.done = dry_run(&ctx, &mut store, &options, args)?;
+        let found = ops::clean::dry_run(&mut store, &options, args.sample, &mut watcher)?;
+        let (rendered, line) = found.rendered(&options, args.sample);
+        outcome.done = Done::DryRun(Box::new(rendered), line);
         return Ok(());
     }
     let mut store = ctx.open_with(Access::ReadWrite, &timeouts)?;
@@ -439,92 +365,94 @@ fn clean_into(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks, outcome: &mu
         sinks.shared().metrics = None;
         return Err(e);
     }
-    if let CleanLock::Held(holder) = store.begin_clean(lock_timeout)? {
-        let holder = holder.map(|h| format!(" (held by {h})")).unwrap_or_default();
-        return Err(Error::Busy(format!(
-            "another state-store clean is running on {}{holder}; this one deleted nothing (try again when it ends)",
-            ctx.url.redacted()
-        ))
-        .into());
-    }
-    let mut archive = args.archive.as_deref().map(Sink::archive).transpose()?;
-    signals::defer();
     // Counting costs a query, worth it only for someone watching a bar.
-    let total = if progress::stderr_is_terminal() { Some(store.count_expired(cutoff)?) } else { None };
-    let mut watcher =
-        Watcher { progress: Progress::new(total, progress_every), shared: Arc::clone(&sinks.shared) };
-    if global.verbose {
-        watcher.progress.detail(&format!(
-            "clean: took the clean lock of {}; deleting {}; cutoff {}, batch size {}",
-            ctx.url.redacted(),
-            describe(args),
-            cutoff.to_rfc3339(),
-            ops::clean::batching_text(
-                options.batch_time.is_none().then_some(options.batch_size),
-                options.batch_time,
-                options.auto_from.as_deref()
-            )
-        ));
-    }
-    let (mut summary, result) = ops::clean::run(&mut store, &options, archive.as_mut(), &mut watcher);
-    summary.wal_left = store.finish_clean();
-    watcher.progress.finish();
-    let stopped_by = summary.stopped_by;
+    let counts = (progress::stderr_is_terminal(), sinks.shared().metrics.is_some());
+    let (summary, backlog, result) = ops::clean::clean(&mut store, &options, counts, &mut watcher)?;
     outcome.summary = Some(summary);
-    if sinks.shared().metrics.is_some() && result.is_ok() {
-        outcome.backlog = backlog(&mut store, cutoff).ok();
-    }
-    result?;
-    // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
-    match stopped_by {
-        Some(Stop::Signal(signal)) => Err(signals::interrupted(signal).into()),
-        _ => Ok(()),
-    }
+    outcome.backlog = backlog;
+    result
 }
 
-/// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
-fn backlog(store: &mut Store, cutoff: Timestamp) -> Result<(u64, u64)> {
-    let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum();
-    Ok((store.count_expired(cutoff)?, orphans))
+/// The flags of a run as [`ops::clean::Options`], but for the batching and the database,
+/// which the configuration decides; and `--progress-every`. From now on `--max-duration` has
+/// its hard deadline.
+fn options(global: &GlobalArgs, args: &CleanArgs) -> Result<(Options, Duration)> {
+    let cutoff = ops::clean::cutoff(args.before.as_deref())?;
+    let lock_timeout = duration("--lock-timeout", Some(&args.lock_timeout))?.unwrap_or_default();
+    let progress_every = duration("--progress-every", Some(&args.progress_every))?.unwrap_or_default();
+    let max_duration = duration("--max-duration", args.max_duration.as_deref())?;
+    let sleep = duration("--sleep", args.sleep.as_deref())?;
+    if let Some(max) = max_duration {
+        ops::clean::hard_deadline(max, args.max_duration.clone().unwrap_or_default());
+    }
+    let options = Options {
+        cutoff,
+        batch_size: 0,
+        batch_time: None,
+        auto_from: None,
+        tasks: !args.orphans_only,
+        orphans: !args.no_orphans,
+        max_rows: args.max_rows,
+        max_duration,
+        sleep,
+        verbose: global.verbose,
+        lock_timeout,
+        archive: args.archive.clone(),
+        database: String::new(),
+        deleting: describe(args),
+    };
+    Ok((options, progress_every))
+}
+
+fn duration(flag: &str, text: Option<&str>) -> Result<Option<Duration>> {
+    text.map(|t| time::parse_duration(t).with_context(|| Error::Usage(format!("invalid {flag}")))).transpose()
 }
 
 /// The progress of a run on stderr, and the batches committed so far, for an ending that
 /// stops the process at once in the middle of a batch (which the database then rolls back).
 struct Watcher {
-    progress: Progress,
+    /// Drawn from the start of the run, with its total when at a terminal.
+    progress: Option<Progress>,
+    every: Duration,
     shared: Arc<Mutex<Shared>>,
 }
 
 impl Watch for Watcher {
     fn batch(&mut self, summary: &Summary, _deleted: bool) {
-        self.progress.update(
-            summary.task_rows_deleted + summary.asset_rows_deleted,
-            summary.batches + summary.orphan_batches,
-        );
+        if let Some(progress) = &mut self.progress {
+            progress.update(
+                summary.task_rows_deleted + summary.asset_rows_deleted,
+                summary.batches + summary.orphan_batches,
+            );
+        }
         self.shared.lock().unwrap_or_else(std::sync::PoisonError::into_inner).so_far = Some(summary.clone());
     }
 
     fn detail(&mut self, line: &str) {
-        self.progress.detail(line);
+        match &mut self.progress {
+            Some(progress) => progress.detail(line),
+            None => output::note(line),
+        }
     }
 
     fn wants_walk(&self) -> bool {
-        self.progress.wants_walk()
+        self.progress.as_ref().is_some_and(Progress::wants_walk)
     }
 
     fn walked(&mut self, share: f64) {
-        self.progress.walked(share);
+        if let Some(progress) = &mut self.progress {
+            progress.walked(share);
+        }
     }
-}
 
-/// `--verbose` notes of a dry run go straight to stderr: it draws no progress bar.
-struct Notes;
+    fn start(&mut self, total: Option<u64>) {
+        self.progress = Some(Progress::new(total, self.every));
+    }
 
-impl Watch for Notes {
-    fn batch(&mut self, _: &Summary, _: bool) {}
-
-    fn detail(&mut self, line: &str) {
-        output::note(line);
+    fn finish(&mut self) {
+        if let Some(progress) = &mut self.progress {
+            progress.finish();
+        }
     }
 }
 
@@ -557,137 +485,4 @@ fn describe(args: &CleanArgs) -> String {
         }
     }
     text
-}
-
-/// Counts per dag and per orphaned asset, plus a bounded sample: never every row.
-fn dry_run(ctx: &Context, store: &mut Store, options: &Options, args: &CleanArgs) -> Result<Done> {
-    let (sample, batch_size, cutoff) = (args.sample, options.batch_size, options.cutoff);
-    let fixed = options.batch_time.is_none().then_some(batch_size);
-    let shown = ops::clean::batching_text(fixed, options.batch_time, options.auto_from.as_deref());
-    if options.verbose {
-        output::note(&format!(
-            "clean --dry-run: reading {}; counting {}; cutoff {}, batch size {shown}",
-            ctx.url.redacted(),
-            describe(args),
-            cutoff.to_rfc3339()
-        ));
-    }
-    let found = ops::clean::dry_run(store, options, sample, &mut Notes)?;
-    let (task_rows, asset_rows) = (found.task_rows(), found.asset_rows());
-    let ops::clean::DryRun { by_dag, by_asset, task_sample, asset_sample } = found;
-    if options.verbose {
-        output::note(&format!(
-            "clean --dry-run: a run now would take {}",
-            ops::clean::batches_needed(
-                task_rows,
-                asset_rows,
-                batch_size,
-                options.batch_time,
-                options.max_rows
-            )
-        ));
-    }
-
-    let mut counts = Table {
-        title: Some("Would delete:".to_string()),
-        headers: vec!["kind", "scope", "rows"],
-        rows: Vec::new(),
-    };
-    counts.rows.extend(
-        by_dag
-            .iter()
-            .map(|d| vec!["expired task rows".to_string(), format!("dag {}", d.dag_id), d.rows.to_string()]),
-    );
-    counts.rows.extend(by_asset.iter().map(|a| {
-        let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
-        vec![
-            "orphaned asset rows".to_string(),
-            format!("asset {name} (id {})", a.asset_id),
-            a.rows.to_string(),
-        ]
-    }));
-    let tasks =
-        output::entries(&task_sample, true, Some(format!("Sample of expired task rows (at most {sample}):")));
-    let orphans = output::entries(
-        &asset_sample,
-        true,
-        Some(format!("Sample of orphaned asset rows (at most {sample}):")),
-    );
-    // Nothing to delete is one line, not the header of an empty table; json, yaml and plain
-    // keep their shapes (empty lists, zero counts), which their readers rely on.
-    if counts.rows.is_empty() {
-        let tasks = options.tasks.then(|| format!("no task key expired before {}", cutoff.to_rfc3339()));
-        let orphans = options.orphans.then(|| "no key of an inactive asset".to_string());
-        let none: Vec<String> = [tasks, orphans].into_iter().flatten().collect();
-        counts = Table::line(format!("Nothing to delete: {}.", none.join(" and ")));
-    }
-    let mut tables = vec![counts];
-    tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
-    let doc = DryRun {
-        dry_run: true,
-        cutoff: cutoff.to_rfc3339(),
-        batching: ops::clean::batching_name(fixed, options.batch_time),
-        batching_from: options.auto_from.clone(),
-        batch_size: fixed,
-        batch_time_ms: ops::clean::batch_time_ms(options.batch_time),
-        task_rows_deleted: 0,
-        asset_rows_deleted: 0,
-        task_rows_to_delete: task_rows,
-        asset_rows_to_delete: asset_rows,
-        expired_by_dag: by_dag.iter().map(|d| DagRows { dag_id: d.dag_id.clone(), rows: d.rows }).collect(),
-        orphans_by_asset: by_asset
-            .iter()
-            .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name.clone(), rows: a.rows })
-            .collect(),
-        sample: tasks.docs,
-        orphan_sample: orphans.docs,
-        interrupted: false,
-        stopped_by: None,
-    };
-    let line = format!(
-        "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {}",
-        by_dag.len(),
-        by_asset.len(),
-        cutoff.to_rfc3339(),
-        ops::clean::batching_brief(fixed, options.batch_time)
-    );
-    let rendered = Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) };
-    Ok(Done::DryRun(Box::new(rendered), line))
-}
-
-/// What `clean --dry-run -o json` prints (docs/output.md#dry-run-object).
-#[derive(Serialize)]
-struct DryRun {
-    dry_run: bool,
-    cutoff: String,
-    batching: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batching_from: Option<String>,
-    /// Rows per batch; `null` for auto, whose batches are sized as the run goes.
-    batch_size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch_time_ms: Option<u64>,
-    task_rows_deleted: u64,
-    asset_rows_deleted: u64,
-    task_rows_to_delete: u64,
-    asset_rows_to_delete: u64,
-    expired_by_dag: Vec<DagRows>,
-    orphans_by_asset: Vec<AssetRows>,
-    sample: Vec<TaskEntryDoc>,
-    orphan_sample: Vec<AssetEntryDoc>,
-    interrupted: bool,
-    stopped_by: Option<&'static str>,
-}
-
-#[derive(Serialize)]
-struct DagRows {
-    dag_id: String,
-    rows: u64,
-}
-
-#[derive(Serialize)]
-struct AssetRows {
-    asset_id: i64,
-    asset_name: Option<String>,
-    rows: u64,
 }

@@ -9,13 +9,13 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use serde::Serialize;
 
-use super::{Scope, describe_asset, open_keys, scope_from_args};
-use crate::archive::Sink;
+use super::{Scope, open_keys, scope_from_args};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{self, Error, Result};
-use crate::keys::{MissingTaskInstance, Removed};
-use crate::model::{Asset, KeptKey, TaskScope};
+use crate::keys::{MissingTaskInstance, Target};
+use crate::model::{KeptKey, TaskScope};
+
 use crate::output::{self, Rendered};
 use crate::text::quote;
 
@@ -36,7 +36,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         Scope::Task(task) => (Target::Task(task), task_place(task, all)),
         Scope::Asset(selector) => {
             let asset = keys.asset(selector, false)?;
-            let place = describe_asset(&asset);
+            let place = asset.described();
             (Target::Asset(asset), place)
         }
     };
@@ -50,32 +50,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         output::status("cancelled; nothing deleted");
         return Ok(());
     }
-    let result = match (&target, &args.archive) {
-        // Archived, then exactly the rows archived deleted: a key written since it was read
-        // is kept, where the transport can tell (see `Keys::archive_clear_task`).
-        (_, Some(path)) if present > 0 => {
-            let mut sink = Sink::archive(path)?;
-            let cleared = match &target {
-                Target::Task(task) => keys.archive_clear_task(task, all, &mut sink),
-                Target::Asset(asset) => keys.archive_clear_asset(asset, &mut sink),
-            };
-            cleared.map(|cleared| (cleared.deleted, Some(cleared.kept)))
-        }
-        // Nothing to delete: only the API's DELETE is sent, for its check that the task
-        // instance exists; the database has checked it already.
-        (Target::Task(task), _) => keys.clear_task(task, all).map(|deleted| (deleted, None)),
-        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset).map(|deleted| (deleted, None)),
-        (Target::Asset(_), _) => Ok((0, None)),
-    };
     // Over the REST API (no transaction) an error may stop the deletes half-way: the keys
     // removed before it are reported as a finished run's are, with the error, then its exit.
-    let (deleted, kept, stopped) = match result {
-        Ok((deleted, kept)) => (deleted, kept, None),
-        Err(e) => match e.downcast_ref::<Removed>() {
-            Some(&Removed(deleted)) => (deleted, None, Some(e)),
-            None => return Err(e),
-        },
-    };
+    let (deleted, kept, stopped) =
+        crate::keys::clear(keys.as_mut(), &target, all, present, args.archive.as_deref())?;
     let s = if deleted == 1 { "" } else { "s" };
     let error = stopped.as_ref().map(|e| Stopped {
         message: crate::redact::mask(&error::message(e.as_ref())),
@@ -136,11 +114,6 @@ fn kept_line(kept: &[KeptKey], place: &str) -> String {
         if n == 1 { "it was" } else { "they were" },
         names.join(", ")
     )
-}
-
-enum Target<'a> {
-    Task(&'a TaskScope),
-    Asset(Asset),
 }
 
 fn task_place(task: &TaskScope, all_map_indices: bool) -> String {

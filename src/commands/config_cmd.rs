@@ -24,6 +24,15 @@ struct Shown {
     note: Option<String>,
 }
 
+impl Shown {
+    /// Its note on stderr, if it has one.
+    fn print_note(&self) {
+        if let Some(note) = &self.note {
+            output::note(&format!("note: {}.{}: {note}", self.section, self.key));
+        }
+    }
+}
+
 fn shown<T: ToString>(section: &'static str, key: &'static str, s: &Sourced<T>) -> Shown {
     Shown { section, key, value: Some(s.value.to_string()), source: s.source.to_string(), note: None }
 }
@@ -101,14 +110,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 .map(|o| format!("{}.{}={}", o.section, o.key, o.value.clone().unwrap_or_default()))
                 .collect::<Vec<_>>();
             let table = Table { title: None, headers: vec!["section", "key", "value", "source"], rows };
-            for o in all.iter().filter(|o| o.note.is_some()) {
-                output::note(&format!(
-                    "note: {}.{}: {}",
-                    o.section,
-                    o.key,
-                    o.note.as_deref().unwrap_or_default()
-                ));
-            }
+            all.iter().for_each(Shown::print_note);
             output::emit_report(
                 ctx.format,
                 &Rendered { doc: &all, tables: vec![table], plain: Some(plain.join("\n")) },
@@ -130,16 +132,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &ConfigCommand) -> Result<()> {
                 ))
                 .into());
             };
-            if let Some(note) = &option.note {
-                output::note(&format!("note: {}.{}: {note}", option.section, option.key));
-            }
+            option.print_note();
             let doc = Got { value, source: &option.source, note: option.note.as_deref() };
-            let format = if ctx.format == crate::output::Format::Table {
-                crate::output::Format::Plain
-            } else {
-                ctx.format
-            };
-            output::emit_report(format, &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) })?;
+            output::emit_report(
+                ctx.one_value_format(),
+                &Rendered { doc, tables: Vec::new(), plain: Some(value.clone()) },
+            )?;
         }
     }
     Ok(())

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::{Scope, check_key, describe_asset, open_keys, scope_from_args};
+use super::{Scope, check_key, open_keys, scope_from_args};
 use crate::cli::{DeleteArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::Result;
@@ -23,7 +23,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &DeleteArgs) -> Result<()> {
         Scope::Asset(selector) => {
             keys.addressable_key(&args.key)?;
             let asset = keys.asset(&selector, false)?;
-            (keys.delete_asset(&asset, &args.key)?, describe_asset(&asset))
+            (keys.delete_asset(&asset, &args.key)?, asset.described())
         }
     };
     if deleted == 0 {

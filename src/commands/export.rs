@@ -6,21 +6,17 @@
 
 use serde::Serialize;
 
-use super::{Context, asset_selector, check_map_index, has_task_flags, require_asset};
+use super::{Context, asset_selector, check_map_index, has_task_flags};
 use crate::archive::Sink;
 use crate::cli::{ExportArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::keep_external;
-use crate::model::{AssetFilter, Page, TaskFilter};
+use crate::keys::database::require_asset;
+use crate::model::AssetFilter;
+use crate::ops;
 use crate::output::Format;
 use crate::output::{self, Rendered};
 use crate::progress::RowProgress;
-use crate::time::Timestamp;
-
-/// Rows read per query: small enough to bound memory, large enough that the round trips do
-/// not dominate.
-const PAGE_ROWS: u64 = 1000;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     super::refuse_api(global, "export")?;
@@ -62,11 +58,6 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         Some(selector) => Some(require_asset(&mut store, selector)?.id),
         None => None,
     };
-    // A file that cannot be written is an output error (exit 6), naming the file.
-    let file_error = |e: std::io::Error| match file {
-        Some(path) => Error::output_file(path.display().to_string(), e),
-        None => Error::stdout(e),
-    };
     let mut sink = match file {
         Some(path) => Sink::file(path)?,
         None => Sink::stdout(),
@@ -74,51 +65,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     // Rows written to the terminal itself are their own progress; a bar would be drawn over them.
     let progress =
         RowProgress::new("export", file.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()));
-    if tasks {
-        let filter = TaskFilter {
-            dag_id: args.scope.dag_id.clone(),
-            run_id: args.scope.run_id.clone(),
-            task_id: args.scope.task_id.clone(),
-            map_index: args.scope.map_index,
-            expired_before: args.expired.then(Timestamp::now),
-            external_only: args.external,
-        };
-        // Pages along the primary key: each page starts where the last one ended, so the
-        // cost per page stays the same however large the table is.
-        let mut after_id = i64::MIN;
-        loop {
-            let rows = store.task_rows_after(&filter, after_id, PAGE_ROWS)?;
-            let Some((last_id, _)) = rows.last() else { break };
-            after_id = *last_id;
-            let read = rows.len();
-            let entries: Vec<_> = rows.into_iter().map(|(_, entry)| entry).collect();
-            for row in &keep_external(entries, args.external, |e| &e.value) {
-                sink.task(row).map_err(file_error)?;
-            }
-            progress.update(sink.written());
-            if (read as u64) < PAGE_ROWS {
-                break;
-            }
-        }
-    }
-    if assets {
-        let filter = AssetFilter { asset_id, external_only: args.external };
-        let mut offset = 0;
-        loop {
-            let rows = store.list_asset(&filter, Page { limit: Some(PAGE_ROWS), offset })?;
-            let read = rows.len();
-            for row in &keep_external(rows, args.external, |e| &e.value) {
-                sink.asset(row).map_err(file_error)?;
-            }
-            progress.update(sink.written());
-            if read == 0 {
-                break;
-            }
-            offset += PAGE_ROWS;
-        }
-    }
+    let tasks = tasks.then(|| super::task_filter(&args.scope, args.expired, args.external));
+    let assets = assets.then_some(AssetFilter { asset_id, external_only: args.external });
+    let update = |rows| progress.update(rows);
+    ops::export::rows(&mut store, tasks.as_ref(), assets.as_ref(), &mut sink, file, &update)?;
     progress.finish();
-    sink.finish().map_err(file_error)?;
+    sink.finish().map_err(|e| ops::export::file_error(file, e))?;
     let place = sink.path().map_or_else(|| "stdout".to_string(), |p| p.display().to_string());
     output::status(&format!(
         "exported {} task row(s) and {} asset row(s) to {place}",

@@ -1,7 +1,7 @@
 //! `get KEY <scope>`: one stored value. Like Airflow 3.3, an expired row that no clean has
 //! removed yet is still returned.
 
-use super::{Scope, check_key, describe_asset, open_keys, scope_from_args};
+use super::{Scope, check_key, open_keys, scope_from_args};
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
@@ -29,7 +29,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
                 return Err(Error::NotFound(format!(
                     "key {} not found for {}",
                     quote(&args.key),
-                    describe_asset(&asset)
+                    asset.described()
                 ))
                 .into());
             };

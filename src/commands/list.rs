@@ -12,10 +12,9 @@ use super::{asset_selector, check_map_index, has_task_flags, open_keys};
 use crate::cli::{GlobalArgs, ListArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::{Page, TaskFilter, external_ref};
+use crate::model::{Page, external_ref};
 use crate::output::Format;
 use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
-use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let selector = asset_selector(&args.scope)?;
@@ -44,14 +43,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
         };
         shown.write(global.output, args, |each| keys.each_asset(asset.as_ref(), args.external, page, each))
     } else {
-        let filter = TaskFilter {
-            dag_id: args.scope.dag_id.clone(),
-            run_id: args.scope.run_id.clone(),
-            task_id: args.scope.task_id.clone(),
-            map_index: args.scope.map_index,
-            expired_before: args.expired.then(Timestamp::now),
-            external_only: args.external,
-        };
+        let filter = super::task_filter(&args.scope, args.expired, args.external);
         shown.write(global.output, args, |each| keys.each_task(&filter, page, each))
     }
 }

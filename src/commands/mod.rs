@@ -5,7 +5,6 @@
 mod clean;
 mod clear;
 mod config_cmd;
-mod database;
 mod delete;
 mod doctor;
 mod export;
@@ -22,11 +21,11 @@ use crate::cli::{Cli, Command, GlobalArgs, ScopeArgs};
 use crate::config::{self, Overrides, Settings, Source};
 use crate::db::{self, Access, Store, Timeouts};
 use crate::error::{Error, Result};
-use crate::keys::{Keys, MissingTaskInstance};
-use crate::model::{Asset, AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskScope, uri_likeness};
+use crate::keys::Keys;
+use crate::keys::database::Database;
+use crate::model::{AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskFilter, TaskScope};
 use crate::output;
 use crate::output::Format;
-use crate::text::quote;
 use crate::url::{DbUrl, SqliteTarget};
 use anyhow::Context as _;
 pub(crate) use clean::command_line_rejected as clean_command_line_rejected;
@@ -60,7 +59,10 @@ pub(crate) fn run(cli: Cli) -> Result<()> {
 pub(crate) fn open_keys(global: &GlobalArgs, access: Access) -> Result<Box<dyn Keys>> {
     match api_options(global)? {
         Some(options) => Ok(Box::new(api::Remote::new(options))),
-        None => Ok(Box::new(database::Database::new(Context::load(global, None)?, access))),
+        None => {
+            let ctx = Context::load(global, None)?;
+            Ok(Box::new(Database::new(ctx.settings.clone(), Box::new(move || ctx.open(access)))))
+        }
     }
 }
 
@@ -166,6 +168,11 @@ impl Context {
             ));
         }
         Ok(Context { settings, url, format: global.output, verbose: global.verbose })
+    }
+
+    /// The format of a command that prints one value: its table is the plain line.
+    pub(crate) fn one_value_format(&self) -> Format {
+        if self.format == Format::Table { Format::Plain } else { self.format }
     }
 
     /// Opens the metastore's state-store tables; a failure names where its URL came from. With a
@@ -335,6 +342,18 @@ pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> 
     }
 }
 
+/// The task keys the scope flags select (any part of a scope), for `list` and `export`.
+pub(crate) fn task_filter(args: &ScopeArgs, expired: bool, external_only: bool) -> TaskFilter {
+    TaskFilter {
+        dag_id: args.dag_id.clone(),
+        run_id: args.run_id.clone(),
+        task_id: args.task_id.clone(),
+        map_index: args.map_index,
+        expired_before: expired.then(crate::time::Timestamp::now),
+        external_only,
+    }
+}
+
 /// Turns scope flags into one scope, refusing incomplete or mixed ones.
 pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
     if let Some(selector) = asset_selector(args)? {
@@ -372,169 +391,6 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
         ).into()),
         _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", "))).into()),
     }
-}
-
-/// The dag run of a task scope must exist: the tool never creates one, and a write without it
-/// would violate Airflow's foreign key.
-pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i64> {
-    store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
-        Error::NotFound(format!(
-            "no dag run found for dag_id={} run_id={}",
-            quote(&scope.dag_id),
-            quote(&scope.run_id)
-        ))
-        .into()
-    })
-}
-
-/// At most this many task ids are named when a task instance is not found.
-const TASK_HINT: u64 = 10;
-
-/// The dag run of a task scope, whose task instance must exist too (any instance of the task
-/// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
-/// delete or clear of a task instance the scheduler never created, since a key written there
-/// is one no task will ever read. `doing` is the command asking.
-pub(crate) fn require_task_instance(
-    store: &mut Store,
-    scope: &TaskScope,
-    all_map_indices: bool,
-    missing: MissingTaskInstance,
-    doing: Doing,
-) -> Result<i64> {
-    let dag_run_id = require_dag_run(store, scope)?;
-    if store.task_instance_exists(scope, all_map_indices)? {
-        return Ok(dag_run_id);
-    }
-    let what = if all_map_indices {
-        format!("no task instance of {}", scope.task_label())
-    } else {
-        format!("task instance not found: {scope}")
-    };
-    let (hint, mapped) = task_instance_hint(store, scope)?;
-    match missing {
-        MissingTaskInstance::Allow => {
-            output::warn(&format!("{what}{hint}; going on (--allow-missing-task-instance)"));
-            Ok(dag_run_id)
-        }
-        // The unmapped index of a mapped task: the user forgot --map-index, and a key written
-        // there no instance would read, so the flag that writes it anyway is the wrong advice.
-        MissingTaskInstance::Refuse if mapped && scope.map_index == -1 && !all_map_indices => {
-            let all = if doing == Doing::Clear { " or --all-map-indices" } else { "" };
-            Err(Error::NotFound(format!("{what}{hint}; give --map-index N{all}")).into())
-        }
-        MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
-            "{what}{hint}; pass --allow-missing-task-instance to {} anyway",
-            doing.verb()
-        ))
-        .into()),
-    }
-}
-
-/// The command that needs a task instance, for the advice it gets when there is none.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Doing {
-    Set,
-    Delete,
-    Clear,
-}
-
-impl Doing {
-    /// What `--allow-missing-task-instance` lets the command do.
-    fn verb(self) -> &'static str {
-        match self {
-            Doing::Set => "write the key",
-            Doing::Delete => "delete the key",
-            Doing::Clear => "clear its keys",
-        }
-    }
-}
-
-/// What the dag run does hold, when a task instance is not found: the map indexes of the task
-/// when it exists under others, else the run's task ids when there are few; and whether the
-/// task is mapped (its instances have map indexes 0 and up).
-fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<(String, bool)> {
-    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
-    if let Some((count, low, high)) = found.map_indexes {
-        return Ok((
-            match (count, low, high) {
-                (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
-                (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
-                (count, low, high) => {
-                    format!(
-                        "; task {} has {count} instances, map indexes {low} to {high}",
-                        quote(&scope.task_id)
-                    )
-                }
-            },
-            low >= 0,
-        ));
-    }
-    let hint = match found.task_count {
-        0 => "; the dag run has no task instances yet".to_string(),
-        n if n <= TASK_HINT => {
-            let names: Vec<String> = found.task_ids.iter().map(|t| quote(t)).collect();
-            format!("; the dag run's task{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
-        }
-        n => format!("; the dag run has {n} tasks"),
-    };
-    Ok((hint, false))
-}
-
-/// When the task of `scope` is mapped (its instances have map indexes 0 and up), a hint to give
-/// `--map-index`; empty otherwise.
-pub(crate) fn mapped_task_hint(store: &mut Store, scope: &TaskScope) -> Result<String> {
-    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, 0)?;
-    Ok(match found.map_indexes {
-        Some((_, low, high)) if low >= 0 => {
-            format!(
-                "; task {} is mapped (map indexes {low} to {high}): give --map-index",
-                quote(&scope.task_id)
-            )
-        }
-        _ => String::new(),
-    })
-}
-
-/// Resolves an asset selector. Names and URIs address active assets only, as tasks do.
-pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Result<Asset> {
-    if let Some(asset) = store.find_asset(selector)? {
-        return Ok(asset);
-    }
-    if store.asset_exists_inactive(selector)? {
-        return Err(Error::NotFound(format!(
-            "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
-        ))
-        .into());
-    }
-    Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)).into())
-}
-
-/// Active assets read when a uri matches none, to name a close one: enough for any real
-/// deployment, and a bound on what a message may cost.
-const CLOSE_URI_SCAN: u64 = 100_000;
-
-/// For a uri that matches no asset, the stored uris of the active assets it probably meant
-/// (see [`uri_likeness`]): Airflow stores asset URIs normalised, so `s3://b/orders/` can be
-/// stored as `s3://b/orders`.
-fn close_uris(store: &mut Store, selector: &AssetSelector) -> Result<String> {
-    let AssetSelector::Uri(uri) = selector else { return Ok(String::new()) };
-    let wanted = uri_likeness(uri);
-    let close: Vec<String> = store
-        .active_assets(CLOSE_URI_SCAN)?
-        .into_iter()
-        .filter(|a| uri_likeness(&a.uri) == wanted)
-        .take(3)
-        .map(|a| format!("{} ({}, id {})", quote(&a.uri), quote(&a.name), a.id))
-        .collect();
-    Ok(if close.is_empty() {
-        String::new()
-    } else {
-        format!("; did you mean {}? Airflow stores asset URIs normalised", close.join(" or "))
-    })
-}
-
-pub(crate) fn describe_asset(asset: &Asset) -> String {
-    asset.described()
 }
 
 /// Reads a whole stream as UTF-8, for `set KEY -`.

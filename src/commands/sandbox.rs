@@ -5,11 +5,10 @@ use serde::Serialize;
 
 use super::Context;
 use crate::cli::{GlobalArgs, SandboxCommand};
-use crate::db::{self, Access, AssetWrite, TaskWrite};
+use crate::db::{self, Access};
 use crate::error::{Error, Result};
-use crate::model::TaskScope;
+use crate::ops;
 use crate::output::{self, Rendered};
-use crate::time::Timestamp;
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     super::refuse_api(global, "sandbox")?;
@@ -34,9 +33,8 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     let (doc, id) = match command {
         SandboxCommand::Create { sample_data } => {
             sandbox.create()?;
-            drop(sandbox);
             if *sample_data {
-                add_sample_data(&ctx)?;
+                ops::sandbox::add_sample_data(sandbox, || ctx.open(Access::ReadWrite))?;
             }
             output::status(&format!(
                 "created an Airflow 3.3.2 state-store sandbox at {}{}",
@@ -67,9 +65,7 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
             (Sandboxed::Asset { asset_id: id }, Some(id.to_string()))
         }
     };
-    let format =
-        if ctx.format == crate::output::Format::Table { crate::output::Format::Plain } else { ctx.format };
-    output::emit(format, &Rendered { doc, tables: Vec::new(), plain: id })
+    output::emit(ctx.one_value_format(), &Rendered { doc, tables: Vec::new(), plain: id })
 }
 
 /// What a sandbox command prints in JSON: `{"created": true, "sample_data": …}`, or the new
@@ -81,98 +77,4 @@ enum Sandboxed {
     DagRun { dag_run_id: i64 },
     TaskInstances { task_instances: usize },
     Asset { asset_id: i64 },
-}
-
-type SampleRow = (usize, &'static str, i64, &'static str, &'static str, i64, Option<i64>);
-
-const HOUR: i64 = 3_600_000_000;
-const DAY: i64 = 24 * HOUR;
-
-/// A small, realistic state store: dag runs with their task instances, watermarks, job ids and
-/// mapped-task offsets, some keys already expired, one never expiring, and an inactive asset
-/// whose keys are orphans.
-fn add_sample_data(ctx: &Context) -> Result<()> {
-    let mut sandbox =
-        db::open_sandbox(&ctx.url, ctx.settings.sql_alchemy_schema.value.as_deref(), &ctx.timeouts())?;
-    let runs = [
-        ("incremental_orders", "scheduled__2026-11-20T00:00:00+00:00"),
-        ("incremental_orders", "scheduled__2026-11-28T00:00:00+00:00"),
-        ("spark_daily_etl", "manual__2026-11-28T06:00:00+00:00"),
-    ];
-    // The task instances the scheduler creates with each run; `transform` is mapped over two
-    // inputs in every run of incremental_orders.
-    let tasks: [&[(&str, &[i64])]; 3] = [
-        &[("load_new_orders", &[-1]), ("transform", &[0, 1])],
-        &[("load_new_orders", &[-1]), ("transform", &[0, 1])],
-        &[("submit_job", &[-1])],
-    ];
-    let mut run_ids = Vec::new();
-    for ((dag_id, run_id), tasks) in runs.into_iter().zip(tasks) {
-        run_ids.push(sandbox.add_dag_run(dag_id, run_id)?);
-        for (task_id, map_indexes) in tasks {
-            for map_index in *map_indexes {
-                sandbox.add_task_instance(dag_id, run_id, task_id, *map_index)?;
-            }
-        }
-    }
-    let orders = sandbox.add_asset("orders", "s3://warehouse/orders/", true)?;
-    let legacy = sandbox.add_asset("legacy_orders", "s3://warehouse/orders-v1/", false)?;
-    drop(sandbox);
-
-    let mut store = ctx.open(Access::ReadWrite)?;
-    let now = Timestamp::now();
-    let at = |offset: i64| Timestamp::from_micros(now.micros() + offset);
-    // (run, task, map_index, key, value, updated, expires), times relative to now
-    let rows: [SampleRow; 8] = [
-        (0, "load_new_orders", -1, "watermark", r#""2026-11-20T00:00:00Z""#, -9 * DAY, Some(-2 * DAY)),
-        (0, "load_new_orders", -1, "rows_loaded", "1250", -9 * DAY, Some(-2 * DAY)),
-        (1, "load_new_orders", -1, "watermark", r#""2026-11-28T00:00:00Z""#, -HOUR, Some(30 * DAY - HOUR)),
-        (1, "load_new_orders", -1, "rows_loaded", "1312", -HOUR, Some(30 * DAY - HOUR)),
-        (1, "transform", 0, "offset", "4096", -HOUR, Some(6 * HOUR)),
-        (1, "transform", 1, "offset", "8192", -HOUR, Some(6 * HOUR)),
-        (
-            2,
-            "submit_job",
-            -1,
-            "job",
-            r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#,
-            -2 * HOUR,
-            None,
-        ),
-        (
-            2,
-            "submit_job",
-            -1,
-            "checkpoint/path",
-            r#""s3://warehouse/checkpoints/daily/""#,
-            -2 * HOUR,
-            Some(-HOUR),
-        ),
-    ];
-    for (run, task_id, map_index, key, value, updated, expires) in rows {
-        let (dag_id, run_id) = runs[run];
-        let scope =
-            TaskScope { dag_id: dag_id.into(), run_id: run_id.into(), task_id: task_id.into(), map_index };
-        store.upsert_task(&TaskWrite {
-            dag_run_id: run_ids[run],
-            scope: &scope,
-            key,
-            value,
-            updated_at: at(updated),
-            expires_at: expires.map(at),
-        })?;
-    }
-    store.upsert_asset(&AssetWrite {
-        asset_id: orders,
-        key: "watermark",
-        value: r#""2026-11-28T23:59:59Z""#,
-        updated_at: at(-HOUR),
-    })?;
-    store.upsert_asset(&AssetWrite {
-        asset_id: legacy,
-        key: "cursor",
-        value: "[17, \"page-3\"]",
-        updated_at: at(-40 * DAY),
-    })?;
-    Ok(())
 }

@@ -4,18 +4,13 @@
 //! chart at the terminal), the largest values, and each table's size as the database reports
 //! it.
 
-use serde::Serialize;
-
 use super::Context;
 use crate::cli::{GlobalArgs, StatsArgs, StatsBy};
 use crate::db::{Access, AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};
 use crate::error::Result;
 use crate::model::StoredTime;
+use crate::ops;
 use crate::output::{self, Rendered, Table};
-use crate::time::Timestamp;
-
-/// "Expiring soon" means within this many microseconds (7 days).
-const SOON: i64 = 7 * 24 * 3_600_000_000;
 
 /// The longest bar of the expiry chart, in characters: with the date, the count and the
 /// separators a line stays well within 80 columns.
@@ -29,30 +24,50 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
     super::refuse_api(global, "stats")?;
     let ctx = Context::load(global, None)?;
     let mut store = ctx.open(Access::ReadOnly)?;
-    let now = Timestamp::now();
-    let soon = now.checked_add(SOON).unwrap_or(now);
     let by_task = args.by == StatsBy::Task;
-    let tasks = store.task_groups(now, soon, by_task)?;
-    let spread = store.expiry_spread(now)?;
-    let assets = store.asset_groups()?;
-    let largest = store.largest_values(args.largest)?;
-    let sizes = store.table_sizes()?;
-
-    let total = |f: fn(&TaskGroup) -> u64| tasks.iter().map(f).sum::<u64>();
-    let (rows, bytes, expired, soon_n, never) = (
-        total(|g| g.rows),
-        total(|g| g.value_bytes),
-        total(|g| g.expired),
-        total(|g| g.expiring_soon),
-        total(|g| g.never_expiring),
-    );
-    let asset_rows: u64 = assets.iter().map(|a| a.rows).sum();
-    let asset_bytes: u64 = assets.iter().map(|a| a.value_bytes).sum();
+    let stats = ops::stats::read(&mut store, by_task, args.largest)?;
+    let t = &stats.totals;
     output::status(&format!(
-        "{rows} task key(s) ({bytes} value bytes): {expired} expired, {soon_n} expiring within 7 days, {never} never \
-         expiring; {asset_rows} asset key(s) ({asset_bytes} value bytes)"
+        "{} task key(s) ({} value bytes): {} expired, {} expiring within 7 days, {} never expiring; {} \
+         asset key(s) ({} value bytes)",
+        t.task_rows,
+        t.task_value_bytes,
+        t.expired,
+        t.expiring_7d,
+        t.never_expiring,
+        t.asset_rows,
+        t.asset_value_bytes
     ));
+    let tables = vec![
+        task_table(&stats.tasks, by_task),
+        expiry_table(&stats.expiry),
+        Table {
+            title: Some("Asset keys by asset:".to_string()),
+            headers: vec!["asset_id", "asset", "rows", "value_bytes", "oldest_update", "newest_update"],
+            rows: stats.assets.iter().map(asset_row).collect(),
+        },
+        Table {
+            title: Some(format!("Largest values (at most {}):", args.largest)),
+            headers: vec!["scope", "key", "bytes"],
+            rows: stats
+                .largest_values
+                .iter()
+                .map(|v| vec![v.scope.clone(), v.key.clone(), v.bytes.to_string()])
+                .collect(),
+        },
+        Table {
+            title: Some("Table sizes on disk:".to_string()),
+            headers: vec!["table", "bytes"],
+            rows: stats.table_sizes.iter().map(|(t, n)| vec![t.clone(), n.to_string()]).collect(),
+        },
+    ];
+    let plain = format!("{} {}\n{}", t.task_rows, t.asset_rows, expiry_plain(&stats.expiry));
+    output::emit(ctx.format, &Rendered { doc: &stats, tables, plain: Some(plain) })?;
+    Ok(())
+}
 
+/// Task keys by dag, or by task with `by_task`.
+fn task_table(tasks: &[TaskGroup], by_task: bool) -> Table {
     let mut headers = vec!["dag_id"];
     if by_task {
         headers.push("task_id");
@@ -66,7 +81,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
         "oldest_update",
         "newest_update",
     ]);
-    let task_rows = tasks
+    let rows = tasks
         .iter()
         .map(|g| {
             let mut row = vec![g.dag_id.clone()];
@@ -85,53 +100,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
             row
         })
         .collect();
-    let asset_rows_table = assets.iter().map(asset_row).collect();
-    let tables = vec![
-        Table {
-            title: Some(format!("Task keys by {}:", if by_task { "task" } else { "dag" })),
-            headers,
-            rows: task_rows,
-        },
-        expiry_table(&spread),
-        Table {
-            title: Some("Asset keys by asset:".to_string()),
-            headers: vec!["asset_id", "asset", "rows", "value_bytes", "oldest_update", "newest_update"],
-            rows: asset_rows_table,
-        },
-        Table {
-            title: Some(format!("Largest values (at most {}):", args.largest)),
-            headers: vec!["scope", "key", "bytes"],
-            rows: largest.iter().map(|v| vec![v.scope.clone(), v.key.clone(), v.bytes.to_string()]).collect(),
-        },
-        Table {
-            title: Some("Table sizes on disk:".to_string()),
-            headers: vec!["table", "bytes"],
-            rows: sizes.iter().map(|(t, n)| vec![t.clone(), n.to_string()]).collect(),
-        },
-    ];
-
-    let doc = Stats {
-        totals: Totals {
-            task_rows: rows,
-            task_value_bytes: bytes,
-            expired,
-            expiring_7d: soon_n,
-            never_expiring: never,
-            asset_rows,
-            asset_value_bytes: asset_bytes,
-        },
-        tasks: tasks.iter().map(|g| TaskGroupDoc::of(g, by_task)).collect(),
-        expiry: ExpiryDoc::of(&spread),
-        assets: assets.iter().map(AssetGroupDoc::of).collect(),
-        largest_values: largest
-            .iter()
-            .map(|v| Largest { scope: &v.scope, key: &v.key, bytes: v.bytes })
-            .collect(),
-        table_sizes: &sizes,
-    };
-    let plain = format!("{rows} {asset_rows}\n{}", expiry_plain(&spread));
-    output::emit(ctx.format, &Rendered { doc, tables, plain: Some(plain) })?;
-    Ok(())
+    Table { title: Some(format!("Task keys by {}:", if by_task { "task" } else { "dag" })), headers, rows }
 }
 
 /// The expiry spread at the terminal: the rows already expired, a line per day that has rows
@@ -196,131 +165,6 @@ fn asset_row(a: &AssetGroup) -> Vec<String> {
         time_cell(a.oldest_update.as_ref()),
         time_cell(a.newest_update.as_ref()),
     ]
-}
-
-/// What `stats -o json` prints (docs/commands/stats.md).
-#[derive(Serialize)]
-struct Stats<'a> {
-    totals: Totals,
-    tasks: Vec<TaskGroupDoc<'a>>,
-    expiry: ExpiryDoc,
-    assets: Vec<AssetGroupDoc<'a>>,
-    largest_values: Vec<Largest<'a>>,
-    /// An object: the table's name, its bytes.
-    #[serde(serialize_with = "as_object")]
-    table_sizes: &'a [(String, u64)],
-}
-
-#[derive(Serialize)]
-struct Totals {
-    task_rows: u64,
-    task_value_bytes: u64,
-    expired: u64,
-    expiring_7d: u64,
-    never_expiring: u64,
-    asset_rows: u64,
-    asset_value_bytes: u64,
-}
-
-#[derive(Serialize)]
-struct TaskGroupDoc<'a> {
-    dag_id: &'a str,
-    /// With `--by task` only.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    task_id: Option<Option<&'a str>>,
-    rows: u64,
-    value_bytes: u64,
-    expired: u64,
-    expiring_7d: u64,
-    never_expiring: u64,
-    oldest_update: Option<String>,
-    newest_update: Option<String>,
-}
-
-impl TaskGroupDoc<'_> {
-    fn of(g: &TaskGroup, by_task: bool) -> TaskGroupDoc<'_> {
-        TaskGroupDoc {
-            dag_id: &g.dag_id,
-            task_id: by_task.then_some(g.task_id.as_deref()),
-            rows: g.rows,
-            value_bytes: g.value_bytes,
-            expired: g.expired,
-            expiring_7d: g.expiring_soon,
-            never_expiring: g.never_expiring,
-            oldest_update: g.oldest_update.as_ref().map(StoredTime::display),
-            newest_update: g.newest_update.as_ref().map(StoredTime::display),
-        }
-    }
-}
-
-/// When task rows expire (asset rows never do): counted against `now`, the day buckets are
-/// UTC calendar days, today's from `now` to midnight; always [`EXPIRY_DAYS`] of them.
-#[derive(Serialize)]
-struct ExpiryDoc {
-    now: String,
-    expired: u64,
-    days: Vec<ExpiryDay>,
-    later: u64,
-    never: u64,
-}
-
-#[derive(Serialize)]
-struct ExpiryDay {
-    date: String,
-    rows: u64,
-}
-
-impl ExpiryDoc {
-    fn of(spread: &ExpirySpread) -> ExpiryDoc {
-        ExpiryDoc {
-            now: spread.now.to_rfc3339(),
-            expired: spread.expired,
-            days: spread
-                .days
-                .iter()
-                .map(|(day, rows)| ExpiryDay { date: day.utc_date(), rows: *rows })
-                .collect(),
-            later: spread.later,
-            never: spread.never,
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct AssetGroupDoc<'a> {
-    asset_id: i64,
-    asset_name: Option<&'a str>,
-    rows: u64,
-    value_bytes: u64,
-    oldest_update: Option<String>,
-    newest_update: Option<String>,
-}
-
-impl AssetGroupDoc<'_> {
-    fn of(a: &AssetGroup) -> AssetGroupDoc<'_> {
-        AssetGroupDoc {
-            asset_id: a.asset_id,
-            asset_name: a.asset_name.as_deref(),
-            rows: a.rows,
-            value_bytes: a.value_bytes,
-            oldest_update: a.oldest_update.as_ref().map(StoredTime::display),
-            newest_update: a.newest_update.as_ref().map(StoredTime::display),
-        }
-    }
-}
-
-#[derive(Serialize)]
-struct Largest<'a> {
-    scope: &'a str,
-    key: &'a str,
-    bytes: u64,
-}
-
-fn as_object<S: serde::Serializer>(
-    pairs: &&[(String, u64)],
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.collect_map(pairs.iter().map(|(name, n)| (name, n)))
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ pub(crate) use dialect::{
 pub(crate) use restore::RestoreRow;
 pub(crate) use sandbox::Sandbox;
 pub(crate) use schema::{SchemaProblem, SchemaVersion};
-pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, TaskGroup};
+pub(crate) use stats::{AssetGroup, EXPIRY_DAYS, ExpirySpread, LargeValue, TaskGroup};
 pub(crate) use store::{AssetRestore, AssetWrite, AssetWriter, EXACT_PAGE, TaskWrite};
 
 use std::time::Duration;

@@ -1,6 +1,8 @@
 //! What `stats` sums up: rows, value bytes and expiry per dag (or task) and per asset, the
 //! largest values, and the tables' size on disk.
 
+use serde::Serialize;
+
 use super::Store;
 use super::dialect::all;
 use super::query::{Param, Query};
@@ -10,14 +12,17 @@ use crate::model::StoredTime;
 use crate::model::{asset_scope_label, task_scope_label};
 use crate::time::Timestamp;
 
-/// Task rows of one dag (or one task of a dag), summed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Task rows of one dag (or one task of a dag), summed; serialized as `stats -o json` prints
+/// it, `task_id` only when grouped by task.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct TaskGroup {
     pub dag_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub task_id: Option<String>,
     pub rows: u64,
     pub value_bytes: u64,
     pub expired: u64,
+    #[serde(rename = "expiring_7d")]
     pub expiring_soon: u64,
     pub never_expiring: u64,
     pub oldest_update: Option<StoredTime>,
@@ -25,7 +30,7 @@ pub(crate) struct TaskGroup {
 }
 
 /// Asset rows of one asset, summed.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct AssetGroup {
     pub asset_id: i64,
     pub asset_name: Option<String>,
@@ -36,7 +41,7 @@ pub(crate) struct AssetGroup {
 }
 
 /// One of the largest stored values.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub(crate) struct LargeValue {
     /// `task dag/run/task[index]` or `asset <name>`.
     pub scope: String,

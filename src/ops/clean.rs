@@ -9,16 +9,21 @@
 //! `--max-duration` stops a run between batches; the [`Summary`] says what was done. The
 //! engine prints nothing: a [`Watch`] hears of each batch.
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
 
 use serde::Serialize;
 
 use crate::archive::{Sink, archive_error};
 use crate::config::Sourced;
-use crate::db::{AssetCount, Cursor, DagCount, EXACT_PAGE, QuietPace, Store, WriteMark};
-use crate::error::Result;
+use crate::db::{AssetCount, CleanLock, Cursor, DagCount, EXACT_PAGE, QuietPace, Store, WriteMark};
+use crate::error::{Error, Result};
 use crate::model::{AssetEntry, Page, StoredTime, TaskEntry, TaskFilter};
+use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
 use crate::signals;
+use crate::text::quote;
 use crate::time::Timestamp;
 
 /// What a run deletes and what bounds it.
@@ -45,10 +50,37 @@ pub(crate) struct Options {
     pub(crate) sleep: Option<Duration>,
     /// A detail line for every batch, to [`Watch::detail`].
     pub(crate) verbose: bool,
+    /// How long the run waits for a lock (the clean lock's included).
+    pub(crate) lock_timeout: Duration,
+    /// `--archive`: the rows deleted are appended here first.
+    pub(crate) archive: Option<PathBuf>,
+    /// For `--verbose`: the database (its URL, masked) and what the run deletes and what
+    /// bounds it, as the command line gave them.
+    pub(crate) database: String,
+    pub(crate) deleting: String,
 }
 
 impl Options {
-    /// A run of everything, in one transaction, with no limit: what the fields a caller sets
+    /// Rows per batch when they are fixed, not sized as the run goes (auto).
+    fn fixed_size(&self) -> Option<u64> {
+        self.batch_time.is_none().then_some(self.batch_size)
+    }
+
+    /// The first `--verbose` line of a run: what it reads, what it deletes (or counts) and
+    /// what bounds it, the cutoff and the batching.
+    fn first_line(&self, reading: &str, deleting: &str) -> String {
+        let batching = batching_text(self.fixed_size(), self.batch_time, self.auto_from.as_deref());
+        let cutoff = self.cutoff.to_rfc3339();
+        format!(
+            "{reading} {}; {deleting} {}; cutoff {cutoff}, batch size {batching}",
+            self.database, self.deleting
+        )
+    }
+}
+
+#[cfg(test)]
+impl Options {
+    /// A run of everything, in one transaction, with no limit: what the fields a test sets
     /// start from.
     pub(crate) fn new(cutoff: Timestamp) -> Options {
         Options {
@@ -62,6 +94,10 @@ impl Options {
             max_duration: None,
             sleep: None,
             verbose: false,
+            lock_timeout: Duration::ZERO,
+            archive: None,
+            database: String::new(),
+            deleting: String::new(),
         }
     }
 }
@@ -79,6 +115,90 @@ pub(crate) trait Watch {
     }
     /// The share of the walk's leading column (ids, or dag run ids) walked so far (0 to 1).
     fn walked(&mut self, _share: f64) {}
+    /// Once the clean lock is taken, before the first batch, with the expired rows when
+    /// counted.
+    fn start(&mut self, _total: Option<u64>) {}
+    /// After the last batch, the clean lock released.
+    fn finish(&mut self) {}
+}
+
+/// The cutoff of a run that starts now: `--before`, which must not be in the future, or now.
+pub(crate) fn cutoff(before: Option<&str>) -> Result<Timestamp> {
+    let now = Timestamp::now();
+    let Some(text) = before else { return Ok(now) };
+    let before =
+        Timestamp::parse_rfc3339(text).with_context(|| Error::Usage("invalid --before".to_string()))?;
+    if before > now {
+        return Err(Error::Usage(format!(
+            "--before {} is in the future: it would delete keys that have not expired yet",
+            before.to_rfc3339()
+        ))
+        .into());
+    }
+    Ok(before)
+}
+
+/// The hard deadline of `--max-duration` (`shown` as given): a run that has not stopped by
+/// itself [`MAX_DURATION_GRACE`] after it (a batch blocked on a database or a file that does
+/// not answer) ends at once, with the document of the batches committed until then.
+pub(crate) fn hard_deadline(max: Duration, shown: String) {
+    signals::after(max.saturating_add(MAX_DURATION_GRACE), move || signals::Ending::Failed {
+        message: format!(
+            "--max-duration {shown} passed {} s ago and the run has not stopped (a database or file \
+             that does not answer): stopped at once; the batch in progress, if any, is rolled back",
+            MAX_DURATION_GRACE.as_secs()
+        ),
+        exit_code: crate::error::exit::DATABASE,
+    });
+}
+
+/// How long after `--max-duration` a run that has not stopped on its own is ended at once.
+/// A responsive run stops at its next batch boundary, well within it.
+pub(crate) const MAX_DURATION_GRACE: Duration = Duration::from_secs(15);
+
+/// A run from its clean lock to the lock's release: the lock taken (refused while another
+/// clean holds it), the archive opened, the expired rows counted for `watch` with `total`, the
+/// batches run ([`run`]), and with `backlog` what the run left (expired task rows before its
+/// cutoff, orphaned asset rows). It comes to the summary of its batches, that backlog, and
+/// how the run ended: a run stopped by a signal with [`Error::Interrupted`].
+pub(crate) fn clean(
+    store: &mut Store,
+    options: &Options,
+    (total, backlog): (bool, bool),
+    watch: &mut dyn Watch,
+) -> Result<(Summary, Option<Backlog>, Result<()>)> {
+    if let CleanLock::Held(holder) = store.begin_clean(options.lock_timeout)? {
+        let holder = holder.map(|h| format!(" (held by {h})")).unwrap_or_default();
+        return Err(Error::Busy(format!(
+            "another state-store clean is running on {}{holder}; this one deleted nothing (try again when it ends)",
+            options.database
+        ))
+        .into());
+    }
+    let mut archive = options.archive.as_deref().map(Sink::archive).transpose()?;
+    signals::defer();
+    // Counting costs a query, worth it only for someone watching a bar.
+    watch.start(if total { Some(store.count_expired(options.cutoff)?) } else { None });
+    if options.verbose {
+        watch.detail(&options.first_line("clean: took the clean lock of", "deleting"));
+    }
+    let (mut summary, mut result) = run(store, options, archive.as_mut(), watch);
+    summary.wal_left = store.finish_clean();
+    watch.finish();
+    let backlog = if backlog && result.is_ok() { left(store, options.cutoff).ok() } else { None };
+    // A run stopped by a signal exits 130 or 143, so its summary carries the error too.
+    if let (Ok(()), Some(Stop::Signal(signal))) = (&result, summary.stopped_by) {
+        result = Err(crate::signals::interrupted(signal).into());
+    }
+    Ok((summary, backlog, result))
+}
+
+/// What a run left for the next one: expired task rows before its cutoff, orphaned asset rows.
+pub(crate) type Backlog = (u64, u64);
+
+fn left(store: &mut Store, cutoff: Timestamp) -> Result<Backlog> {
+    let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum();
+    Ok((store.count_expired(cutoff)?, orphans))
 }
 
 /// Runs a clean on a store whose clean lock this process holds. The summary comes back with
@@ -89,8 +209,7 @@ pub(crate) fn run(
     archive: Option<&mut Sink>,
     watch: &mut dyn Watch,
 ) -> (Summary, Result<()>) {
-    let summary =
-        Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options.cutoff, options) };
+    let summary = Summary { archive: archive.as_deref().map(archived), ..Summary::empty(options) };
     let started = Instant::now();
     let pacer = options.batch_time.map(|busy| Pacer::new(busy, store));
     let size = pacer.as_ref().map_or(options.batch_size, |pacer| pacer.bounded(options.batch_size));
@@ -163,15 +282,15 @@ pub(crate) struct Summary {
 
 impl Summary {
     /// The summary of a run with these options that has done nothing yet.
-    pub(crate) fn empty(cutoff: Timestamp, options: &Options) -> Summary {
+    pub(crate) fn empty(options: &Options) -> Summary {
         Summary {
             task_rows_deleted: 0,
             asset_rows_deleted: 0,
             batches: 0,
             orphan_batches: 0,
             task_rows_skipped: None,
-            cutoff,
-            batch_size: options.batch_time.is_none().then_some(options.batch_size),
+            cutoff: options.cutoff,
+            batch_size: options.fixed_size(),
             batch_time: options.batch_time,
             auto_from: options.auto_from.clone(),
             stopped_by: None,
@@ -829,6 +948,7 @@ fn archive_expired(
 
 /// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,
 /// never every row.
+#[derive(Default)]
 pub(crate) struct DryRun {
     pub(crate) by_dag: Vec<DagCount>,
     pub(crate) by_asset: Vec<AssetCount>,
@@ -854,20 +974,15 @@ pub(crate) fn dry_run(
     sample: u64,
     watch: &mut dyn Watch,
 ) -> Result<DryRun> {
+    if options.verbose {
+        watch.detail(&options.first_line("clean --dry-run: reading", "counting"));
+    }
     let mut timed = |what: String, started: Instant| {
         if options.verbose {
             watch.detail(&format!("clean --dry-run: {what}, {} ms", millis(started)));
         }
     };
-    let (cutoff, mut found) = (
-        options.cutoff,
-        DryRun {
-            by_dag: Vec::new(),
-            by_asset: Vec::new(),
-            task_sample: Vec::new(),
-            asset_sample: Vec::new(),
-        },
-    );
+    let (cutoff, mut found) = (options.cutoff, DryRun::default());
     if options.tasks {
         let started = Instant::now();
         found.by_dag = store.expired_by_dag(cutoff)?;
@@ -899,7 +1014,121 @@ pub(crate) fn dry_run(
         found.asset_sample = store.orphan_sample(sample)?;
         timed(format!("read a sample of {} orphaned asset row(s)", found.asset_sample.len()), started);
     }
+    if options.verbose {
+        let (tasks, assets) = (found.task_rows(), found.asset_rows());
+        let needed = batches_needed(tasks, assets, options.batch_size, options.batch_time, options.max_rows);
+        watch.detail(&format!("clean --dry-run: a run now would take {needed}"));
+    }
     Ok(found)
+}
+
+impl DryRun {
+    /// What a dry run prints: the counts, a sample of each kind (at most `sample`), and the
+    /// line for stderr.
+    pub(crate) fn rendered(self, options: &Options, sample: u64) -> (Rendered<DryRunDoc>, String) {
+        let (task_rows, asset_rows, cutoff) = (self.task_rows(), self.asset_rows(), options.cutoff);
+        let DryRun { by_dag, by_asset, task_sample, asset_sample } = self;
+        let fixed = options.fixed_size();
+        let dags = by_dag.iter().map(|d| ("expired task rows", format!("dag {}", d.dag_id), d.rows));
+        let assets = by_asset.iter().map(|a| {
+            let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
+            ("orphaned asset rows", format!("asset {name} (id {})", a.asset_id), a.rows)
+        });
+        let mut counts = Table {
+            title: Some("Would delete:".to_string()),
+            headers: vec!["kind", "scope", "rows"],
+            rows: dags
+                .chain(assets)
+                .map(|(kind, scope, rows)| vec![kind.to_string(), scope, rows.to_string()])
+                .collect(),
+        };
+        let tasks = output::entries(
+            &task_sample,
+            true,
+            Some(format!("Sample of expired task rows (at most {sample}):")),
+        );
+        let orphans = output::entries(
+            &asset_sample,
+            true,
+            Some(format!("Sample of orphaned asset rows (at most {sample}):")),
+        );
+        // Nothing to delete is one line, not the header of an empty table; json, yaml and plain
+        // keep their shapes (empty lists, zero counts), which their readers rely on.
+        if counts.rows.is_empty() {
+            let tasks = options.tasks.then(|| format!("no task key expired before {}", cutoff.to_rfc3339()));
+            let orphans = options.orphans.then(|| "no key of an inactive asset".to_string());
+            let none: Vec<String> = [tasks, orphans].into_iter().flatten().collect();
+            counts = Table::line(format!("Nothing to delete: {}.", none.join(" and ")));
+        }
+        let mut tables = vec![counts];
+        tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
+        let line = format!(
+            "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {}",
+            by_dag.len(),
+            by_asset.len(),
+            cutoff.to_rfc3339(),
+            batching_brief(fixed, options.batch_time)
+        );
+        let doc = DryRunDoc {
+            dry_run: true,
+            cutoff: cutoff.to_rfc3339(),
+            batching: batching_name(fixed, options.batch_time),
+            batching_from: options.auto_from.clone(),
+            batch_size: fixed,
+            batch_time_ms: batch_time_ms(options.batch_time),
+            task_rows_deleted: 0,
+            asset_rows_deleted: 0,
+            task_rows_to_delete: task_rows,
+            asset_rows_to_delete: asset_rows,
+            expired_by_dag: by_dag.into_iter().map(|d| DagRows { dag_id: d.dag_id, rows: d.rows }).collect(),
+            orphans_by_asset: by_asset
+                .into_iter()
+                .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name, rows: a.rows })
+                .collect(),
+            sample: tasks.docs,
+            orphan_sample: orphans.docs,
+            interrupted: false,
+            stopped_by: None,
+        };
+        (Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) }, line)
+    }
+}
+
+/// What `clean --dry-run -o json` prints (docs/output.md#dry-run-object).
+#[derive(Serialize)]
+pub(crate) struct DryRunDoc {
+    dry_run: bool,
+    cutoff: String,
+    batching: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batching_from: Option<String>,
+    /// Rows per batch; `null` for auto, whose batches are sized as the run goes.
+    batch_size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    batch_time_ms: Option<u64>,
+    task_rows_deleted: u64,
+    asset_rows_deleted: u64,
+    task_rows_to_delete: u64,
+    asset_rows_to_delete: u64,
+    expired_by_dag: Vec<DagRows>,
+    orphans_by_asset: Vec<AssetRows>,
+    sample: Vec<TaskEntryDoc>,
+    orphan_sample: Vec<AssetEntryDoc>,
+    interrupted: bool,
+    stopped_by: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+struct DagRows {
+    dag_id: String,
+    rows: u64,
+}
+
+#[derive(Serialize)]
+struct AssetRows {
+    asset_id: i64,
+    asset_name: Option<String>,
+    rows: u64,
 }
 
 /// A run's batching from `--batch-size` (`Some(None)` for auto, `Some(Some(n))` for `n`
@@ -923,6 +1152,39 @@ pub(crate) fn choose_batching(
         (Some(Some(rows)), _) => (rows, None, None),
         (None, rows) => (rows, None, None),
     }
+}
+
+/// [`choose_batching`] with `--batch-time` (`batch_time`; [`AUTO_BATCH_TIME`] when not
+/// given), which must be above 0 and applies to auto only.
+pub(crate) fn batching(
+    flag: Option<Option<u64>>,
+    configured: &Sourced<u64>,
+    batch_time: Option<Duration>,
+) -> Result<(u64, Option<Duration>, Option<String>)> {
+    let busy = batch_time.unwrap_or(AUTO_BATCH_TIME);
+    if busy.is_zero() {
+        return Err(Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into());
+    }
+    let chosen = choose_batching(flag, configured, busy);
+    if chosen.1.is_none() && batch_time.is_some() {
+        return Err(Error::Usage(format!(
+            "--batch-time needs --batch-size auto; the batch size is {} (from {})",
+            configured.value, configured.source
+        ))
+        .into());
+    }
+    Ok(chosen)
+}
+
+/// Why a clean does nothing with these settings: a custom `[state_store] backend` keeps its
+/// state elsewhere (Airflow's own clean skips it too).
+pub(crate) fn skipped(settings: &crate::config::Settings) -> Option<String> {
+    (!settings.is_builtin_backend()).then(|| {
+        format!(
+            "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
+            settings.backend.value, settings.backend.source
+        )
+    })
 }
 
 /// How a run sizes its batches, for scripts: `auto`, `rows` or `one_transaction`.

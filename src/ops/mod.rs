@@ -5,4 +5,7 @@
 pub(crate) mod clean;
 pub(crate) mod clear;
 pub(crate) mod doctor;
+pub(crate) mod export;
 pub(crate) mod import;
+pub(crate) mod sandbox;
+pub(crate) mod stats;

@@ -1,16 +1,20 @@
 //! The one interface of the per-scope commands (get, set, delete, clear, list): the keys of
 //! one task instance or one asset, read and written through a transport. Two implement it:
-//! the metastore database (`commands::database::Database`, over [`crate::db::Store`]) and
+//! the metastore database ([`database::Database`], over [`crate::db::Store`]) and
 //! Airflow's REST API ([`crate::api::Remote`]). A command calls these methods and renders what
 //! they return, so its output, exit codes and scopes are the same over both; a transport
 //! refuses, before it reads or sends anything, what it cannot do (docs/rest.md).
+
+pub(crate) mod database;
 
 use std::ops::ControlFlow;
 
 use crate::archive::Sink;
 use crate::error::Result;
 use crate::json::Value;
-use crate::model::{Asset, AssetEntry, AssetSelector, Cleared, Page, TaskEntry, TaskFilter, TaskScope};
+use crate::model::{
+    Asset, AssetEntry, AssetSelector, Cleared, KeptKey, Page, TaskEntry, TaskFilter, TaskScope,
+};
 use crate::time::Retention;
 
 /// A task key's expiry, as `set` was asked for it.
@@ -60,19 +64,6 @@ pub(crate) struct AssetSet<'a> {
     /// `--keep-expiry`: asset keys have no expiry, so only an existing key is changed.
     pub must_exist: bool,
     pub allow_large: bool,
-}
-
-/// The asset a write goes to must be active: the keys of an inactive one are removed by the
-/// next clean, Airflow's scheduler's or this tool's.
-pub(crate) fn require_active(asset: &Asset) -> Result<()> {
-    if asset.active {
-        return Ok(());
-    }
-    Err(crate::error::Error::NotFound(format!(
-        "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
-        asset.described()
-    ))
-    .into())
 }
 
 /// The keys a delete of many removed before an error stopped it, where the transport has no
@@ -139,6 +130,20 @@ pub(crate) trait Keys {
     /// `to_write`, whether the asset is active is known, also when found by id.
     fn asset(&mut self, selector: &AssetSelector, to_write: bool) -> Result<Asset>;
 
+    /// The asset a write goes to, which must be active: the keys of an inactive one are
+    /// removed by the next clean, Airflow's scheduler's or this tool's.
+    fn active_asset(&mut self, selector: &AssetSelector) -> Result<Asset> {
+        let asset = self.asset(selector, true)?;
+        if asset.active {
+            return Ok(asset);
+        }
+        Err(crate::error::Error::NotFound(format!(
+            "{} is inactive: its keys are removed by the next clean, so state-store does not write to it",
+            asset.described()
+        ))
+        .into())
+    }
+
     fn asset_entry(&mut self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>>;
 
     /// Writes a key of an active asset (an `api` write) and returns it as stored.
@@ -162,4 +167,49 @@ pub(crate) trait Keys {
         page: Page,
         each: Each<'_, AssetEntry>,
     ) -> Result<()>;
+}
+
+/// What `clear` removes: the keys of a task instance (or of each instance of the task), or of
+/// an asset.
+pub(crate) enum Target<'a> {
+    Task(&'a TaskScope),
+    Asset(Asset),
+}
+
+/// Removes the keys of `target` (with `all`, of every map index), of which `present` were
+/// counted, through any transport: with `archive`, archived first and then exactly the rows
+/// archived deleted. Returns the keys removed, with `archive` those archived but kept, and the
+/// error that stopped the deletes half-way over the REST API (no transaction), after it had
+/// removed that many.
+pub(crate) fn clear(
+    keys: &mut dyn Keys,
+    target: &Target,
+    all: bool,
+    present: u64,
+    archive: Option<&std::path::Path>,
+) -> Result<(u64, Option<Vec<KeptKey>>, Option<anyhow::Error>)> {
+    let result = match (target, archive) {
+        // Archived, then exactly the rows archived deleted: a key written since it was read
+        // is kept, where the transport can tell (see `Keys::archive_clear_task`).
+        (_, Some(path)) if present > 0 => {
+            let mut sink = Sink::archive(path)?;
+            let cleared = match target {
+                Target::Task(task) => keys.archive_clear_task(task, all, &mut sink),
+                Target::Asset(asset) => keys.archive_clear_asset(asset, &mut sink),
+            };
+            cleared.map(|cleared| (cleared.deleted, Some(cleared.kept)))
+        }
+        // Nothing to delete: only the API's DELETE is sent, for its check that the task
+        // instance exists; the database has checked it already.
+        (Target::Task(task), _) => keys.clear_task(task, all).map(|deleted| (deleted, None)),
+        (Target::Asset(asset), _) if present > 0 => keys.clear_asset(asset).map(|deleted| (deleted, None)),
+        (Target::Asset(_), _) => Ok((0, None)),
+    };
+    match result {
+        Ok((deleted, kept)) => Ok((deleted, kept, None)),
+        Err(e) => match e.downcast_ref::<Removed>() {
+            Some(&Removed(deleted)) => Ok((deleted, None, Some(e))),
+            None => Err(e),
+        },
+    }
 }

@@ -1,43 +1,47 @@
 //! The database transport of the per-scope commands: [`Keys`] over the metastore's tables
-//! ([`Store`]), written exactly as Airflow writes them. The configuration is read when the
+//! ([`Store`]), written exactly as Airflow writes them. The configuration is read before the
 //! transport is made; the database is opened at the first call that needs it, after what can
 //! be checked without it (a value's size, the configured retention).
 
-use super::{Context, Doing, mapped_task_hint, require_asset, require_dag_run, require_task_instance};
 use crate::archive::Sink;
-use crate::db::{Access, AssetWrite, Store, TaskWrite};
+use crate::config::Settings;
+use crate::db::{AssetWrite, Store, TaskWrite};
 use crate::error::{Error, Result};
 use crate::json;
-use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet, require_active};
+use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, TaskSet};
 use crate::model::{
     Asset, AssetEntry, AssetFilter, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter,
-    TaskScope,
+    TaskScope, uri_likeness,
 };
+use crate::output;
 use crate::text::quote;
 use crate::time::{Retention, Timestamp};
 use anyhow::Context as _;
 
+/// Opens the metastore, at the transport's first call that needs it.
+pub(crate) type Open = Box<dyn FnMut() -> Result<Store>>;
+
 pub(crate) struct Database {
-    ctx: Context,
-    access: Access,
+    settings: Settings,
+    open: Open,
     store: Option<Store>,
 }
 
 impl Database {
-    pub(crate) fn new(ctx: Context, access: Access) -> Database {
-        Database { ctx, access, store: None }
+    pub(crate) fn new(settings: Settings, open: Open) -> Database {
+        Database { settings, open, store: None }
     }
 
     fn store(&mut self) -> Result<&mut Store> {
         if self.store.is_none() {
-            self.store = Some(self.ctx.open(self.access)?);
+            self.store = Some((self.open)()?);
         }
         Ok(self.store.as_mut().expect("opened above"))
     }
 
     /// A value's size as stored, against `[state_store] max_value_storage_bytes`.
     fn check_size(&self, encoded: &str, allow_large: bool) -> Result<()> {
-        let limit = &self.ctx.settings.max_value_storage_bytes;
+        let limit = &self.settings.max_value_storage_bytes;
         let size = encoded.len() as u64;
         if limit.value > 0 && size > limit.value && !allow_large {
             return Err(Error::Usage(format!(
@@ -58,7 +62,7 @@ impl Database {
             Expiry::At(at) => return Ok(Some(at)),
             Expiry::Retention(retention) => retention,
             Expiry::Default => {
-                let days = &self.ctx.settings.default_retention_days;
+                let days = &self.settings.default_retention_days;
                 Retention::from_default_retention_days(i64::from(days.value)).map_err(|e| {
                     Error::Config(format!(
                         "invalid [state_store] default_retention_days (from {}): {e}",
@@ -170,9 +174,8 @@ impl Keys for Database {
     fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
         let encoded = json::dumps(set.value);
         self.check_size(&encoded, set.allow_large)?;
+        let asset = &self.active_asset(selector)?;
         let store = self.store()?;
-        let asset = &require_asset(store, selector)?;
-        require_active(asset)?;
         let now = Timestamp::now();
         let write = AssetWrite { asset_id: asset.id, key: set.key, value: &encoded, updated_at: now };
         if set.must_exist {
@@ -180,7 +183,7 @@ impl Keys for Database {
                 return Err(Error::NotFound(format!(
                     "key {} not found for {}; --keep-expiry changes only an existing key",
                     quote(set.key),
-                    super::describe_asset(asset)
+                    asset.described()
                 ))
                 .into());
             }
@@ -265,4 +268,163 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
             Err(e)
         }
     }
+}
+
+/// The dag run of a task scope must exist: the tool never creates one, and a write without it
+/// would violate Airflow's foreign key.
+pub(crate) fn require_dag_run(store: &mut Store, scope: &TaskScope) -> Result<i64> {
+    store.dag_run_id(&scope.dag_id, &scope.run_id)?.ok_or_else(|| {
+        Error::NotFound(format!(
+            "no dag run found for dag_id={} run_id={}",
+            quote(&scope.dag_id),
+            quote(&scope.run_id)
+        ))
+        .into()
+    })
+}
+
+/// At most this many task ids are named when a task instance is not found.
+const TASK_HINT: u64 = 10;
+
+/// The dag run of a task scope, whose task instance must exist too (any instance of the task
+/// with `all_map_indices`): Airflow's REST API answers "Task instance not found" to a set,
+/// delete or clear of a task instance the scheduler never created, since a key written there
+/// is one no task will ever read. `doing` is the command asking.
+pub(crate) fn require_task_instance(
+    store: &mut Store,
+    scope: &TaskScope,
+    all_map_indices: bool,
+    missing: MissingTaskInstance,
+    doing: Doing,
+) -> Result<i64> {
+    let dag_run_id = require_dag_run(store, scope)?;
+    if store.task_instance_exists(scope, all_map_indices)? {
+        return Ok(dag_run_id);
+    }
+    let what = if all_map_indices {
+        format!("no task instance of {}", scope.task_label())
+    } else {
+        format!("task instance not found: {scope}")
+    };
+    let (hint, mapped) = task_instance_hint(store, scope)?;
+    match missing {
+        MissingTaskInstance::Allow => {
+            output::warn(&format!("{what}{hint}; going on (--allow-missing-task-instance)"));
+            Ok(dag_run_id)
+        }
+        // The unmapped index of a mapped task: the user forgot --map-index, and a key written
+        // there no instance would read, so the flag that writes it anyway is the wrong advice.
+        MissingTaskInstance::Refuse if mapped && scope.map_index == -1 && !all_map_indices => {
+            let all = if doing == Doing::Clear { " or --all-map-indices" } else { "" };
+            Err(Error::NotFound(format!("{what}{hint}; give --map-index N{all}")).into())
+        }
+        MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
+            "{what}{hint}; pass --allow-missing-task-instance to {} anyway",
+            doing.verb()
+        ))
+        .into()),
+    }
+}
+
+/// The command that needs a task instance, for the advice it gets when there is none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Doing {
+    Set,
+    Delete,
+    Clear,
+}
+
+impl Doing {
+    /// What `--allow-missing-task-instance` lets the command do.
+    fn verb(self) -> &'static str {
+        match self {
+            Doing::Set => "write the key",
+            Doing::Delete => "delete the key",
+            Doing::Clear => "clear its keys",
+        }
+    }
+}
+
+/// What the dag run does hold, when a task instance is not found: the map indexes of the task
+/// when it exists under others, else the run's task ids when there are few; and whether the
+/// task is mapped (its instances have map indexes 0 and up).
+fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<(String, bool)> {
+    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
+    if let Some((count, low, high)) = found.map_indexes {
+        return Ok((
+            match (count, low, high) {
+                (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
+                (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
+                (count, low, high) => {
+                    format!(
+                        "; task {} has {count} instances, map indexes {low} to {high}",
+                        quote(&scope.task_id)
+                    )
+                }
+            },
+            low >= 0,
+        ));
+    }
+    let hint = match found.task_count {
+        0 => "; the dag run has no task instances yet".to_string(),
+        n if n <= TASK_HINT => {
+            let names: Vec<String> = found.task_ids.iter().map(|t| quote(t)).collect();
+            format!("; the dag run's task{}: {}", if n == 1 { "" } else { "s" }, names.join(", "))
+        }
+        n => format!("; the dag run has {n} tasks"),
+    };
+    Ok((hint, false))
+}
+
+/// When the task of `scope` is mapped (its instances have map indexes 0 and up), a hint to give
+/// `--map-index`; empty otherwise.
+pub(crate) fn mapped_task_hint(store: &mut Store, scope: &TaskScope) -> Result<String> {
+    let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, 0)?;
+    Ok(match found.map_indexes {
+        Some((_, low, high)) if low >= 0 => {
+            format!(
+                "; task {} is mapped (map indexes {low} to {high}): give --map-index",
+                quote(&scope.task_id)
+            )
+        }
+        _ => String::new(),
+    })
+}
+
+/// Resolves an asset selector. Names and URIs address active assets only, as tasks do.
+pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Result<Asset> {
+    if let Some(asset) = store.find_asset(selector)? {
+        return Ok(asset);
+    }
+    if store.asset_exists_inactive(selector)? {
+        return Err(Error::NotFound(format!(
+            "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
+        ))
+        .into());
+    }
+    Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)).into())
+}
+
+/// Active assets read when a uri matches none, to name a close one: enough for any real
+/// deployment, and a bound on what a message may cost.
+const CLOSE_URI_SCAN: u64 = 100_000;
+
+/// For a uri that matches no asset, the stored uris of the active assets it probably meant
+/// (see [`uri_likeness`]): Airflow stores asset URIs normalised, so `s3://b/orders/` can be
+/// stored as `s3://b/orders`.
+fn close_uris(store: &mut Store, selector: &AssetSelector) -> Result<String> {
+    let AssetSelector::Uri(uri) = selector else { return Ok(String::new()) };
+    let wanted = uri_likeness(uri);
+    let close: Vec<String> = store
+        .active_assets(CLOSE_URI_SCAN)?
+        .into_iter()
+        .filter(|a| uri_likeness(&a.uri) == wanted)
+        .take(3)
+        .map(|a| format!("{} ({}, id {})", quote(&a.uri), quote(&a.name), a.id))
+        .collect();
+    Ok(if close.is_empty() {
+        String::new()
+    } else {
+        format!("; did you mean {}? Airflow stores asset URIs normalised", close.join(" or "))
+    })
 }
