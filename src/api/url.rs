@@ -125,10 +125,8 @@ pub(crate) fn canonical_authority(authority: &str) -> std::result::Result<String
         }
         return Ok(format!("[{address}]{after}"));
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (authority, None),
-    };
+    let (host, port) =
+        authority.rsplit_once(':').map_or((authority, None), |(host, port)| (host, Some(port)));
     if host.contains('%') {
         return Err(format!("the host {} is percent-encoded: give it as it is spelt", quote(host)));
     }

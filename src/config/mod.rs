@@ -247,10 +247,9 @@ pub(crate) fn load(
         Ok(path) => (Some(path), None),
         Err(missing) => (None, Some(missing)),
     };
-    let (file, untrusted_config) = match config_file.as_deref().map(read_config_file).transpose()? {
-        Some((file, holders)) => (Some(file), trust.judge(&holders)),
-        None => (None, None),
-    };
+    let read = config_file.as_deref().map(read_config_file).transpose()?;
+    let (file, untrusted_config) =
+        read.map_or((None, None), |(file, holders)| (Some(file), trust.judge(&holders)));
     let mut resolver = Resolver {
         vars: &vars,
         file: file.as_ref(),

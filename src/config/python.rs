@@ -470,14 +470,11 @@ pub(super) fn is_digit_part(s: &str) -> bool {
 pub(super) fn python_float(text: &str) -> Option<f64> {
     let text = text.trim();
     let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
-        None => (unsigned, None),
-    };
-    let (whole, fraction) = match mantissa.split_once('.') {
-        Some((whole, fraction)) => (whole, Some(fraction)),
-        None => (mantissa, None),
-    };
+    let (mantissa, exponent) = unsigned
+        .split_once(['e', 'E'])
+        .map_or((unsigned, None), |(mantissa, exponent)| (mantissa, Some(exponent)));
+    let (whole, fraction) =
+        mantissa.split_once('.').map_or((mantissa, None), |(whole, fraction)| (whole, Some(fraction)));
     let whole_ok = whole.is_empty() || is_digit_part(whole);
     let fraction_ok = fraction.is_none_or(|f| f.is_empty() || is_digit_part(f));
     let has_digits = !whole.is_empty() || fraction.is_some_and(|f| !f.is_empty());
