@@ -2,7 +2,7 @@
 //! trying the tool before pointing it at production. Nothing here may ever run against a real
 //! Airflow database, so every method but `create` first checks for the marker table.
 
-use super::dialect::{Connection, columns, first};
+use super::dialect::{Connection, columns, count, first};
 use super::query::Fields;
 use super::query::Query;
 use super::schema::{AIRFLOW_33_ALEMBIC_REVISION, AIRFLOW_TABLES, SANDBOX_MARKER_TABLE};
@@ -22,8 +22,7 @@ pub(super) fn stamp<C: Connection + ?Sized>(conn: &mut C, what: &str) -> Result<
         Query::new("INSERT INTO alembic_version (version_num) VALUES (?)").bind(AIRFLOW_33_ALEMBIC_REVISION);
     conn.run(what, &revision)?;
     let marker = Query::new("INSERT INTO ").push(SANDBOX_MARKER_TABLE).push(" (created_at) VALUES (?)");
-    conn.run(what, &marker.bind(Timestamp::now()))?;
-    Ok(())
+    conn.run(what, &marker.bind(Timestamp::now())).map(drop)
 }
 
 /// Runs `work` in one transaction, rolled back when it fails.
@@ -129,9 +128,7 @@ impl Sandbox {
             .and(" AND run_id = ?", run_id)
             .and(" AND task_id = ?", task_id)
             .and(" AND map_index = ?", map_index);
-        if first(&mut *self.conn, "cannot read the task instances", &existing, Fields::count)?.unwrap_or(0)
-            > 0
-        {
+        if count(&mut *self.conn, "cannot read the task instances", &existing)? > 0 {
             return Err(Error::Usage(format!(
                 "the sandbox already has the task instance dag_id={} run_id={} task_id={} map_index={map_index}",
                 quote(dag_id),
