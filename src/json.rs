@@ -493,11 +493,9 @@ impl Scanner<'_> {
         }
     }
 
-    fn skip_ws(&self, mut pos: usize) -> usize {
-        while matches!(self.bytes.get(pos), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            pos += 1;
-        }
-        pos
+    fn skip_ws(&self, pos: usize) -> usize {
+        let rest = self.bytes.get(pos..).unwrap_or_default();
+        pos + rest.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')).count()
     }
 
     /// Whether at least `n` characters follow byte offset `pos`: the C scanner's
@@ -508,10 +506,7 @@ impl Scanner<'_> {
 
     fn hex4(&self, pos: usize) -> Option<u32> {
         let digits = self.bytes.get(pos..pos + 4)?;
-        digits.iter().try_fold(0_u32, |acc, &b| {
-            let digit = char::from(b).to_digit(16)?;
-            Some(acc * 16 + digit)
-        })
+        digits.iter().try_fold(0_u32, |acc, &b| Some(acc * 16 + char::from(b).to_digit(16)?))
     }
 
     /// Reads one value starting exactly at `pos` and returns the offset just past it.
