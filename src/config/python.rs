@@ -18,13 +18,11 @@ impl<'a> Vars<'a> {
 
     /// A variable as text.
     pub(super) fn get(&self, name: &str) -> Option<String> {
-        match self.raw(name)?.into_string() {
-            Ok(value) => Some(value),
-            Err(_) => {
-                self.refused.borrow_mut().get_or_insert_with(|| name.to_owned());
-                None
-            }
+        let value = self.raw(name)?.into_string();
+        if value.is_err() {
+            self.refused.borrow_mut().get_or_insert_with(|| name.to_owned());
         }
+        value.ok()
     }
 
     /// A variable as bytes, for a value that is a path and nothing else.
@@ -37,10 +35,7 @@ impl<'a> Vars<'a> {
 
     /// The first variable read so far whose value is not UTF-8, refused.
     pub(super) fn check(&self) -> Result<(), ConfigError> {
-        match self.refused.borrow().as_ref() {
-            Some(var) => Err(ConfigError::NotUtf8 { var: var.clone() }),
-            None => Ok(()),
-        }
+        self.refused.borrow().as_ref().map_or(Ok(()), |var| Err(ConfigError::NotUtf8 { var: var.clone() }))
     }
 }
 
@@ -85,10 +80,7 @@ pub(super) fn expand_vars(text: &str, vars: &Vars<'_>) -> String {
             (len > 0).then(|| (&after[..len], len))
         };
         if let Some((name, len)) = reference {
-            match vars.get(name) {
-                Some(value) => out.push_str(&value),
-                None => out.push_str(&rest[dollar..=dollar + len]),
-            }
+            out.push_str(&vars.get(name).unwrap_or_else(|| rest[dollar..=dollar + len].to_owned()));
             rest = &after[len..];
         } else {
             out.push('$');
