@@ -2,7 +2,7 @@
 //! trying the tool before pointing it at production. Nothing here may ever run against a real
 //! Airflow database, so every method but `create` first checks for the marker table.
 
-use super::dialect::{Connection, columns, count, first};
+use super::dialect::{Connection, columns, count, first, in_transaction};
 use super::query::Fields;
 use super::query::Query;
 use super::schema::{AIRFLOW_33_ALEMBIC_REVISION, AIRFLOW_TABLES, SANDBOX_MARKER_TABLE};
@@ -23,24 +23,6 @@ pub(super) fn stamp<C: Connection + ?Sized>(conn: &mut C, what: &str) -> Result<
     conn.run(what, &revision)?;
     let marker = Query::new("INSERT INTO ").push(SANDBOX_MARKER_TABLE).push(" (created_at) VALUES (?)");
     conn.run(what, &marker.bind(Timestamp::now())).map(drop)
-}
-
-/// Runs `work` in one transaction, rolled back when it fails.
-pub(super) fn in_transaction<C: Connection + ?Sized>(
-    conn: &mut C,
-    what: &str,
-    work: impl FnOnce(&mut C) -> Result<()>,
-) -> Result<()> {
-    let begin = Query::new(conn.dialect().begin());
-    conn.run(what, &begin)?;
-    match work(conn) {
-        Ok(()) => conn.run(what, &Query::new("COMMIT")).map(drop),
-        Err(e) => {
-            // The first error is the one to report; a failed rollback ends with the connection.
-            let _ = conn.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
-    }
 }
 
 impl Sandbox {
@@ -162,7 +144,7 @@ impl Sandbox {
         }
         let what = "cannot add the asset";
         let mut id = 0;
-        in_transaction(&mut *self.conn, what, |conn| {
+        in_transaction(&mut *self.conn, [what, what], |conn| {
             let now = Timestamp::now();
             let asset = Query::new(
                 r#"INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) VALUES (?, ?, 'asset', '{}', ?, ?)"#,

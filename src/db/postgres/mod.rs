@@ -494,7 +494,7 @@ impl Connection for PostgresConnection {
 
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
-        sandbox::in_transaction(self, what, |pg| {
+        crate::db::dialect::in_transaction(self, [what, what], |pg| {
             let context = format!("{what} in {}", pg.location);
             if let Some(name) = pg.schema.clone() {
                 // CREATE SCHEMA takes no parameter: the name is bound as a setting of this
