@@ -415,18 +415,14 @@ impl Sink {
             Target::File(None) => Ok(()),
             Target::Archive(out) => out.commit(),
         };
-        match synced {
-            Ok(()) => {
-                self.task_rows += self.held.0;
-                self.asset_rows += self.held.1;
-                self.held = (0, 0);
-                Ok(())
-            }
-            Err(e) => {
-                self.drop_held();
-                Err(e)
-            }
+        if synced.is_err() {
+            self.drop_held();
+            return synced;
         }
+        self.task_rows += self.held.0;
+        self.asset_rows += self.held.1;
+        self.held = (0, 0);
+        Ok(())
     }
 
     /// The end of the output: an `export --file` is fsynced and renamed over its path.

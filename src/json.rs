@@ -493,11 +493,9 @@ impl Scanner<'_> {
         }
     }
 
-    fn skip_ws(&self, mut pos: usize) -> usize {
-        while matches!(self.bytes.get(pos), Some(b' ' | b'\t' | b'\n' | b'\r')) {
-            pos += 1;
-        }
-        pos
+    fn skip_ws(&self, pos: usize) -> usize {
+        let rest = self.bytes.get(pos..).unwrap_or_default();
+        pos + rest.iter().take_while(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r')).count()
     }
 
     /// Whether at least `n` characters follow byte offset `pos`: the C scanner's
@@ -508,10 +506,7 @@ impl Scanner<'_> {
 
     fn hex4(&self, pos: usize) -> Option<u32> {
         let digits = self.bytes.get(pos..pos + 4)?;
-        digits.iter().try_fold(0_u32, |acc, &b| {
-            let digit = char::from(b).to_digit(16)?;
-            Some(acc * 16 + digit)
-        })
+        digits.iter().try_fold(0_u32, |acc, &b| Some(acc * 16 + char::from(b).to_digit(16)?))
     }
 
     /// Reads one value starting exactly at `pos` and returns the offset just past it.
@@ -618,41 +613,30 @@ impl Scanner<'_> {
     /// 1 followed by extra data).
     fn number(&mut self, pos: usize) -> Result<usize, ParseError> {
         let bytes = self.bytes;
-        let digit_at = |i: usize| bytes.get(i).is_some_and(u8::is_ascii_digit);
+        // Where the run of digits that starts at `i` ends.
+        let digits = |i: usize| {
+            i + bytes.get(i..).map_or(0, |rest| rest.iter().take_while(|b| b.is_ascii_digit()).count())
+        };
         let mut i = pos;
         if bytes.get(i) == Some(&b'-') {
             i += 1;
         }
         match bytes.get(i) {
             Some(b'0') => i += 1,
-            Some(b'1'..=b'9') => {
-                i += 1;
-                while digit_at(i) {
-                    i += 1;
-                }
-            }
+            Some(b'1'..=b'9') => i = digits(i + 1),
             _ => return Err(self.error(ParseErrorKind::Syntax, "Expecting value", pos)),
         }
         let mut is_float = false;
-        if bytes.get(i) == Some(&b'.') && digit_at(i + 1) {
+        if bytes.get(i) == Some(&b'.') && digits(i + 1) > i + 1 {
             is_float = true;
-            i += 2;
-            while digit_at(i) {
-                i += 1;
-            }
+            i = digits(i + 1);
         }
         if matches!(bytes.get(i), Some(b'e' | b'E')) {
-            let mut j = i + 1;
-            if matches!(bytes.get(j), Some(b'+' | b'-')) {
-                j += 1;
-            }
-            let exponent_digits = j;
-            while digit_at(j) {
-                j += 1;
-            }
-            if j > exponent_digits {
+            let exponent_digits = i + 1 + usize::from(matches!(bytes.get(i + 1), Some(b'+' | b'-')));
+            let end = digits(exponent_digits);
+            if end > exponent_digits {
                 is_float = true;
-                i = j;
+                i = end;
             }
         }
         let token = self.text.get(pos..i).unwrap_or_default();
@@ -726,9 +710,7 @@ impl Scanner<'_> {
                     b'n' => '\n',
                     b'r' => '\r',
                     b't' => '\t',
-                    _ => {
-                        return Err(self.error(ParseErrorKind::Syntax, "Invalid \\escape", next - 1));
-                    }
+                    _ => return Err(self.error(ParseErrorKind::Syntax, "Invalid \\escape", next - 1)),
                 };
                 out.push(unescaped);
                 end = next + 1;

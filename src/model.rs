@@ -33,14 +33,7 @@ impl TaskScope {
 
 impl std::fmt::Display for TaskScope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "dag_id={} run_id={} task_id={} map_index={}",
-            quote(&self.dag_id),
-            quote(&self.run_id),
-            quote(&self.task_id),
-            self.map_index
-        )
+        write!(f, "{} map_index={}", self.task_label(), self.map_index)
     }
 }
 
@@ -212,10 +205,9 @@ pub(crate) fn external_ref(stored: &str) -> Option<String> {
         return None;
     }
     match crate::json::parse(stored).ok()? {
-        crate::json::Value::Object(fields) if fields.len() == 1 => match fields.get(EXTERNAL_REF_KEY)? {
-            crate::json::Value::String(reference) => Some(reference.clone()),
-            _ => None,
-        },
+        crate::json::Value::Object(fields) if fields.len() == 1 => {
+            fields.get(EXTERNAL_REF_KEY)?.as_str().map(str::to_string)
+        }
         _ => None,
     }
 }

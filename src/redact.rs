@@ -84,15 +84,7 @@ pub(crate) fn register_login(user: &str, password: &str) {
 /// Adds `secret` and its JSON spellings to `printed`; its percent-encoded spellings need no
 /// entry of their own, since [`spelt_at`] reads them in the raw one.
 fn learn_printed(printed: &mut Vec<String>, secret: &str) {
-    if !printed.iter().any(|p| p == secret) {
-        printed.push(secret.to_string());
-    }
-    for escaped in json_spellings(secret) {
-        if !printed.contains(&escaped) {
-            printed.push(escaped);
-        }
-    }
-    printed.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
+    add_new(printed, std::iter::once(secret.to_string()).chain(json_spellings(secret)));
 }
 
 /// The base64 a peer may echo a secret in: the standard alphabet and the URL-safe one (a JWT's,
@@ -101,12 +93,11 @@ fn learn_printed(printed: &mut Vec<String>, secret: &str) {
 fn base64_spellings(secret: &str) -> Vec<String> {
     use base64::Engine as _;
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    let mut forms = Vec::new();
-    for bytes in [secret.to_string(), format!("{secret}\n")] {
-        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
-            forms.push(engine.encode(&bytes));
-        }
-    }
+    let engines = [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD];
+    let mut forms: Vec<String> = [secret.to_string(), format!("{secret}\n")]
+        .iter()
+        .flat_map(|bytes| engines.map(|engine| engine.encode(bytes)))
+        .collect();
     forms.sort();
     forms.dedup();
     forms
@@ -420,9 +411,14 @@ fn decoded(text: &[u8], i: usize) -> Option<u8> {
 }
 
 fn add_spellings(into: &mut Vec<String>, secret: &str) {
-    for spelling in password_spellings(secret) {
-        if !into.contains(&spelling) {
-            into.push(spelling);
+    add_new(into, password_spellings(secret));
+}
+
+/// Adds the `forms` that `into` lacks, and keeps it longest first.
+fn add_new(into: &mut Vec<String>, forms: impl IntoIterator<Item = String>) {
+    for form in forms {
+        if !into.contains(&form) {
+            into.push(form);
         }
     }
     into.sort_by(|a, b| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
@@ -458,11 +454,7 @@ fn lowercase_escapes(encoded: &str) -> String {
     while let Some(c) = chars.next() {
         out.push(c);
         if c == '%' {
-            for _ in 0..2 {
-                if let Some(h) = chars.next() {
-                    out.push(h.to_ascii_lowercase());
-                }
-            }
+            out.extend(chars.by_ref().take(2).map(|h| h.to_ascii_lowercase()));
         }
     }
     out

@@ -287,10 +287,7 @@ pub(crate) fn sleep(pause: Duration) {
 
 /// The signal received since [`defer`], if any.
 pub(crate) fn stop_requested() -> Option<i32> {
-    match RECEIVED.load(Ordering::SeqCst) {
-        0 => None,
-        signal => Some(signal),
-    }
+    Some(RECEIVED.load(Ordering::SeqCst)).filter(|signal| *signal != 0)
 }
 
 /// Records the process group of a `_cmd` command just started (its own group, `process_group(0)`),

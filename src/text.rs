@@ -143,26 +143,18 @@ pub(crate) fn percent_decode(text: &str) -> String {
 }
 
 fn hex_value(b: u8) -> Option<u8> {
-    match b {
-        b'0'..=b'9' => Some(b - b'0'),
-        b'a'..=b'f' => Some(b - b'a' + 10),
-        b'A'..=b'F' => Some(b - b'A' + 10),
-        _ => None,
-    }
+    char::from(b).to_digit(16).and_then(|digit| u8::try_from(digit).ok())
 }
 
 /// `urllib.parse.quote`: letters, digits and `_.-~` stay, as do the bytes in `safe`; every
 /// other byte becomes `%XX` (upper-case hex).
 pub(crate) fn percent_encode(text: &str, safe: &[u8]) -> String {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(text.len());
     for &b in text.as_bytes() {
         if b.is_ascii_alphanumeric() || b"_.-~".contains(&b) || safe.contains(&b) {
             out.push(char::from(b));
         } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0x0f)]));
+            let _ = write!(out, "%{b:02X}");
         }
     }
     out

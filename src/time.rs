@@ -28,95 +28,56 @@ pub(crate) struct Timestamp(i64);
 
 /// Why a timestamp, retention or duration text was refused. The offending text is kept
 /// (shortened, escaped) so the one-line message can show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(crate) enum TimeError {
     /// A timestamp given by a user.
-    Timestamp {
-        text: String,
-        problem: &'static str,
-    },
+    #[error(
+        "invalid timestamp {text}: {problem}; expected RFC 3339 such as \
+         2026-01-02T03:04:05Z or 2026-01-02T05:04:05.5+02:00, or a date 2026-01-02 (midnight UTC)"
+    )]
+    Timestamp { text: String, problem: &'static str },
     /// A date and time without `Z` or an offset: local time or UTC cannot be told apart.
-    NoOffset {
-        text: String,
-    },
+    #[error(
+        "timestamp {text} has no time zone: add Z for UTC (2026-01-02T03:04:05Z) \
+         or an offset such as +02:00"
+    )]
+    NoOffset { text: String },
     /// Text found in a timestamp column.
-    StoredTimestamp {
-        text: String,
-        problem: &'static str,
-    },
-    Retention {
-        text: String,
-        problem: &'static str,
-    },
+    #[error(
+        "unreadable stored timestamp {text}: {problem}; expected \
+         YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]"
+    )]
+    StoredTimestamp { text: String, problem: &'static str },
+    #[error(
+        "invalid retention {text}: {problem}; expected whole numbers with units \
+         w, d, h, m, s from largest to smallest (7d, 6h, 1h30m) or never"
+    )]
+    Retention { text: String, problem: &'static str },
     /// A retention that adds up to nothing; see `parse_retention`.
-    ZeroRetention {
-        text: String,
-    },
-    Duration {
-        text: String,
-        problem: &'static str,
-    },
-    NegativeRetentionDays {
-        days: i64,
-    },
-    RetentionDaysTooLarge {
-        days: i64,
-    },
+    #[error(
+        "invalid retention {text}: retention must be positive; use never for keys \
+         that should not expire"
+    )]
+    ZeroRetention { text: String },
+    #[error(
+        "invalid duration {text}: {problem}; expected whole numbers with units \
+         w, d, h, m, s, ms from largest to smallest (200ms, 10m, 1h30m) or 0"
+    )]
+    Duration { text: String, problem: &'static str },
+    #[error("[state_store] default_retention_days must be >= 0, got {days}")]
+    NegativeRetentionDays { days: i64 },
+    #[error(
+        "[state_store] default_retention_days = {days} is too large \
+         (expiry would be after the year 9999)"
+    )]
+    RetentionDaysTooLarge { days: i64 },
     /// now + retention is after 9999-12-31T23:59:59.999999Z.
+    #[error(
+        "the retention puts the expiry after 9999-12-31T23:59:59.999999Z, \
+         the last instant a timestamp can hold; use never instead"
+    )]
     ExpiryOutOfRange,
 }
-
-impl fmt::Display for TimeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TimeError::Timestamp { text, problem } => write!(
-                f,
-                "invalid timestamp {text}: {problem}; expected RFC 3339 such as \
-                 2026-01-02T03:04:05Z or 2026-01-02T05:04:05.5+02:00, or a date 2026-01-02 (midnight UTC)"
-            ),
-            TimeError::NoOffset { text } => write!(
-                f,
-                "timestamp {text} has no time zone: add Z for UTC (2026-01-02T03:04:05Z) \
-                 or an offset such as +02:00"
-            ),
-            TimeError::StoredTimestamp { text, problem } => write!(
-                f,
-                "unreadable stored timestamp {text}: {problem}; expected \
-                 YYYY-MM-DD HH:MM:SS[.ffffff][+HH:MM]"
-            ),
-            TimeError::Retention { text, problem } => write!(
-                f,
-                "invalid retention {text}: {problem}; expected whole numbers with units \
-                 w, d, h, m, s from largest to smallest (7d, 6h, 1h30m) or never"
-            ),
-            TimeError::ZeroRetention { text } => write!(
-                f,
-                "invalid retention {text}: retention must be positive; use never for keys \
-                 that should not expire"
-            ),
-            TimeError::Duration { text, problem } => write!(
-                f,
-                "invalid duration {text}: {problem}; expected whole numbers with units \
-                 w, d, h, m, s, ms from largest to smallest (200ms, 10m, 1h30m) or 0"
-            ),
-            TimeError::NegativeRetentionDays { days } => {
-                write!(f, "[state_store] default_retention_days must be >= 0, got {days}")
-            }
-            TimeError::RetentionDaysTooLarge { days } => write!(
-                f,
-                "[state_store] default_retention_days = {days} is too large \
-                 (expiry would be after the year 9999)"
-            ),
-            TimeError::ExpiryOutOfRange => write!(
-                f,
-                "the retention puts the expiry after 9999-12-31T23:59:59.999999Z, \
-                 the last instant a timestamp can hold; use never instead"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for TimeError {}
 
 /// The text as a message shows it: quoted, escaped onto one line, cut at 64 characters.
 fn shown(text: &str) -> String {

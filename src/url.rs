@@ -9,7 +9,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::redact::Secrets;
+use crate::redact::{MASK, Secrets, is_password_key};
 use crate::text::{encode_query_part, percent_decode, percent_encode};
 
 /// The database families Airflow's metastore can live in.
@@ -186,31 +186,21 @@ impl DbUrl {
         let scheme_len =
             url.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '+')).unwrap_or(url.len());
         let scheme = &url[..scheme_len];
-        let Some(rest) = url[scheme_len..].strip_prefix("://") else {
+        let Some(rest) = url[scheme_len..].strip_prefix("://").filter(|_| !scheme.is_empty()) else {
             return Err(UrlError::NotAUrl);
         };
-        if scheme.is_empty() {
-            return Err(UrlError::NotAUrl);
-        }
         let (dialect, driver) = split_scheme(scheme)?;
 
         let (userinfo, after_userinfo) = split_userinfo(rest);
-        let (username, password) = match userinfo {
-            Some((user, pass)) => (Some(percent_decode(user)), pass.map(percent_decode)),
-            None => (None, None),
-        };
+        let (username, password) = userinfo
+            .map_or((None, None), |(user, pass)| (Some(percent_decode(user)), pass.map(percent_decode)));
         let (host, port_text, after_host) = split_host_port(after_userinfo, scheme)?;
-        let port = match port_text {
-            None => None,
-            Some(text) => {
-                Some(parse_port(text).ok_or_else(|| UrlError::BadPort { scheme: scheme.to_string() })?)
-            }
-        };
+        let port = port_text
+            .map(|text| parse_port(text).ok_or_else(|| UrlError::BadPort { scheme: scheme.to_string() }));
+        let port = port.transpose()?;
 
-        let (database, query_text) = match after_host.split_once('?') {
-            Some((path, query)) => (path, Some(query)),
-            None => (after_host, None),
-        };
+        let (database, query_text) =
+            after_host.split_once('?').map_or((after_host, None), |(path, query)| (path, Some(query)));
         // SQLAlchemy's grammar leaves nothing between the host part and `/database` or
         // `?query`; `split_host_port` has checked that.
         let database = database.strip_prefix('/').map(percent_decode);
@@ -307,8 +297,7 @@ impl DbUrl {
     /// Every password the URL holds: the userinfo's, and the value of each query option that
     /// names a password (`?password=`, `?sslpassword=`), which drivers also read.
     pub(crate) fn passwords(&self) -> impl Iterator<Item = &str> {
-        let in_query =
-            self.query.iter().filter(|(k, _)| crate::redact::is_password_key(k)).map(|(_, v)| v.as_str());
+        let in_query = self.query.iter().filter(|(k, _)| is_password_key(k)).map(|(_, v)| v.as_str());
         self.password.as_deref().into_iter().chain(in_query)
     }
 
@@ -325,31 +314,19 @@ impl DbUrl {
         if let Some(user) = &self.username {
             s.push_str(&percent_encode(user, b" +"));
             if let Some(password) = &self.password {
-                s.push(':');
-                if hide_password {
-                    s.push_str(crate::redact::MASK);
-                } else {
-                    s.push_str(&percent_encode(password, b" +"));
-                }
+                let shown = if hide_password { MASK.to_string() } else { percent_encode(password, b" +") };
+                s.push_str(&format!(":{shown}"));
             }
             s.push('@');
         }
         if let Some(host) = &self.host {
-            if host.contains(':') {
-                s.push('[');
-                s.push_str(host);
-                s.push(']');
-            } else {
-                s.push_str(host);
-            }
+            s.push_str(&if host.contains(':') { format!("[{host}]") } else { host.clone() });
         }
         if let Some(port) = self.port {
-            s.push(':');
-            s.push_str(&port.to_string());
+            s.push_str(&format!(":{port}"));
         }
         if let Some(database) = &self.database {
-            s.push('/');
-            s.push_str(&percent_encode(database, b" +/"));
+            s.push_str(&format!("/{}", percent_encode(database, b" +/")));
         }
         if !self.query.is_empty() {
             s.push('?');
@@ -359,8 +336,8 @@ impl DbUrl {
                 .map(|(k, v)| {
                     // Drivers take a password from the query too (`?password=`, libpq's
                     // `sslpassword`), so such a value is hidden like the userinfo's.
-                    let value = if hide_password && crate::redact::is_password_key(k) {
-                        crate::redact::MASK.to_string()
+                    let value = if hide_password && is_password_key(k) {
+                        MASK.to_string()
                     } else {
                         encode_query_part(v)
                     };
@@ -417,10 +394,8 @@ impl fmt::Debug for DbUrl {
 }
 
 fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
-    let (backend, driver) = match scheme.split_once('+') {
-        Some((backend, driver)) => (backend, Some(driver)),
-        None => (scheme, None),
-    };
+    let (backend, driver) =
+        scheme.split_once('+').map_or((scheme, None), |(backend, driver)| (backend, Some(driver)));
     // Names are case-sensitive: SQLAlchemy cannot load a `PostgreSQL` dialect either.
     let dialect = match backend {
         "sqlite" => Dialect::Sqlite,
@@ -428,9 +403,7 @@ fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
         // `postgresql` when it loads the configuration, so old configs still run.
         "postgresql" | "postgres" => Dialect::Postgres,
         "mysql" | "mariadb" => Dialect::Mysql,
-        _ => {
-            return Err(UrlError::UnsupportedScheme { scheme: scheme.to_string() });
-        }
+        _ => return Err(UrlError::UnsupportedScheme { scheme: scheme.to_string() }),
     };
     match driver {
         None => Ok((dialect, None)),
@@ -492,10 +465,7 @@ fn split_host_port<'a>(
         return Ok((Some(inner.to_string()), port, after));
     }
 
-    let (host, port) = match host_part.split_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (host_part, None),
-    };
+    let (host, port) = host_part.split_once(':').map_or((host_part, None), |(host, port)| (host, Some(port)));
     if host.contains('@') {
         // `user:p@ss@host`: SQLAlchemy ends the password at the first `@` and keeps the rest
         // in the host.

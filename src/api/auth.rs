@@ -101,10 +101,7 @@ impl Credentials {
                 checked(&printed, &format!("the command of {origin}"))?
             }
             Credentials::Login { username, password } => {
-                let password = match password {
-                    Some(password) => password.clone(),
-                    None => prompt_password(username, http)?,
-                };
+                let password = password.clone().map_or_else(|| prompt_password(username, http), Ok)?;
                 crate::redact::register_login(username, &password);
                 let token = login(http, username, &password)?;
                 checked(&token, "the login's answer")?
@@ -150,11 +147,9 @@ fn checked(given: &str, origin: &str) -> Result<String> {
 
 /// `POST /auth/token`: a JWT for the user, as Airflow's simple and FAB auth managers mint it.
 fn login(http: &Http, username: &str, password: &str) -> Result<String> {
-    let mut body = serde_json::Map::new();
-    body.insert("username".to_string(), Value::String(username.to_string()));
-    body.insert("password".to_string(), Value::String(password.to_string()));
+    let body = serde_json::json!({ "username": username, "password": password });
     let target = Target::literal("/auth/token");
-    let answer = http.send(Method::POST, &target, Some(&Value::Object(body)), false)?;
+    let answer = http.send(Method::POST, &target, Some(&body), false)?;
     let shown = http.base().join(&target);
     match answer.status {
         200 | 201 => answer

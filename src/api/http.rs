@@ -476,10 +476,8 @@ fn bypasses(list: &str, host: &str) -> bool {
         if entry == "*" {
             return true;
         }
-        let (written, prefix) = match entry.split_once('/') {
-            Some((written, bits)) => (written, Some(bits)),
-            None => (entry, None),
-        };
+        let (written, prefix) =
+            entry.split_once('/').map_or((entry, None), |(written, bits)| (written, Some(bits)));
         let unbracketed = written.trim_start_matches('[').split(']').next().unwrap_or(written);
         let without_port = written
             .rsplit_once(':')

@@ -138,16 +138,9 @@ impl Api {
 
     /// `/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/` and `tail`.
     fn task_instance_target(scope: &TaskScope, tail: &[&str]) -> Target {
-        let mut segments = vec![
-            "dags",
-            scope.dag_id.as_str(),
-            "dagRuns",
-            scope.run_id.as_str(),
-            "taskInstances",
-            scope.task_id.as_str(),
-        ];
-        segments.extend_from_slice(tail);
-        Target::api(&segments)
+        let instance: [&str; 6] =
+            ["dags", &scope.dag_id, "dagRuns", &scope.run_id, "taskInstances", &scope.task_id];
+        Target::api(&[&instance[..], tail].concat())
     }
 
     fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
@@ -182,8 +175,8 @@ impl Api {
             &Self::task_target(scope, Some(key)),
             Some(&Value::Object(body)),
             &[200, 201, 204],
-        )?;
-        Ok(())
+        )
+        .map(drop)
     }
 
     /// `PATCH`: the value of an existing key, its expiry kept.
@@ -193,13 +186,12 @@ impl Api {
             &Self::task_target(scope, Some(key)),
             Some(&Value::Object(value_body(value))),
             &[200, 204],
-        )?;
-        Ok(())
+        )
+        .map(drop)
     }
 
     pub(crate) fn delete_task(&self, scope: &TaskScope, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::task_target(scope, Some(key)), None, &[200, 204])?;
-        Ok(())
+        self.call(Method::DELETE, &Self::task_target(scope, Some(key)), None, &[200, 204]).map(drop)
     }
 
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
@@ -230,8 +222,7 @@ impl Api {
     /// words on what is missing.
     pub(crate) fn require_task_instance(&self, scope: &TaskScope) -> Result<()> {
         let target = Self::task_instance_target(scope, &[&scope.map_index.to_string()]);
-        self.call(Method::GET, &target, None, &[200])?;
-        Ok(())
+        self.call(Method::GET, &target, None, &[200]).map(drop)
     }
 
     /// Hands over the keys of one task instance from `offset`, a page at a time, in the API's
@@ -348,13 +339,12 @@ impl Api {
             &Self::asset_target(asset.id, Some(key)),
             Some(&Value::Object(value_body(value))),
             &[200, 201, 204],
-        )?;
-        Ok(())
+        )
+        .map(drop)
     }
 
     pub(crate) fn delete_asset(&self, asset: &Asset, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None, &[200, 204])?;
-        Ok(())
+        self.call(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None, &[200, 204]).map(drop)
     }
 
     pub(crate) fn each_asset(

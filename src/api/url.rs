@@ -125,10 +125,8 @@ pub(crate) fn canonical_authority(authority: &str) -> std::result::Result<String
         }
         return Ok(format!("[{address}]{after}"));
     }
-    let (host, port) = match authority.rsplit_once(':') {
-        Some((host, port)) => (host, Some(port)),
-        None => (authority, None),
-    };
+    let (host, port) =
+        authority.rsplit_once(':').map_or((authority, None), |(host, port)| (host, Some(port)));
     if host.contains('%') {
         return Err(format!("the host {} is percent-encoded: give it as it is spelt", quote(host)));
     }
@@ -149,10 +147,7 @@ pub(crate) fn canonical_authority(authority: &str) -> std::result::Result<String
             quote(host)
         )
     })?;
-    Ok(match port {
-        Some(port) => format!("{address}:{port}"),
-        None => address.to_string(),
-    })
+    Ok(port.map_or_else(|| address.to_string(), |port| format!("{address}:{port}")))
 }
 
 /// Whether the URL standard reads `host` as an IPv4 address: its last label (after one
@@ -204,14 +199,10 @@ pub(crate) fn ipv4(text: &str) -> Option<std::net::Ipv4Addr> {
 
 /// A URL with any `user:password@` masked, for a message about a URL that was refused.
 fn masked(text: &str) -> String {
-    match text.split_once("://") {
-        Some((scheme, rest)) => {
-            let authority_end = rest.find('/').unwrap_or(rest.len());
-            match rest[..authority_end].rfind('@') {
-                Some(at) => format!("{scheme}://{}@{}", crate::redact::MASK, &rest[at + 1..]),
-                None => text.to_string(),
-            }
-        }
+    let Some((scheme, rest)) = text.split_once("://") else { return text.to_string() };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    match rest[..authority_end].rfind('@') {
+        Some(at) => format!("{scheme}://{}@{}", crate::redact::MASK, &rest[at + 1..]),
         None => text.to_string(),
     }
 }
@@ -236,11 +227,8 @@ pub(crate) enum Subject {
 impl Target {
     /// `/api/v2/` and the segments, each percent-encoded whole.
     pub(crate) fn api(segments: &[&str]) -> Target {
-        let mut path = String::from("/api/v2");
-        for segment in segments {
-            path.push('/');
-            path.push_str(&encode(segment));
-        }
+        let path =
+            segments.iter().fold(String::from("/api/v2"), |path, segment| path + "/" + &encode(segment));
         let subject = match segments {
             ["dags", dag_id, ..] => Subject::Dag((*dag_id).to_string()),
             ["assets", ..] => Subject::Assets,
@@ -266,10 +254,7 @@ impl Target {
     fn path_and_query(&self) -> String {
         let mut text = self.path.clone();
         for (i, (name, value)) in self.query.iter().enumerate() {
-            text.push(if i == 0 { '?' } else { '&' });
-            text.push_str(name);
-            text.push('=');
-            text.push_str(&encode(value));
+            text.push_str(&format!("{}{name}={}", if i == 0 { '?' } else { '&' }, encode(value)));
         }
         text
     }

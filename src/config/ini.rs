@@ -42,7 +42,8 @@ pub(crate) struct IniFile {
     sections: Vec<IniSection>,
 }
 
-/// A looked-up, interpolated value and the line its option starts on.
+/// A looked-up value as Airflow would see it (interpolated, in an INI file) and the line its
+/// option starts on; a TOML file's values are read into it too.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct IniValue {
     pub(crate) value: String,

@@ -78,12 +78,9 @@ impl fmt::Display for Source {
             Source::Flag(flag) => write!(f, "{flag} flag"),
             Source::Env(var) => write!(f, "environment variable {var}"),
             Source::EnvCmd(var) => write!(f, "command in environment variable {var}"),
-            Source::File { path, line } => {
-                write!(f, "{}", path.display())?;
-                line.map_or(Ok(()), |line| write!(f, " line {line}"))
-            }
-            Source::FileCmd { path, line } => {
-                write!(f, "command in {}", path.display())?;
+            Source::File { path, line } | Source::FileCmd { path, line } => {
+                let command = if matches!(self, Source::FileCmd { .. }) { "command in " } else { "" };
+                write!(f, "{command}{}", path.display())?;
                 line.map_or(Ok(()), |line| write!(f, " line {line}"))
             }
             Source::Default => f.write_str("default"),
@@ -243,14 +240,11 @@ pub(crate) fn load(
     vars.check()?;
     let found = find_config_file(overrides, &vars, &home_path)?;
     vars.check()?;
-    let (config_file, missing_config) = match found {
-        Ok(path) => (Some(path), None),
-        Err(missing) => (None, Some(missing)),
-    };
-    let (file, untrusted_config) = match config_file.as_deref().map(read_config_file).transpose()? {
-        Some((file, holders)) => (Some(file), trust.judge(&holders)),
-        None => (None, None),
-    };
+    let missing_config = found.as_ref().err().cloned();
+    let config_file = found.ok();
+    let read = config_file.as_deref().map(read_config_file).transpose()?;
+    let (file, untrusted_config) =
+        read.map_or((None, None), |(file, holders)| (Some(file), trust.judge(&holders)));
     let mut resolver = Resolver {
         vars: &vars,
         file: file.as_ref(),
@@ -289,12 +283,10 @@ pub(crate) fn load(
     )?;
 
     let raw = resolver.resolve(&CLEAR_ON_SUCCESS, None, "False")?;
-    let clear_on_success = match airflow_bool(&raw.value) {
-        Some(value) => Sourced { value, source: raw.source },
-        None => {
-            return Err(invalid(&CLEAR_ON_SUCCESS, raw, "not a boolean (use true/false, t/f or 1/0)"));
-        }
+    let Some(value) = airflow_bool(&raw.value) else {
+        return Err(invalid(&CLEAR_ON_SUCCESS, raw, "not a boolean (use true/false, t/f or 1/0)"));
     };
+    let clear_on_success = Sourced { value, source: raw.source };
 
     let max_value_storage_bytes =
         non_negative(&MAX_VALUE_STORAGE_BYTES, resolver.resolve(&MAX_VALUE_STORAGE_BYTES, None, "65535")?)?;

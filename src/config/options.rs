@@ -16,6 +16,11 @@ pub(super) struct Spec {
 }
 
 impl Spec {
+    /// An option with no deprecated name and nothing to hide.
+    const fn plain(section: &'static str, key: &'static str) -> Spec {
+        Spec { section, key, deprecated: None, sensitive: false }
+    }
+
     pub(super) fn name(&self) -> String {
         format!("[{}] {}", self.section, self.key)
     }
@@ -25,26 +30,19 @@ impl Spec {
     }
 }
 
-pub(super) const BACKEND: Spec =
-    Spec { section: "state_store", key: "backend", deprecated: None, sensitive: false };
+pub(super) const BACKEND: Spec = Spec::plain("state_store", "backend");
 
-pub(super) const DEFAULT_RETENTION_DAYS: Spec =
-    Spec { section: "state_store", key: "default_retention_days", deprecated: None, sensitive: false };
+pub(super) const DEFAULT_RETENTION_DAYS: Spec = Spec::plain("state_store", "default_retention_days");
 
-pub(super) const STATE_CLEANUP_BATCH_SIZE: Spec =
-    Spec { section: "state_store", key: "state_cleanup_batch_size", deprecated: None, sensitive: false };
+pub(super) const STATE_CLEANUP_BATCH_SIZE: Spec = Spec::plain("state_store", "state_cleanup_batch_size");
 
-pub(super) const CLEAR_ON_SUCCESS: Spec =
-    Spec { section: "state_store", key: "clear_on_success", deprecated: None, sensitive: false };
+pub(super) const CLEAR_ON_SUCCESS: Spec = Spec::plain("state_store", "clear_on_success");
 
-pub(super) const MAX_VALUE_STORAGE_BYTES: Spec =
-    Spec { section: "state_store", key: "max_value_storage_bytes", deprecated: None, sensitive: false };
+pub(super) const MAX_VALUE_STORAGE_BYTES: Spec = Spec::plain("state_store", "max_value_storage_bytes");
 
-pub(super) const DATABASE_TIMEOUT: Spec =
-    Spec { section: "state_store", key: "database_timeout", deprecated: None, sensitive: false };
+pub(super) const DATABASE_TIMEOUT: Spec = Spec::plain("state_store", "database_timeout");
 
-pub(super) const CMD_TIMEOUT: Spec =
-    Spec { section: "state_store", key: "cmd_timeout", deprecated: None, sensitive: false };
+pub(super) const CMD_TIMEOUT: Spec = Spec::plain("state_store", "cmd_timeout");
 
 pub(super) const SQL_ALCHEMY_CONN: Spec = Spec {
     section: "database",
@@ -53,8 +51,7 @@ pub(super) const SQL_ALCHEMY_CONN: Spec = Spec {
     sensitive: true,
 };
 
-pub(super) const SQL_ALCHEMY_SCHEMA: Spec =
-    Spec { section: "database", key: "sql_alchemy_schema", deprecated: None, sensitive: false };
+pub(super) const SQL_ALCHEMY_SCHEMA: Spec = Spec::plain("database", "sql_alchemy_schema");
 
 /// Airflow's environment variable for an option.
 pub(super) fn env_var_name(section: &str, key: &str) -> String {

@@ -18,13 +18,11 @@ impl<'a> Vars<'a> {
 
     /// A variable as text.
     pub(super) fn get(&self, name: &str) -> Option<String> {
-        match self.raw(name)?.into_string() {
-            Ok(value) => Some(value),
-            Err(_) => {
-                self.refused.borrow_mut().get_or_insert_with(|| name.to_owned());
-                None
-            }
+        let value = self.raw(name)?.into_string();
+        if value.is_err() {
+            self.refused.borrow_mut().get_or_insert_with(|| name.to_owned());
         }
+        value.ok()
     }
 
     /// A variable as bytes, for a value that is a path and nothing else.
@@ -37,10 +35,7 @@ impl<'a> Vars<'a> {
 
     /// The first variable read so far whose value is not UTF-8, refused.
     pub(super) fn check(&self) -> Result<(), ConfigError> {
-        match self.refused.borrow().as_ref() {
-            Some(var) => Err(ConfigError::NotUtf8 { var: var.clone() }),
-            None => Ok(()),
-        }
+        self.refused.borrow().as_ref().map_or(Ok(()), |var| Err(ConfigError::NotUtf8 { var: var.clone() }))
     }
 }
 
@@ -85,10 +80,7 @@ pub(super) fn expand_vars(text: &str, vars: &Vars<'_>) -> String {
             (len > 0).then(|| (&after[..len], len))
         };
         if let Some((name, len)) = reference {
-            match vars.get(name) {
-                Some(value) => out.push_str(&value),
-                None => out.push_str(&rest[dollar..=dollar + len]),
-            }
+            out.push_str(&vars.get(name).unwrap_or_else(|| rest[dollar..=dollar + len].to_owned()));
             rest = &after[len..];
         } else {
             out.push('$');
@@ -470,14 +462,11 @@ pub(super) fn is_digit_part(s: &str) -> bool {
 pub(super) fn python_float(text: &str) -> Option<f64> {
     let text = text.trim();
     let unsigned = text.strip_prefix(['+', '-']).unwrap_or(text);
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => (&unsigned[..at], Some(&unsigned[at + 1..])),
-        None => (unsigned, None),
-    };
-    let (whole, fraction) = match mantissa.split_once('.') {
-        Some((whole, fraction)) => (whole, Some(fraction)),
-        None => (mantissa, None),
-    };
+    let (mantissa, exponent) = unsigned
+        .split_once(['e', 'E'])
+        .map_or((unsigned, None), |(mantissa, exponent)| (mantissa, Some(exponent)));
+    let (whole, fraction) =
+        mantissa.split_once('.').map_or((mantissa, None), |(whole, fraction)| (whole, Some(fraction)));
     let whole_ok = whole.is_empty() || is_digit_part(whole);
     let fraction_ok = fraction.is_none_or(|f| f.is_empty() || is_digit_part(f));
     let has_digits = !whole.is_empty() || fraction.is_some_and(|f| !f.is_empty());

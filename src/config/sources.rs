@@ -24,14 +24,11 @@ impl ConfigFile {
     }
 
     pub(super) fn get(&self, section: &str, key: &str) -> Result<Option<FileValue>, ConfigError> {
-        Ok(match self {
-            ConfigFile::Ini(file) => {
-                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
-            }
-            ConfigFile::Toml(file) => {
-                file.get(section, key)?.map(|v| FileValue { value: v.value, line: Some(v.line) })
-            }
-        })
+        let found = match self {
+            ConfigFile::Ini(file) => file.get(section, key)?,
+            ConfigFile::Toml(file) => file.get(section, key)?,
+        };
+        Ok(found.map(|v| FileValue { value: v.value, line: Some(v.line) }))
     }
 }
 

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
+use super::ini::IniValue;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Scalar {
@@ -41,13 +42,6 @@ struct Table {
 pub(crate) struct TomlFile {
     path: PathBuf,
     tables: Vec<Table>,
-}
-
-/// A value as Airflow would see it, and the 1-based line of its key.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct TomlValue {
-    pub(crate) value: String,
-    pub(crate) line: usize,
 }
 
 /// 1-based line of byte offset `at`.
@@ -112,7 +106,7 @@ impl TomlFile {
     }
 
     /// The value of `key` in table `section`, as text; `None` when either is absent.
-    pub(crate) fn get(&self, section: &str, key: &str) -> Result<Option<TomlValue>, ConfigError> {
+    pub(crate) fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
         let Some(entry) = self
             .tables
             .iter()
@@ -137,7 +131,7 @@ impl TomlFile {
                 });
             }
         };
-        Ok(Some(TomlValue { value, line: entry.line }))
+        Ok(Some(IniValue { value, line: entry.line }))
     }
 }
 

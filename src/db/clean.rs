@@ -90,10 +90,7 @@ impl Cursor {
 
     /// The columns that place a row in this walk, as [`Cursor::read`] reads them.
     fn columns(self) -> &'static str {
-        match self {
-            Cursor::Id(_) => "id",
-            Cursor::Run { .. } => "dag_run_id, id",
-        }
+        if matches!(self, Cursor::Id(_)) { "id" } else { "dag_run_id, id" }
     }
 
     /// ` WHERE <after this>`; at the start of the walk, every row: the row with id -2^63, and
@@ -127,18 +124,12 @@ impl Cursor {
     /// that index and sorted every expired row of the table by dag run to find it, once per
     /// batch, where the unique index walks only the batch's rows.
     fn expired(self) -> &'static str {
-        match self {
-            Cursor::Id(_) => " AND expires_at < ?",
-            Cursor::Run { .. } => " AND +expires_at < ?",
-        }
+        if matches!(self, Cursor::Id(_)) { " AND expires_at < ?" } else { " AND +expires_at < ?" }
     }
 
     /// ` ORDER BY` the walk.
     fn order(self) -> &'static str {
-        match self {
-            Cursor::Id(_) => " ORDER BY id",
-            Cursor::Run { .. } => " ORDER BY dag_run_id, id",
-        }
+        if matches!(self, Cursor::Id(_)) { " ORDER BY id" } else { " ORDER BY dag_run_id, id" }
     }
 
     /// A row's place in this walk, from the cursor's columns.

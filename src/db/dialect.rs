@@ -737,6 +737,24 @@ pub(crate) fn table_sizes<C: Connection + ?Sized>(conn: &mut C) -> Result<Vec<(S
     Ok(sizes)
 }
 
+/// Runs `work` in one transaction, committed when it succeeds and rolled back when it fails;
+/// `begin` and `commit` name what failed when the transaction cannot begin or commit.
+pub(crate) fn in_transaction<C: Connection + ?Sized, T>(
+    conn: &mut C,
+    [begin, commit]: [&str; 2],
+    work: impl FnOnce(&mut C) -> Result<T>,
+) -> Result<T> {
+    conn.run(begin, &Query::new(conn.dialect().begin()))?;
+    match work(conn) {
+        Ok(done) => conn.run(commit, &Query::new("COMMIT")).map(|_| done),
+        Err(e) => {
+            // The first error is the one to report; a failed rollback ends with the connection.
+            let _ = conn.execute(&Query::new("ROLLBACK"));
+            Err(e)
+        }
+    }
+}
+
 /// A `SELECT count(*)`'s count.
 pub(crate) fn count<C: Connection + ?Sized>(conn: &mut C, what: &str, query: &Query<'_>) -> Result<u64> {
     Ok(first(conn, what, query, Fields::count)?.unwrap_or(0))

@@ -10,8 +10,6 @@
 //! value of an unexpected type is an error naming the column, never a panic: a damaged or
 //! foreign row must not stop a viewer.
 
-use std::fmt;
-
 use crate::model::StoredTime;
 use crate::time::Timestamp;
 
@@ -146,16 +144,9 @@ pub(crate) enum Cell {
 pub(crate) type Row = Vec<Cell>;
 
 /// A value that is not what its column should hold.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 pub(crate) struct DecodeError(String);
-
-impl fmt::Display for DecodeError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for DecodeError {}
 
 impl DecodeError {
     pub(crate) fn new(message: String) -> DecodeError {

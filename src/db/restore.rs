@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use super::Store;
 use super::dialect::{Connection, Dialect, OnConflict, Restored, Upsert, all, first};
 use super::query::{Fields, Param, Query};
-use super::store::{ASSET_UPSERT, TASK_UPSERT, asset_restore_values, task_values};
+use super::store::{ASSET_UPSERT, TASK_UPSERT, asset_restore_values, in_list, task_values};
 use super::{AssetRestore, TaskWrite};
 use crate::error::{Error, Result};
 use crate::model::{MAX_ID_CHARS, MAX_KEY_CHARS, StoredTime};
@@ -61,7 +61,7 @@ impl Store {
     /// them, but Airflow's API and `set` do); then each text as its column holds it (NUL on
     /// PostgreSQL, MySQL's character sets) and the connection's own limits.
     pub(crate) fn check_restore(&self, row: &RestoreRow<'_>) -> Result<()> {
-        let (table, texts, map_index) = match row {
+        let (table, texts, map_index, value) = match row {
             RestoreRow::Task(w) => {
                 let texts = [
                     ("dag_id", Some(w.scope.dag_id.as_str())),
@@ -70,7 +70,7 @@ impl Store {
                     ("key", Some(w.key)),
                     ("value", Some(w.value)),
                 ];
-                ("task_state_store", texts, Some(("map_index", w.scope.map_index)))
+                ("task_state_store", texts, Some(("map_index", w.scope.map_index)), w.value)
             }
             RestoreRow::Asset(w) => {
                 let texts = [
@@ -81,7 +81,7 @@ impl Store {
                     ("last_updated_by_task_id", w.writer.task_id.as_deref()),
                 ];
                 let map_index = w.writer.map_index.map(|n| ("last_updated_by_map_index", n));
-                ("asset_state_store", texts, map_index)
+                ("asset_state_store", texts, map_index, w.value)
             }
         };
         for (column, text) in texts {
@@ -94,10 +94,6 @@ impl Store {
         if let Some((column, n)) = map_index {
             check_map_index(column, n)?;
         }
-        let value = match row {
-            RestoreRow::Task(w) => w.value,
-            RestoreRow::Asset(w) => w.value,
-        };
         let max = self.conn.max_value_bytes();
         if value.len() as u64 > max {
             return Err(Error::Usage(format!(
@@ -145,12 +141,7 @@ impl Store {
             RestoreRow::Task(_) => Query::new(r#"SELECT task_id, "key" FROM "#),
             RestoreRow::Asset(_) => Query::new(r#"SELECT '', "key" FROM "#),
         };
-        let mut query = query.push(upsert.table);
-        let mut glue = " WHERE ";
-        // A plain `=`, as the unique key compares: not `Query::matching`'s exact one.
-        for (column, value) in upsert.key_columns().zip(&values) {
-            query = query.push(std::mem::replace(&mut glue, " AND ")).push(column).and(" = ?", *value);
-        }
+        let query = by_unique_key(query, upsert, &values);
         let what = format!("cannot read {}", upsert.table);
         let stored = first(&mut *self.conn, &what, &query, |f: &mut Fields| Ok((f.text(), f.text())))?;
         let (task_id, key) = match row {
@@ -195,7 +186,7 @@ impl Store {
         for ((parent, task_id, map_index), keys) in &scopes {
             let task = *map_index != -2;
             for chunk in keys.chunks(LOOKUP_ROWS) {
-                let mut query = if task {
+                let query = if task {
                     Query::new(
                         r#"SELECT dag_run_id, task_id, map_index, "key", updated_at FROM task_state_store"#,
                     )
@@ -206,10 +197,7 @@ impl Store {
                     Query::new(r#"SELECT asset_id, '', -1, "key", updated_at FROM asset_state_store"#)
                         .and(" WHERE asset_id = ?", *parent)
                 };
-                for (i, key) in chunk.iter().enumerate() {
-                    query = query.and(if i == 0 { r#" AND "key" IN (?"# } else { ", ?" }, *key);
-                }
-                query = query.push(")");
+                let query = in_list(query.push(r#" AND "key" IN"#), chunk.iter().copied());
                 let what =
                     if task { "cannot read task_state_store" } else { "cannot read asset_state_store" };
                 let stored = all(&mut *self.conn, what, &query, |f: &mut Fields| {
@@ -378,17 +366,22 @@ impl ChunkSql {
     }
 }
 
+/// `query`, the table and a `WHERE` on its unique key, bound to the values that begin `values`:
+/// a plain `=`, as the unique key compares, not [`Query::matching`]'s exact one.
+fn by_unique_key<'a>(query: Query<'a>, upsert: &Upsert, values: &[Param<'a>]) -> Query<'a> {
+    let mut glue = " WHERE ";
+    upsert.key_columns().zip(values).fold(query.push(upsert.table), |query, (column, value)| {
+        query.push(std::mem::replace(&mut glue, " AND ")).push(column).and(" = ?", *value)
+    })
+}
+
 /// The `updated_at` of the row stored with the unique key that begins `values`.
 fn stored_updated_at<C: Connection + ?Sized>(
     conn: &mut C,
     upsert: &Upsert,
     values: &[Param<'_>],
 ) -> Result<Option<StoredTime>> {
-    let mut query = Query::new("SELECT updated_at FROM ").push(upsert.table);
-    let mut glue = " WHERE ";
-    for (column, value) in upsert.key_columns().zip(values) {
-        query = query.push(std::mem::replace(&mut glue, " AND ")).push(column).and(" = ?", *value);
-    }
+    let query = by_unique_key(Query::new("SELECT updated_at FROM "), upsert, values);
     let what = format!("cannot read {}", upsert.table);
     first(conn, &what, &query, |f: &mut Fields| Ok(f.required_time()))
 }

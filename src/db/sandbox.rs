@@ -2,7 +2,7 @@
 //! trying the tool before pointing it at production. Nothing here may ever run against a real
 //! Airflow database, so every method but `create` first checks for the marker table.
 
-use super::dialect::{Connection, columns, first};
+use super::dialect::{Connection, columns, count, first, in_transaction};
 use super::query::Fields;
 use super::query::Query;
 use super::schema::{AIRFLOW_33_ALEMBIC_REVISION, AIRFLOW_TABLES, SANDBOX_MARKER_TABLE};
@@ -22,26 +22,7 @@ pub(super) fn stamp<C: Connection + ?Sized>(conn: &mut C, what: &str) -> Result<
         Query::new("INSERT INTO alembic_version (version_num) VALUES (?)").bind(AIRFLOW_33_ALEMBIC_REVISION);
     conn.run(what, &revision)?;
     let marker = Query::new("INSERT INTO ").push(SANDBOX_MARKER_TABLE).push(" (created_at) VALUES (?)");
-    conn.run(what, &marker.bind(Timestamp::now()))?;
-    Ok(())
-}
-
-/// Runs `work` in one transaction, rolled back when it fails.
-pub(super) fn in_transaction<C: Connection + ?Sized>(
-    conn: &mut C,
-    what: &str,
-    work: impl FnOnce(&mut C) -> Result<()>,
-) -> Result<()> {
-    let begin = Query::new(conn.dialect().begin());
-    conn.run(what, &begin)?;
-    match work(conn) {
-        Ok(()) => conn.run(what, &Query::new("COMMIT")).map(drop),
-        Err(e) => {
-            // The first error is the one to report; a failed rollback ends with the connection.
-            let _ = conn.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
-    }
+    conn.run(what, &marker.bind(Timestamp::now())).map(drop)
 }
 
 impl Sandbox {
@@ -129,9 +110,7 @@ impl Sandbox {
             .and(" AND run_id = ?", run_id)
             .and(" AND task_id = ?", task_id)
             .and(" AND map_index = ?", map_index);
-        if first(&mut *self.conn, "cannot read the task instances", &existing, Fields::count)?.unwrap_or(0)
-            > 0
-        {
+        if count(&mut *self.conn, "cannot read the task instances", &existing)? > 0 {
             return Err(Error::Usage(format!(
                 "the sandbox already has the task instance dag_id={} run_id={} task_id={} map_index={map_index}",
                 quote(dag_id),
@@ -165,7 +144,7 @@ impl Sandbox {
         }
         let what = "cannot add the asset";
         let mut id = 0;
-        in_transaction(&mut *self.conn, what, |conn| {
+        in_transaction(&mut *self.conn, [what, what], |conn| {
             let now = Timestamp::now();
             let asset = Query::new(
                 r#"INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) VALUES (?, ?, 'asset', '{}', ?, ?)"#,

@@ -1,6 +1,8 @@
 //! What `stats` sums up: rows, value bytes and expiry per dag (or task) and per asset, the
 //! largest values, and the tables' size on disk.
 
+use std::sync::LazyLock;
+
 use serde::Serialize;
 
 use super::Store;
@@ -69,18 +71,13 @@ pub(crate) struct ExpirySpread {
 /// then the midnights ending each of the 30 days. -2 is never (NULL), -1 expired (`< now`,
 /// as clean compares), 0 to 29 the days, 30 later. The same comparison as clean's, so on
 /// SQLite text is compared as text, exactly as Airflow's clean would see it.
-const EXPIRY_BUCKET: &str = "SELECT b, count(*) FROM (SELECT CASE WHEN expires_at IS NULL THEN -2 \
-     WHEN expires_at < ? THEN -1 WHEN expires_at < ? THEN 0 WHEN expires_at < ? THEN 1 \
-     WHEN expires_at < ? THEN 2 WHEN expires_at < ? THEN 3 WHEN expires_at < ? THEN 4 \
-     WHEN expires_at < ? THEN 5 WHEN expires_at < ? THEN 6 WHEN expires_at < ? THEN 7 \
-     WHEN expires_at < ? THEN 8 WHEN expires_at < ? THEN 9 WHEN expires_at < ? THEN 10 \
-     WHEN expires_at < ? THEN 11 WHEN expires_at < ? THEN 12 WHEN expires_at < ? THEN 13 \
-     WHEN expires_at < ? THEN 14 WHEN expires_at < ? THEN 15 WHEN expires_at < ? THEN 16 \
-     WHEN expires_at < ? THEN 17 WHEN expires_at < ? THEN 18 WHEN expires_at < ? THEN 19 \
-     WHEN expires_at < ? THEN 20 WHEN expires_at < ? THEN 21 WHEN expires_at < ? THEN 22 \
-     WHEN expires_at < ? THEN 23 WHEN expires_at < ? THEN 24 WHEN expires_at < ? THEN 25 \
-     WHEN expires_at < ? THEN 26 WHEN expires_at < ? THEN 27 WHEN expires_at < ? THEN 28 \
-     WHEN expires_at < ? THEN 29 ELSE 30 END AS b FROM task_state_store) buckets GROUP BY b";
+static EXPIRY_BUCKET: LazyLock<String> = LazyLock::new(|| {
+    let days: String = (0..EXPIRY_DAYS).map(|day| format!("WHEN expires_at < ? THEN {day} ")).collect();
+    format!(
+        "SELECT b, count(*) FROM (SELECT CASE WHEN expires_at IS NULL THEN -2 WHEN expires_at < ? THEN -1 \
+         {days}ELSE {EXPIRY_DAYS} END AS b FROM task_state_store) buckets GROUP BY b"
+    )
+});
 
 /// The sums after the group's columns: the expiry counts compare with `now` and `soon`.
 const TASK_SUMS: &str = "count(*), coalesce(sum(OCTETS(value)), 0), \
@@ -126,7 +123,7 @@ impl Store {
     pub(crate) fn expiry_spread(&mut self, now: Timestamp) -> Result<ExpirySpread> {
         let days: Vec<Timestamp> = (0..EXPIRY_DAYS as i64).map(|day| now.utc_midnight(day)).collect();
         let ends = (1..=EXPIRY_DAYS as i64).map(|day| now.utc_midnight(day));
-        let query = ends.fold(Query::new(EXPIRY_BUCKET).bind(now), Query::bind);
+        let query = ends.fold(Query::new(&EXPIRY_BUCKET).bind(now), Query::bind);
         let counts =
             all(self.connection(), "cannot read task_state_store", &query, |f| Ok((f.int()?, f.count()?)))?;
         let mut spread = ExpirySpread {

@@ -188,6 +188,12 @@ pub(super) fn delete_asset_keys<'a>(asset_id: i64, keys: &[&'a str]) -> Query<'a
     in_list(delete.push(r#" AND "key" IN"#), keys.iter().copied())
 }
 
+/// `DELETE` of the task rows with ids from `first` to `last` that are expired at `cutoff`.
+fn delete_expired_ids(first: i64, last: i64, cutoff: Timestamp) -> Query<'static> {
+    let delete = Query::new("DELETE FROM task_state_store WHERE id >= ?").bind(first);
+    delete.and(" AND id <= ?", last).and(" AND expires_at < ?", cutoff)
+}
+
 /// ` (?, ?, …)`, one `?` for each of `values` (at least one).
 pub(super) fn in_list<'a, P: Into<Param<'a>>>(
     mut query: Query<'a>,
@@ -599,11 +605,7 @@ impl Store {
     /// Deletes the task rows with ids from `first` to `last` still expired at `cutoff`: in a
     /// [`Store::begin_snapshot`] transaction that read them, exactly the rows it read.
     pub(crate) fn delete_expired_ids(&mut self, first: i64, last: i64, cutoff: Timestamp) -> Result<u64> {
-        let query = Query::new("DELETE FROM task_state_store WHERE id >= ?")
-            .bind(first)
-            .and(" AND id <= ?", last)
-            .and(" AND expires_at < ?", cutoff);
-        self.conn.run("cannot delete from task_state_store", &query)
+        self.conn.run("cannot delete from task_state_store", &delete_expired_ids(first, last, cutoff))
     }
 
     /// See [`Connection::deletes_returning`].
@@ -640,10 +642,7 @@ impl Store {
         let (first, last) = (read[0].0, read[read.len() - 1].0);
         let query = match expired_before {
             Some(cutoff) if read.windows(2).all(|pair| pair[0].0 < pair[1].0) => {
-                Query::new("DELETE FROM task_state_store WHERE id >= ?")
-                    .bind(first)
-                    .and(" AND id <= ?", last)
-                    .and(" AND expires_at < ?", cutoff)
+                delete_expired_ids(first, last, cutoff)
             }
             _ => {
                 let delete = Query::new("DELETE FROM task_state_store WHERE id IN");

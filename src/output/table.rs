@@ -108,10 +108,7 @@ impl Table {
             let mark = format!("-[ {} ]", n + 1);
             let rule = usize::from(width.unwrap_or(80)).min(40).max(mark.len());
             out.push_str(&format!("{mark}{}\n", "-".repeat(rule - mark.len())));
-            for line in grid.lines().skip(1) {
-                out.push_str(line.trim_end());
-                out.push('\n');
-            }
+            out.extend(grid.lines().skip(1).map(|line| format!("{}\n", line.trim_end())));
         }
         out
     }

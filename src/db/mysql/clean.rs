@@ -135,18 +135,8 @@ fn in_transaction<T>(
     my: &mut MysqlConnection,
     work: impl FnOnce(&mut MysqlConnection) -> Result<T>,
 ) -> Result<T> {
-    my.run("cannot start a transaction", &Query::new("START TRANSACTION"))?;
-    match work(my) {
-        Ok(done) => {
-            my.run("cannot commit the deletion of expired rows", &Query::new("COMMIT"))?;
-            Ok(done)
-        }
-        Err(e) => {
-            // The first error is the one to report; a connection that is gone rolled back.
-            let _ = my.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
-    }
+    let what = ["cannot start a transaction", "cannot commit the deletion of expired rows"];
+    crate::db::dialect::in_transaction(my, what, work)
 }
 
 fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bool) -> Result<u64> {

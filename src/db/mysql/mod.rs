@@ -184,7 +184,7 @@ impl MysqlConnection {
             self.conn.query_drop(ddl.as_ref()).map_err(|e| self.error(&format!("{what} in"), e))?;
             created.extend(created_table(statement));
         }
-        sandbox::in_transaction(self, what, |my| sandbox::stamp(my, what))
+        crate::db::dialect::in_transaction(self, [what, what], |my| sandbox::stamp(my, what))
     }
 }
 

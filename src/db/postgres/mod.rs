@@ -52,21 +52,14 @@ pub(crate) struct PostgresConnection {
 
 /// The driver's error in the server's own words (see [`describe`]), kept whole so that a
 /// caller can still tell its SQLSTATE.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{}", describe(.error))]
 struct PgError {
     error: postgres::Error,
     /// It failed inside a transaction this tool opened and never committed, so whatever it
     /// was, nothing of it was committed (see [`Connection::outcome_unknown`]).
     uncommitted: bool,
 }
-
-impl std::fmt::Display for PgError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&describe(&self.error))
-    }
-}
-
-impl std::error::Error for PgError {}
 
 fn cause(error: postgres::Error) -> Cause {
     Box::new(PgError { error, uncommitted: false })
@@ -501,7 +494,7 @@ impl Connection for PostgresConnection {
 
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
-        sandbox::in_transaction(self, what, |pg| {
+        crate::db::dialect::in_transaction(self, [what, what], |pg| {
             let context = format!("{what} in {}", pg.location);
             if let Some(name) = pg.schema.clone() {
                 // CREATE SCHEMA takes no parameter: the name is bound as a setting of this

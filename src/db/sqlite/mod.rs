@@ -464,7 +464,7 @@ impl Connection for SqliteConnection {
         let what = "cannot create the tables";
         // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
         self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| self.error(what, e))?;
-        sandbox::in_transaction(self, what, |sqlite| {
+        crate::db::dialect::in_transaction(self, [what, what], |sqlite| {
             for statement in ddl_statements(SCHEMA) {
                 sqlite.conn.execute_batch(statement).map_err(|e| sqlite.error(what, e))?;
             }
