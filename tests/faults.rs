@@ -5496,26 +5496,24 @@ mod exact_delete {
         }
     }
 
-    /// `clean --archive --batch-size 0`: a live row another session sets to an expired time
-    /// after the archive was read is left for the next run, not deleted unarchived, and an
-    /// archived row it rewrites is left as written; the run deletes exactly the rows it
-    /// archived and still finds as it read them. (On PostgreSQL the session holds the table in
-    /// EXCLUSIVE mode, which the archive's reads pass and the delete's locks wait for; on
-    /// SQLite it holds the write lock. MySQL's batches skip a row another session holds
-    /// locked, so no lock of a test's makes them wait there.)
-    fn clean_archive_leaves_a_row_that_expired_after_it_was_read(d: Dialect) {
+    /// Runs `clean --archive --batch-size 0` while another session, once the archive holds
+    /// every expired row and before the delete, sets the live row k100001 to an expired time
+    /// and runs `more` (given the bench and the time it stamps). (On PostgreSQL the session
+    /// holds the table in EXCLUSIVE mode, which the archive's reads pass and the delete's
+    /// locks wait for; on SQLite it holds the write lock.) The bench, the expired rows before,
+    /// the archive's path and the run.
+    fn clean_archive_racing(d: Dialect, more: impl Fn(&Bench, &str) -> String) -> (Bench, i64, String, Run) {
         let bench = with_run(d);
         seed_bulk(&bench, 2000, 3);
         let expired = count(&bench, EXPIRED);
         let archive = bench.dir.path().join("expired.jsonl");
         let path = archive.display().to_string();
-        // k100001 is live and is set to expire; k100003, expired and archived, is rewritten.
         let now = ts_expr(&bench, "2026-12-01 00:00:00.000000");
         let expire = format!(
-            "UPDATE task_state_store SET expires_at = {}, updated_at = {now} WHERE {k} = 'k100001'; \
-             UPDATE task_state_store SET value = '\"new\"', updated_at = {now} WHERE {k} = 'k100003';",
+            "UPDATE task_state_store SET expires_at = {}, updated_at = {now} WHERE {} = 'k100001'; {}",
             ts_expr(&bench, "2020-01-03 00:00:00.000000"),
-            k = bench.key_col()
+            bench.key_col(),
+            more(&bench, &now)
         );
         let holder = match d {
             Dialect::Postgres => bench.hold("LOCK TABLE task_state_store IN EXCLUSIVE MODE"),
@@ -5527,6 +5525,24 @@ mod exact_delete {
         wait_until(60, "the archive holds every expired row", || lines_so_far(&archive) == expected);
         holder.commit_with(if d == Dialect::Postgres { &expire } else { "" });
         let run = finished(child, &args).success();
+        (bench, expired, path, run)
+    }
+
+    /// `clean --archive --batch-size 0`: a live row another session sets to an expired time
+    /// after the archive was read is left for the next run, not deleted unarchived, and an
+    /// archived row it rewrites is left as written; the run deletes exactly the rows it
+    /// archived and still finds as it read them. (On PostgreSQL the session holds the table in
+    /// EXCLUSIVE mode, which the archive's reads pass and the delete's locks wait for; on
+    /// SQLite it holds the write lock. MySQL's batches skip a row another session holds
+    /// locked, so no lock of a test's makes them wait there.)
+    fn clean_archive_leaves_a_row_that_expired_after_it_was_read(d: Dialect) {
+        // k100001 is live and is set to expire; k100003, expired and archived, is rewritten.
+        let (bench, expired, path, run) = clean_archive_racing(d, |bench, now| {
+            format!(
+                "UPDATE task_state_store SET value = '\"new\"', updated_at = {now} WHERE {} = 'k100003';",
+                bench.key_col()
+            )
+        });
         let doc = run.json();
         assert_eq!(
             fields(&doc, &["archived_rows", "task_rows_deleted", "archived_rows_kept"]),
@@ -5549,27 +5565,7 @@ mod exact_delete {
     /// archived is left for the next run, and every row archived is deleted (on PostgreSQL in
     /// the transaction that read them, by their id range).
     fn clean_archive_deletes_what_it_read_while_a_row_expires(d: Dialect) {
-        let bench = with_run(d);
-        seed_bulk(&bench, 2000, 3);
-        let expired = count(&bench, EXPIRED);
-        let archive = bench.dir.path().join("expired.jsonl");
-        let path = archive.display().to_string();
-        let expire = format!(
-            "UPDATE task_state_store SET expires_at = {}, updated_at = {} WHERE {} = 'k100001';",
-            ts_expr(&bench, "2020-01-03 00:00:00.000000"),
-            ts_expr(&bench, "2026-12-01 00:00:00.000000"),
-            bench.key_col()
-        );
-        let holder = match d {
-            Dialect::Postgres => bench.hold("LOCK TABLE task_state_store IN EXCLUSIVE MODE"),
-            _ => bench.hold(&expire),
-        };
-        let args = ["clean", "--archive", &path, "--batch-size", "0", "-o", "json"];
-        let child = bench.cmd(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-        let expected = usize::try_from(expired).unwrap();
-        wait_until(60, "the archive holds every expired row", || lines_so_far(&archive) == expected);
-        holder.commit_with(if d == Dialect::Postgres { &expire } else { "" });
-        let run = finished(child, &args).success();
+        let (bench, expired, _, run) = clean_archive_racing(d, |_, _| String::new());
         let doc = run.json();
         assert_eq!(
             fields(&doc, &["archived_rows", "task_rows_deleted", "archived_rows_kept"]),
