@@ -118,6 +118,15 @@ if [[ -n "$baseline_rev" ]]; then
 fi
 
 cargo build --release --locked --quiet
+# What is measured is a copy of the binary, as the baseline's is: the same bytes run from the
+# file the linker has just written into cargo's target directory (a hard link there) took 1.12
+# times as long as from a copy (the cron run on SQLite, 60 pairs), which a pair of binaries
+# would count as the code's. A later --bin still wins.
+ours="$PWD/target/bench-baseline/bin/state-store-ours"
+mkdir -p "${ours%/*}"
+cp target/release/state-store "$ours.tmp"
+mv "$ours.tmp" "$ours"
+bench_args=(--bin "$ours" "${bench_args[@]}")
 
 if [[ -n "$baseline_rev" ]]; then
     short="$(git rev-parse --short "$commit")"
