@@ -9,6 +9,9 @@
 //! `--max-duration` stops a run between batches; the [`Summary`] says what was done. The
 //! engine prints nothing: a [`Watch`] hears of each batch.
 
+mod batching;
+mod dry_run;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -17,14 +20,14 @@ use anyhow::Context as _;
 use serde::Serialize;
 
 use crate::archive::{Sink, archive_error};
-use crate::config::Sourced;
-use crate::db::{AssetCount, CleanLock, Cursor, DagCount, EXACT_PAGE, QuietPace, Store, WriteMark};
+use crate::db::{CleanLock, Cursor, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::{Error, Result};
-use crate::model::{AssetEntry, Page, StoredTime, TaskEntry, TaskFilter};
-use crate::output::{self, AssetEntryDoc, Rendered, Table, TaskEntryDoc};
+use crate::model::StoredTime;
 use crate::signals;
-use crate::text::quote;
 use crate::time::Timestamp;
+
+pub(crate) use batching::*;
+pub(crate) use dry_run::*;
 
 /// What a run deletes and what bounds it.
 #[derive(Debug, Clone)]
@@ -946,333 +949,11 @@ fn archive_expired(
     Ok(archived)
 }
 
-/// What a dry run finds: counts per dag and per orphaned asset, and a bounded sample of each,
-/// never every row.
-#[derive(Default)]
-pub(crate) struct DryRun {
-    pub(crate) by_dag: Vec<DagCount>,
-    pub(crate) by_asset: Vec<AssetCount>,
-    pub(crate) task_sample: Vec<TaskEntry>,
-    pub(crate) asset_sample: Vec<AssetEntry>,
-}
-
-impl DryRun {
-    pub(crate) fn task_rows(&self) -> u64 {
-        self.by_dag.iter().map(|d| d.rows).sum()
-    }
-
-    pub(crate) fn asset_rows(&self) -> u64 {
-        self.by_asset.iter().map(|a| a.rows).sum()
-    }
-}
-
-/// Counts what a run with `options` would delete, and reads up to `sample` rows of each kind.
-/// With `--verbose`, each query's finding and time go to `watch`.
-pub(crate) fn dry_run(
-    store: &mut Store,
-    options: &Options,
-    sample: u64,
-    watch: &mut dyn Watch,
-) -> Result<DryRun> {
-    if options.verbose {
-        watch.detail(&options.first_line("clean --dry-run: reading", "counting"));
-    }
-    let mut timed = |what: String, started: Instant| {
-        if options.verbose {
-            watch.detail(&format!("clean --dry-run: {what}, {} ms", millis(started)));
-        }
-    };
-    let (cutoff, mut found) = (options.cutoff, DryRun::default());
-    if options.tasks {
-        let started = Instant::now();
-        found.by_dag = store.expired_by_dag(cutoff)?;
-        timed(
-            format!("counted {} expired task row(s) of {} dag(s)", found.task_rows(), found.by_dag.len()),
-            started,
-        );
-    }
-    if options.orphans {
-        let started = Instant::now();
-        found.by_asset = store.orphans_by_asset()?;
-        timed(
-            format!(
-                "counted {} orphaned asset row(s) of {} asset(s)",
-                found.asset_rows(),
-                found.by_asset.len()
-            ),
-            started,
-        );
-    }
-    if options.tasks {
-        let started = Instant::now();
-        let expired = TaskFilter { expired_before: Some(cutoff), ..TaskFilter::default() };
-        found.task_sample = store.list_task(&expired, Page { limit: Some(sample), offset: 0 })?;
-        timed(format!("read a sample of {} expired task row(s)", found.task_sample.len()), started);
-    }
-    if options.orphans {
-        let started = Instant::now();
-        found.asset_sample = store.orphan_sample(sample)?;
-        timed(format!("read a sample of {} orphaned asset row(s)", found.asset_sample.len()), started);
-    }
-    if options.verbose {
-        let (tasks, assets) = (found.task_rows(), found.asset_rows());
-        let needed = batches_needed(tasks, assets, options.batch_size, options.batch_time, options.max_rows);
-        watch.detail(&format!("clean --dry-run: a run now would take {needed}"));
-    }
-    Ok(found)
-}
-
-impl DryRun {
-    /// What a dry run prints: the counts, a sample of each kind (at most `sample`), and the
-    /// line for stderr.
-    pub(crate) fn rendered(self, options: &Options, sample: u64) -> (Rendered<DryRunDoc>, String) {
-        let (task_rows, asset_rows, cutoff) = (self.task_rows(), self.asset_rows(), options.cutoff);
-        let DryRun { by_dag, by_asset, task_sample, asset_sample } = self;
-        let fixed = options.fixed_size();
-        let dags = by_dag.iter().map(|d| ("expired task rows", format!("dag {}", d.dag_id), d.rows));
-        let assets = by_asset.iter().map(|a| {
-            let name = a.asset_name.as_deref().map_or_else(|| "(deleted asset)".to_string(), quote);
-            ("orphaned asset rows", format!("asset {name} (id {})", a.asset_id), a.rows)
-        });
-        let mut counts = Table {
-            title: Some("Would delete:".to_string()),
-            headers: vec!["kind", "scope", "rows"],
-            rows: dags
-                .chain(assets)
-                .map(|(kind, scope, rows)| vec![kind.to_string(), scope, rows.to_string()])
-                .collect(),
-        };
-        let tasks = output::entries(
-            &task_sample,
-            true,
-            Some(format!("Sample of expired task rows (at most {sample}):")),
-        );
-        let orphans = output::entries(
-            &asset_sample,
-            true,
-            Some(format!("Sample of orphaned asset rows (at most {sample}):")),
-        );
-        // Nothing to delete is one line, not the header of an empty table; json, yaml and plain
-        // keep their shapes (empty lists, zero counts), which their readers rely on.
-        if counts.rows.is_empty() {
-            let tasks = options.tasks.then(|| format!("no task key expired before {}", cutoff.to_rfc3339()));
-            let orphans = options.orphans.then(|| "no key of an inactive asset".to_string());
-            let none: Vec<String> = [tasks, orphans].into_iter().flatten().collect();
-            counts = Table::line(format!("Nothing to delete: {}.", none.join(" and ")));
-        }
-        let mut tables = vec![counts];
-        tables.extend([tasks.table, orphans.table].into_iter().filter(|t| !t.rows.is_empty()));
-        let line = format!(
-            "clean --dry-run: would delete {task_rows} expired task row(s) of {} dag(s) and {asset_rows} orphaned asset row(s) of {} asset(s); cutoff {}, batch size {}",
-            by_dag.len(),
-            by_asset.len(),
-            cutoff.to_rfc3339(),
-            batching_brief(fixed, options.batch_time)
-        );
-        let doc = DryRunDoc {
-            dry_run: true,
-            cutoff: cutoff.to_rfc3339(),
-            batching: batching_name(fixed, options.batch_time),
-            batching_from: options.auto_from.clone(),
-            batch_size: fixed,
-            batch_time_ms: batch_time_ms(options.batch_time),
-            task_rows_deleted: 0,
-            asset_rows_deleted: 0,
-            task_rows_to_delete: task_rows,
-            asset_rows_to_delete: asset_rows,
-            expired_by_dag: by_dag.into_iter().map(|d| DagRows { dag_id: d.dag_id, rows: d.rows }).collect(),
-            orphans_by_asset: by_asset
-                .into_iter()
-                .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name, rows: a.rows })
-                .collect(),
-            sample: tasks.docs,
-            orphan_sample: orphans.docs,
-            interrupted: false,
-            stopped_by: None,
-        };
-        (Rendered { doc, tables, plain: Some(format!("{task_rows} {asset_rows}")) }, line)
-    }
-}
-
-/// What `clean --dry-run -o json` prints (docs/output.md#dry-run-object).
-#[derive(Serialize)]
-pub(crate) struct DryRunDoc {
-    dry_run: bool,
-    cutoff: String,
-    batching: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batching_from: Option<String>,
-    /// Rows per batch; `null` for auto, whose batches are sized as the run goes.
-    batch_size: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    batch_time_ms: Option<u64>,
-    task_rows_deleted: u64,
-    asset_rows_deleted: u64,
-    task_rows_to_delete: u64,
-    asset_rows_to_delete: u64,
-    expired_by_dag: Vec<DagRows>,
-    orphans_by_asset: Vec<AssetRows>,
-    sample: Vec<TaskEntryDoc>,
-    orphan_sample: Vec<AssetEntryDoc>,
-    interrupted: bool,
-    stopped_by: Option<&'static str>,
-}
-
-#[derive(Serialize)]
-struct DagRows {
-    dag_id: String,
-    rows: u64,
-}
-
-#[derive(Serialize)]
-struct AssetRows {
-    asset_id: i64,
-    asset_name: Option<String>,
-    rows: u64,
-}
-
-/// A run's batching from `--batch-size` (`Some(None)` for auto, `Some(Some(n))` for `n`
-/// rows) over the configured `state_cleanup_batch_size`: the batch size, auto's time per batch
-/// beside other sessions' writes (`busy`) when it is auto, and where a configured 0 that runs
-/// as auto came from. Auto when asked for, and in place of the configured 0: Airflow's default,
-/// which Airflow writes into every `airflow.cfg` it generates, so it says nothing of the
-/// user's wishes. Its one transaction would hold the clean's locks for the whole run (on
-/// SQLite the one write lock every Airflow writer needs). `--batch-size 0` still asks for it.
-pub(crate) fn choose_batching(
-    flag: Option<Option<u64>>,
-    configured: &Sourced<u64>,
-    busy: Duration,
-) -> (u64, Option<Duration>, Option<String>) {
-    match (flag, configured.value) {
-        (Some(None), _) => (AUTO_FIRST_ROWS, Some(busy), None),
-        (None, 0) => {
-            let from = format!("state_cleanup_batch_size = 0 from {}", configured.source);
-            (AUTO_FIRST_ROWS, Some(busy), Some(from))
-        }
-        (Some(Some(rows)), _) => (rows, None, None),
-        (None, rows) => (rows, None, None),
-    }
-}
-
-/// [`choose_batching`] with `--batch-time` (`batch_time`; [`AUTO_BATCH_TIME`] when not
-/// given), which must be above 0 and applies to auto only.
-pub(crate) fn batching(
-    flag: Option<Option<u64>>,
-    configured: &Sourced<u64>,
-    batch_time: Option<Duration>,
-) -> Result<(u64, Option<Duration>, Option<String>)> {
-    let busy = batch_time.unwrap_or(AUTO_BATCH_TIME);
-    if busy.is_zero() {
-        return Err(Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into());
-    }
-    let chosen = choose_batching(flag, configured, busy);
-    if chosen.1.is_none() && batch_time.is_some() {
-        return Err(Error::Usage(format!(
-            "--batch-time needs --batch-size auto; the batch size is {} (from {})",
-            configured.value, configured.source
-        ))
-        .into());
-    }
-    Ok(chosen)
-}
-
-/// Why a clean does nothing with these settings: a custom `[state_store] backend` keeps its
-/// state elsewhere (Airflow's own clean skips it too).
-pub(crate) fn skipped(settings: &crate::config::Settings) -> Option<String> {
-    (!settings.is_builtin_backend()).then(|| {
-        format!(
-            "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
-            settings.backend.value, settings.backend.source
-        )
-    })
-}
-
-/// How a run sizes its batches, for scripts: `auto`, `rows` or `one_transaction`.
-pub(crate) fn batching_name(batch_size: Option<u64>, batch_time: Option<Duration>) -> &'static str {
-    match (batch_time, batch_size) {
-        (Some(_), _) => "auto",
-        (None, Some(0)) => "one_transaction",
-        (None, _) => "rows",
-    }
-}
-
-/// A run's batching in the words every report uses (the summary line, the dry run, `-v`,
-/// doctor): `10000 rows`, `0 (one transaction)`, or `auto (…)` with auto's pacing, the last
-/// batch's size once one ran, and where a configured 0 that runs as auto came from.
-pub(crate) fn batching_text(
-    batch_size: Option<u64>,
-    batch_time: Option<Duration>,
-    auto_from: Option<&str>,
-) -> String {
-    match (batch_time, batch_size) {
-        (Some(time), last) => {
-            let last = last.map(|n| format!(", last {n} rows")).unwrap_or_default();
-            let from = auto_from
-                .map(|from| format!("; {from} runs as auto, --batch-size 0 for one transaction"))
-                .unwrap_or_default();
-            format!(
-                "auto ({} ms a batch and a pause while other sessions write, full speed while none do{last}{from})",
-                time.as_millis()
-            )
-        }
-        (None, Some(0)) => "0 (one transaction)".to_string(),
-        (None, Some(rows)) => format!("{rows} rows"),
-        (None, None) => "auto".to_string(),
-    }
-}
-
-/// A run's batching named in a few words, for the summary lines: `auto`, `auto (last 1680
-/// rows)` once a batch ran, `0 (one transaction)`, `10000 rows`. [`batching_text`] explains it.
-pub(crate) fn batching_brief(batch_size: Option<u64>, batch_time: Option<Duration>) -> String {
-    match (batch_time, batch_size) {
-        (Some(_), Some(last)) => format!("auto (last {last} rows)"),
-        (Some(_), None) => "auto".to_string(),
-        (None, _) => batching_text(batch_size, None, None),
-    }
-}
-
-/// `--batch-size auto`'s time per batch in whole milliseconds, for the JSON documents.
-pub(crate) fn batch_time_ms(batch_time: Option<Duration>) -> Option<u64> {
-    batch_time.map(|t| u64::try_from(t.as_millis()).unwrap_or(u64::MAX))
-}
-
-/// How many batches a run would take now, for `clean --dry-run --verbose`: the fewest it can
-/// take, which is the count on SQLite and MySQL; on PostgreSQL a batch is the expired rows among
-/// the next `batch_size` rows, so sparse expired rows take more (docs/commands/clean.md). A run
-/// that stops at `--max-rows` skips the orphan sweep.
-pub(crate) fn batches_needed(
-    task_rows: u64,
-    asset_rows: u64,
-    batch_size: u64,
-    batch_time: Option<Duration>,
-    max_rows: Option<u64>,
-) -> String {
-    let stops = max_rows.is_some_and(|max| max < task_rows);
-    let (task_rows, asset_rows) = if stops { (max_rows.unwrap_or(0), 0) } else { (task_rows, asset_rows) };
-    let text = if let Some(time) = batch_time {
-        format!(
-            "batches sized by their pace ({AUTO_MIN_ROWS} to {AUTO_MAX_ROWS} rows) for {task_rows} expired task row(s) and {asset_rows} orphaned asset row(s): about {} ms each with a pause {AUTO_PAUSE_RATIO} times as long while other sessions write, full speed while none do (batch size auto)",
-            time.as_millis()
-        )
-    } else if batch_size == 0 {
-        format!(
-            "one transaction for {task_rows} expired task row(s) and one for {asset_rows} orphaned asset row(s) (batch size 0)"
-        )
-    } else {
-        format!(
-            "at least {} batch(es) of at most {batch_size} expired task row(s) and {} of orphaned asset rows",
-            task_rows.div_ceil(batch_size),
-            asset_rows.div_ceil(batch_size)
-        )
-    };
-    if stops { format!("{text}, then stop at --max-rows") } else { text }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
-    use crate::model::TaskScope;
+    use crate::model::{Page, TaskFilter, TaskScope};
 
     const HOUR: i64 = 3_600_000_000;
 
