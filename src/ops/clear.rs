@@ -94,6 +94,17 @@ pub(crate) fn delete_read_tasks(
             }
         }
     }
+    delete_read_tasks_locking(store, read, expired_before)
+}
+
+/// [`delete_read_tasks`] the way that tells every row apart: page by page, a locking read and
+/// a DELETE of the unchanged rows, in one transaction. The way after a snapshot DELETE met a
+/// row written since, which a `DELETE … RETURNING` would only meet again.
+pub(crate) fn delete_read_tasks_locking(
+    store: &mut Store,
+    read: &[(i64, StoredTime)],
+    expired_before: Option<Timestamp>,
+) -> Result<(u64, HashSet<i64>)> {
     store.in_transaction(|store| {
         let (mut deleted, mut changed) = (0, HashSet::new());
         for page in read.chunks(EXACT_PAGE) {

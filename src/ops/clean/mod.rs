@@ -883,7 +883,7 @@ const ARCHIVE_PAGE: u64 = 1000;
 /// Where the database has a snapshot transaction (PostgreSQL's REPEATABLE READ), the archive
 /// is read and the batch deleted by its id range in one: the DELETE sees the rows the archive
 /// read and no others, and fails on one another session changed or deleted since, whose batch
-/// then goes the row-by-row way of [`crate::ops::clear::delete_read_tasks`]. The range DELETE
+/// then goes the row-by-row way of [`crate::ops::clear::delete_read_tasks_locking`]. The range DELETE
 /// alone costs what the clean without `--archive` pays; comparing each deleted row returned
 /// made PostgreSQL's `clean --archive` 1.4 times slower (docs/performance.md).
 fn archive_and_delete(
@@ -893,33 +893,34 @@ fn archive_and_delete(
     after: Cursor,
     up_to: Option<Cursor>,
 ) -> Result<(u64, u64)> {
-    let snapshot = store.begin_snapshot()?;
-    let mut archived = Vec::new();
-    if snapshot {
-        let mut in_snapshot = || -> Result<u64> {
-            archived = archive_expired(store, sink, cutoff, after, up_to)?;
-            match (archived.first(), archived.last()) {
-                (Some((first, _)), Some((last, _))) => store.delete_expired_ids(*first, *last, cutoff),
-                _ => Ok(0),
-            }
-        };
-        match in_snapshot() {
-            Ok(deleted) if deleted == archived.len() as u64 => {
-                store.commit()?;
-                return Ok((deleted, 0));
-            }
-            // Not the rows read (which a snapshot rules out): none stays deleted.
-            Ok(_) => store.rollback()?,
-            Err(e) if store.conflicted(&e) => store.rollback()?,
-            Err(e) => {
-                let _ = store.rollback();
-                return Err(e);
-            }
-        }
-    } else {
-        archived = archive_expired(store, sink, cutoff, after, up_to)?;
+    if !store.begin_snapshot()? {
+        let archived = archive_expired(store, sink, cutoff, after, up_to)?;
+        let (deleted, changed) = crate::ops::clear::delete_read_tasks(store, &archived, Some(cutoff))?;
+        return Ok((deleted, changed.len() as u64));
     }
-    let (deleted, changed) = crate::ops::clear::delete_read_tasks(store, &archived, Some(cutoff))?;
+    let mut archived = Vec::new();
+    let mut in_snapshot = || -> Result<u64> {
+        archived = archive_expired(store, sink, cutoff, after, up_to)?;
+        match (archived.first(), archived.last()) {
+            (Some((first, _)), Some((last, _))) => store.delete_expired_ids(*first, *last, cutoff),
+            _ => Ok(0),
+        }
+    };
+    match in_snapshot() {
+        Ok(deleted) if deleted == archived.len() as u64 => {
+            store.commit()?;
+            return Ok((deleted, 0));
+        }
+        // Not the rows read (which a snapshot rules out): none stays deleted.
+        Ok(_) => store.rollback()?,
+        Err(e) if store.conflicted(&e) => store.rollback()?,
+        Err(e) => {
+            let _ = store.rollback();
+            return Err(e);
+        }
+    }
+    // A row was written or deleted since: only the locking read tells which.
+    let (deleted, changed) = crate::ops::clear::delete_read_tasks_locking(store, &archived, Some(cutoff))?;
     Ok((deleted, changed.len() as u64))
 }
 
