@@ -59,29 +59,11 @@ pub(crate) fn py_space(c: char) -> bool {
 /// Splits like Python's text-mode file iteration (universal newlines): `\n`, `\r\n` and a lone
 /// `\r` all end a line, and no empty line follows a final line end.
 fn universal_lines(text: &str) -> Vec<&str> {
-    let bytes = text.as_bytes();
-    let mut lines = Vec::new();
-    let mut start = 0;
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\n' => {
-                lines.push(&text[start..i]);
-                i += 1;
-                start = i;
-            }
-            b'\r' => {
-                lines.push(&text[start..i]);
-                i += if bytes.get(i + 1) == Some(&b'\n') { 2 } else { 1 };
-                start = i;
-            }
-            _ => i += 1,
-        }
+    if text.is_empty() {
+        return Vec::new();
     }
-    if start < bytes.len() {
-        lines.push(&text[start..]);
-    }
-    lines
+    let text = text.strip_suffix('\n').unwrap_or(text);
+    text.split('\n').flat_map(|line| line.strip_suffix('\r').unwrap_or(line).split('\r')).collect()
 }
 
 /// configparser's `SECTCRE` (`\[(?P<header>.+)\]`, matched at the start): everything between the
@@ -122,7 +104,7 @@ enum Cursor {
     Section(usize),
 }
 
-fn parse_error(path: &Path, line: usize, message: impl Into<String>) -> ConfigError {
+pub(super) fn parse_error(path: &Path, line: usize, message: impl Into<String>) -> ConfigError {
     ConfigError::Parse { path: path.to_path_buf(), line: Some(line), message: message.into() }
 }
 

@@ -133,34 +133,21 @@ pub(super) fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
     let mut in_word = false;
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
+        if matches!(c, ' ' | '\t' | '\r' | '\n') {
+            if in_word {
+                words.push(std::mem::take(&mut word));
+                in_word = false;
+            }
+            continue;
+        }
+        in_word = true;
         match c {
-            ' ' | '\t' | '\r' | '\n' => {
-                if in_word {
-                    words.push(std::mem::take(&mut word));
-                    in_word = false;
-                }
-            }
-            '\\' => {
-                word.push(chars.next().ok_or("it ends with a lone backslash")?);
-                in_word = true;
-            }
-            '\'' => {
-                in_word = true;
+            '\\' => word.push(chars.next().ok_or("it ends with a lone backslash")?),
+            quote @ ('\'' | '"') => {
                 loop {
-                    match chars.next() {
-                        None => return Err("a quotation is not closed"),
-                        Some('\'') => break,
-                        Some(ch) => word.push(ch),
-                    }
-                }
-            }
-            '"' => {
-                in_word = true;
-                loop {
-                    match chars.next() {
-                        None => return Err("a quotation is not closed"),
-                        Some('"') => break,
-                        Some('\\') => {
+                    match chars.next().ok_or("a quotation is not closed")? {
+                        ch if ch == quote => break,
+                        '\\' if quote == '"' => {
                             let escaped = chars.next().ok_or("a quotation is not closed")?;
                             // Inside double quotes a backslash only escapes `"` and `\`.
                             if escaped != '"' && escaped != '\\' {
@@ -168,14 +155,11 @@ pub(super) fn shlex_split(line: &str) -> Result<Vec<String>, &'static str> {
                             }
                             word.push(escaped);
                         }
-                        Some(ch) => word.push(ch),
+                        ch => word.push(ch),
                     }
                 }
             }
-            other => {
-                word.push(other);
-                in_word = true;
-            }
+            other => word.push(other),
         }
     }
     if in_word {
@@ -329,12 +313,15 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
             let _ = err_tx.send(kept.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner));
         });
     }
+    let too_long = || {
+        format!(
+            "`{program}` printed more than {} KiB: stopped (a value is never that long)",
+            MAX_COMMAND_OUTPUT / 1024
+        )
+    };
     let status = loop {
         if too_much.load(Ordering::SeqCst) {
-            break Err(format!(
-                "`{program}` printed more than {} KiB: stopped (a value is never that long)",
-                MAX_COMMAND_OUTPUT / 1024
-            ));
+            break Err(too_long());
         }
         match child.try_wait() {
             Ok(Some(status)) => break Ok(status),
@@ -354,13 +341,9 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         (watch.ended)(child.id());
     }
     kill_group(child.id());
-    let status = match status {
-        Ok(status) => status,
-        Err(reason) => {
-            let _ = child.wait();
-            return Err(reason);
-        }
-    };
+    let status = status.inspect_err(|_| {
+        let _ = child.wait();
+    })?;
     let patience = Duration::from_secs(1);
     let held_open = out_rx.recv_timeout(patience).is_err();
     let stdout = std::mem::take(&mut *printed.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
@@ -371,10 +354,7 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         ));
     }
     if too_much.load(Ordering::SeqCst) {
-        return Err(format!(
-            "`{program}` printed more than {} KiB: stopped (a value is never that long)",
-            MAX_COMMAND_OUTPUT / 1024
-        ));
+        return Err(too_long());
     }
     let stderr = err_rx.recv_timeout(patience).unwrap_or_default();
     Ok(Bounded { status, stdout, stderr })
@@ -411,17 +391,12 @@ fn read_capped(
 }
 
 pub(super) fn describe_status(status: std::process::ExitStatus) -> String {
-    if let Some(code) = status.code() {
-        return format!("exited with status {code}");
+    use std::os::unix::process::ExitStatusExt as _;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exited with status {code}"),
+        (None, Some(signal)) => format!("was killed by signal {signal}"),
+        (None, None) => "failed".to_owned(),
     }
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::ExitStatusExt as _;
-        if let Some(signal) = status.signal() {
-            return format!("was killed by signal {signal}");
-        }
-    }
-    "failed".to_owned()
 }
 
 /// `int()`'s syntax for a base-10 string: surrounding whitespace, an optional sign, ASCII

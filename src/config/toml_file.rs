@@ -13,21 +13,13 @@ use std::path::{Path, PathBuf};
 use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
-use super::ini::IniValue;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Scalar {
-    Text(String),
-    Integer(String),
-    Boolean(bool),
-    /// A type with no `airflow.cfg` equivalent, by its TOML name.
-    Unsupported(&'static str),
-}
+use super::ini::{IniValue, parse_error};
 
 #[derive(Debug, Clone)]
 struct Entry {
     key: String,
-    value: Scalar,
+    /// The text `airflow.cfg` would hold, or the TOML name of a type with no such text.
+    value: Result<String, &'static str>,
     line: usize,
 }
 
@@ -50,15 +42,14 @@ fn line_of(text: &str, at: usize) -> usize {
     text.as_bytes()[..at].split(|b| *b == b'\n').count()
 }
 
-fn scalar(value: &DeValue<'_>) -> Scalar {
+fn scalar(value: &DeValue<'_>) -> Result<String, &'static str> {
     match value {
-        DeValue::String(s) => Scalar::Text(s.to_string()),
-        DeValue::Integer(i) => match i128::from_str_radix(i.as_str(), i.radix()) {
-            Ok(n) => Scalar::Integer(n.to_string()),
-            Err(_) => Scalar::Unsupported("integer out of range"),
-        },
-        DeValue::Boolean(b) => Scalar::Boolean(*b),
-        other => Scalar::Unsupported(other.type_str()),
+        DeValue::String(s) => Ok(s.to_string()),
+        DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix())
+            .map(|n| n.to_string())
+            .map_err(|_| "integer out of range"),
+        DeValue::Boolean(b) => Ok(if *b { "True" } else { "False" }.to_owned()),
+        other => Err(other.type_str()),
     }
 }
 
@@ -77,15 +68,15 @@ pub(crate) fn parse_toml(text: &str, path: &Path) -> Result<TomlFile, ConfigErro
     for (name, value) in document.get_ref() {
         let line = line_of(text, name.span().start);
         let DeValue::Table(table) = value.get_ref() else {
-            return Err(ConfigError::Parse {
-                path: path.to_path_buf(),
-                line: Some(line),
-                message: format!(
+            return Err(parse_error(
+                path,
+                line,
+                format!(
                     "`{}` is not inside a table; settings belong in tables named like the \
                      airflow.cfg sections, e.g. [database]",
                     name.get_ref()
                 ),
-            });
+            ));
         };
         let entries = table
             .iter()
@@ -115,22 +106,16 @@ impl TomlFile {
         else {
             return Ok(None);
         };
-        let value = match &entry.value {
-            Scalar::Text(s) => s.clone(),
-            Scalar::Integer(n) => n.clone(),
-            Scalar::Boolean(true) => "True".to_owned(),
-            Scalar::Boolean(false) => "False".to_owned(),
-            Scalar::Unsupported(kind) => {
-                return Err(ConfigError::Parse {
-                    path: self.path.clone(),
-                    line: Some(entry.line),
-                    message: format!(
-                        "[{section}] {key} is a TOML {kind}; only strings, integers and \
-                         booleans can stand for an airflow.cfg value"
-                    ),
-                });
-            }
-        };
+        let value = entry.value.clone().map_err(|kind| {
+            parse_error(
+                &self.path,
+                entry.line,
+                format!(
+                    "[{section}] {key} is a TOML {kind}; only strings, integers and \
+                     booleans can stand for an airflow.cfg value"
+                ),
+            )
+        })?;
         Ok(Some(IniValue { value, line: entry.line }))
     }
 }
