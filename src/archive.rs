@@ -371,15 +371,11 @@ impl Sink {
     }
 
     pub(crate) fn task(&mut self, entry: &TaskEntry) -> io::Result<()> {
-        self.line(&Line { kind: "task", row: entry })?;
-        self.held.0 += 1;
-        Ok(())
+        self.line(&Line { kind: "task", row: entry }).map(|()| self.held.0 += 1)
     }
 
     pub(crate) fn asset(&mut self, entry: &AssetEntry) -> io::Result<()> {
-        self.line(&Line { kind: "asset", row: entry })?;
-        self.held.1 += 1;
-        Ok(())
+        self.line(&Line { kind: "asset", row: entry }).map(|()| self.held.1 += 1)
     }
 
     /// Non-ASCII text as UTF-8: the lines are for `import`, and for people reading the file.

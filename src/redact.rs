@@ -255,13 +255,11 @@ impl Secrets {
         while let Some(at) = lower[from..].find("passw") {
             let key_at = from + at;
             from = key_at + 1;
-            let key_end = if lower[key_at..].starts_with("password") {
-                key_at + "password".len()
-            } else if lower[key_at..].starts_with("passwd") {
-                key_at + "passwd".len()
-            } else {
+            let Some(key) = ["password", "passwd"].into_iter().find(|key| lower[key_at..].starts_with(key))
+            else {
                 continue;
             };
+            let key_end = key_at + key.len();
             // `password_file`, `passwords`: another word.
             if text[key_end..].starts_with(is_word) {
                 continue;
@@ -492,23 +490,16 @@ fn closing_quote(text: &str, quote: char) -> usize {
 fn replace(text: &str, mut ranges: Vec<Range<usize>>) -> String {
     ranges.retain(|r| !r.is_empty());
     ranges.sort_by_key(|r| (r.start, r.end));
-    let mut out = String::with_capacity(text.len());
-    let mut copied = 0;
-    let mut current: Option<Range<usize>> = None;
+    let mut merged: Vec<Range<usize>> = Vec::with_capacity(ranges.len());
     for range in ranges {
-        match &mut current {
+        match merged.last_mut() {
             Some(open) if range.start <= open.end => open.end = open.end.max(range.end),
-            _ => {
-                if let Some(done) = current.take() {
-                    out.push_str(&text[copied..done.start]);
-                    out.push_str(MASK);
-                    copied = done.end;
-                }
-                current = Some(range);
-            }
+            _ => merged.push(range),
         }
     }
-    if let Some(done) = current {
+    let mut out = String::with_capacity(text.len());
+    let mut copied = 0;
+    for done in merged {
         out.push_str(&text[copied..done.start]);
         out.push_str(MASK);
         copied = done.end;

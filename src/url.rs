@@ -452,12 +452,12 @@ fn split_host_port<'a>(
         let inner = &inner_and_tail[..close];
         let tail = &inner_and_tail[close + 1..];
         // SQLAlchemy silently drops anything between `]` and `:port`, `/` or `?`.
-        let port = if tail.is_empty() {
-            None
-        } else if let Some(port) = tail.strip_prefix(':') {
-            Some(port)
-        } else {
-            return Err(bad_host("unexpected text after the closing ']' of an IPv6 address"));
+        let port = match tail {
+            "" => None,
+            _ => Some(
+                tail.strip_prefix(':')
+                    .ok_or_else(|| bad_host("unexpected text after the closing ']' of an IPv6 address"))?,
+            ),
         };
         if inner.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(bad_host("whitespace inside an IPv6 address"));
@@ -484,14 +484,9 @@ fn split_host_port<'a>(
 /// ASCII digits only, 1 to 65535. Python's `int()` would also take `+5432`, ` 5432`, `5_432`
 /// and non-ASCII digits; nobody means those in a URL.
 fn parse_port(text: &str) -> Option<u16> {
-    if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let digits = text.trim_start_matches('0');
-    if digits.len() > 5 {
-        return None;
-    }
-    digits.parse::<u16>().ok().filter(|p| *p != 0)
+    // `parse` alone would also take a leading `+`; leading zeros it reads as Python does.
+    let digits = text.bytes().all(|b| b.is_ascii_digit());
+    digits.then(|| text.parse::<u16>().ok()).flatten().filter(|p| *p != 0)
 }
 
 /// `urllib.parse.parse_qsl` with its defaults: pairs split on `&`, `+` means space, pairs

@@ -110,11 +110,7 @@ pub(super) fn positive_seconds(spec: &Spec, raw: Sourced<String>) -> Result<Sour
 /// comments otherwise).
 pub(super) fn airflow_bool(text: &str) -> Option<bool> {
     let lowered = text.to_lowercase();
-    let mut value = lowered.trim_matches(py_space);
-    if let Some(hash) = value.find('#') {
-        value = value[..hash].trim_matches(py_space);
-    }
-    match value {
+    match lowered.split('#').next().unwrap_or_default().trim_matches(py_space) {
         "t" | "true" | "1" => Some(true),
         "f" | "false" | "0" => Some(false),
         _ => None,

@@ -3,12 +3,6 @@
 
 use super::*;
 
-/// A value from a config file and the line it is on.
-pub(super) struct FileValue {
-    pub(super) value: String,
-    pub(super) line: Option<usize>,
-}
-
 /// A parsed config file of either format.
 pub(super) enum ConfigFile {
     Ini(ini::IniFile),
@@ -23,12 +17,11 @@ impl ConfigFile {
         }
     }
 
-    pub(super) fn get(&self, section: &str, key: &str) -> Result<Option<FileValue>, ConfigError> {
-        let found = match self {
-            ConfigFile::Ini(file) => file.get(section, key)?,
-            ConfigFile::Toml(file) => file.get(section, key)?,
-        };
-        Ok(found.map(|v| FileValue { value: v.value, line: Some(v.line) }))
+    pub(super) fn get(&self, section: &str, key: &str) -> Result<Option<ini::IniValue>, ConfigError> {
+        match self {
+            ConfigFile::Ini(file) => file.get(section, key),
+            ConfigFile::Toml(file) => file.get(section, key),
+        }
     }
 }
 
@@ -166,8 +159,8 @@ impl Resolver<'_> {
         }
     }
 
-    pub(super) fn file_source(file: &ConfigFile, line: Option<usize>) -> Source {
-        Source::File { path: file.path().to_path_buf(), line }
+    pub(super) fn file_source(file: &ConfigFile, line: usize) -> Source {
+        Source::File { path: file.path().to_path_buf(), line: Some(line) }
     }
 
     /// The raw text of an option, and where it came from.
@@ -222,7 +215,8 @@ impl Resolver<'_> {
                                 euid: self.euid,
                             });
                         }
-                        let source = Source::FileCmd { path: file.path().to_path_buf(), line: found.line };
+                        let source =
+                            Source::FileCmd { path: file.path().to_path_buf(), line: Some(found.line) };
                         return self.command(spec, &found.value, source);
                     }
                 }
