@@ -128,26 +128,21 @@ fn panic_message(payload: &(dyn Any + Send), location: Option<&Location<'_>>) ->
 /// other usage error does, so that a script's captured stdout stays empty, with exit code 2.
 /// Any other clap error becomes the one-line `error: …` of every other failure, exit code 2.
 fn clap_exit(e: &clap::Error) -> i32 {
-    match e.kind() {
+    let (code, mut out): (i32, Box<dyn Write>) = match e.kind() {
         ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
-            let text = e.render().to_string();
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            let _ = out.flush();
-            exit::SUCCESS
+            (exit::SUCCESS, Box::new(std::io::stdout().lock()))
         }
         ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
-            let text = e.render().to_string();
-            let mut err = std::io::stderr().lock();
-            let _ = err.write_all(text.as_bytes());
-            let _ = err.flush();
-            exit::USAGE
+            (exit::USAGE, Box::new(std::io::stderr().lock()))
         }
         _ => {
             print_error(&clap_message(e));
-            exit::USAGE
+            return exit::USAGE;
         }
-    }
+    };
+    let _ = out.write_all(e.render().to_string().as_bytes());
+    let _ = out.flush();
+    code
 }
 
 /// clap's suggestions, which it renders as `tip:` lines of their own (dropped by

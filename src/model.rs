@@ -229,11 +229,7 @@ pub(crate) fn asset_scope_label(asset_id: i64, name: Option<&str>) -> String {
 /// such as `{"__airflow_state_ref__": 1}` starts the same way but is no reference. Applied by
 /// the commands, after paging, so that a page that comes back short still says more may follow.
 pub(crate) fn keep_external<T>(rows: Vec<T>, external_only: bool, value: impl Fn(&T) -> &str) -> Vec<T> {
-    if external_only {
-        rows.into_iter().filter(|row| external_ref(value(row)).is_some()).collect()
-    } else {
-        rows
-    }
+    rows.into_iter().filter(|row| !external_only || external_ref(value(row)).is_some()).collect()
 }
 
 #[cfg(test)]

@@ -43,7 +43,7 @@ const SIGPWR: i32 = rustix::process::Signal::POWER.as_raw();
 
 /// The signals that would end the process, each answered as SIGTERM is (see the module's
 /// paragraph for those left out, and why), with the name every report gives it.
-const NAMED: [(i32, &str); 12] = [
+const ENDING: [(i32, &str); 12] = [
     (SIGHUP, "SIGHUP"),
     (SIGINT, "SIGINT"),
     (SIGQUIT, "SIGQUIT"),
@@ -57,17 +57,6 @@ const NAMED: [(i32, &str); 12] = [
     (SIGIO, "SIGIO"),
     (SIGPWR, "SIGPWR"),
 ];
-
-/// The signals of [`NAMED`], by number.
-pub(crate) const ENDING: [i32; NAMED.len()] = {
-    let mut numbers = [0; NAMED.len()];
-    let mut i = 0;
-    while i < NAMED.len() {
-        numbers[i] = NAMED[i].0;
-        i += 1;
-    }
-    numbers
-};
 
 /// How long a first signal may wait for a clean to stop on its own, after which the process
 /// ends at once. A responsive clean stops well within it: its batches are bounded, and its
@@ -116,7 +105,7 @@ impl Ending {
 /// `SIGTERM`, `SIGHUP`, `SIGPWR`, …: the name of a signal of [`ENDING`] (only those end a
 /// run); `a signal` for any other number.
 pub(crate) fn signal_name(signal: i32) -> &'static str {
-    NAMED.iter().find(|(number, _)| *number == signal).map_or("a signal", |(_, name)| name)
+    ENDING.iter().find(|(number, _)| *number == signal).map_or("a signal", |(_, name)| name)
 }
 
 /// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
@@ -157,7 +146,7 @@ static LAST_WORDS: Mutex<Option<LastWords>> = Mutex::new(None);
 /// Without it the defaults apply (the process dies by the signal), which is still safe; so a
 /// failure here is not fatal.
 pub(crate) fn install() {
-    let Ok(mut signals) = Signals::new(ENDING.iter().copied().chain([SIGXFSZ])) else {
+    let Ok(mut signals) = Signals::new(ENDING.iter().map(|(signal, _)| *signal).chain([SIGXFSZ])) else {
         return;
     };
     std::thread::spawn(move || {
@@ -421,7 +410,7 @@ mod tests {
     /// never says "a signal" for one of them.
     #[test]
     fn every_ending_signal_has_its_name() {
-        for signal in ENDING {
+        for (signal, _) in ENDING {
             let name = signal_name(signal);
             assert_ne!(name, "a signal", "{signal}");
             if let Some(known) = signal_hook::low_level::signal_name(signal) {
