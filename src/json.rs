@@ -292,12 +292,7 @@ fn shortest_digits(f: f64) -> (String, i32) {
     let split = |formatted: &str| {
         let (mantissa, exponent) = formatted.split_once('e').unwrap_or((formatted, "0"));
         let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-        let magnitude = exponent
-            .trim_start_matches('-')
-            .bytes()
-            .fold(0_i32, |acc, b| acc * 10 + i32::from(b.wrapping_sub(b'0')));
-        let exponent = if exponent.starts_with('-') { -magnitude } else { magnitude };
-        (digits, exponent)
+        (digits, exponent.parse::<i32>().unwrap_or(0))
     };
     let shortest = format!("{f:e}");
     let (digits, exponent) = split(&shortest);
@@ -369,19 +364,12 @@ impl ParseError {
 pub(crate) fn count_values(text: &[u8]) -> usize {
     let (mut count, mut in_string, mut escaped) = (1, false, false);
     for &byte in text {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match byte {
-                b'"' => in_string = true,
-                b',' | b'[' | b'{' => count += 1,
-                _ => {}
-            }
+        match (in_string, byte) {
+            (true, _) if escaped => escaped = false,
+            (true, b'\\') => escaped = true,
+            (_, b'"') => in_string = !in_string,
+            (false, b',' | b'[' | b'{') => count += 1,
+            _ => {}
         }
     }
     count

@@ -80,11 +80,9 @@ fn same_file(output: &Path, file: &Path) -> bool {
         Some((id(&dir), p.file_name()?.to_os_string()))
     };
     let Some(target) = place(file) else { return false };
-    let mut candidates = vec![output.to_path_buf()];
-    if let Some(resolved) = follow(output) {
-        candidates.push(resolved);
-    }
-    candidates.iter().any(|c| place(c).is_some_and(|p| p == target))
+    std::iter::once(output.to_path_buf())
+        .chain(follow(output))
+        .any(|c| place(&c).is_some_and(|p| p == target))
 }
 
 /// Where a path leads once every symlink on the way is followed, even a dangling one: for a

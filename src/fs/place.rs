@@ -80,10 +80,7 @@ impl Place {
             OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         ) {
-            Ok(fd) => {
-                let stat = rustix::fs::fstat(&fd)?;
-                Ok(Some(Entry { fd, stat }))
-            }
+            Ok(fd) => Ok(Some(Entry { stat: rustix::fs::fstat(&fd)?, fd })),
             Err(rustix::io::Errno::NOENT) => Ok(None),
             Err(e) => Err(e.into()),
         }
@@ -101,8 +98,7 @@ impl Place {
         use rustix::fs::{Mode, OFlags};
         let follow = if self.in_proc() { OFlags::empty() } else { OFlags::NOFOLLOW };
         let flags = flags | follow | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&self.dir, &self.name, flags, Mode::from_raw_mode(mode))?;
-        Ok(File::from(fd))
+        Ok(File::from(rustix::fs::openat(&self.dir, &self.name, flags, Mode::from_raw_mode(mode))?))
     }
 
     /// Whether the name still names the file with identity `id` (a file appended to: not
@@ -130,16 +126,9 @@ fn others_can_write(stat: &rustix::fs::Stat) -> bool {
 
 /// A symlink on the way to an output that another user may have planted: the path is
 /// refused, as OpenSSH's `StrictModes` refuses a key file on such a path.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
 struct UntrustedLink(String);
-
-impl std::fmt::Display for UntrustedLink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UntrustedLink {}
 
 /// Why a path is refused, when an open failed on an [`UntrustedLink`].
 fn untrusted(e: &io::Error) -> Option<String> {
