@@ -45,13 +45,7 @@ pub(crate) fn not_utf8(name: &str) -> String {
 /// Several variables as text, read at once, for a reader that looks them up by name later
 /// (the REST transport's credentials and proxies): the first that is not UTF-8 is an error.
 pub(crate) fn vars(names: &[&'static str]) -> Result<HashMap<&'static str, String>> {
-    let mut found = HashMap::new();
-    for name in names {
-        if let Some(value) = var(name)? {
-            found.insert(*name, value);
-        }
-    }
-    Ok(found)
+    names.iter().filter_map(|name| var(name).transpose().map(|value| value.map(|v| (*name, v)))).collect()
 }
 
 #[cfg(test)]

@@ -97,13 +97,6 @@ struct PendingSection {
     options: Vec<Pending>,
 }
 
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cursor {
-    Nowhere,
-    Defaults,
-    Section(usize),
-}
-
 pub(super) fn parse_error(path: &Path, line: usize, message: impl Into<String>) -> ConfigError {
     ConfigError::Parse { path: path.to_path_buf(), line: Some(line), message: message.into() }
 }
@@ -123,8 +116,7 @@ fn finish(options: Vec<Pending>) -> Vec<IniOption> {
 
 /// Adds the option on line `lineno` to a section and returns its index there.
 fn add_option(
-    options: &mut Vec<Pending>,
-    section_name: &str,
+    section: &mut PendingSection,
     value: &str,
     path: &Path,
     lineno: usize,
@@ -139,18 +131,18 @@ fn add_option(
     if name.is_empty() {
         return Err(parse_error(path, lineno, "option line has an empty name before its '=' or ':'"));
     }
-    if let Some(first) = options.iter().find(|o| o.name == name) {
+    if let Some(first) = section.options.iter().find(|o| o.name == name) {
         return Err(parse_error(
             path,
             lineno,
             format!(
-                "option `{name}` appears twice in section [{section_name}] (first at line {})",
-                first.line
+                "option `{name}` appears twice in section [{}] (first at line {})",
+                section.name, first.line
             ),
         ));
     }
-    options.push(Pending { name: name.to_owned(), pieces: vec![val.to_owned()], line: lineno });
-    Ok(options.len() - 1)
+    section.options.push(Pending { name: name.to_owned(), pieces: vec![val.to_owned()], line: lineno });
+    Ok(section.options.len() - 1)
 }
 
 /// Parses `text` (the file's contents, already decoded) read from `path`.
@@ -167,9 +159,11 @@ pub(crate) fn parse_ini(text: &str, path: &Path) -> Result<IniFile, ConfigError>
         ));
     }
 
-    let mut defaults: Vec<Pending> = Vec::new();
-    let mut sections: Vec<PendingSection> = Vec::new();
-    let mut cursor = Cursor::Nowhere;
+    // `[DEFAULT]` first, then the sections in file order.
+    let mut sections =
+        vec![PendingSection { name: DEFAULT_SECTION.to_owned(), line: 0, options: Vec::new() }];
+    // The section the lines belong to; none before the first header.
+    let mut cursor: Option<usize> = None;
     // Index of the option that continuation lines extend, in the current section.
     let mut current: Option<usize> = None;
     // Indentation of the last section header or option line, in characters.
@@ -181,11 +175,7 @@ pub(crate) fn parse_ini(text: &str, path: &Path) -> Result<IniFile, ConfigError>
         let is_comment = stripped.starts_with('#') || stripped.starts_with(';');
         let value = if is_comment { "" } else { stripped };
 
-        let options = match cursor {
-            Cursor::Nowhere => None,
-            Cursor::Defaults => Some(&mut defaults),
-            Cursor::Section(i) => Some(&mut sections[i].options),
-        };
+        let options = cursor.map(|i| &mut sections[i].options);
 
         if value.is_empty() {
             // A blank line belongs to the value being continued (it is dropped again if no
@@ -206,50 +196,43 @@ pub(crate) fn parse_ini(text: &str, path: &Path) -> Result<IniFile, ConfigError>
         indent_level = indent;
 
         if let Some(header) = section_header(value) {
-            if header == DEFAULT_SECTION {
+            match sections.iter().position(|s| s.name == header) {
                 // configparser does not count `[DEFAULT]` as a section, so it may appear more
-                // than once; a repeated option inside it is still caught below.
-                cursor = Cursor::Defaults;
-            } else if let Some(first) = sections.iter().find(|s| s.name == header) {
-                return Err(parse_error(
-                    path,
-                    lineno,
-                    format!("section [{header}] appears twice (first at line {})", first.line),
-                ));
-            } else {
-                sections.push(PendingSection { name: header.to_owned(), line: lineno, options: Vec::new() });
-                cursor = Cursor::Section(sections.len() - 1);
+                // than once; a repeated option inside it is still caught by `add_option`.
+                Some(0) => cursor = Some(0),
+                Some(first) => {
+                    return Err(parse_error(
+                        path,
+                        lineno,
+                        format!("section [{header}] appears twice (first at line {})", sections[first].line),
+                    ));
+                }
+                None => {
+                    sections.push(PendingSection {
+                        name: header.to_owned(),
+                        line: lineno,
+                        options: Vec::new(),
+                    });
+                    cursor = Some(sections.len() - 1);
+                }
             }
             current = None;
             continue;
         }
 
-        let (options, section_name) = match cursor {
-            Cursor::Nowhere => {
-                return Err(parse_error(
-                    path,
-                    lineno,
-                    "File contains no section headers: this line comes before the first \
-                     [section] header",
-                ));
-            }
-            Cursor::Defaults => (&mut defaults, DEFAULT_SECTION),
-            Cursor::Section(i) => {
-                let section = &mut sections[i];
-                (&mut section.options, section.name.as_str())
-            }
+        let Some(i) = cursor else {
+            return Err(parse_error(
+                path,
+                lineno,
+                "File contains no section headers: this line comes before the first [section] header",
+            ));
         };
-        current = Some(add_option(options, section_name, value, path, lineno)?);
+        current = Some(add_option(&mut sections[i], value, path, lineno)?);
     }
 
-    Ok(IniFile {
-        path: path.to_path_buf(),
-        defaults: finish(defaults),
-        sections: sections
-            .into_iter()
-            .map(|s| IniSection { name: s.name, options: finish(s.options) })
-            .collect(),
-    })
+    let mut sections = sections.into_iter().map(|s| IniSection { name: s.name, options: finish(s.options) });
+    let defaults = sections.next().map(|s| s.options).unwrap_or_default();
+    Ok(IniFile { path: path.to_path_buf(), defaults, sections: sections.collect() })
 }
 
 /// Why a value could not be interpolated; `owner` is the option whose text holds the problem.

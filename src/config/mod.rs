@@ -259,19 +259,15 @@ pub(crate) fn load(
         positive_seconds(&DATABASE_TIMEOUT, resolver.resolve(&DATABASE_TIMEOUT, None, "30")?)?;
 
     let backend = resolver.resolve(&BACKEND, None, METASTORE_BACKEND)?;
-    if backend.value.trim_matches(py_space).is_empty() {
-        return Err(invalid(
-            &BACKEND,
-            backend,
-            "empty; Airflow needs the dotted path of a state store backend class",
-        ));
-    }
-    if !backend.value.contains('.') {
-        return Err(invalid(
-            &BACKEND,
-            backend,
-            "not a dotted class path such as airflow.state.metastore.MetastoreBackend",
-        ));
+    let backend_problem = if backend.value.trim_matches(py_space).is_empty() {
+        Some("empty; Airflow needs the dotted path of a state store backend class")
+    } else if !backend.value.contains('.') {
+        Some("not a dotted class path such as airflow.state.metastore.MetastoreBackend")
+    } else {
+        None
+    };
+    if let Some(problem) = backend_problem {
+        return Err(invalid(&BACKEND, backend, problem));
     }
 
     let default_retention_days =

@@ -187,11 +187,8 @@ pub(crate) fn warn(message: &str) {
 /// The JSON value of a stored value. Text that is not JSON (a damaged row) is shown as a
 /// string, with a warning, rather than hiding the row.
 pub(crate) fn stored_value(key: &str, text: &str) -> Value {
-    match json::parse(text) {
-        Ok(value) => value,
-        Err(e) => {
-            warn(&format!("the value of key {} is not valid JSON ({e}); shown as text", quote(key)));
-            Value::String(text.to_string())
-        }
-    }
+    json::parse(text).unwrap_or_else(|e| {
+        warn(&format!("the value of key {} is not valid JSON ({e}); shown as text", quote(key)));
+        Value::String(text.to_string())
+    })
 }
