@@ -110,25 +110,18 @@ impl AppendLines {
         })?;
         let stat = rustix::fs::fstat(&file).map_err(|e| failed(e.into()))?;
         refuse_appending(&stat).map_err(refuse)?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                return Err(Error::Busy(format!(
-                    "{}: another state-store run is writing it; nothing was deleted",
-                    shown()
-                ))
-                .into());
-            }
-            Err(std::fs::TryLockError::Error(e)) => return Err(failed(e).into()),
-        }
+        file.try_lock().map_err(|e| match e {
+            std::fs::TryLockError::WouldBlock => Error::Busy(format!(
+                "{}: another state-store run is writing it; nothing was deleted",
+                shown()
+            )),
+            std::fs::TryLockError::Error(e) => failed(e),
+        })?;
         if created {
             place.sync();
         }
         let mut lines = AppendLines { file, committed: 0, held: Vec::new(), id: id_of(&stat), place };
-        let tail = match lines.repair(kind).map_err(failed)? {
-            Ok(tail) => tail,
-            Err(why) => return Err(refuse(why)),
-        };
+        let tail = lines.repair(kind).map_err(failed)?.map_err(refuse)?;
         Ok((lines, tail))
     }
 

@@ -167,27 +167,18 @@ impl Output {
             }
             Found::Stream(at, id) => {
                 // Appending: `/dev/stdout` redirected to a file with `>>` keeps what it held.
-                let file = match open_stream(&at, id) {
-                    Ok(file) => file,
-                    Err(Opened::Changed) => {
-                        return Err(refused(
-                            what,
-                            path,
-                            "was replaced by another file while it was being opened",
-                        ));
+                let file = open_stream(&at, id).map_err(|e| match e {
+                    Opened::Changed => {
+                        refused(what, path, "was replaced by another file while it was being opened")
                     }
-                    Err(Opened::Failed(e)) => return Err(failed(e).into()),
-                };
+                    Opened::Failed(e) => failed(e).into(),
+                })?;
                 let regular = file.metadata().is_ok_and(|m| m.is_file());
                 Ok(Output { out: BufWriter::new(file), mode: OutputMode::Stream { regular } })
             }
             Found::Replace(existing) => {
-                let held = match existing {
-                    Some((id, _)) => {
-                        held_unless_appended(&place, id, spare).map_err(|why| refused(what, path, &why))?
-                    }
-                    None => None,
-                };
+                let held = existing.map(|(id, _)| held_unless_appended(&place, id, spare));
+                let held = held.transpose().map_err(|why| refused(what, path, &why))?.flatten();
                 let name = place.name.to_string_lossy().into_owned();
                 let (file, temporary) = Temporary::create_in(&place, &name).map_err(failed)?;
                 let permissions = existing.and_then(|(_, kept)| kept).unwrap_or(mode);
@@ -352,10 +343,6 @@ fn open_stream(at: &Place, id: Option<Id>) -> std::result::Result<File, Opened> 
 impl Write for Output {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.out.write(buf)
-    }
-
-    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.out.write_all(buf)
     }
 
     fn flush(&mut self) -> io::Result<()> {
