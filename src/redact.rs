@@ -24,7 +24,7 @@
 use std::ops::Range;
 use std::sync::Mutex;
 
-use crate::text::{self, encode_query_part, percent_encode};
+use crate::text::{self, encode_query_part, percent_byte, percent_encode};
 
 /// What a password is shown as.
 pub(crate) const MASK: &str = "***";
@@ -333,10 +333,7 @@ impl Secrets {
         let none: Vec<&[u8]> = Vec::new();
         for (at, &byte) in bytes.iter().enumerate() {
             // Where a `%XX` stands, the spellings that start with the byte it encodes too.
-            let encoded = match byte {
-                b'%' => decoded(bytes, at).map_or(&none, |d| &by_first[usize::from(d)]),
-                _ => &none,
-            };
+            let encoded = percent_byte(bytes, at).map_or(&none, |d| &by_first[usize::from(d)]);
             for spelling in by_first[usize::from(byte)].iter().chain(encoded) {
                 let Some(end) = spelt_at(bytes, at, spelling) else { continue };
                 if !text.is_char_boundary(at) || !text.is_char_boundary(end) {
@@ -363,7 +360,7 @@ fn spelt_at(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
     for (k, &want) in spelling.iter().enumerate() {
         let got = *text.get(i)?;
         let raw = got == want || (want == b' ' && got == b'+');
-        let encoded = got == b'%' && decoded(text, i) == Some(want);
+        let encoded = percent_byte(text, i) == Some(want);
         match (raw, encoded) {
             // A `%` of the spelling where the text has `%25`: either reading may go on.
             (true, true) => return spelt_either_way(text, i, &spelling[k..]),
@@ -387,7 +384,7 @@ fn spelt_either_way(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
             if got == want || (want == b' ' && got == b'+') {
                 next.push(i + 1);
             }
-            if got == b'%' && decoded(text, i) == Some(want) {
+            if percent_byte(text, i) == Some(want) {
                 next.push(i + 3);
             }
         }
@@ -399,13 +396,6 @@ fn spelt_either_way(text: &[u8], at: usize, spelling: &[u8]) -> Option<usize> {
         std::mem::swap(&mut ends, &mut next);
     }
     ends.last().copied()
-}
-
-/// The byte `%XX` at `i` of `text` stands for, if it is one.
-fn decoded(text: &[u8], i: usize) -> Option<u8> {
-    let hex = |b: Option<&u8>| char::from(*b?).to_digit(16);
-    let value = hex(text.get(i + 1))? << 4 | hex(text.get(i + 2))?;
-    u8::try_from(value).ok()
 }
 
 fn add_spellings(into: &mut Vec<String>, secret: &str) {

@@ -126,24 +126,21 @@ pub(crate) fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
-            let hi = bytes.get(i + 1).and_then(|b| hex_value(*b));
-            let lo = bytes.get(i + 2).and_then(|b| hex_value(*b));
-            if let (Some(hi), Some(lo)) = (hi, lo) {
-                out.push((hi << 4) | lo);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(bytes[i]);
-        i += 1;
+    while let Some(&byte) = bytes.get(i) {
+        let decoded = percent_byte(bytes, i);
+        out.push(decoded.unwrap_or(byte));
+        i += if decoded.is_some() { 3 } else { 1 };
     }
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn hex_value(b: u8) -> Option<u8> {
-    char::from(b).to_digit(16).and_then(|digit| u8::try_from(digit).ok())
+/// The byte a `%XX` escape at `i` of `bytes` stands for, if one stands there.
+pub(crate) fn percent_byte(bytes: &[u8], i: usize) -> Option<u8> {
+    let hex = |at: usize| bytes.get(at).and_then(|b| char::from(*b).to_digit(16));
+    if bytes.get(i) != Some(&b'%') {
+        return None;
+    }
+    u8::try_from(hex(i + 1)? << 4 | hex(i + 2)?).ok()
 }
 
 /// `urllib.parse.quote`: letters, digits and `_.-~` stay, as do the bytes in `safe`; every

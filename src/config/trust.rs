@@ -172,10 +172,7 @@ impl Untrusted {
 
 /// `uid 1000 (airflow)`, or `uid 1000` for a uid that has no name.
 fn owner(uid: u32) -> String {
-    match name_of(&read_accounts(), uid) {
-        Some(name) => format!("uid {uid} ({name})"),
-        None => format!("uid {uid}"),
-    }
+    name_of(&read_accounts(), uid).map_or_else(|| format!("uid {uid}"), |name| format!("uid {uid} ({name})"))
 }
 
 /// What to write into the variable for a uid: its name when it has one.
