@@ -294,14 +294,7 @@ pub(crate) fn child_ended(pid: u32) {
 
 /// Kills the recorded `_cmd` process group, if any, and forgets it.
 fn kill_child_group() {
-    kill_group(CHILD_GROUP.swap(0, Ordering::SeqCst));
-}
-
-fn kill_group(group: i32) {
-    if let Some(pid) = rustix::process::Pid::from_raw(group) {
-        // Already gone is fine: the group may have ended on its own.
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
+    crate::config::kill_group(u32::try_from(CHILD_GROUP.swap(0, Ordering::SeqCst)).unwrap_or(0));
 }
 
 /// The watchdog of database calls: while a [`StallGuard`] is held, a call that has not

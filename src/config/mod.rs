@@ -40,8 +40,9 @@ pub(crate) const METASTORE_BACKEND: &str = "airflow.state.metastore.MetastoreBac
 
 /// The REST transport's token command runs as a `_cmd` does.
 pub(crate) use python::run_command_bounded_by;
-/// Who is told of each `_cmd` command's process group (`signals`, given by `lib.rs`).
-pub(crate) use python::{CommandWatch, watch_commands};
+/// Who is told of each `_cmd` command's process group (`signals`, given by `lib.rs`), and how
+/// an ending kills a group still running.
+pub(crate) use python::{CommandWatch, kill_group, watch_commands};
 
 /// How long a `_cmd` command may run before reading `[state_store] cmd_timeout` (which has no
 /// `_cmd` form itself, so nothing runs before it is known).

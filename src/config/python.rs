@@ -262,8 +262,9 @@ pub(crate) fn watch_commands(watch: CommandWatch) {
     let _ = WATCH.set(watch);
 }
 
-/// Kills the process group of the command `pid` started (it is over, or must be).
-fn kill_group(pid: u32) {
+/// Kills the process group of the command `pid` started (it is over, or must be): here after
+/// the command, and in `signals` when the process ends at once.
+pub(crate) fn kill_group(pid: u32) {
     if let Some(pid) = rustix::process::Pid::from_raw(i32::try_from(pid).unwrap_or(0)) {
         // Already gone is fine: the group may have ended on its own.
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
@@ -288,9 +289,7 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
         .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot run `{program}`: {e}"))?;
-    if let Some(watch) = WATCH.get() {
-        (watch.started)(child.id());
-    }
+    WATCH.get().inspect(|watch| (watch.started)(child.id()));
     let too_much = Arc::new(AtomicBool::new(false));
     // What the command printed so far, readable while a reader still waits for the end of a
     // pipe that a process it left behind (a daemon, in a session of its own) holds open.
@@ -337,9 +336,7 @@ fn run_bounded(program: &str, args: &[String], timeout: Duration, bound: &str) -
     };
     // The command's group goes, whatever happened: nothing it started outlives this call, and
     // the pipes' other ends close, so the readers end.
-    if let Some(watch) = WATCH.get() {
-        (watch.ended)(child.id());
-    }
+    WATCH.get().inspect(|watch| (watch.ended)(child.id()));
     kill_group(child.id());
     let status = status.inspect_err(|_| {
         let _ = child.wait();
