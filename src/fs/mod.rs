@@ -59,21 +59,6 @@ mod errno {
     pub(super) const NOTDIR: i32 = Errno::NOTDIR.raw_os_error();
     pub(super) const NXIO: i32 = Errno::NXIO.raw_os_error();
     pub(super) const LOOP: i32 = Errno::LOOP.raw_os_error();
-    pub(super) const OPNOTSUPP: i32 = Errno::OPNOTSUPP.raw_os_error();
-    pub(super) const ISDIR: i32 = Errno::ISDIR.raw_os_error();
-    pub(super) const INVAL: i32 = Errno::INVAL.raw_os_error();
-}
-
-/// Open flags for std's `OpenOptionsExt::custom_flags`, which takes them as a C int.
-mod flags {
-    use rustix::fs::OFlags;
-    #[allow(clippy::cast_possible_wrap)] // every flag is below 2^31
-    const fn int(flag: OFlags) -> i32 {
-        flag.bits() as i32
-    }
-    pub(super) const TMPFILE: i32 = int(OFlags::TMPFILE);
-    pub(super) const CLOEXEC: i32 = int(OFlags::CLOEXEC);
-    pub(super) const NONBLOCK: i32 = int(OFlags::NONBLOCK);
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

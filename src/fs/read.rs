@@ -1,14 +1,13 @@
 //! Files read whole within bounds, and who could have chosen what they hold.
 
 use std::ffi::OsString;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Read};
 use std::os::unix::ffi::OsStringExt;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::place::{Place, Strangers};
-use super::{MAX_LINKS, dir_of, flags};
+use super::{MAX_LINKS, dir_of};
 
 /// The largest file read whole: a configuration file, a CA bundle, a password or service file.
 /// Airflow's generated `airflow.cfg` is about 100 KB and a system's CA bundle about 200 KB.
@@ -19,7 +18,12 @@ pub(crate) const MAX_READ: u64 = 16 << 20;
 /// of at most [`MAX_READ`] bytes. A symlink is followed: reading through one writes nothing,
 /// and configuration is often mounted so (a Kubernetes ConfigMap).
 pub(crate) fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
-    let file = OpenOptions::new().read(true).custom_flags(flags::NONBLOCK | flags::CLOEXEC).open(path)?;
+    use rustix::fs::{Mode, OFlags};
+    let file = File::from(rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?);
     let meta = file.metadata()?;
     read_whole(file, meta.is_file(), meta.len())
 }

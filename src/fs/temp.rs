@@ -1,14 +1,13 @@
 //! Temporary files, which every exit that runs code removes, and nameless spools.
 
 use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::place::Place;
-use super::{dir_of, errno, flags, lock, random_name};
+use super::{dir_of, lock, random_name};
 use crate::error::{Error, Result};
 
 /// Temporary files that exist by name, removed when a signal ends the process.
@@ -137,19 +136,16 @@ pub(crate) fn spool(what: &str, mut input: impl Read) -> Result<Spool> {
 }
 
 fn unnamed(dir: &Path) -> io::Result<File> {
-    let opened = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .mode(0o600)
-        .custom_flags(flags::TMPFILE | flags::CLOEXEC)
-        .open(dir);
-    match opened {
+    use rustix::fs::{Mode, OFlags};
+    match rustix::fs::open(dir, OFlags::RDWR | OFlags::TMPFILE | OFlags::CLOEXEC, Mode::from_raw_mode(0o600))
+    {
+        Ok(fd) => Ok(File::from(fd)),
         // No O_TMPFILE in this kernel or file system.
-        Err(e) if matches!(e.raw_os_error(), Some(errno::OPNOTSUPP | errno::ISDIR | errno::INVAL)) => {
+        Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
             let (file, temporary) = Temporary::create(dir, "state-store-spool")?;
             drop(temporary);
             Ok(file)
         }
-        other => other,
+        Err(e) => Err(e.into()),
     }
 }
