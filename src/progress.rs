@@ -125,12 +125,10 @@ impl Progress {
             }
             None => (String::new(), String::new()),
         };
-        let mut err = std::io::stderr().lock();
         let _ = writeln!(
-            err,
+            std::io::stderr().lock(),
             "clean: progress: {done} expired task row(s) deleted in {batches} batch(es){walked}, {rate:.0} rows/s, {elapsed:.0}s{eta}"
         );
-        let _ = err.flush();
     }
 
     /// Clears the bar, so the summary line starts on a clean line.
@@ -143,10 +141,9 @@ impl Progress {
     /// A line of detail (`--verbose`), on a line of its own: the bar, if drawn, is cleared
     /// while it is printed and drawn again after it.
     pub(crate) fn detail(&mut self, line: &str) {
+        // stderr is unbuffered: each line is written whole, at once.
         let print = || {
-            let mut err = std::io::stderr().lock();
-            let _ = writeln!(err, "{line}");
-            let _ = err.flush();
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
         };
         match &self.bar {
             Some(bar) => bar.suspend(print),

@@ -219,6 +219,12 @@ pub(crate) enum ConfigError {
     NotUtf8 { var: String },
 }
 
+impl ConfigError {
+    fn environment(var: &str, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Environment { var: var.to_owned(), reason: reason.into() }
+    }
+}
+
 /// A configuration that cannot be loaded is exit 3, its message the error's text.
 impl From<ConfigError> for crate::error::Error {
     fn from(error: ConfigError) -> Self {
@@ -292,14 +298,13 @@ pub(crate) fn load(
     let default_conn = home.as_ref().map(|home| format!("sqlite:///{home}/airflow.db")).unwrap_or_default();
     let sql_alchemy_conn = resolver.resolve(&SQL_ALCHEMY_CONN, conn_flag, &default_conn)?;
     if home.is_none() && sql_alchemy_conn.source == Source::Default {
-        return Err(ConfigError::Environment {
-            var: "AIRFLOW_HOME".to_owned(),
-            reason: "is not valid UTF-8: its airflow.cfg is found by those bytes, but the default \
-                     [database] sql_alchemy_conn, sqlite:///$AIRFLOW_HOME/airflow.db, is a URL, which is \
-                     text; name the database in sql_alchemy_conn (the file, \
-                     AIRFLOW__DATABASE__SQL_ALCHEMY_CONN or --conn)"
-                .to_owned(),
-        });
+        return Err(ConfigError::environment(
+            "AIRFLOW_HOME",
+            "is not valid UTF-8: its airflow.cfg is found by those bytes, but the default \
+             [database] sql_alchemy_conn, sqlite:///$AIRFLOW_HOME/airflow.db, is a URL, which is \
+             text; name the database in sql_alchemy_conn (the file, \
+             AIRFLOW__DATABASE__SQL_ALCHEMY_CONN or --conn)",
+        ));
     }
 
     let schema_flag = overrides.schema.as_deref().map(|v| ("--schema", v));

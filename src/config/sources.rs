@@ -92,16 +92,10 @@ pub(super) fn find_config_file(
         Some(Ok(Err(path))) => path,
         // Airflow takes "" as the current directory and fails on it.
         Some(Ok(Ok(value))) if value.is_empty() => {
-            return Err(ConfigError::Environment {
-                var: "AIRFLOW_CONFIG".to_owned(),
-                reason: "is set but empty".to_owned(),
-            });
+            return Err(ConfigError::environment("AIRFLOW_CONFIG", "is set but empty"));
         }
         Some(Ok(Ok(value))) => {
-            PathBuf::from(expand_env_var(&value, vars).ok_or_else(|| ConfigError::Environment {
-                var: "AIRFLOW_CONFIG".to_owned(),
-                reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
-            })?)
+            PathBuf::from(expand_env_var(&value, vars).ok_or_else(|| never_settles("AIRFLOW_CONFIG"))?)
         }
         None => airflow_home.join("airflow.cfg"),
     };
@@ -242,12 +236,10 @@ fn path_or_text(var: &str, value: std::ffi::OsString) -> Result<Result<String, P
         Err(bytes) => {
             let raw = bytes.as_encoded_bytes();
             if raw.contains(&b'$') || raw.starts_with(b"~") {
-                return Err(ConfigError::Environment {
-                    var: var.to_owned(),
-                    reason: "is not valid UTF-8 and holds a $ or a leading ~, which state-store \
-                             expands only in text"
-                        .to_owned(),
-                });
+                return Err(ConfigError::environment(
+                    var,
+                    "is not valid UTF-8 and holds a $ or a leading ~, which state-store expands only in text",
+                ));
             }
             Ok(Err(PathBuf::from(bytes)))
         }
@@ -269,8 +261,9 @@ pub(super) fn airflow_home_path(vars: &Vars<'_>) -> Result<(PathBuf, Option<Stri
 /// Airflow's `AIRFLOW_HOME`: the variable, else `~/airflow`, expanded.
 pub(super) fn airflow_home(vars: &Vars<'_>) -> Result<String, ConfigError> {
     let raw = vars.get("AIRFLOW_HOME");
-    expand_env_var(raw.as_deref().unwrap_or("~/airflow"), vars).ok_or_else(|| ConfigError::Environment {
-        var: "AIRFLOW_HOME".to_owned(),
-        reason: "cannot be expanded: its $VARIABLES never settle".to_owned(),
-    })
+    expand_env_var(raw.as_deref().unwrap_or("~/airflow"), vars).ok_or_else(|| never_settles("AIRFLOW_HOME"))
+}
+
+fn never_settles(var: &str) -> ConfigError {
+    ConfigError::environment(var, "cannot be expanded: its $VARIABLES never settle")
 }

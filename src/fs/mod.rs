@@ -56,7 +56,6 @@ pub(crate) use temp::{Spool, keep_at_exit, remove_at_exit, remove_temporaries, s
 /// The error numbers this module tells apart, as `io::Error::raw_os_error` gives them.
 mod errno {
     use rustix::io::Errno;
-    pub(super) const NOTDIR: i32 = Errno::NOTDIR.raw_os_error();
     pub(super) const NXIO: i32 = Errno::NXIO.raw_os_error();
     pub(super) const LOOP: i32 = Errno::LOOP.raw_os_error();
 }

@@ -7,7 +7,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 use super::read::Holder;
-use super::{Id, MAX_LINKS, dir_of, errno, id_of, is_ours};
+use super::{Id, MAX_LINKS, dir_of, id_of, is_ours};
 
 /// The directory of an output, opened once, and the output's name in it. Everything the
 /// tool then does to that name (opening it, creating a temporary beside it, renaming that
@@ -218,7 +218,7 @@ fn walk(
                 }
                 push(&mut todo, &target);
             }
-            _ => return Err(io::Error::from_raw_os_error(errno::NOTDIR)),
+            _ => return Err(rustix::io::Errno::NOTDIR.into()),
         }
     }
     match rustix::fs::openat(&at, ".", OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty()) {
