@@ -419,13 +419,10 @@ fn split_scheme(scheme: &str) -> Result<(Dialect, Option<String>), UrlError> {
 /// Returns the raw (still encoded) parts and the text after the `@`.
 fn split_userinfo(rest: &str) -> (Option<(&str, Option<&str>)>, &str) {
     let user_end = rest.find([':', '/']).unwrap_or(rest.len());
-    if rest[user_end..].starts_with(':') {
-        let after_colon = &rest[user_end + 1..];
-        if let Some(at) = after_colon.find('@') {
-            let user = &rest[..user_end];
-            let password = &after_colon[..at];
-            return (Some((user, Some(password))), &after_colon[at + 1..]);
-        }
+    if let Some(after_colon) = rest[user_end..].strip_prefix(':')
+        && let Some(at) = after_colon.find('@')
+    {
+        return (Some((&rest[..user_end], Some(&after_colon[..at]))), &after_colon[at + 1..]);
     }
     match rest[..user_end].rfind('@') {
         Some(at) => (Some((&rest[..at], None)), &rest[at + 1..]),

@@ -65,9 +65,6 @@ pub(super) fn expand_env_var(value: &str, vars: &Vars<'_>) -> Option<String> {
 /// `os.path.expandvars` (POSIX): `$name` (ASCII letters, digits, `_`) and `${anything}` are
 /// replaced when the variable exists and left alone otherwise; replaced text is not rescanned.
 pub(super) fn expand_vars(text: &str, vars: &Vars<'_>) -> String {
-    if !text.contains('$') {
-        return text.to_owned();
-    }
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(dollar) = rest.find('$') {
@@ -405,11 +402,7 @@ pub(super) fn describe_status(status: std::process::ExitStatus) -> String {
 /// (`"٣"` is 3); those are refused here, as nobody writes them on purpose.
 pub(super) fn python_int(text: &str) -> Option<i128> {
     let text = text.trim();
-    let (negative, digits) = match text.as_bytes().first() {
-        Some(b'-') => (true, &text[1..]),
-        Some(b'+') => (false, &text[1..]),
-        _ => (false, text),
-    };
+    let (negative, digits) = (text.starts_with('-'), text.strip_prefix(['+', '-']).unwrap_or(text));
     if !is_digit_part(digits) {
         return None;
     }
