@@ -253,32 +253,19 @@ pub(crate) fn python_float_repr(f: f64) -> String {
     }
     if -4 < point && point <= 16 {
         let split = usize::try_from(point).unwrap_or(0);
-        if point <= 0 {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', point.unsigned_abs() as usize));
-            out.push_str(&digits);
-        } else if split < digits.len() {
-            out.push_str(digits.get(..split).unwrap_or_default());
-            out.push('.');
-            out.push_str(digits.get(split..).unwrap_or_default());
+        let (head, tail) = digits.split_at(split.min(digits.len()));
+        out.push_str(&if point <= 0 {
+            format!("0.{}{digits}", "0".repeat(point.unsigned_abs() as usize))
+        } else if tail.is_empty() {
+            format!("{head}{}.0", "0".repeat(split - head.len()))
         } else {
-            out.push_str(&digits);
-            out.extend(std::iter::repeat_n('0', split - digits.len()));
-            out.push_str(".0");
-        }
+            format!("{head}.{tail}")
+        });
     } else {
-        out.push_str(digits.get(..1).unwrap_or_default());
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(digits.get(1..).unwrap_or_default());
-        }
-        out.push('e');
-        out.push(if exponent_value < 0 { '-' } else { '+' });
-        let magnitude = exponent_value.unsigned_abs();
-        if magnitude < 10 {
-            out.push('0');
-        }
-        out.push_str(&magnitude.to_string());
+        let (first, rest) = digits.split_at(1.min(digits.len()));
+        let dot = if rest.is_empty() { "" } else { "." };
+        let sign = if exponent_value < 0 { '-' } else { '+' };
+        out.push_str(&format!("{first}{dot}{rest}e{sign}{:02}", exponent_value.unsigned_abs()));
     }
     out
 }
