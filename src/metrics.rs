@@ -78,11 +78,9 @@ impl MetricsFile {
         // would block, a device never end.
         let previous =
             crate::fs::read_bounded(&self.path).ok().and_then(|bytes| String::from_utf8(bytes).ok());
-        let last_success = if run.exit_code == 0 && !run.skipped {
-            Some(seconds(run.ended))
-        } else {
-            previous.as_deref().and_then(last_success)
-        };
+        let succeeded = run.exit_code == 0 && !run.skipped;
+        let last_success =
+            succeeded.then(|| seconds(run.ended)).or_else(|| previous.as_deref().and_then(last_success));
         let text = render(run, last_success.as_deref());
         crate::fs::replace(
             "--metrics-file",
