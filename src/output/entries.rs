@@ -160,35 +160,16 @@ pub(crate) fn entries<E: Entry>(list: &[E], truncate: bool, title: Option<String
         plain_rows: Vec::with_capacity(list.len()),
     };
     let now = Timestamp::now();
+    // Each entry in every form, its value parsed once for all of them.
     for entry in list {
-        let forms = Forms::of(entry, truncate, now);
-        view.table.rows.push(forms.row);
-        view.plain_rows.push(forms.plain_row);
-        view.plain_values.push(forms.plain_value);
-        view.docs.push(forms.doc);
-    }
-    view
-}
-
-/// One entry in every form, its value parsed once for all of them.
-pub(super) struct Forms<D> {
-    pub row: Vec<String>,
-    pub plain_row: String,
-    pub plain_value: String,
-    pub doc: D,
-}
-
-impl<D> Forms<D> {
-    pub(super) fn of<E: Entry<Doc = D>>(entry: &E, truncate: bool, now: Timestamp) -> Forms<D> {
         let parsed = Parsed::of(entry);
         let text = json::dumps_unicode(&parsed.value);
-        Forms {
-            row: parsed.row(entry, &text, truncate, now),
-            plain_row: plain_row(entry, text),
-            plain_value: plain_value(&parsed.value),
-            doc: entry.doc(parsed.value, parsed.reference, now),
-        }
+        view.table.rows.push(parsed.row(entry, &text, truncate, now));
+        view.plain_values.push(plain_value(&parsed.value));
+        view.plain_rows.push(plain_row(entry, text));
+        view.docs.push(entry.doc(parsed.value, parsed.reference, now));
     }
+    view
 }
 
 /// An entry's stored value, parsed (a damaged one warned about) and its external reference:
