@@ -15,25 +15,21 @@ use toml::de::{DeTable, DeValue};
 use super::ConfigError;
 use super::ini::{IniValue, parse_error};
 
+/// One key of a table (TOML has no two tables, nor two keys in one, of the same name).
 #[derive(Debug, Clone)]
 struct Entry {
+    table: String,
     key: String,
     /// The text `airflow.cfg` would hold, or the TOML name of a type with no such text.
     value: Result<String, &'static str>,
     line: usize,
 }
 
-#[derive(Debug, Clone)]
-struct Table {
-    name: String,
-    entries: Vec<Entry>,
-}
-
 /// A parsed TOML settings file.
 #[derive(Debug, Clone)]
 pub(crate) struct TomlFile {
     path: PathBuf,
-    tables: Vec<Table>,
+    entries: Vec<Entry>,
 }
 
 /// 1-based line of byte offset `at`.
@@ -64,7 +60,7 @@ pub(crate) fn parse_toml(text: &str, path: &Path) -> Result<TomlFile, ConfigErro
         // offending line, which may hold a password.
         message: format!("invalid TOML: {}", e.message()),
     })?;
-    let mut tables = Vec::new();
+    let mut entries = Vec::new();
     for (name, value) in document.get_ref() {
         let line = line_of(text, name.span().start);
         let DeValue::Table(table) = value.get_ref() else {
@@ -78,17 +74,14 @@ pub(crate) fn parse_toml(text: &str, path: &Path) -> Result<TomlFile, ConfigErro
                 ),
             ));
         };
-        let entries = table
-            .iter()
-            .map(|(key, value)| Entry {
-                key: key.get_ref().to_string(),
-                value: scalar(value.get_ref()),
-                line: line_of(text, key.span().start),
-            })
-            .collect();
-        tables.push(Table { name: name.get_ref().to_string(), entries });
+        entries.extend(table.iter().map(|(key, value)| Entry {
+            table: name.get_ref().to_string(),
+            key: key.get_ref().to_string(),
+            value: scalar(value.get_ref()),
+            line: line_of(text, key.span().start),
+        }));
     }
-    Ok(TomlFile { path: path.to_path_buf(), tables })
+    Ok(TomlFile { path: path.to_path_buf(), entries })
 }
 
 impl TomlFile {
@@ -98,12 +91,7 @@ impl TomlFile {
 
     /// The value of `key` in table `section`, as text; `None` when either is absent.
     pub(crate) fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
-        let Some(entry) = self
-            .tables
-            .iter()
-            .find(|t| t.name == section)
-            .and_then(|t| t.entries.iter().find(|e| e.key == key))
-        else {
+        let Some(entry) = self.entries.iter().find(|e| e.table == section && e.key == key) else {
             return Ok(None);
         };
         let value = entry.value.clone().map_err(|kind| {
