@@ -142,7 +142,8 @@ impl AppendLines {
         };
         if end > 0 {
             let first_end = line_end_after(&self.file, 0, end)?;
-            let last_start = line_start_before(&self.file, end - 1)?;
+            // The last whole line starts past the newline before its own.
+            let last_start = last_line_end(&self.file, end - 1)?;
             for (which, start, stop) in [("first", 0, first_end), ("last whole", last_start, end)] {
                 if !self.judge(kind, start, stop - 1)? {
                     return Ok(Err(not_ours(which)));
@@ -322,9 +323,4 @@ fn line_end_after(file: &File, start: u64, limit: u64) -> io::Result<u64> {
         at += piece.len() as u64;
     }
     Ok(limit)
-}
-
-/// Where the line that holds the byte at `last` (its newline) starts.
-fn line_start_before(file: &File, last: u64) -> io::Result<u64> {
-    last_line_end(file, last)
 }

@@ -1,6 +1,6 @@
 //! Lock files: opened safely, their holders found, and taken over by renaming them away.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::path::Path;
@@ -127,13 +127,7 @@ pub(crate) fn set_aside(path: &Path) -> io::Result<Option<SetAside>> {
     let mut side = OsString::from(".");
     side.push(&place.name);
     side.push(format!(".{}.aside", random_name()));
-    match rustix::fs::renameat_with(
-        &place.dir,
-        &place.name,
-        &place.dir,
-        &side,
-        rustix::fs::RenameFlags::NOREPLACE,
-    ) {
+    match rename_no_replace(&place, &place.name, &side) {
         Ok(()) => {}
         Err(rustix::io::Errno::NOENT) => return Ok(None),
         Err(e) => return Err(e.into()),
@@ -144,17 +138,16 @@ pub(crate) fn set_aside(path: &Path) -> io::Result<Option<SetAside>> {
     Ok(Some(SetAside { place, side, id: id_of(&entry.stat), regular }))
 }
 
+/// Renames `from` to `to` in the directory of `place`, unless a file has the name `to`.
+fn rename_no_replace(place: &Place, from: &OsStr, to: &OsStr) -> rustix::io::Result<()> {
+    rustix::fs::renameat_with(&place.dir, from, &place.dir, to, rustix::fs::RenameFlags::NOREPLACE)
+}
+
 impl SetAside {
     /// Renames the file back to its name, unless another file has the name by now.
     pub(crate) fn put_back(self) -> io::Result<()> {
         let place = &self.place;
-        rustix::fs::renameat_with(
-            &place.dir,
-            &self.side,
-            &place.dir,
-            &place.name,
-            rustix::fs::RenameFlags::NOREPLACE,
-        )?;
+        rename_no_replace(place, &self.side, &place.name)?;
         place.sync();
         Ok(())
     }
