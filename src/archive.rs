@@ -386,10 +386,7 @@ impl Sink {
             Target::File(None) => Err(io::Error::other("the file was already finished")),
             Target::Archive(out) => write_line(out, line),
         };
-        if written.is_err() {
-            self.drop_held();
-        }
-        written
+        written.inspect_err(|_| self.drop_held())
     }
 
     /// A failed write: the rows since the last sync are not counted, and an archive is cut
@@ -411,10 +408,7 @@ impl Sink {
             Target::File(None) => Ok(()),
             Target::Archive(out) => out.commit(),
         };
-        if synced.is_err() {
-            self.drop_held();
-            return synced;
-        }
+        synced.inspect_err(|_| self.drop_held())?;
         self.task_rows += self.held.0;
         self.asset_rows += self.held.1;
         self.held = (0, 0);

@@ -184,10 +184,7 @@ impl AppendLines {
 
     /// Writes what is held, cutting the batch off on failure.
     pub(super) fn spill(&mut self) -> io::Result<()> {
-        if let Err(e) = self.file.write_all(&self.held) {
-            self.rollback();
-            return Err(e);
-        }
+        self.file.write_all(&self.held).inspect_err(|_| self.rollback())?;
         self.held.clear();
         Ok(())
     }
@@ -196,10 +193,7 @@ impl AppendLines {
     /// and the file ends where it did after the last commit.
     pub(crate) fn commit(&mut self) -> io::Result<()> {
         self.spill()?;
-        if let Err(e) = self.file.sync_all() {
-            self.rollback();
-            return Err(e);
-        }
+        self.file.sync_all().inspect_err(|_| self.rollback())?;
         self.committed = self.file.metadata()?.len();
         self.still_named()
     }
