@@ -295,33 +295,27 @@ impl IniFile {
             return Ok(None);
         };
         let mut out = String::new();
-        match self.interpolate(section, &option.name, &option.value, 1, &mut out) {
-            Ok(()) => Ok(Some(IniValue { value: out, line: option.line })),
-            Err(error) => {
-                let what = match error {
-                    InterpolationError::Syntax { owner, problem } if owner == key => problem,
-                    InterpolationError::Syntax { owner, problem } => {
-                        format!("{problem} (in the value of `{owner}`, which it refers to)")
-                    }
-                    InterpolationError::Missing { owner, name } if owner == key => {
-                        format!("`%({name})s` refers to an option that is not in [{section}] or [DEFAULT]")
-                    }
-                    InterpolationError::Missing { owner, name } => format!(
-                        "`%({name})s` in the value of `{owner}`, which it refers to, names an \
+        self.interpolate(section, &option.name, &option.value, 1, &mut out).map_err(|error| {
+            let what = match error {
+                InterpolationError::Syntax { owner, problem } if owner == key => problem,
+                InterpolationError::Syntax { owner, problem } => {
+                    format!("{problem} (in the value of `{owner}`, which it refers to)")
+                }
+                InterpolationError::Missing { owner, name } if owner == key => {
+                    format!("`%({name})s` refers to an option that is not in [{section}] or [DEFAULT]")
+                }
+                InterpolationError::Missing { owner, name } => format!(
+                    "`%({name})s` in the value of `{owner}`, which it refers to, names an \
                          option that is not in [{section}] or [DEFAULT]"
-                    ),
-                    InterpolationError::TooDeep => format!(
-                        "`%(...)s` references nest more than {MAX_INTERPOLATION_DEPTH} levels deep \
+                ),
+                InterpolationError::TooDeep => format!(
+                    "`%(...)s` references nest more than {MAX_INTERPOLATION_DEPTH} levels deep \
                          (a reference loop?)"
-                    ),
-                };
-                Err(parse_error(
-                    &self.path,
-                    option.line,
-                    format!("cannot expand % in [{section}] {key}: {what}"),
-                ))
-            }
-        }
+                ),
+            };
+            parse_error(&self.path, option.line, format!("cannot expand % in [{section}] {key}: {what}"))
+        })?;
+        Ok(Some(IniValue { value: out, line: option.line }))
     }
 
     /// configparser's `BasicInterpolation`, step for step: a referenced value is expanded in

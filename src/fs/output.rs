@@ -196,12 +196,8 @@ impl Output {
     pub(crate) fn commit(self) -> io::Result<()> {
         let file = self.out.into_inner().map_err(io::IntoInnerError::into_error)?;
         match self.mode {
-            OutputMode::Stream { regular } => {
-                if regular {
-                    file.sync_all()?;
-                }
-                Ok(())
-            }
+            OutputMode::Stream { regular: true } => file.sync_all(),
+            OutputMode::Stream { regular: false } => Ok(()),
             OutputMode::Replace { temporary, place, permissions, _held } => {
                 rustix::fs::fchmod(&file, rustix::fs::Mode::from_raw_mode(permissions))?;
                 file.sync_all()?;
