@@ -82,7 +82,7 @@ pub(crate) enum Ending {
 impl Ending {
     pub(crate) fn exit_code(&self) -> i32 {
         match self {
-            Ending::Signal(signal) | Ending::GraceOver(signal) => exit_code(*signal),
+            Ending::Signal(signal) | Ending::GraceOver(signal) => crate::error::exit::by_signal(*signal),
             Ending::Failed { exit_code, .. } => *exit_code,
         }
     }
@@ -106,12 +106,6 @@ impl Ending {
 /// run); `a signal` for any other number.
 pub(crate) fn signal_name(signal: i32) -> &'static str {
     ENDING.iter().find(|(number, _)| *number == signal).map_or("a signal", |(_, name)| name)
-}
-
-/// The exit code of a process a signal ended: 128 + its number, as a shell reports a process
-/// the signal killed (130 for SIGINT, 143 for SIGTERM).
-pub(crate) fn exit_code(signal: i32) -> i32 {
-    crate::error::exit::by_signal(signal)
 }
 
 /// The error of a command a signal stopped ("stopped by SIGTERM", exit 128 + its number).
