@@ -339,15 +339,14 @@ pub(crate) enum Retention {
 impl Retention {
     /// Airflow's `[state_store] default_retention_days`: 0 means never, negative is refused.
     pub(crate) fn from_default_retention_days(days: i64) -> Result<Retention, TimeError> {
-        if days < 0 {
-            return Err(TimeError::NegativeRetentionDays { days });
+        match days {
+            ..0 => Err(TimeError::NegativeRetentionDays { days }),
+            0 => Ok(Retention::Never),
+            _ => days
+                .checked_mul(MICROS_PER_DAY)
+                .map(Retention::After)
+                .ok_or(TimeError::RetentionDaysTooLarge { days }),
         }
-        if days == 0 {
-            return Ok(Retention::Never);
-        }
-        days.checked_mul(MICROS_PER_DAY)
-            .map(Retention::After)
-            .ok_or(TimeError::RetentionDaysTooLarge { days })
     }
 
     /// The `expires_at` a write at `now` gets: `None` for never.
