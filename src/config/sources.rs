@@ -34,11 +34,7 @@ pub(super) fn read_config_file(path: &Path) -> Result<(ConfigFile, crate::fs::Re
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = e.utf8_error().valid_up_to();
         let line = e.as_bytes()[..valid].split(|b| *b == b'\n').count();
-        ConfigError::Parse {
-            path: path.to_path_buf(),
-            line: Some(line),
-            message: "the file is not valid UTF-8".to_owned(),
-        }
+        ini::parse_error(path, line, "the file is not valid UTF-8")
     })?;
     let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
     let file = if is_toml {
