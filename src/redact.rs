@@ -61,9 +61,8 @@ pub(crate) fn register_secret(secret: &str) {
     }
     keep_out_of_core_dumps();
     let mut learnt = LEARNT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    learn_printed(&mut learnt.printed, secret);
-    for encoded in base64_spellings(secret) {
-        learn_printed(&mut learnt.printed, &encoded);
+    for form in std::iter::once(secret.to_string()).chain(base64_spellings(secret)) {
+        learn_printed(&mut learnt.printed, &form);
     }
 }
 

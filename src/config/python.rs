@@ -203,10 +203,7 @@ pub(crate) fn run_command_bounded_by(
         return Err("the command is empty".to_owned());
     };
     let output = run_bounded(program, args, timeout, bound)?;
-    let mut text = String::with_capacity(output.stdout.len());
-    for chunk in output.stdout.utf8_chunks() {
-        text.push_str(chunk.valid());
-    }
+    let mut text: String = output.stdout.utf8_chunks().map(|chunk| chunk.valid()).collect();
     if !output.status.success() {
         let mut printed = crate::redact::Secrets::new();
         crate::url::add_command_output(&mut printed, &text);

@@ -41,11 +41,10 @@ impl Temporary {
             // Listed before it exists: a signal between the two finds nothing to remove, where
             // the other order could leave the file behind.
             lock(&TEMPORARIES).push(path.clone());
-            let temporary = Temporary { dir: place.dir.try_clone()?, name: file_name, path, kept: true };
+            let mut temporary = Temporary { dir: place.dir.try_clone()?, name: file_name, path, kept: true };
             let flags = OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC;
             match rustix::fs::openat(&temporary.dir, &temporary.name, flags, Mode::from_raw_mode(0o600)) {
                 Ok(fd) => {
-                    let mut temporary = temporary;
                     temporary.kept = false;
                     return Ok((File::from(fd), temporary));
                 }
