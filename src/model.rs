@@ -108,10 +108,7 @@ pub(crate) enum StoredTime {
 impl StoredTime {
     /// The instant, when the stored text is one.
     pub(crate) fn instant(&self) -> Option<Timestamp> {
-        match self {
-            StoredTime::At(at) => Some(*at),
-            StoredTime::Unreadable(_) => None,
-        }
+        if let StoredTime::At(at) = self { Some(*at) } else { None }
     }
 
     pub(crate) fn display(&self) -> String {

@@ -145,10 +145,7 @@ impl Progress {
         let print = || {
             let _ = writeln!(std::io::stderr().lock(), "{line}");
         };
-        match &self.bar {
-            Some(bar) => bar.suspend(print),
-            None => print(),
-        }
+        if let Some(bar) = &self.bar { bar.suspend(print) } else { print() }
     }
 }
 
@@ -226,10 +223,7 @@ impl FileProgress {
 
     /// Prints a line (a warning) without it landing inside the bar.
     pub(crate) fn suspend(&self, print: impl FnOnce()) {
-        match &self.bar {
-            Some(bar) => bar.suspend(print),
-            None => print(),
-        }
+        if let Some(bar) = &self.bar { bar.suspend(print) } else { print() }
     }
 
     /// The offset of the file being read, shared with the reader's handle.

@@ -191,10 +191,8 @@ impl Parsed {
 
     /// Its table row; `text` is the value's JSON text as `json.dumps` writes it.
     pub(super) fn row<E: Entry>(&self, entry: &E, text: &str, truncate: bool, now: Timestamp) -> Vec<String> {
-        match &self.reference {
-            Some(reference) => entry.row(&format!("→ ref: {reference}"), truncate, now),
-            None => entry.row(text, truncate, now),
-        }
+        let reference = self.reference.as_ref().map(|reference| format!("→ ref: {reference}"));
+        entry.row(reference.as_deref().unwrap_or(text), truncate, now)
     }
 }
 
@@ -225,8 +223,5 @@ fn cut_cell(text: &str, truncate: bool) -> String {
 
 /// How `get -o plain` prints a value: strings raw, so `wm=$(state-store get …)` works.
 fn plain_value(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        other => json::dumps_unicode(other),
-    }
+    if let Value::String(s) = value { s.clone() } else { json::dumps_unicode(value) }
 }
