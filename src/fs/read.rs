@@ -19,11 +19,8 @@ pub(crate) const MAX_READ: u64 = 16 << 20;
 /// and configuration is often mounted so (a Kubernetes ConfigMap).
 pub(crate) fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
     use rustix::fs::{Mode, OFlags};
-    let file = File::from(rustix::fs::open(
-        path,
-        OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?);
+    let fd = rustix::fs::open(path, OFlags::RDONLY | OFlags::NONBLOCK | OFlags::CLOEXEC, Mode::empty())?;
+    let file = File::from(fd);
     let meta = file.metadata()?;
     read_whole(file, meta.is_file(), meta.len())
 }
