@@ -152,46 +152,43 @@ impl Api {
     /// One task key, expired or not; `None` when the API has no such key (it says so alike
     /// for a key, a task instance or a dag run that does not exist).
     pub(crate) fn task_entry(&self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        let answer = self.call(Method::GET, &Self::task_target(scope, Some(key)), None, &[200, 404])?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        task_entry(scope, body(&answer)?).map(Some)
+        let found = self.found(&Self::task_target(scope, Some(key)))?;
+        found.map(|answer| task_entry(scope, body(&answer)?)).transpose()
     }
 
     /// `PUT`: an upsert with the expiry given.
     pub(crate) fn put_task(&self, scope: &TaskScope, key: &str, value: &Value, expiry: Expiry) -> Result<()> {
-        let mut body = value_body(value);
-        body.insert(
-            "expires_at".to_string(),
-            match expiry {
-                Expiry::Default => Value::String("default".to_string()),
-                Expiry::Never => Value::Null,
-                Expiry::At(at) => Value::String(at.to_rfc3339()),
-            },
-        );
-        self.call(
+        let expires_at = match expiry {
+            Expiry::Default => Value::String("default".to_string()),
+            Expiry::Never => Value::Null,
+            Expiry::At(at) => Value::String(at.to_rfc3339()),
+        };
+        self.write(
             Method::PUT,
             &Self::task_target(scope, Some(key)),
-            Some(&Value::Object(body)),
-            &[200, 201, 204],
+            Some(value_body(value, Some(expires_at))),
         )
-        .map(drop)
     }
 
     /// `PATCH`: the value of an existing key, its expiry kept.
     pub(crate) fn patch_task(&self, scope: &TaskScope, key: &str, value: &Value) -> Result<()> {
-        self.call(
-            Method::PATCH,
-            &Self::task_target(scope, Some(key)),
-            Some(&Value::Object(value_body(value))),
-            &[200, 204],
-        )
-        .map(drop)
+        self.write(Method::PATCH, &Self::task_target(scope, Some(key)), Some(value_body(value, None)))
     }
 
     pub(crate) fn delete_task(&self, scope: &TaskScope, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::task_target(scope, Some(key)), None, &[200, 204]).map(drop)
+        self.write(Method::DELETE, &Self::task_target(scope, Some(key)), None)
+    }
+
+    /// A `GET` of one item: its answer, `None` for a 404.
+    fn found(&self, target: &Target) -> Result<Option<Answer>> {
+        let answer = self.call(Method::GET, target, None, &[200, 404])?;
+        Ok((answer.status != 404).then_some(answer))
+    }
+
+    /// A write, answered 200 or 204 (a `PUT` also 201).
+    fn write(&self, method: Method, target: &Target, body: Option<Value>) -> Result<()> {
+        let expected: &[u16] = if method == Method::PUT { &[200, 201, 204] } else { &[200, 204] };
+        self.call(method, target, body.as_ref(), expected).map(drop)
     }
 
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
@@ -253,14 +250,10 @@ impl Api {
     /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
         match selector {
-            AssetSelector::Id(id) => {
-                let target = Target::api(&["assets", &id.to_string()]);
-                let answer = self.call(Method::GET, &target, None, &[200, 404])?;
-                if answer.status == 404 {
-                    return Err(Error::NotFound(format!("no asset found with {selector}")).into());
-                }
-                asset(body(&answer)?)
-            }
+            AssetSelector::Id(id) => match self.found(&Target::api(&["assets", &id.to_string()]))? {
+                Some(answer) => asset(body(&answer)?),
+                None => Err(Error::NotFound(format!("no asset found with {selector}")).into()),
+            },
             AssetSelector::Name(name) => {
                 self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
             }
@@ -326,25 +319,16 @@ impl Api {
     }
 
     pub(crate) fn asset_entry(&self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        let answer = self.call(Method::GET, &Self::asset_target(asset.id, Some(key)), None, &[200, 404])?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        asset_entry(asset, body(&answer)?).map(Some)
+        let found = self.found(&Self::asset_target(asset.id, Some(key)))?;
+        found.map(|answer| asset_entry(asset, body(&answer)?)).transpose()
     }
 
     pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
-        self.call(
-            Method::PUT,
-            &Self::asset_target(asset.id, Some(key)),
-            Some(&Value::Object(value_body(value))),
-            &[200, 201, 204],
-        )
-        .map(drop)
+        self.write(Method::PUT, &Self::asset_target(asset.id, Some(key)), Some(value_body(value, None)))
     }
 
     pub(crate) fn delete_asset(&self, asset: &Asset, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None, &[200, 204]).map(drop)
+        self.write(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None)
     }
 
     pub(crate) fn each_asset(
@@ -443,7 +427,7 @@ impl Api {
             }
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
-            if total > MAX_ENTRIES || seen.count() >= MAX_ENTRIES {
+            if total > MAX_ENTRIES || seen.keys.len() as u64 >= MAX_ENTRIES {
                 return Err(Error::Remote(format!(
                     "GET {} says the collection holds {total} entries; the REST transport reads at most \
                      {MAX_ENTRIES} (the database transport has no such limit)",
@@ -498,7 +482,7 @@ impl Api {
             }
             let mut new = 0;
             for (item, digest) in page.iter().zip(&digests) {
-                if !seen.insert_digest(*digest) {
+                if !seen.keys.insert(*digest) {
                     continue;
                 }
                 new += 1;
@@ -628,9 +612,7 @@ impl Pages {
         self.needed = answered + left;
         self.allowed = answered + left + left.div_ceil(10);
     }
-}
 
-impl Pages {
     /// The pages left from `position` to the total, at `progress` new entries a page (a
     /// page overlaps the last), counted again after `answered` pages: the bound only grows.
     fn recount(&mut self, position: u64, answered: u64, progress: u64) {
@@ -671,15 +653,6 @@ impl Seen {
     fn digest(&self, key: &str) -> (u64, u64) {
         use std::hash::BuildHasher as _;
         (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key))
-    }
-
-    /// Whether the key of this digest is new, remembering it.
-    fn insert_digest(&mut self, digest: (u64, u64)) -> bool {
-        self.keys.insert(digest)
-    }
-
-    fn count(&self) -> u64 {
-        self.keys.len() as u64
     }
 }
 
@@ -790,11 +763,12 @@ fn retried(method: &Method, answer: &Answer) -> String {
     said
 }
 
-/// A write's body: `{"value": …}`, to which a task key's PUT adds its expiry.
-fn value_body(value: &Value) -> serde_json::Map<String, Value> {
+/// A write's body: `{"value": …}`, and a task key's PUT its expiry.
+fn value_body(value: &Value, expires_at: Option<Value>) -> Value {
     let mut body = serde_json::Map::new();
     body.insert("value".to_string(), value.clone());
-    body
+    body.extend(expires_at.map(|at| ("expires_at".to_string(), at)));
+    Value::Object(body)
 }
 
 /// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).
