@@ -81,23 +81,14 @@ impl Keys for Database {
     }
 
     fn task_key_missing(&mut self, scope: &TaskScope, key: &str, map_index_given: bool) -> anyhow::Error {
-        let store = match self.store() {
-            Ok(store) => store,
-            Err(e) => return e,
-        };
-        if let Err(e) = require_dag_run(store, scope) {
-            return e;
-        }
-        // Without --map-index the scope is the unmapped instance; a mapped task has none.
-        let hint = if map_index_given {
-            String::new()
-        } else {
-            match mapped_task_hint(store, scope) {
-                Ok(hint) => hint,
-                Err(e) => return e,
-            }
-        };
-        Error::NotFound(format!("key {} not found for task {scope}{hint}", quote(key))).into()
+        let missing = (|| -> Result<anyhow::Error> {
+            let store = self.store()?;
+            require_dag_run(store, scope)?;
+            // Without --map-index the scope is the unmapped instance; a mapped task has none.
+            let hint = if map_index_given { String::new() } else { mapped_task_hint(store, scope)? };
+            Ok(Error::NotFound(format!("key {} not found for task {scope}{hint}", quote(key))).into())
+        })();
+        missing.unwrap_or_else(|e| e)
     }
 
     fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
@@ -351,19 +342,13 @@ impl Doing {
 fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<(String, bool)> {
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
     if let Some((count, low, high)) = found.map_indexes {
-        return Ok((
-            match (count, low, high) {
-                (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
-                (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
-                (count, low, high) => {
-                    format!(
-                        "; task {} has {count} instances, map indexes {low} to {high}",
-                        quote(&scope.task_id)
-                    )
-                }
-            },
-            low >= 0,
-        ));
+        let task = quote(&scope.task_id);
+        let hint = match (count, low, high) {
+            (_, -1, -1) => format!("; task {task} is not mapped (map index -1)"),
+            (1, low, _) => format!("; task {task} has one instance, map index {low}"),
+            (count, low, high) => format!("; task {task} has {count} instances, map indexes {low} to {high}"),
+        };
+        return Ok((hint, low >= 0));
     }
     let hint = match found.task_count {
         0 => "; the dag run has no task instances yet".to_string(),
