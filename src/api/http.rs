@@ -92,12 +92,12 @@ impl Http {
         let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
         let proxies = crate::env::vars(&PROXY_VARIABLES)?;
         let proxy = proxy_for(&base, &|name| proxies.get(name).cloned())?;
+        let (proxy_name, proxy) = proxy.unzip();
         if settings.verbose
-            && let Some((variable, _)) = &proxy
+            && let Some(variable) = &proxy_name
         {
             output::note(&format!("api: through the proxy of ${variable}"));
         }
-        let (proxy_name, proxy) = proxy.map_or((None, None), |(name, proxy)| (Some(name), Some(proxy)));
         let agent: Agent = Agent::config_builder()
             .tls_config(tls)
             .proxy(proxy)
@@ -177,11 +177,8 @@ impl Http {
                         continue;
                     }
                     let tries = if attempt > 1 { format!(" after {attempt} tries") } else { String::new() };
-                    let through = self
-                        .proxy
-                        .as_ref()
-                        .map(|name| format!(" through the proxy of ${name}"))
-                        .unwrap_or_default();
+                    let through =
+                        self.proxy.as_ref().map_or(String::new(), |n| format!(" through the proxy of ${n}"));
                     let unsure = if never_sent || safe {
                         ""
                     } else {
@@ -286,17 +283,12 @@ impl Http {
         }
         let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
         if !is_json {
+            let given =
+                if content_type.is_empty() { "none".to_string() } else { from_server(&content_type, 100) };
             let what = if content_type.starts_with("text/html") {
                 "an HTML page".to_string()
             } else {
-                format!(
-                    "a body that is not JSON (Content-Type {})",
-                    if content_type.is_empty() {
-                        "none".to_string()
-                    } else {
-                        from_server(&content_type, 100)
-                    }
-                )
+                format!("a body that is not JSON (Content-Type {given})")
             };
             // A page instead of the API (a UI's catch-all route, a login page), or no such
             // path: the URL is the likely mistake.

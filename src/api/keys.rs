@@ -5,9 +5,10 @@
 
 use std::ops::ControlFlow;
 
-use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
+use super::{Api, MAX_ENTRIES, MapIndexes, Options};
 use crate::archive::{Sink, archive_error};
 use crate::error::{Error, Result};
+use crate::json::Value;
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet};
 use crate::model::{
     Asset, AssetEntry, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
@@ -295,22 +296,21 @@ impl Keys for Remote {
         addressable(set.scope)?;
         key_addressable(set.key)?;
         refuse_large(set.allow_large)?;
-        let put = match set.expiry {
+        // The PUT's `expires_at`: the server's default, never (null) or a time; none for a PATCH.
+        let at = |at: Timestamp| Value::String(at.to_rfc3339());
+        let expires_at = match set.expiry {
             Expiry::Keep => None,
-            Expiry::Default => Some(PutExpiry::Default),
-            Expiry::At(at) => Some(PutExpiry::At(at)),
+            Expiry::Default => Some(Value::String("default".to_string())),
+            Expiry::At(time) => Some(at(time)),
             Expiry::Retention(retention) => Some(
                 retention
                     .expires_at(Timestamp::now())
                     .map_err(|e| Error::Usage(format!("cannot compute the expiry: {e}")))?
-                    .map_or(PutExpiry::Never, PutExpiry::At),
+                    .map_or(Value::Null, at),
             ),
         };
         let api = self.api()?;
-        match put {
-            None => api.patch_task(set.scope, set.key, set.value)?,
-            Some(expiry) => api.put_task(set.scope, set.key, set.value, expiry)?,
-        }
+        api.set_task(set.scope, set.key, set.value, expires_at)?;
         api.task_entry(set.scope, set.key)?.ok_or_else(|| gone(set.key))
     }
 

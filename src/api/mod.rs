@@ -54,15 +54,6 @@ pub(crate) struct Options {
     pub settings: Settings,
 }
 
-/// A task key's expiry as Airflow's PUT body takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expiry {
-    /// The server's `[state_store] default_retention_days`.
-    Default,
-    Never,
-    At(Timestamp),
-}
-
 /// The open transport: a checked server and a token.
 pub(crate) struct Api {
     http: Http,
@@ -156,23 +147,18 @@ impl Api {
         found.map(|answer| task_entry(scope, body(&answer)?)).transpose()
     }
 
-    /// `PUT`: an upsert with the expiry given.
-    pub(crate) fn put_task(&self, scope: &TaskScope, key: &str, value: &Value, expiry: Expiry) -> Result<()> {
-        let expires_at = match expiry {
-            Expiry::Default => Value::String("default".to_string()),
-            Expiry::Never => Value::Null,
-            Expiry::At(at) => Value::String(at.to_rfc3339()),
-        };
-        self.write(
-            Method::PUT,
-            &Self::task_target(scope, Some(key)),
-            Some(value_body(value, Some(expires_at))),
-        )
-    }
-
-    /// `PATCH`: the value of an existing key, its expiry kept.
-    pub(crate) fn patch_task(&self, scope: &TaskScope, key: &str, value: &Value) -> Result<()> {
-        self.write(Method::PATCH, &Self::task_target(scope, Some(key)), Some(value_body(value, None)))
+    /// `PUT`, an upsert with the `expires_at` given (`"default"`, the server's
+    /// `[state_store] default_retention_days`; null, never; or a time); without one, `PATCH`:
+    /// the value of an existing key, its expiry kept.
+    pub(crate) fn set_task(
+        &self,
+        scope: &TaskScope,
+        key: &str,
+        value: &Value,
+        expires_at: Option<Value>,
+    ) -> Result<()> {
+        let method = if expires_at.is_some() { Method::PUT } else { Method::PATCH };
+        self.write(method, &Self::task_target(scope, Some(key)), Some(value_body(value, expires_at)))
     }
 
     pub(crate) fn delete_task(&self, scope: &TaskScope, key: &str) -> Result<()> {
@@ -194,18 +180,11 @@ impl Api {
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
     pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
         let mut indexes = vec![-1];
-        let walked = self.walk(
-            &Self::task_instance_target(scope, &["listMapped"]),
-            "task_instances",
-            0,
-            true,
-            &mut |ti| {
-                if let Some(index) = ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0) {
-                    indexes.push(index);
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        let target = Self::task_instance_target(scope, &["listMapped"]);
+        let walked = self.walk(&target, "task_instances", 0, true, &mut |ti| {
+            indexes.extend(ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0));
+            Ok(ControlFlow::Continue(()))
+        })?;
         let (whole, mapped) = match walked {
             Walked::Flow(_) => (true, true),
             Walked::NotFound(answer) => (detail(&answer).contains("is not mapped"), false),
@@ -301,20 +280,12 @@ impl Api {
         only_active: bool,
         matches: impl Fn(&Asset) -> bool,
     ) -> Result<Option<Asset>> {
+        let target = Target::api(&["assets"]).query(filter, text).query("only_active", only_active);
         let mut found = None;
-        let _: ControlFlow<()> = self.pages(
-            &Target::api(&["assets"]).query(filter, text).query("only_active", only_active),
-            "assets",
-            0,
-            &mut |item| {
-                let candidate = asset(item)?;
-                if matches(&candidate) {
-                    found = Some(candidate);
-                    return Ok(ControlFlow::Break(()));
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        let _: ControlFlow<()> = self.pages(&target, "assets", 0, &mut |item| {
+            found = Some(asset(item)?).filter(|candidate| matches(candidate));
+            Ok(if found.is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
         Ok(found)
     }
 
@@ -439,16 +410,9 @@ impl Api {
             let digests: Vec<(u64, u64)> = page.iter().map(|item| seen.digest(&item_key(item))).collect();
             let shrunk = last_total.is_some_and(|before| total < before);
             last_total = Some(total);
-            let anchored = if at == start {
-                true
-            } else if overlap == 0 {
-                !shrunk
-            } else {
-                digests.iter().any(|d| anchors.contains(d))
-            };
-            if anchored {
-                answered += 1;
-            }
+            let anchored = at == start
+                || if overlap == 0 { !shrunk } else { digests.iter().any(|d| anchors.contains(d)) };
+            answered += u64::from(anchored);
             if let Some(pages) = &pages
                 && answered > pages.allowed
             {
