@@ -599,16 +599,12 @@ pub(crate) fn detail(answer: &Answer) -> String {
         Some(Value::Array(errors)) => errors
             .iter()
             .map(|e| {
-                let place: Vec<String> = e
-                    .get("loc")
-                    .and_then(Value::as_array)
-                    .map(|loc| {
-                        loc.iter()
-                            .filter(|p| p.as_str() != Some("body"))
-                            .map(|p| p.as_str().map_or_else(|| json::dumps(&masked(p)), str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let loc = e.get("loc").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let place: Vec<String> = loc
+                    .iter()
+                    .filter(|p| p.as_str() != Some("body"))
+                    .map(|p| p.as_str().map_or_else(|| json::dumps(&masked(p)), str::to_string))
+                    .collect();
                 let msg = match e.get("msg") {
                     Some(Value::String(msg)) => msg.clone(),
                     Some(other) => json::dumps(&masked(other)),
