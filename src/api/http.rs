@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::json::{self, Value};
 use crate::output;
 use crate::text::{self, quote};
+use anyhow::bail;
 
 /// Retries after the first try, of a request that never reached the server (see the module).
 pub(crate) const RETRIES: u32 = 3;
@@ -184,10 +185,7 @@ impl Http {
                     } else {
                         "; the request may have been carried out, so it was not sent again (check before retrying)"
                     };
-                    return Err(Error::Remote(format!(
-                        "{method} {shown} failed{through}{tries}: {why}{unsure}"
-                    ))
-                    .into());
+                    bail!(Error::Remote(format!("{method} {shown} failed{through}{tries}: {why}{unsure}")));
                 }
             }
         }
@@ -441,12 +439,11 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
     }
     let scheme = url.split_once("://").map_or("http", |(scheme, _)| scheme).to_ascii_lowercase();
     if !matches!(scheme.as_str(), "http" | "https" | "socks4" | "socks4a" | "socks" | "socks5" | "socks5h") {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "the proxy in ${name} has the scheme {}, which is not supported: give an http, https or SOCKS \
              (socks4, socks4a, socks5, socks5h) proxy",
             quote(&scheme)
-        ))
-        .into());
+        )));
     }
     let proxy = Proxy::new(url).map_err(|e| {
         Error::Usage(format!("invalid proxy in ${name}: {}", from_server(&e.to_string(), 200)))

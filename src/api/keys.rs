@@ -16,6 +16,7 @@ use crate::model::{
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
+use anyhow::bail;
 
 /// A refusal of what the API cannot do, before anything is sent.
 fn cannot(flag: &str, why: &str) -> anyhow::Error {
@@ -51,22 +52,20 @@ fn addressable(scope: &TaskScope) -> Result<()> {
         [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
     {
         if id == "." || id == ".." {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "{flag} {} is a path segment of its own, which Airflow's REST API cannot address: a proxy \
                  or server that normalises paths would resolve it and reach another path; nothing was sent \
                  (use the database transport)",
                 quote(id)
-            ))
-            .into());
+            )));
         }
         if id.contains('/') {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
                  before routing, so the request would reach another path; nothing was sent (use the \
                  database transport)",
                 quote(id)
-            ))
-            .into());
+            )));
         }
     }
     Ok(())
@@ -74,21 +73,19 @@ fn addressable(scope: &TaskScope) -> Result<()> {
 
 fn key_addressable(key: &str) -> Result<()> {
     if key.split('/').any(|segment| segment == "." || segment == "..") {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "key {} holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or \
              server that normalises paths would resolve it (`…/state-store/..` is the task instance \
              itself); nothing was sent (use the database transport)",
             quote(key)
-        ))
-        .into());
+        )));
     }
     if key.contains(['\n', '\r']) {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
              at one, and would reach another key); nothing was sent (use the database transport)",
             quote(key)
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
@@ -549,12 +546,11 @@ impl Window {
             return Ok(ControlFlow::Break(()));
         }
         if self.left.is_none() && self.handed >= MAX_ENTRIES {
-            return Err(Error::Remote(format!(
+            bail!(Error::Remote(format!(
                 "the API holds more than {MAX_ENTRIES} keys for this list, more than the REST transport \
                  reads in one (the database transport has no such limit): give --limit and --offset \
                  to read it a page at a time"
-            ))
-            .into());
+            )));
         }
         self.handed += 1;
         self.left = self.left.map(|n| n - 1);

@@ -33,6 +33,7 @@ use crate::model::{Asset, AssetEntry, AssetSelector, StoredTime, TaskEntry, Task
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
+use anyhow::bail;
 
 /// The page size asked for: Airflow cuts any larger `limit` to `[api] maximum_page_limit`,
 /// 100 by default, and says nothing.
@@ -264,10 +265,9 @@ impl Api {
             return Ok(found);
         }
         if self.find_asset(filter, text, false, &matches)?.is_some() {
-            return Err(Error::NotFound(format!(
+            bail!(Error::NotFound(format!(
                 "{selector} is not active; inactive assets are reachable by --asset-id only"
-            ))
-            .into());
+            )));
         }
         Err(Error::NotFound(format!("no asset found with {selector}")).into())
     }
@@ -399,12 +399,11 @@ impl Api {
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
             if total > MAX_ENTRIES || seen.keys.len() as u64 >= MAX_ENTRIES {
-                return Err(Error::Remote(format!(
+                bail!(Error::Remote(format!(
                     "GET {} says the collection holds {total} entries; the REST transport reads at most \
                      {MAX_ENTRIES} (the database transport has no such limit)",
                     shown()
-                ))
-                .into());
+                )));
             }
             let page = array(&answer, field)?;
             let digests: Vec<(u64, u64)> = page.iter().map(|item| seen.digest(&item_key(item))).collect();
@@ -416,7 +415,7 @@ impl Api {
             if let Some(pages) = &pages
                 && answered > pages.allowed
             {
-                return Err(Error::Remote(format!(
+                bail!(Error::Remote(format!(
                     "the API keeps sending pages: GET {} is page {answered} of a collection its first page \
                      said holds {} entries from offset {} in pages of {}, which take at most {} pages with \
                      room for keys written meanwhile; stopped",
@@ -425,8 +424,7 @@ impl Api {
                     pages.from,
                     pages.size,
                     pages.allowed
-                ))
-                .into());
+                )));
             }
             if !anchored {
                 // Keys before the page were deleted and the rest moved back past the overlap,
@@ -456,11 +454,10 @@ impl Api {
             }
             let length = page.len() as u64;
             if length > 0 && new == 0 && length >= pages.as_ref().map_or(limit, |p| p.size.min(limit)) {
-                return Err(Error::Remote(format!(
+                bail!(Error::Remote(format!(
                     "the API repeats itself: GET {} answered only entries it had sent already; stopped",
                     shown()
-                ))
-                .into());
+                )));
             }
             let end = at + length;
             let full = match &pages {
@@ -657,16 +654,14 @@ fn check_version(http: &Http) -> Result<String> {
         .to_string();
     match major_minor(&version) {
         Some(found) if found >= FIRST_VERSION => Ok(version),
-        Some(_) => Err(Error::Schema(format!(
+        Some(_) => bail!(Error::Schema(format!(
             "{} runs Airflow {version}, which has no state store: it came with Airflow 3.3",
             http.base().as_str()
-        ))
-        .into()),
-        None => Err(Error::Remote(format!(
+        ))),
+        None => bail!(Error::Remote(format!(
             "GET {shown} answered the version {}, which is not Airflow's",
             quote(&version)
-        ))
-        .into()),
+        ))),
     }
 }
 

@@ -16,7 +16,7 @@ use crate::model::{
 use crate::output;
 use crate::text::quote;
 use crate::time::{Retention, Timestamp};
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 
 /// Opens the metastore, at the transport's first call that needs it.
 pub(crate) type Open = Box<dyn FnMut() -> Result<Store>>;
@@ -44,12 +44,11 @@ impl Database {
         let limit = &self.settings.max_value_storage_bytes;
         let size = encoded.len() as u64;
         if limit.value > 0 && size > limit.value && !allow_large {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the value is {size} bytes as stored, over [state_store] max_value_storage_bytes = {} (from {}); \
                  pass --allow-large to write it anyway",
                 limit.value, limit.source
-            ))
-            .into());
+            )));
         }
         Ok(())
     }
@@ -171,12 +170,11 @@ impl Keys for Database {
         let write = AssetWrite { asset_id: asset.id, key: set.key, value: &encoded, updated_at: now };
         if set.must_exist {
             if store.update_asset_value(&write)? == 0 {
-                return Err(Error::NotFound(format!(
+                bail!(Error::NotFound(format!(
                     "key {} not found for {}; --keep-expiry changes only an existing key",
                     quote(set.key),
                     asset.described()
-                ))
-                .into());
+                )));
             }
         } else {
             store.upsert_asset(&write)?;
@@ -247,12 +245,11 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
         }
         Ok(None) => {
             store.rollback()?;
-            Err(Error::NotFound(format!(
+            bail!(Error::NotFound(format!(
                 "key {} not found for task {}; --keep-expiry changes only an existing key",
                 quote(write.key),
                 write.scope
-            ))
-            .into())
+            )))
         }
         Err(e) => {
             let _ = store.rollback();
@@ -309,11 +306,10 @@ pub(crate) fn require_task_instance(
             let all = if doing == Doing::Clear { " or --all-map-indices" } else { "" };
             Err(Error::NotFound(format!("{what}{hint}; give --map-index N{all}")).into())
         }
-        MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
+        MissingTaskInstance::Refuse => bail!(Error::NotFound(format!(
             "{what}{hint}; pass --allow-missing-task-instance to {} anyway",
             doing.verb()
-        ))
-        .into()),
+        ))),
     }
 }
 
@@ -382,10 +378,9 @@ pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Resu
         return Ok(asset);
     }
     if store.asset_exists_inactive(selector)? {
-        return Err(Error::NotFound(format!(
+        bail!(Error::NotFound(format!(
             "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
-        ))
-        .into());
+        )));
     }
     Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)).into())
 }
