@@ -148,17 +148,18 @@ impl Http {
             let started = Instant::now();
             let result = self.once(&method, &shown, text.as_deref(), authorized);
             let elapsed = started.elapsed().as_millis();
+            // The status answered, or the transport error in words.
+            let why = result.as_ref().map_or_else(|e| self.describe(e), |r| r.status().as_u16().to_string());
+            if self.settings.verbose {
+                output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
+            }
             match result {
                 Ok(response) => {
                     sent += 1;
-                    let status = response.status().as_u16();
-                    if self.settings.verbose {
-                        output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
-                    }
                     if attempt <= RETRIES
                         && let Some(wait) = retry_after(&response, safe, pause)
                     {
-                        self.pause(wait, &format!("{status}"));
+                        self.pause(wait, &why);
                         pause *= 2;
                         continue;
                     }
@@ -167,10 +168,6 @@ impl Http {
                     return Ok(answer);
                 }
                 Err(e) => {
-                    let why = self.describe(&e);
-                    if self.settings.verbose {
-                        output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
-                    }
                     let never_sent = is_connect_error(&e);
                     if (never_sent || (safe && is_reset(&e))) && attempt <= RETRIES {
                         self.pause(pause, &why);
@@ -233,17 +230,16 @@ impl Http {
             ureq::Error::Timeout(_) => {
                 format!("no answer within {} s (--api-timeout)", self.settings.timeout.as_secs())
             }
-            ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-                Some(inner) => self.describe(inner),
-                None => describe_error(e),
-            },
+            ureq::Error::Io(io) => within(io).map_or_else(|| io.to_string(), |inner| self.describe(inner)),
             ureq::Error::BodyExceedsLimit(_) => {
                 format!(
                     "the answer is larger than {} MiB, more than Airflow's API ever sends",
                     MAX_BODY >> 20
                 )
             }
-            other => describe_error(other),
+            ureq::Error::HostNotFound => "host not found".to_string(),
+            ureq::Error::ConnectionFailed => "connection failed".to_string(),
+            other => other.to_string(),
         }
     }
 
@@ -270,10 +266,8 @@ impl Http {
         let mut bytes = Vec::new();
         let read = response.into_body().into_with_config().limit(MAX_BODY).reader().read_to_end(&mut bytes);
         if let Err(e) = read {
-            let why = match e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-                Some(inner) => self.describe(inner),
-                None => from_server(&e.to_string(), DETAIL_CHARS),
-            };
+            let why = within(&e)
+                .map_or_else(|| from_server(&e.to_string(), DETAIL_CHARS), |inner| self.describe(inner));
             return Err(Error::Remote(format!("cannot read the answer of {method} {shown}: {why}")).into());
         }
         if bytes.is_empty() {
@@ -549,10 +543,7 @@ fn is_reset(e: &ureq::Error) -> bool {
 fn answered_without_tls(e: &ureq::Error) -> bool {
     let text = match e {
         ureq::Error::NativeTls(tls) => tls.to_string(),
-        ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-            Some(inner) => return answered_without_tls(inner),
-            None => return false,
-        },
+        ureq::Error::Io(io) => return within(io).is_some_and(answered_without_tls),
         _ => return false,
     };
     ["wrong version number", "unknown protocol", "packet length too long"]
@@ -560,15 +551,9 @@ fn answered_without_tls(e: &ureq::Error) -> bool {
         .any(|reason| text.contains(reason))
 }
 
-/// A transport error in words.
-fn describe_error(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(which) => format!("timed out ({which})"),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        ureq::Error::Io(io) => io.to_string(),
-        other => other.to_string(),
-    }
+/// The transport error an I/O error carries, if it is one.
+fn within(io: &std::io::Error) -> Option<&ureq::Error> {
+    io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>())
 }
 
 /// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
