@@ -609,12 +609,9 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
         .map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")).into());
-            }
+        let item = item.map_err(|e| Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")))?;
+        if let ureq::tls::PemItem::Certificate(cert) = item {
+            certs.push(cert);
         }
     }
     if certs.is_empty() {

@@ -327,7 +327,7 @@ impl Api {
         }
     }
 
-    /// Walks the collection at `target` a page at a time from `offset`, with `limit` [`PAGE`]
+    /// Walks the collection at `target` a page at a time from `start`, with `limit` [`PAGE`]
     /// (or a tenth of it, for a page that holds too much to read); with `may_be_missing`, a 404
     /// ends the walk and is handed back. Items with a key already handed over are skipped; only a
     /// digest of each key is remembered, so memory grows by 16 bytes a key, not with their
@@ -356,12 +356,11 @@ impl Api {
         &self,
         target: &Target,
         field: &str,
-        offset: u64,
+        start: u64,
         may_be_missing: bool,
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
     ) -> Result<Walked> {
         let expected: &[u16] = if may_be_missing { &[200, 404] } else { &[200] };
-        let start = offset;
         let mut seen = Seen::default();
         let mut limit = PAGE;
         let mut pages: Option<Pages> = None;

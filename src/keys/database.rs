@@ -239,10 +239,7 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
         }))
     })();
     match updated {
-        Ok(Some(entry)) => {
-            store.commit()?;
-            Ok(entry)
-        }
+        Ok(Some(entry)) => store.commit().map(|()| entry),
         Ok(None) => {
             store.rollback()?;
             bail!(Error::NotFound(format!(
