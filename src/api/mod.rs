@@ -411,18 +411,14 @@ impl Api {
             let anchored = at == start
                 || if overlap == 0 { !shrunk } else { digests.iter().any(|d| anchors.contains(d)) };
             answered += u64::from(anchored);
-            if let Some(pages) = &pages
-                && answered > pages.allowed
+            if let Some(Pages { total: said, from, size, allowed, .. }) = &pages
+                && answered > *allowed
             {
                 bail!(Error::Remote(format!(
                     "the API keeps sending pages: GET {} is page {answered} of a collection its first page \
-                     said holds {} entries from offset {} in pages of {}, which take at most {} pages with \
-                     room for keys written meanwhile; stopped",
-                    shown(),
-                    pages.total,
-                    pages.from,
-                    pages.size,
-                    pages.allowed
+                     said holds {said} entries from offset {from} in pages of {size}, which take at most \
+                     {allowed} pages with room for keys written meanwhile; stopped",
+                    shown()
                 )));
             }
             if !anchored {
@@ -442,10 +438,8 @@ impl Api {
                 continue;
             }
             let mut new = 0;
-            for (item, digest) in page.iter().zip(&digests) {
-                if !seen.keys.insert(*digest) {
-                    continue;
-                }
+            // Each key once: a key handed over already is skipped.
+            for (item, _) in page.iter().zip(&digests).filter(|(_, digest)| seen.keys.insert(**digest)) {
                 new += 1;
                 if each(item)?.is_break() {
                     return Ok(Walked::Flow(ControlFlow::Break(())));
