@@ -344,17 +344,13 @@ impl Keys for Remote {
     /// the task's, across map indexes), as the database checks it.
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
         addressable(scope)?;
-        let keys = match self.planned.take() {
-            Some(keys) => keys,
-            None => self.plan_task(scope, all_map_indices)?,
-        };
+        let keys = self.planned.take().map_or_else(|| self.plan_task(scope, all_map_indices), Ok)?;
         if !keys.is_empty() {
             return self.remove_task_keys(scope, &keys);
         }
         let known = self.indexes(scope, all_map_indices)?;
         if !(all_map_indices && known.indexes.len() > 1) {
-            let api = self.api()?;
-            api.require_task_instance(scope)?;
+            self.api()?.require_task_instance(scope)?;
         }
         Ok(0)
     }
@@ -475,10 +471,7 @@ impl Keys for Remote {
     /// The counted keys, one DELETE each, then the asset listed again (see
     /// [`Remote::clear_task`]).
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
-        let plan = match self.planned.take() {
-            Some(plan) => plan,
-            None => self.asset_keys(asset)?,
-        };
+        let plan = self.planned.take().map_or_else(|| self.asset_keys(asset), Ok)?;
         self.remove_asset_keys(asset, &plan)
     }
 
