@@ -106,14 +106,11 @@ pub(crate) struct Remote {
     /// The keys `count_task_keys` or `count_asset_keys` read, which `clear_task` and
     /// `clear_asset` delete.
     planned: Option<Vec<Planned>>,
-    /// The last `delete_task_keys` left the keys at map index -1 of a mapped task, which the
-    /// API refused (no task instance there).
-    unmapped_left: bool,
 }
 
 impl Remote {
     pub(crate) fn new(options: Options) -> Remote {
-        Remote { options: Some(options), api: None, indexes: None, planned: None, unmapped_left: false }
+        Remote { options: Some(options), api: None, indexes: None, planned: None }
     }
 
     fn api(&mut self) -> Result<&Api> {
@@ -167,56 +164,19 @@ impl Remote {
         Ok(keys)
     }
 
-    /// One DELETE per key (see [`Remote::delete_task_keys`]), then the scope listed again (the
-    /// map indexes it deleted at): see [`settled`].
-    fn remove_task_keys(&mut self, scope: &TaskScope, plan: &[Planned]) -> Result<u64> {
-        let removed = self.delete_task_keys(scope, plan)?;
-        let mut indexes: Vec<i64> = plan
-            .iter()
-            .map(|(map_index, _, _)| *map_index)
-            .filter(|map_index| !(*map_index < 0 && self.unmapped_left))
-            .collect();
-        indexes.sort_unstable();
-        indexes.dedup();
-        let now = self.task_keys(scope, &indexes).map_err(|e| e.context(Removed(removed)))?;
-        settled(plan, now, removed)
-    }
-
-    /// The keys a clear of the task deletes: every key of the task's map indexes, -1
-    /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
-    /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
-    /// refuses it (404) when none does (see [`Remote::delete_task_keys`]).
-    fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<Planned>> {
-        let known = self.indexes(scope, all_map_indices)?;
-        if all_map_indices && !known.whole {
-            output::warn(
-                "the API does not name this task's map indexes (a dag its server has not parsed): \
-                 only the keys of map index -1 are deleted",
-            );
-        }
-        self.task_keys(scope, &known.indexes)
-    }
-
-    /// Whether the task is known as mapped (from `listMapped`, read for every map index): then
-    /// the API alone knows whether a task instance holds its keys at map index -1.
-    fn mapped(&self, scope: &TaskScope) -> bool {
-        let task = TaskScope { map_index: -1, ..scope.clone() };
-        self.indexes.as_ref().is_some_and(|(known, indexes)| *known == task && indexes.mapped)
-    }
-}
-
-impl Remote {
     /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
     /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
     /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
     /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[Planned]) -> Result<u64> {
+    /// Then the scope listed again (the map indexes it deleted at, but -1 where its keys were
+    /// left): see [`settled`].
+    fn remove_task_keys(&mut self, scope: &TaskScope, plan: &[Planned]) -> Result<u64> {
         addressable(scope)?;
         let mapped = self.mapped(scope);
         let api = self.api()?;
         let (mut deleted, mut deleted_unmapped) = (0, 0);
         let mut unmapped_refused = false;
-        for (map_index, key, _) in keys {
+        for (map_index, key, _) in plan {
             key_addressable(key)?;
             if *map_index < 0 && unmapped_refused {
                 continue;
@@ -233,7 +193,7 @@ impl Remote {
                 {
                     unmapped_refused = true;
                     let left =
-                        keys.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
+                        plan.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
                     output::warn(&format!(
                         "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
                          holds them, and the API deletes only keys of task instances (the database \
@@ -245,8 +205,37 @@ impl Remote {
                 Err(e) => return Err(e.context(Removed(deleted))),
             }
         }
-        self.unmapped_left = unmapped_refused;
-        Ok(deleted)
+        let mut indexes: Vec<i64> = plan
+            .iter()
+            .map(|(map_index, _, _)| *map_index)
+            .filter(|map_index| !(*map_index < 0 && unmapped_refused))
+            .collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let now = self.task_keys(scope, &indexes).map_err(|e| e.context(Removed(deleted)))?;
+        settled(plan, now, deleted)
+    }
+
+    /// The keys a clear of the task deletes: every key of the task's map indexes, -1
+    /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
+    /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
+    /// refuses it (404) when none does (see [`Remote::remove_task_keys`]).
+    fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<Planned>> {
+        let known = self.indexes(scope, all_map_indices)?;
+        if all_map_indices && !known.whole {
+            output::warn(
+                "the API does not name this task's map indexes (a dag its server has not parsed): \
+                 only the keys of map index -1 are deleted",
+            );
+        }
+        self.task_keys(scope, &known.indexes)
+    }
+
+    /// Whether the task is known as mapped (from `listMapped`, read for every map index): then
+    /// the API alone knows whether a task instance holds its keys at map index -1.
+    fn mapped(&self, scope: &TaskScope) -> bool {
+        let task = TaskScope { map_index: -1, ..scope.clone() };
+        self.indexes.as_ref().is_some_and(|(known, indexes)| *known == task && indexes.mapped)
     }
 
     /// One DELETE per key, an error saying how many were removed before it; then the asset
