@@ -386,13 +386,11 @@ fn redirect(response: &Response<Body>, method: &Method, shown: &str) -> anyhow::
     let base = path.and_then(|p| {
         location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
     });
-    let advice = match base {
-        Some(base) => format!("; give --api-url {}", from_server(base, DETAIL_CHARS)),
-        None => String::new(),
-    };
+    let advice = base.map(|base| format!("; give --api-url {}", from_server(base, DETAIL_CHARS)));
     Error::Remote(format!(
-        "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
-        from_server(&location, DETAIL_CHARS)
+        "{method} {shown} answered {status}, a redirect to {}, which is not followed{}",
+        from_server(&location, DETAIL_CHARS),
+        advice.unwrap_or_default()
     ))
     .into()
 }

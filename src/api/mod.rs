@@ -17,6 +17,7 @@ mod keys;
 mod url;
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher as _, RandomState};
 use std::ops::ControlFlow;
 
 use ureq::http::Method;
@@ -361,7 +362,11 @@ impl Api {
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
     ) -> Result<Walked> {
         let expected: &[u16] = if may_be_missing { &[200, 404] } else { &[200] };
-        let mut seen = Seen::default();
+        // The keys handed over, as 128-bit digests under keys drawn for this run, so that no
+        // server can choose keys that collide.
+        let mut seen: HashSet<(u64, u64)> = HashSet::new();
+        let hashers = (RandomState::new(), RandomState::new());
+        let digest = |key: String| (hashers.0.hash_one(&key), hashers.1.hash_one(&key));
         let mut limit = PAGE;
         let mut pages: Option<Pages> = None;
         // The pages of this pass that carried the walk on (a step back is not one of them).
@@ -397,7 +402,7 @@ impl Api {
             }
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
-            if total > MAX_ENTRIES || seen.keys.len() as u64 >= MAX_ENTRIES {
+            if total > MAX_ENTRIES || seen.len() as u64 >= MAX_ENTRIES {
                 bail!(Error::Remote(format!(
                     "GET {} says the collection holds {total} entries; the REST transport reads at most \
                      {MAX_ENTRIES} (the database transport has no such limit)",
@@ -405,7 +410,7 @@ impl Api {
                 )));
             }
             let page = array(&answer, field)?;
-            let digests: Vec<(u64, u64)> = page.iter().map(|item| seen.digest(&item_key(item))).collect();
+            let digests: Vec<(u64, u64)> = page.iter().map(|item| digest(item_key(item))).collect();
             let shrunk = last_total.is_some_and(|before| total < before);
             last_total = Some(total);
             let anchored = at == start
@@ -439,7 +444,7 @@ impl Api {
             }
             let mut new = 0;
             // Each key once: a key handed over already is skipped.
-            for (item, _) in page.iter().zip(&digests).filter(|(_, digest)| seen.keys.insert(**digest)) {
+            for (item, _) in page.iter().zip(&digests).filter(|(_, digest)| seen.insert(**digest)) {
                 new += 1;
                 if each(item)?.is_break() {
                     return Ok(Walked::Flow(ControlFlow::Break(())));
@@ -593,21 +598,6 @@ enum Walked {
     Flow(ControlFlow<()>),
     /// The collection is not there (a 404, when it may be missing).
     NotFound(Answer),
-}
-
-/// The keys a walk has handed over, as 128-bit digests under keys drawn for this run, so that
-/// no server can choose keys that collide.
-#[derive(Default)]
-struct Seen {
-    keys: HashSet<(u64, u64)>,
-    hashers: (std::hash::RandomState, std::hash::RandomState),
-}
-
-impl Seen {
-    fn digest(&self, key: &str) -> (u64, u64) {
-        use std::hash::BuildHasher as _;
-        (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key))
-    }
 }
 
 /// `GET /api/v2/version`, without a token: the server is Airflow's API, 3.3 or later.
