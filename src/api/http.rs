@@ -292,11 +292,10 @@ impl Http {
             let message = format!("{method} {shown} answered {status} with {what}{hint}");
             // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or
             // another server's page. Only a refused login keeps its own code.
-            return Err(match status {
+            bail!(match status {
                 401 | 403 => Error::Auth(message),
                 _ => Error::Remote(message),
-            }
-            .into());
+            });
         }
         let values = json::count_values(&bytes);
         if values > MAX_VALUES {

@@ -622,11 +622,10 @@ fn check_version(http: &Http) -> Result<String> {
             detail(&answer),
             retried(&Method::GET, &answer)
         );
-        return Err(match answer.status {
+        bail!(match answer.status {
             401 | 403 => Error::Auth(message),
             _ => Error::Remote(message),
-        }
-        .into());
+        });
     }
     let version = answer
         .json
