@@ -603,13 +603,12 @@ enum Walked {
 /// `GET /api/v2/version`, without a token: the server is Airflow's API, 3.3 or later.
 fn check_version(http: &Http) -> Result<String> {
     let target = Target::api(&["version"]);
-    let shown = http.base().join(&target);
+    let base = http.base();
+    let shown = base.join(&target);
     let answer = http.send(Method::GET, &target, None, false)?;
     if answer.status != 200 {
         let hint = match answer.status {
-            404 if http.base().has_path() => {
-                format!("; not Airflow 3's API: {}", http.base().prefix_advice())
-            }
+            404 if base.has_path() => format!("; not Airflow 3's API: {}", base.prefix_advice()),
             404 => {
                 "; not Airflow 3's API: check --api-url (a path prefix, such as Astronomer's, belongs in it)"
                     .to_string()
@@ -627,18 +626,14 @@ fn check_version(http: &Http) -> Result<String> {
             _ => Error::Remote(message),
         });
     }
-    let version = answer
-        .json
-        .as_ref()
-        .and_then(|j| j.get("version"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::Remote(format!("GET {shown} answered without a version: not Airflow's API")))?
-        .to_string();
+    let version = answer.json.as_ref().and_then(|j| j.get("version")?.as_str()).map(str::to_string);
+    let version = version
+        .ok_or_else(|| Error::Remote(format!("GET {shown} answered without a version: not Airflow's API")))?;
     match major_minor(&version) {
         Some(found) if found >= FIRST_VERSION => Ok(version),
         Some(_) => bail!(Error::Schema(format!(
             "{} runs Airflow {version}, which has no state store: it came with Airflow 3.3",
-            http.base().as_str()
+            base.as_str()
         ))),
         None => bail!(Error::Remote(format!(
             "GET {shown} answered the version {}, which is not Airflow's",
