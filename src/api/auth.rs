@@ -21,6 +21,7 @@ use super::url::Target;
 use crate::error::{Error, Result};
 use crate::json::Value;
 use crate::text::quote;
+use anyhow::bail;
 
 /// How long a token command may run: Airflow's `[state_store] cmd_timeout` default, as no
 /// configuration file is read on this transport.
@@ -136,11 +137,10 @@ fn checked(given: &str, origin: &str) -> Result<String> {
             c if c.is_whitespace() => "a blank (more than one word?)".to_string(),
             c => format!("the character {}", quote(&c.to_string())),
         };
-        return Err(Error::Auth(format!(
+        bail!(Error::Auth(format!(
             "the token from {origin} is malformed: it holds {what}, which no bearer token has; give the \
              token alone"
-        ))
-        .into());
+        )));
     }
     Ok(token.to_string())
 }

@@ -26,6 +26,7 @@ use crate::error::{Error, Result};
 use crate::json::{self, Value};
 use crate::output;
 use crate::text::{self, quote};
+use anyhow::bail;
 
 /// Retries after the first try, of a request that never reached the server (see the module).
 pub(crate) const RETRIES: u32 = 3;
@@ -92,12 +93,12 @@ impl Http {
         let tls = TlsConfig::builder().provider(TlsProvider::NativeTls).root_certs(roots).build();
         let proxies = crate::env::vars(&PROXY_VARIABLES)?;
         let proxy = proxy_for(&base, &|name| proxies.get(name).cloned())?;
+        let (proxy_name, proxy) = proxy.unzip();
         if settings.verbose
-            && let Some((variable, _)) = &proxy
+            && let Some(variable) = &proxy_name
         {
             output::note(&format!("api: through the proxy of ${variable}"));
         }
-        let (proxy_name, proxy) = proxy.map_or((None, None), |(name, proxy)| (Some(name), Some(proxy)));
         let agent: Agent = Agent::config_builder()
             .tls_config(tls)
             .proxy(proxy)
@@ -147,17 +148,18 @@ impl Http {
             let started = Instant::now();
             let result = self.once(&method, &shown, text.as_deref(), authorized);
             let elapsed = started.elapsed().as_millis();
+            // The status answered, or the transport error in words.
+            let why = result.as_ref().map_or_else(|e| self.describe(e), |r| r.status().as_u16().to_string());
+            if self.settings.verbose {
+                output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
+            }
             match result {
                 Ok(response) => {
                     sent += 1;
-                    let status = response.status().as_u16();
-                    if self.settings.verbose {
-                        output::note(&format!("api: {method} {shown} -> {status} ({elapsed} ms)"));
-                    }
                     if attempt <= RETRIES
                         && let Some(wait) = retry_after(&response, safe, pause)
                     {
-                        self.pause(wait, &format!("{status}"));
+                        self.pause(wait, &why);
                         pause *= 2;
                         continue;
                     }
@@ -166,10 +168,6 @@ impl Http {
                     return Ok(answer);
                 }
                 Err(e) => {
-                    let why = self.describe(&e);
-                    if self.settings.verbose {
-                        output::note(&format!("api: {method} {shown} -> {why} ({elapsed} ms)"));
-                    }
                     let never_sent = is_connect_error(&e);
                     if (never_sent || (safe && is_reset(&e))) && attempt <= RETRIES {
                         self.pause(pause, &why);
@@ -177,20 +175,14 @@ impl Http {
                         continue;
                     }
                     let tries = if attempt > 1 { format!(" after {attempt} tries") } else { String::new() };
-                    let through = self
-                        .proxy
-                        .as_ref()
-                        .map(|name| format!(" through the proxy of ${name}"))
-                        .unwrap_or_default();
+                    let through =
+                        self.proxy.as_ref().map_or(String::new(), |n| format!(" through the proxy of ${n}"));
                     let unsure = if never_sent || safe {
                         ""
                     } else {
                         "; the request may have been carried out, so it was not sent again (check before retrying)"
                     };
-                    return Err(Error::Remote(format!(
-                        "{method} {shown} failed{through}{tries}: {why}{unsure}"
-                    ))
-                    .into());
+                    bail!(Error::Remote(format!("{method} {shown} failed{through}{tries}: {why}{unsure}")));
                 }
             }
         }
@@ -238,17 +230,16 @@ impl Http {
             ureq::Error::Timeout(_) => {
                 format!("no answer within {} s (--api-timeout)", self.settings.timeout.as_secs())
             }
-            ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-                Some(inner) => self.describe(inner),
-                None => describe_error(e),
-            },
+            ureq::Error::Io(io) => within(io).map_or_else(|| io.to_string(), |inner| self.describe(inner)),
             ureq::Error::BodyExceedsLimit(_) => {
                 format!(
                     "the answer is larger than {} MiB, more than Airflow's API ever sends",
                     MAX_BODY >> 20
                 )
             }
-            other => describe_error(other),
+            ureq::Error::HostNotFound => "host not found".to_string(),
+            ureq::Error::ConnectionFailed => "connection failed".to_string(),
+            other => other.to_string(),
         }
     }
 
@@ -275,10 +266,8 @@ impl Http {
         let mut bytes = Vec::new();
         let read = response.into_body().into_with_config().limit(MAX_BODY).reader().read_to_end(&mut bytes);
         if let Err(e) = read {
-            let why = match e.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-                Some(inner) => self.describe(inner),
-                None => from_server(&e.to_string(), DETAIL_CHARS),
-            };
+            let why = within(&e)
+                .map_or_else(|| from_server(&e.to_string(), DETAIL_CHARS), |inner| self.describe(inner));
             return Err(Error::Remote(format!("cannot read the answer of {method} {shown}: {why}")).into());
         }
         if bytes.is_empty() {
@@ -286,17 +275,12 @@ impl Http {
         }
         let is_json = content_type.starts_with("application/json") || content_type.contains("+json");
         if !is_json {
+            let given =
+                if content_type.is_empty() { "none".to_string() } else { from_server(&content_type, 100) };
             let what = if content_type.starts_with("text/html") {
                 "an HTML page".to_string()
             } else {
-                format!(
-                    "a body that is not JSON (Content-Type {})",
-                    if content_type.is_empty() {
-                        "none".to_string()
-                    } else {
-                        from_server(&content_type, 100)
-                    }
-                )
+                format!("a body that is not JSON (Content-Type {given})")
             };
             // A page instead of the API (a UI's catch-all route, a login page), or no such
             // path: the URL is the likely mistake.
@@ -308,11 +292,10 @@ impl Http {
             let message = format!("{method} {shown} answered {status} with {what}{hint}");
             // Not Airflow's API talking (Airflow answers JSON, errors too): a proxy's or
             // another server's page. Only a refused login keeps its own code.
-            return Err(match status {
+            bail!(match status {
                 401 | 403 => Error::Auth(message),
                 _ => Error::Remote(message),
-            }
-            .into());
+            });
         }
         let values = json::count_values(&bytes);
         if values > MAX_VALUES {
@@ -402,13 +385,11 @@ fn redirect(response: &Response<Body>, method: &Method, shown: &str) -> anyhow::
     let base = path.and_then(|p| {
         location.split('?').next().and_then(|l| l.strip_suffix(p.split('?').next().unwrap_or(p)))
     });
-    let advice = match base {
-        Some(base) => format!("; give --api-url {}", from_server(base, DETAIL_CHARS)),
-        None => String::new(),
-    };
+    let advice = base.map(|base| format!("; give --api-url {}", from_server(base, DETAIL_CHARS)));
     Error::Remote(format!(
-        "{method} {shown} answered {status}, a redirect to {}, which is not followed{advice}",
-        from_server(&location, DETAIL_CHARS)
+        "{method} {shown} answered {status}, a redirect to {}, which is not followed{}",
+        from_server(&location, DETAIL_CHARS),
+        advice.unwrap_or_default()
     ))
     .into()
 }
@@ -449,12 +430,11 @@ fn proxy_for(base: &BaseUrl, env: &dyn Fn(&str) -> Option<String>) -> Result<Opt
     }
     let scheme = url.split_once("://").map_or("http", |(scheme, _)| scheme).to_ascii_lowercase();
     if !matches!(scheme.as_str(), "http" | "https" | "socks4" | "socks4a" | "socks" | "socks5" | "socks5h") {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "the proxy in ${name} has the scheme {}, which is not supported: give an http, https or SOCKS \
              (socks4, socks4a, socks5, socks5h) proxy",
             quote(&scheme)
-        ))
-        .into());
+        )));
     }
     let proxy = Proxy::new(url).map_err(|e| {
         Error::Usage(format!("invalid proxy in ${name}: {}", from_server(&e.to_string(), 200)))
@@ -560,10 +540,7 @@ fn is_reset(e: &ureq::Error) -> bool {
 fn answered_without_tls(e: &ureq::Error) -> bool {
     let text = match e {
         ureq::Error::NativeTls(tls) => tls.to_string(),
-        ureq::Error::Io(io) => match io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>()) {
-            Some(inner) => return answered_without_tls(inner),
-            None => return false,
-        },
+        ureq::Error::Io(io) => return within(io).is_some_and(answered_without_tls),
         _ => return false,
     };
     ["wrong version number", "unknown protocol", "packet length too long"]
@@ -571,15 +548,9 @@ fn answered_without_tls(e: &ureq::Error) -> bool {
         .any(|reason| text.contains(reason))
 }
 
-/// A transport error in words.
-fn describe_error(e: &ureq::Error) -> String {
-    match e {
-        ureq::Error::Timeout(which) => format!("timed out ({which})"),
-        ureq::Error::HostNotFound => "host not found".to_string(),
-        ureq::Error::ConnectionFailed => "connection failed".to_string(),
-        ureq::Error::Io(io) => io.to_string(),
-        other => other.to_string(),
-    }
+/// The transport error an I/O error carries, if it is one.
+fn within(io: &std::io::Error) -> Option<&ureq::Error> {
+    io.get_ref().and_then(|inner| inner.downcast_ref::<ureq::Error>())
 }
 
 /// The kind of error a status that is not the expected answer is: 404 not found (1), 422 and
@@ -607,16 +578,12 @@ pub(crate) fn detail(answer: &Answer) -> String {
         Some(Value::Array(errors)) => errors
             .iter()
             .map(|e| {
-                let place: Vec<String> = e
-                    .get("loc")
-                    .and_then(Value::as_array)
-                    .map(|loc| {
-                        loc.iter()
-                            .filter(|p| p.as_str() != Some("body"))
-                            .map(|p| p.as_str().map_or_else(|| json::dumps(&masked(p)), str::to_string))
-                            .collect()
-                    })
-                    .unwrap_or_default();
+                let loc = e.get("loc").and_then(Value::as_array).map(Vec::as_slice).unwrap_or_default();
+                let place: Vec<String> = loc
+                    .iter()
+                    .filter(|p| p.as_str() != Some("body"))
+                    .map(|p| p.as_str().map_or_else(|| json::dumps(&masked(p)), str::to_string))
+                    .collect();
                 let msg = match e.get("msg") {
                     Some(Value::String(msg)) => msg.clone(),
                     Some(other) => json::dumps(&masked(other)),
@@ -639,12 +606,9 @@ fn read_ca_file(path: &std::path::Path) -> Result<Vec<Certificate<'static>>> {
         .map_err(|e| Error::Usage(format!("cannot read --api-ca-file {shown}: {e}")))?;
     let mut certs = Vec::new();
     for item in ureq::tls::parse_pem(&pem) {
-        match item {
-            Ok(ureq::tls::PemItem::Certificate(cert)) => certs.push(cert),
-            Ok(_) => {}
-            Err(e) => {
-                return Err(Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")).into());
-            }
+        let item = item.map_err(|e| Error::Usage(format!("--api-ca-file {shown} is not a PEM file: {e}")))?;
+        if let ureq::tls::PemItem::Certificate(cert) = item {
+            certs.push(cert);
         }
     }
     if certs.is_empty() {

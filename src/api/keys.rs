@@ -5,9 +5,10 @@
 
 use std::ops::ControlFlow;
 
-use super::{Api, Expiry as PutExpiry, MAX_ENTRIES, MapIndexes, Options};
+use super::{Api, MAX_ENTRIES, MapIndexes, Options};
 use crate::archive::{Sink, archive_error};
 use crate::error::{Error, Result};
+use crate::json::Value;
 use crate::keys::{AssetSet, Each, Expiry, Keys, MissingTaskInstance, Removed, TaskSet};
 use crate::model::{
     Asset, AssetEntry, AssetSelector, Cleared, Page, StoredTime, TaskEntry, TaskFilter, TaskScope,
@@ -15,6 +16,7 @@ use crate::model::{
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
+use anyhow::bail;
 
 /// A refusal of what the API cannot do, before anything is sent.
 fn cannot(flag: &str, why: &str) -> anyhow::Error {
@@ -50,22 +52,20 @@ fn addressable(scope: &TaskScope) -> Result<()> {
         [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
     {
         if id == "." || id == ".." {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "{flag} {} is a path segment of its own, which Airflow's REST API cannot address: a proxy \
                  or server that normalises paths would resolve it and reach another path; nothing was sent \
                  (use the database transport)",
                 quote(id)
-            ))
-            .into());
+            )));
         }
         if id.contains('/') {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
                  before routing, so the request would reach another path; nothing was sent (use the \
                  database transport)",
                 quote(id)
-            ))
-            .into());
+            )));
         }
     }
     Ok(())
@@ -73,33 +73,29 @@ fn addressable(scope: &TaskScope) -> Result<()> {
 
 fn key_addressable(key: &str) -> Result<()> {
     if key.split('/').any(|segment| segment == "." || segment == "..") {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "key {} holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or \
              server that normalises paths would resolve it (`…/state-store/..` is the task instance \
              itself); nothing was sent (use the database transport)",
             quote(key)
-        ))
-        .into());
+        )));
     }
     if key.contains(['\n', '\r']) {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
              at one, and would reach another key); nothing was sent (use the database transport)",
             quote(key)
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
 
-/// The keys a `clear` deletes, read when they are counted: the count the question and the
+/// A key a `clear` deletes, read when they are counted: the count the question and the
 /// summary give is exactly what is deleted, key by key, and a key written since is left. Each
-/// with the `updated_at` it was read with, so that the keys listed again after the deletes
-/// tell a key that was there at the start (deleted again) from one written since (left).
-enum Planned {
-    Task(Vec<(i64, String, StoredTime)>),
-    Asset(Vec<(String, StoredTime)>),
-}
+/// with its map index (-1 for an asset's) and the `updated_at` it was read with, so that the
+/// keys listed again after the deletes tell a key that was there at the start (deleted again)
+/// from one written since (left).
+type Planned = (i64, String, StoredTime);
 
 /// The API, opened at its first use.
 pub(crate) struct Remote {
@@ -109,15 +105,12 @@ pub(crate) struct Remote {
     indexes: Option<(TaskScope, MapIndexes)>,
     /// The keys `count_task_keys` or `count_asset_keys` read, which `clear_task` and
     /// `clear_asset` delete.
-    planned: Option<Planned>,
-    /// The last `delete_task_keys` left the keys at map index -1 of a mapped task, which the
-    /// API refused (no task instance there).
-    unmapped_left: bool,
+    planned: Option<Vec<Planned>>,
 }
 
 impl Remote {
     pub(crate) fn new(options: Options) -> Remote {
-        Remote { options: Some(options), api: None, indexes: None, planned: None, unmapped_left: false }
+        Remote { options: Some(options), api: None, indexes: None, planned: None }
     }
 
     fn api(&mut self) -> Result<&Api> {
@@ -158,7 +151,7 @@ impl Remote {
     }
 
     /// Every key of the task at these map indexes, read before any is deleted.
-    fn task_keys(&mut self, scope: &TaskScope, indexes: &[i64]) -> Result<Vec<(i64, String, StoredTime)>> {
+    fn task_keys(&mut self, scope: &TaskScope, indexes: &[i64]) -> Result<Vec<Planned>> {
         let api = self.api()?;
         let mut keys = Vec::new();
         for &map_index in indexes {
@@ -171,72 +164,19 @@ impl Remote {
         Ok(keys)
     }
 
-    /// After a clear's deletes, its scope listed again (the map indexes it deleted at): a key
-    /// of the plan still there as it was read is one a `DELETE` answered without deleting, and
-    /// ends the run (exit 4), named, with the keys removed reported; a key written since the
-    /// plan was read (new, or with a newer `updated_at`) is left, and said to be.
-    fn check_task_cleared(
-        &mut self,
-        scope: &TaskScope,
-        plan: &[(i64, String, StoredTime)],
-        removed: u64,
-    ) -> Result<u64> {
-        let mut indexes: Vec<i64> = plan
-            .iter()
-            .map(|(map_index, _, _)| *map_index)
-            .filter(|map_index| !(*map_index < 0 && self.unmapped_left))
-            .collect();
-        indexes.sort_unstable();
-        indexes.dedup();
-        let now = self.task_keys(scope, &indexes).map_err(|e| e.context(Removed(removed)))?;
-        let planned: std::collections::HashMap<(i64, &str), &StoredTime> =
-            plan.iter().map(|(map_index, key, at)| ((*map_index, key.as_str()), at)).collect();
-        let (left, newer): (Vec<_>, Vec<_>) = now
-            .into_iter()
-            .partition(|(map_index, key, at)| planned.get(&(*map_index, key.as_str())) == Some(&at));
-        written_since(newer.iter().map(|(_, key, _)| key.as_str()));
-        still_there(removed, left.iter().map(|(_, key, _)| key.as_str()))
-    }
-
-    /// The keys a clear of the task deletes: every key of the task's map indexes, -1
-    /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
-    /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
-    /// refuses it (404) when none does (see [`Remote::delete_task_keys`]).
-    fn plan_task(
-        &mut self,
-        scope: &TaskScope,
-        all_map_indices: bool,
-    ) -> Result<Vec<(i64, String, StoredTime)>> {
-        let known = self.indexes(scope, all_map_indices)?;
-        if all_map_indices && !known.whole {
-            output::warn(
-                "the API does not name this task's map indexes (a dag its server has not parsed): \
-                 only the keys of map index -1 are deleted",
-            );
-        }
-        self.task_keys(scope, &known.indexes)
-    }
-
-    /// Whether the task is known as mapped (from `listMapped`, read for every map index): then
-    /// the API alone knows whether a task instance holds its keys at map index -1.
-    fn mapped(&self, scope: &TaskScope) -> bool {
-        let task = TaskScope { map_index: -1, ..scope.clone() };
-        self.indexes.as_ref().is_some_and(|(known, indexes)| *known == task && indexes.mapped)
-    }
-}
-
-impl Remote {
     /// One DELETE per key: the API has no transaction. Across the map indexes of a mapped
     /// task, a 404 to the DELETE of a key at map index -1 is the API's refusal (no task
     /// instance there, which `listMapped` cannot tell): the keys at -1 are left, said to be in
     /// a warning, and the others are still deleted. Any other refusal ends the run.
-    fn delete_task_keys(&mut self, scope: &TaskScope, keys: &[(i64, String, StoredTime)]) -> Result<u64> {
+    /// Then the scope listed again (the map indexes it deleted at, but -1 where its keys were
+    /// left): see [`settled`].
+    fn remove_task_keys(&mut self, scope: &TaskScope, plan: &[Planned]) -> Result<u64> {
         addressable(scope)?;
         let mapped = self.mapped(scope);
         let api = self.api()?;
         let (mut deleted, mut deleted_unmapped) = (0, 0);
         let mut unmapped_refused = false;
-        for (map_index, key, _) in keys {
+        for (map_index, key, _) in plan {
             key_addressable(key)?;
             if *map_index < 0 && unmapped_refused {
                 continue;
@@ -253,7 +193,7 @@ impl Remote {
                 {
                     unmapped_refused = true;
                     let left =
-                        keys.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
+                        plan.iter().filter(|(map_index, ..)| *map_index < 0).count() - deleted_unmapped;
                     output::warn(&format!(
                         "{left} key(s) at map index -1 of mapped task {} are left: {}; no task instance \
                          holds them, and the API deletes only keys of task instances (the database \
@@ -265,35 +205,60 @@ impl Remote {
                 Err(e) => return Err(e.context(Removed(deleted))),
             }
         }
-        self.unmapped_left = unmapped_refused;
-        Ok(deleted)
+        let mut indexes: Vec<i64> = plan
+            .iter()
+            .map(|(map_index, _, _)| *map_index)
+            .filter(|map_index| !(*map_index < 0 && unmapped_refused))
+            .collect();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let now = self.task_keys(scope, &indexes).map_err(|e| e.context(Removed(deleted)))?;
+        settled(plan, now, deleted)
     }
 
-    /// One DELETE per key; an error says how many were removed before it.
-    fn delete_asset_keys(&mut self, asset: &Asset, keys: &[(String, StoredTime)]) -> Result<u64> {
+    /// The keys a clear of the task deletes: every key of the task's map indexes, -1
+    /// included. `listMapped` names only map indexes of 0 and up, so it cannot say whether a
+    /// task instance holds the keys at -1 of a mapped task: their DELETE asks the API, which
+    /// refuses it (404) when none does (see [`Remote::remove_task_keys`]).
+    fn plan_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<Vec<Planned>> {
+        let known = self.indexes(scope, all_map_indices)?;
+        if all_map_indices && !known.whole {
+            output::warn(
+                "the API does not name this task's map indexes (a dag its server has not parsed): \
+                 only the keys of map index -1 are deleted",
+            );
+        }
+        self.task_keys(scope, &known.indexes)
+    }
+
+    /// Whether the task is known as mapped (from `listMapped`, read for every map index): then
+    /// the API alone knows whether a task instance holds its keys at map index -1.
+    fn mapped(&self, scope: &TaskScope) -> bool {
+        let task = TaskScope { map_index: -1, ..scope.clone() };
+        self.indexes.as_ref().is_some_and(|(known, indexes)| *known == task && indexes.mapped)
+    }
+
+    /// One DELETE per key, an error saying how many were removed before it; then the asset
+    /// listed again: see [`settled`].
+    fn remove_asset_keys(&mut self, asset: &Asset, plan: &[Planned]) -> Result<u64> {
         let api = self.api()?;
-        for (done, (key, _)) in (0_u64..).zip(keys) {
+        for (done, (_, key, _)) in (0_u64..).zip(plan) {
             key_addressable(key)?;
             api.delete_asset(asset, key).map_err(|e| e.context(Removed(done)))?;
         }
-        Ok(keys.len() as u64)
+        let removed = plan.len() as u64;
+        let now = self.asset_keys(asset).map_err(|e| e.context(Removed(removed)))?;
+        settled(plan, now, removed)
     }
 
-    /// After a clear's deletes, the asset listed again: as [`Remote::check_task_cleared`].
-    fn check_asset_cleared(
-        &mut self,
-        asset: &Asset,
-        plan: &[(String, StoredTime)],
-        removed: u64,
-    ) -> Result<u64> {
-        self.count_asset_keys(asset).map_err(|e| e.context(Removed(removed)))?;
-        let Some(Planned::Asset(now)) = self.planned.take() else { return Ok(removed) };
-        let planned: std::collections::HashMap<&str, &StoredTime> =
-            plan.iter().map(|(key, at)| (key.as_str(), at)).collect();
-        let (left, newer): (Vec<_>, Vec<_>) =
-            now.into_iter().partition(|(key, at)| planned.get(key.as_str()) == Some(&at));
-        written_since(newer.iter().map(|(key, _)| key.as_str()));
-        still_there(removed, left.iter().map(|(key, _)| key.as_str()))
+    /// Every key of the asset.
+    fn asset_keys(&mut self, asset: &Asset) -> Result<Vec<Planned>> {
+        let mut keys = Vec::new();
+        let _: ControlFlow<()> = self.api()?.each_asset(asset, 0, &mut |row| {
+            keys.push((-1, row.key, row.updated_at));
+            Ok(ControlFlow::Continue(()))
+        })?;
+        Ok(keys)
     }
 }
 
@@ -317,22 +282,21 @@ impl Keys for Remote {
         addressable(set.scope)?;
         key_addressable(set.key)?;
         refuse_large(set.allow_large)?;
-        let put = match set.expiry {
+        // The PUT's `expires_at`: the server's default, never (null) or a time; none for a PATCH.
+        let at = |at: Timestamp| Value::String(at.to_rfc3339());
+        let expires_at = match set.expiry {
             Expiry::Keep => None,
-            Expiry::Default => Some(PutExpiry::Default),
-            Expiry::At(at) => Some(PutExpiry::At(at)),
+            Expiry::Default => Some(Value::String("default".to_string())),
+            Expiry::At(time) => Some(at(time)),
             Expiry::Retention(retention) => Some(
                 retention
                     .expires_at(Timestamp::now())
                     .map_err(|e| Error::Usage(format!("cannot compute the expiry: {e}")))?
-                    .map_or(PutExpiry::Never, PutExpiry::At),
+                    .map_or(Value::Null, at),
             ),
         };
         let api = self.api()?;
-        match put {
-            None => api.patch_task(set.scope, set.key, set.value)?,
-            Some(expiry) => api.put_task(set.scope, set.key, set.value, expiry)?,
-        }
+        api.set_task(set.scope, set.key, set.value, expires_at)?;
         api.task_entry(set.scope, set.key)?.ok_or_else(|| gone(set.key))
     }
 
@@ -360,7 +324,7 @@ impl Keys for Remote {
         addressable(scope)?;
         let keys = self.plan_task(scope, all_map_indices)?;
         let count = keys.len() as u64;
-        self.planned = Some(Planned::Task(keys));
+        self.planned = Some(keys);
         Ok(count)
     }
 
@@ -369,18 +333,13 @@ impl Keys for Remote {
     /// the task's, across map indexes), as the database checks it.
     fn clear_task(&mut self, scope: &TaskScope, all_map_indices: bool) -> Result<u64> {
         addressable(scope)?;
-        let keys = match self.planned.take() {
-            Some(Planned::Task(keys)) => keys,
-            _ => self.plan_task(scope, all_map_indices)?,
-        };
+        let keys = self.planned.take().map_or_else(|| self.plan_task(scope, all_map_indices), Ok)?;
         if !keys.is_empty() {
-            let removed = self.delete_task_keys(scope, &keys)?;
-            return self.check_task_cleared(scope, &keys, removed);
+            return self.remove_task_keys(scope, &keys);
         }
         let known = self.indexes(scope, all_map_indices)?;
         if !(all_map_indices && known.indexes.len() > 1) {
-            let api = self.api()?;
-            api.require_task_instance(scope)?;
+            self.api()?.require_task_instance(scope)?;
         }
         Ok(0)
     }
@@ -404,16 +363,14 @@ impl Keys for Remote {
             map_index: (!all_map_indices).then_some(scope.map_index),
             ..TaskFilter::default()
         };
-        let mut archived: Vec<(i64, String, StoredTime)> = Vec::new();
+        let mut archived = Vec::new();
         self.each_task(&filter, Page { limit: None, offset: 0 }, &mut |row| {
             sink.task(&row).map_err(|e| archive_error(&path, e))?;
             archived.push((row.scope.map_index, row.key, row.updated_at));
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let removed = self.delete_task_keys(scope, &archived)?;
-        let deleted = self.check_task_cleared(scope, &archived, removed)?;
-        Ok(Cleared { deleted, kept: Vec::new() })
+        Ok(Cleared { deleted: self.remove_task_keys(scope, &archived)?, kept: Vec::new() })
     }
 
     /// One task instance's keys, or each of the task's instances' in turn (map index, then
@@ -494,40 +451,30 @@ impl Keys for Remote {
 
     /// The keys a clear would delete, read now (see [`Planned`]).
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
-        let mut keys = Vec::new();
-        let _: ControlFlow<()> = self.api()?.each_asset(asset, 0, &mut |row| {
-            keys.push((row.key, row.updated_at));
-            Ok(ControlFlow::Continue(()))
-        })?;
+        let keys = self.asset_keys(asset)?;
         let count = keys.len() as u64;
-        self.planned = Some(Planned::Asset(keys));
+        self.planned = Some(keys);
         Ok(count)
     }
 
     /// The counted keys, one DELETE each, then the asset listed again (see
     /// [`Remote::clear_task`]).
     fn clear_asset(&mut self, asset: &Asset) -> Result<u64> {
-        if !matches!(self.planned, Some(Planned::Asset(_))) {
-            self.count_asset_keys(asset)?;
-        }
-        let Some(Planned::Asset(plan)) = self.planned.take() else { return Ok(0) };
-        let removed = self.delete_asset_keys(asset, &plan)?;
-        self.check_asset_cleared(asset, &plan, removed)
+        let plan = self.planned.take().map_or_else(|| self.asset_keys(asset), Ok)?;
+        self.remove_asset_keys(asset, &plan)
     }
 
     /// See [`Remote::archive_clear_task`].
     fn archive_clear_asset(&mut self, asset: &Asset, sink: &mut Sink) -> Result<Cleared> {
         let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
-        let mut archived: Vec<(String, StoredTime)> = Vec::new();
+        let mut archived = Vec::new();
         self.each_asset(Some(asset), false, Page { limit: None, offset: 0 }, &mut |row| {
             sink.asset(&row).map_err(|e| archive_error(&path, e))?;
-            archived.push((row.key, row.updated_at));
+            archived.push((-1, row.key, row.updated_at));
             Ok(ControlFlow::Continue(()))
         })?;
         sink.sync().map_err(|e| archive_error(&path, e))?;
-        let removed = self.delete_asset_keys(asset, &archived)?;
-        let deleted = self.check_asset_cleared(asset, &archived, removed)?;
-        Ok(Cleared { deleted, kept: Vec::new() })
+        Ok(Cleared { deleted: self.remove_asset_keys(asset, &archived)?, kept: Vec::new() })
     }
 
     fn each_asset(
@@ -581,12 +528,11 @@ impl Window {
             return Ok(ControlFlow::Break(()));
         }
         if self.left.is_none() && self.handed >= MAX_ENTRIES {
-            return Err(Error::Remote(format!(
+            bail!(Error::Remote(format!(
                 "the API holds more than {MAX_ENTRIES} keys for this list, more than the REST transport \
                  reads in one (the database transport has no such limit): give --limit and --offset \
                  to read it a page at a time"
-            ))
-            .into());
+            )));
         }
         self.handed += 1;
         self.left = self.left.map(|n| n - 1);
@@ -594,37 +540,37 @@ impl Window {
     }
 }
 
-/// Says which keys written since a clear counted its keys it left.
-fn written_since<'a>(keys: impl Iterator<Item = &'a str>) {
-    let keys: Vec<&str> = keys.collect();
-    if !keys.is_empty() {
+/// After a clear's deletes, its keys listed again (`now`): a key of the plan still there as it
+/// was read is one a `DELETE` answered without deleting, and ends the run (exit 4), named,
+/// with the keys removed reported (the others); a key written since the plan was read (new,
+/// or with a newer `updated_at`) is left, and said to be. Otherwise the count removed.
+fn settled(plan: &[Planned], now: Vec<Planned>, removed: u64) -> Result<u64> {
+    let planned: std::collections::HashMap<(i64, &str), &StoredTime> =
+        plan.iter().map(|(map_index, key, at)| ((*map_index, key.as_str()), at)).collect();
+    let (left, newer): (Vec<_>, Vec<_>) = now
+        .into_iter()
+        .partition(|(map_index, key, at)| planned.get(&(*map_index, key.as_str())) == Some(&at));
+    if !newer.is_empty() {
         output::warn(&format!(
             "{} key(s) written since the keys were counted are left: {}",
-            keys.len(),
-            named(keys.into_iter())
+            newer.len(),
+            named(&newer)
         ));
     }
-}
-
-/// The count of a clear whose keys, listed again after their deletes, are gone; or the error
-/// that names those still there as they were read, with the keys removed (the others).
-fn still_there<'a>(removed: u64, keys: impl Iterator<Item = &'a str>) -> Result<u64> {
-    let keys: Vec<&str> = keys.collect();
-    if keys.is_empty() {
+    if left.is_empty() {
         return Ok(removed);
     }
-    let left = keys.len() as u64;
+    let count = left.len() as u64;
     Err(anyhow::Error::new(Error::Remote(format!(
-        "{left} key(s) are still there, unchanged, after the API answered their DELETE: {}",
-        named(keys.into_iter())
+        "{count} key(s) are still there, unchanged, after the API answered their DELETE: {}",
+        named(&left)
     )))
-    .context(Removed(removed.saturating_sub(left))))
+    .context(Removed(removed.saturating_sub(count))))
 }
 
 /// Keys for a message: the first five, quoted, and how many more.
-fn named<'a>(keys: impl Iterator<Item = &'a str>) -> String {
-    let keys: Vec<&str> = keys.collect();
-    let mut said: Vec<String> = keys.iter().take(5).map(|key| quote(key)).collect();
+fn named(keys: &[Planned]) -> String {
+    let mut said: Vec<String> = keys.iter().take(5).map(|(_, key, _)| quote(key)).collect();
     if keys.len() > 5 {
         said.push(format!("and {} more", keys.len() - 5));
     }

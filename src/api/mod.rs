@@ -17,6 +17,7 @@ mod keys;
 mod url;
 
 use std::collections::HashSet;
+use std::hash::{BuildHasher as _, RandomState};
 use std::ops::ControlFlow;
 
 use ureq::http::Method;
@@ -33,6 +34,7 @@ use crate::model::{Asset, AssetEntry, AssetSelector, StoredTime, TaskEntry, Task
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
+use anyhow::bail;
 
 /// The page size asked for: Airflow cuts any larger `limit` to `[api] maximum_page_limit`,
 /// 100 by default, and says nothing.
@@ -52,15 +54,6 @@ pub(crate) struct Options {
     pub base: BaseUrl,
     pub credentials: Credentials,
     pub settings: Settings,
-}
-
-/// A task key's expiry as Airflow's PUT body takes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Expiry {
-    /// The server's `[state_store] default_retention_days`.
-    Default,
-    Never,
-    At(Timestamp),
 }
 
 /// The open transport: a checked server and a token.
@@ -152,63 +145,48 @@ impl Api {
     /// One task key, expired or not; `None` when the API has no such key (it says so alike
     /// for a key, a task instance or a dag run that does not exist).
     pub(crate) fn task_entry(&self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        let answer = self.call(Method::GET, &Self::task_target(scope, Some(key)), None, &[200, 404])?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        task_entry(scope, body(&answer)?).map(Some)
+        let found = self.found(&Self::task_target(scope, Some(key)))?;
+        found.map(|answer| task_entry(scope, body(&answer)?)).transpose()
     }
 
-    /// `PUT`: an upsert with the expiry given.
-    pub(crate) fn put_task(&self, scope: &TaskScope, key: &str, value: &Value, expiry: Expiry) -> Result<()> {
-        let mut body = value_body(value);
-        body.insert(
-            "expires_at".to_string(),
-            match expiry {
-                Expiry::Default => Value::String("default".to_string()),
-                Expiry::Never => Value::Null,
-                Expiry::At(at) => Value::String(at.to_rfc3339()),
-            },
-        );
-        self.call(
-            Method::PUT,
-            &Self::task_target(scope, Some(key)),
-            Some(&Value::Object(body)),
-            &[200, 201, 204],
-        )
-        .map(drop)
-    }
-
-    /// `PATCH`: the value of an existing key, its expiry kept.
-    pub(crate) fn patch_task(&self, scope: &TaskScope, key: &str, value: &Value) -> Result<()> {
-        self.call(
-            Method::PATCH,
-            &Self::task_target(scope, Some(key)),
-            Some(&Value::Object(value_body(value))),
-            &[200, 204],
-        )
-        .map(drop)
+    /// `PUT`, an upsert with the `expires_at` given (`"default"`, the server's
+    /// `[state_store] default_retention_days`; null, never; or a time); without one, `PATCH`:
+    /// the value of an existing key, its expiry kept.
+    pub(crate) fn set_task(
+        &self,
+        scope: &TaskScope,
+        key: &str,
+        value: &Value,
+        expires_at: Option<Value>,
+    ) -> Result<()> {
+        let method = if expires_at.is_some() { Method::PUT } else { Method::PATCH };
+        self.write(method, &Self::task_target(scope, Some(key)), Some(value_body(value, expires_at)))
     }
 
     pub(crate) fn delete_task(&self, scope: &TaskScope, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::task_target(scope, Some(key)), None, &[200, 204]).map(drop)
+        self.write(Method::DELETE, &Self::task_target(scope, Some(key)), None)
+    }
+
+    /// A `GET` of one item: its answer, `None` for a 404.
+    fn found(&self, target: &Target) -> Result<Option<Answer>> {
+        let answer = self.call(Method::GET, target, None, &[200, 404])?;
+        Ok((answer.status != 404).then_some(answer))
+    }
+
+    /// A write, answered 200 or 204 (a `PUT` also 201).
+    fn write(&self, method: Method, target: &Target, body: Option<Value>) -> Result<()> {
+        let expected: &[u16] = if method == Method::PUT { &[200, 201, 204] } else { &[200, 204] };
+        self.call(method, target, body.as_ref(), expected).map(drop)
     }
 
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
     pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
         let mut indexes = vec![-1];
-        let walked = self.walk(
-            &Self::task_instance_target(scope, &["listMapped"]),
-            "task_instances",
-            0,
-            true,
-            &mut |ti| {
-                if let Some(index) = ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0) {
-                    indexes.push(index);
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        let target = Self::task_instance_target(scope, &["listMapped"]);
+        let walked = self.walk(&target, "task_instances", 0, true, &mut |ti| {
+            indexes.extend(ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0));
+            Ok(ControlFlow::Continue(()))
+        })?;
         let (whole, mapped) = match walked {
             Walked::Flow(_) => (true, true),
             Walked::NotFound(answer) => (detail(&answer).contains("is not mapped"), false),
@@ -253,14 +231,10 @@ impl Api {
     /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
         match selector {
-            AssetSelector::Id(id) => {
-                let target = Target::api(&["assets", &id.to_string()]);
-                let answer = self.call(Method::GET, &target, None, &[200, 404])?;
-                if answer.status == 404 {
-                    return Err(Error::NotFound(format!("no asset found with {selector}")).into());
-                }
-                asset(body(&answer)?)
-            }
+            AssetSelector::Id(id) => match self.found(&Target::api(&["assets", &id.to_string()]))? {
+                Some(answer) => asset(body(&answer)?),
+                None => Err(Error::NotFound(format!("no asset found with {selector}")).into()),
+            },
             AssetSelector::Name(name) => {
                 self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
             }
@@ -292,10 +266,9 @@ impl Api {
             return Ok(found);
         }
         if self.find_asset(filter, text, false, &matches)?.is_some() {
-            return Err(Error::NotFound(format!(
+            bail!(Error::NotFound(format!(
                 "{selector} is not active; inactive assets are reachable by --asset-id only"
-            ))
-            .into());
+            )));
         }
         Err(Error::NotFound(format!("no asset found with {selector}")).into())
     }
@@ -308,43 +281,26 @@ impl Api {
         only_active: bool,
         matches: impl Fn(&Asset) -> bool,
     ) -> Result<Option<Asset>> {
+        let target = Target::api(&["assets"]).query(filter, text).query("only_active", only_active);
         let mut found = None;
-        let _: ControlFlow<()> = self.pages(
-            &Target::api(&["assets"]).query(filter, text).query("only_active", only_active),
-            "assets",
-            0,
-            &mut |item| {
-                let candidate = asset(item)?;
-                if matches(&candidate) {
-                    found = Some(candidate);
-                    return Ok(ControlFlow::Break(()));
-                }
-                Ok(ControlFlow::Continue(()))
-            },
-        )?;
+        let _: ControlFlow<()> = self.pages(&target, "assets", 0, &mut |item| {
+            found = Some(asset(item)?).filter(|candidate| matches(candidate));
+            Ok(if found.is_some() { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
+        })?;
         Ok(found)
     }
 
     pub(crate) fn asset_entry(&self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        let answer = self.call(Method::GET, &Self::asset_target(asset.id, Some(key)), None, &[200, 404])?;
-        if answer.status == 404 {
-            return Ok(None);
-        }
-        asset_entry(asset, body(&answer)?).map(Some)
+        let found = self.found(&Self::asset_target(asset.id, Some(key)))?;
+        found.map(|answer| asset_entry(asset, body(&answer)?)).transpose()
     }
 
     pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
-        self.call(
-            Method::PUT,
-            &Self::asset_target(asset.id, Some(key)),
-            Some(&Value::Object(value_body(value))),
-            &[200, 201, 204],
-        )
-        .map(drop)
+        self.write(Method::PUT, &Self::asset_target(asset.id, Some(key)), Some(value_body(value, None)))
     }
 
     pub(crate) fn delete_asset(&self, asset: &Asset, key: &str) -> Result<()> {
-        self.call(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None, &[200, 204]).map(drop)
+        self.write(Method::DELETE, &Self::asset_target(asset.id, Some(key)), None)
     }
 
     pub(crate) fn each_asset(
@@ -372,7 +328,7 @@ impl Api {
         }
     }
 
-    /// Walks the collection at `target` a page at a time from `offset`, with `limit` [`PAGE`]
+    /// Walks the collection at `target` a page at a time from `start`, with `limit` [`PAGE`]
     /// (or a tenth of it, for a page that holds too much to read); with `may_be_missing`, a 404
     /// ends the walk and is handed back. Items with a key already handed over are skipped; only a
     /// digest of each key is remembered, so memory grows by 16 bytes a key, not with their
@@ -401,13 +357,16 @@ impl Api {
         &self,
         target: &Target,
         field: &str,
-        offset: u64,
+        start: u64,
         may_be_missing: bool,
         each: &mut dyn FnMut(&Value) -> Result<ControlFlow<()>>,
     ) -> Result<Walked> {
         let expected: &[u16] = if may_be_missing { &[200, 404] } else { &[200] };
-        let start = offset;
-        let mut seen = Seen::default();
+        // The keys handed over, as 128-bit digests under keys drawn for this run, so that no
+        // server can choose keys that collide.
+        let mut seen: HashSet<(u64, u64)> = HashSet::new();
+        let hashers = (RandomState::new(), RandomState::new());
+        let digest = |key: String| (hashers.0.hash_one(&key), hashers.1.hash_one(&key));
         let mut limit = PAGE;
         let mut pages: Option<Pages> = None;
         // The pages of this pass that carried the walk on (a step back is not one of them).
@@ -443,42 +402,29 @@ impl Api {
             }
             let total = total_entries(&answer)?;
             let shown = || self.http.base().join(&page_target);
-            if total > MAX_ENTRIES || seen.count() >= MAX_ENTRIES {
-                return Err(Error::Remote(format!(
+            if total > MAX_ENTRIES || seen.len() as u64 >= MAX_ENTRIES {
+                bail!(Error::Remote(format!(
                     "GET {} says the collection holds {total} entries; the REST transport reads at most \
                      {MAX_ENTRIES} (the database transport has no such limit)",
                     shown()
-                ))
-                .into());
+                )));
             }
             let page = array(&answer, field)?;
-            let digests: Vec<(u64, u64)> = page.iter().map(|item| seen.digest(&item_key(item))).collect();
+            let digests: Vec<(u64, u64)> = page.iter().map(|item| digest(item_key(item))).collect();
             let shrunk = last_total.is_some_and(|before| total < before);
             last_total = Some(total);
-            let anchored = if at == start {
-                true
-            } else if overlap == 0 {
-                !shrunk
-            } else {
-                digests.iter().any(|d| anchors.contains(d))
-            };
-            if anchored {
-                answered += 1;
-            }
-            if let Some(pages) = &pages
-                && answered > pages.allowed
+            let anchored = at == start
+                || if overlap == 0 { !shrunk } else { digests.iter().any(|d| anchors.contains(d)) };
+            answered += u64::from(anchored);
+            if let Some(Pages { total: said, from, size, allowed, .. }) = &pages
+                && answered > *allowed
             {
-                return Err(Error::Remote(format!(
+                bail!(Error::Remote(format!(
                     "the API keeps sending pages: GET {} is page {answered} of a collection its first page \
-                     said holds {} entries from offset {} in pages of {}, which take at most {} pages with \
-                     room for keys written meanwhile; stopped",
-                    shown(),
-                    pages.total,
-                    pages.from,
-                    pages.size,
-                    pages.allowed
-                ))
-                .into());
+                     said holds {said} entries from offset {from} in pages of {size}, which take at most \
+                     {allowed} pages with room for keys written meanwhile; stopped",
+                    shown()
+                )));
             }
             if !anchored {
                 // Keys before the page were deleted and the rest moved back past the overlap,
@@ -497,10 +443,8 @@ impl Api {
                 continue;
             }
             let mut new = 0;
-            for (item, digest) in page.iter().zip(&digests) {
-                if !seen.insert_digest(*digest) {
-                    continue;
-                }
+            // Each key once: a key handed over already is skipped.
+            for (item, _) in page.iter().zip(&digests).filter(|(_, digest)| seen.insert(**digest)) {
                 new += 1;
                 if each(item)?.is_break() {
                     return Ok(Walked::Flow(ControlFlow::Break(())));
@@ -508,11 +452,10 @@ impl Api {
             }
             let length = page.len() as u64;
             if length > 0 && new == 0 && length >= pages.as_ref().map_or(limit, |p| p.size.min(limit)) {
-                return Err(Error::Remote(format!(
+                bail!(Error::Remote(format!(
                     "the API repeats itself: GET {} answered only entries it had sent already; stopped",
                     shown()
-                ))
-                .into());
+                )));
             }
             let end = at + length;
             let full = match &pages {
@@ -628,9 +571,7 @@ impl Pages {
         self.needed = answered + left;
         self.allowed = answered + left + left.div_ceil(10);
     }
-}
 
-impl Pages {
     /// The pages left from `position` to the total, at `progress` new entries a page (a
     /// page overlaps the last), counted again after `answered` pages: the bound only grows.
     fn recount(&mut self, position: u64, answered: u64, progress: u64) {
@@ -659,40 +600,15 @@ enum Walked {
     NotFound(Answer),
 }
 
-/// The keys a walk has handed over, as 128-bit digests under keys drawn for this run, so that
-/// no server can choose keys that collide.
-#[derive(Default)]
-struct Seen {
-    keys: HashSet<(u64, u64)>,
-    hashers: (std::hash::RandomState, std::hash::RandomState),
-}
-
-impl Seen {
-    fn digest(&self, key: &str) -> (u64, u64) {
-        use std::hash::BuildHasher as _;
-        (self.hashers.0.hash_one(key), self.hashers.1.hash_one(key))
-    }
-
-    /// Whether the key of this digest is new, remembering it.
-    fn insert_digest(&mut self, digest: (u64, u64)) -> bool {
-        self.keys.insert(digest)
-    }
-
-    fn count(&self) -> u64 {
-        self.keys.len() as u64
-    }
-}
-
 /// `GET /api/v2/version`, without a token: the server is Airflow's API, 3.3 or later.
 fn check_version(http: &Http) -> Result<String> {
     let target = Target::api(&["version"]);
-    let shown = http.base().join(&target);
+    let base = http.base();
+    let shown = base.join(&target);
     let answer = http.send(Method::GET, &target, None, false)?;
     if answer.status != 200 {
         let hint = match answer.status {
-            404 if http.base().has_path() => {
-                format!("; not Airflow 3's API: {}", http.base().prefix_advice())
-            }
+            404 if base.has_path() => format!("; not Airflow 3's API: {}", base.prefix_advice()),
             404 => {
                 "; not Airflow 3's API: check --api-url (a path prefix, such as Astronomer's, belongs in it)"
                     .to_string()
@@ -705,31 +621,24 @@ fn check_version(http: &Http) -> Result<String> {
             detail(&answer),
             retried(&Method::GET, &answer)
         );
-        return Err(match answer.status {
+        bail!(match answer.status {
             401 | 403 => Error::Auth(message),
             _ => Error::Remote(message),
-        }
-        .into());
+        });
     }
-    let version = answer
-        .json
-        .as_ref()
-        .and_then(|j| j.get("version"))
-        .and_then(Value::as_str)
-        .ok_or_else(|| Error::Remote(format!("GET {shown} answered without a version: not Airflow's API")))?
-        .to_string();
+    let version = answer.json.as_ref().and_then(|j| j.get("version")?.as_str()).map(str::to_string);
+    let version = version
+        .ok_or_else(|| Error::Remote(format!("GET {shown} answered without a version: not Airflow's API")))?;
     match major_minor(&version) {
         Some(found) if found >= FIRST_VERSION => Ok(version),
-        Some(_) => Err(Error::Schema(format!(
+        Some(_) => bail!(Error::Schema(format!(
             "{} runs Airflow {version}, which has no state store: it came with Airflow 3.3",
-            http.base().as_str()
-        ))
-        .into()),
-        None => Err(Error::Remote(format!(
+            base.as_str()
+        ))),
+        None => bail!(Error::Remote(format!(
             "GET {shown} answered the version {}, which is not Airflow's",
             quote(&version)
-        ))
-        .into()),
+        ))),
     }
 }
 
@@ -790,11 +699,12 @@ fn retried(method: &Method, answer: &Answer) -> String {
     said
 }
 
-/// A write's body: `{"value": …}`, to which a task key's PUT adds its expiry.
-fn value_body(value: &Value) -> serde_json::Map<String, Value> {
+/// A write's body: `{"value": …}`, and a task key's PUT its expiry.
+fn value_body(value: &Value, expires_at: Option<Value>) -> Value {
     let mut body = serde_json::Map::new();
     body.insert("value".to_string(), value.clone());
-    body
+    body.extend(expires_at.map(|at| ("expires_at".to_string(), at)));
+    Value::Object(body)
 }
 
 /// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).

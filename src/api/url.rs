@@ -252,26 +252,21 @@ impl Target {
     }
 
     fn path_and_query(&self) -> String {
-        let mut text = self.path.clone();
-        for (i, (name, value)) in self.query.iter().enumerate() {
-            text.push_str(&format!("{}{name}={}", if i == 0 { '?' } else { '&' }, encode(value)));
-        }
-        text
+        let query: Vec<String> =
+            self.query.iter().map(|(name, value)| format!("{name}={}", encode(value))).collect();
+        if query.is_empty() { self.path.clone() } else { format!("{}?{}", self.path, query.join("&")) }
     }
 }
 
 /// Percent-encodes every byte but ASCII letters, digits, `-`, `_` and `~`. A `.` is encoded
 /// too, so that a key `.` or `..` is never read as a path step by a proxy on the way.
 pub(crate) fn encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
+    text.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'~' => char::from(byte).to_string(),
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use crate::model::{
 use crate::output;
 use crate::text::quote;
 use crate::time::{Retention, Timestamp};
-use anyhow::Context as _;
+use anyhow::{Context as _, bail};
 
 /// Opens the metastore, at the transport's first call that needs it.
 pub(crate) type Open = Box<dyn FnMut() -> Result<Store>>;
@@ -44,12 +44,11 @@ impl Database {
         let limit = &self.settings.max_value_storage_bytes;
         let size = encoded.len() as u64;
         if limit.value > 0 && size > limit.value && !allow_large {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the value is {size} bytes as stored, over [state_store] max_value_storage_bytes = {} (from {}); \
                  pass --allow-large to write it anyway",
                 limit.value, limit.source
-            ))
-            .into());
+            )));
         }
         Ok(())
     }
@@ -81,23 +80,14 @@ impl Keys for Database {
     }
 
     fn task_key_missing(&mut self, scope: &TaskScope, key: &str, map_index_given: bool) -> anyhow::Error {
-        let store = match self.store() {
-            Ok(store) => store,
-            Err(e) => return e,
-        };
-        if let Err(e) = require_dag_run(store, scope) {
-            return e;
-        }
-        // Without --map-index the scope is the unmapped instance; a mapped task has none.
-        let hint = if map_index_given {
-            String::new()
-        } else {
-            match mapped_task_hint(store, scope) {
-                Ok(hint) => hint,
-                Err(e) => return e,
-            }
-        };
-        Error::NotFound(format!("key {} not found for task {scope}{hint}", quote(key))).into()
+        let missing = (|| -> Result<anyhow::Error> {
+            let store = self.store()?;
+            require_dag_run(store, scope)?;
+            // Without --map-index the scope is the unmapped instance; a mapped task has none.
+            let hint = if map_index_given { String::new() } else { mapped_task_hint(store, scope)? };
+            Ok(Error::NotFound(format!("key {} not found for task {scope}{hint}", quote(key))).into())
+        })();
+        missing.unwrap_or_else(|e| e)
     }
 
     fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
@@ -180,12 +170,11 @@ impl Keys for Database {
         let write = AssetWrite { asset_id: asset.id, key: set.key, value: &encoded, updated_at: now };
         if set.must_exist {
             if store.update_asset_value(&write)? == 0 {
-                return Err(Error::NotFound(format!(
+                bail!(Error::NotFound(format!(
                     "key {} not found for {}; --keep-expiry changes only an existing key",
                     quote(set.key),
                     asset.described()
-                ))
-                .into());
+                )));
             }
         } else {
             store.upsert_asset(&write)?;
@@ -250,18 +239,14 @@ fn keep_expiry(store: &mut Store, write: &TaskWrite<'_>) -> Result<TaskEntry> {
         }))
     })();
     match updated {
-        Ok(Some(entry)) => {
-            store.commit()?;
-            Ok(entry)
-        }
+        Ok(Some(entry)) => store.commit().map(|()| entry),
         Ok(None) => {
             store.rollback()?;
-            Err(Error::NotFound(format!(
+            bail!(Error::NotFound(format!(
                 "key {} not found for task {}; --keep-expiry changes only an existing key",
                 quote(write.key),
                 write.scope
-            ))
-            .into())
+            )))
         }
         Err(e) => {
             let _ = store.rollback();
@@ -318,11 +303,10 @@ pub(crate) fn require_task_instance(
             let all = if doing == Doing::Clear { " or --all-map-indices" } else { "" };
             Err(Error::NotFound(format!("{what}{hint}; give --map-index N{all}")).into())
         }
-        MissingTaskInstance::Refuse => Err(Error::NotFound(format!(
+        MissingTaskInstance::Refuse => bail!(Error::NotFound(format!(
             "{what}{hint}; pass --allow-missing-task-instance to {} anyway",
             doing.verb()
-        ))
-        .into()),
+        ))),
     }
 }
 
@@ -351,19 +335,13 @@ impl Doing {
 fn task_instance_hint(store: &mut Store, scope: &TaskScope) -> Result<(String, bool)> {
     let found = store.task_instances_hint(&scope.dag_id, &scope.run_id, &scope.task_id, TASK_HINT)?;
     if let Some((count, low, high)) = found.map_indexes {
-        return Ok((
-            match (count, low, high) {
-                (_, -1, -1) => format!("; task {} is not mapped (map index -1)", quote(&scope.task_id)),
-                (1, low, _) => format!("; task {} has one instance, map index {low}", quote(&scope.task_id)),
-                (count, low, high) => {
-                    format!(
-                        "; task {} has {count} instances, map indexes {low} to {high}",
-                        quote(&scope.task_id)
-                    )
-                }
-            },
-            low >= 0,
-        ));
+        let task = quote(&scope.task_id);
+        let hint = match (count, low, high) {
+            (_, -1, -1) => format!("; task {task} is not mapped (map index -1)"),
+            (1, low, _) => format!("; task {task} has one instance, map index {low}"),
+            (count, low, high) => format!("; task {task} has {count} instances, map indexes {low} to {high}"),
+        };
+        return Ok((hint, low >= 0));
     }
     let hint = match found.task_count {
         0 => "; the dag run has no task instances yet".to_string(),
@@ -397,10 +375,9 @@ pub(crate) fn require_asset(store: &mut Store, selector: &AssetSelector) -> Resu
         return Ok(asset);
     }
     if store.asset_exists_inactive(selector)? {
-        return Err(Error::NotFound(format!(
+        bail!(Error::NotFound(format!(
             "{selector} is not active (no asset_active row); inactive assets are reachable by --asset-id only"
-        ))
-        .into());
+        )));
     }
     Err(Error::NotFound(format!("no asset found with {selector}{}", close_uris(store, selector)?)).into())
 }

@@ -69,14 +69,9 @@ pub(crate) struct AssetSet<'a> {
 /// The keys a delete of many removed before an error stopped it, where the transport has no
 /// transaction (the REST API: one `DELETE` a key): the context of that error, so that the
 /// command reports them with it (`clear`'s document and summary, then the error's exit code).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, thiserror::Error)]
+#[error("stopped after removing {} key{}", .0, if *.0 == 1 { "" } else { "s" })]
 pub(crate) struct Removed(pub u64);
-
-impl std::fmt::Display for Removed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "stopped after removing {} key{}", self.0, if self.0 == 1 { "" } else { "s" })
-    }
-}
 
 /// Hands over rows one at a time; `Break` ends the reading.
 pub(crate) type Each<'a, E> = &'a mut dyn FnMut(E) -> Result<ControlFlow<()>>;
