@@ -608,11 +608,6 @@ impl Store {
         self.conn.run("cannot delete from task_state_store", &delete_expired_ids(first, last, cutoff))
     }
 
-    /// See [`Connection::deletes_returning`].
-    pub(crate) fn deletes_returning(&self) -> bool {
-        self.conn.deletes_returning()
-    }
-
     /// [`Store::lock_task_rows`] and the DELETE of the unchanged rows in one statement, where
     /// the database can return what a DELETE deleted ([`Connection::deletes_returning`]): the
     /// rows read (at most [`EXACT_PAGE`], unless in id order with `expired_before`, which goes

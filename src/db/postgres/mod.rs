@@ -482,16 +482,6 @@ impl Connection for PostgresConnection {
         Ok(Restored::of(rows.len(), inserted.iter().filter(|new| **new).count(), inserted.len()))
     }
 
-    /// As for task rows: rows a writer holds are skipped, the next run takes them.
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        let query = Query::new(
-            "DELETE FROM asset_state_store WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM asset_state_store s WHERE ",
-        )
-        .push(super::clean::ORPHAN)
-        .and(" LIMIT ? FOR UPDATE OF s SKIP LOCKED))", Param::Limit(limit));
-        self.run("cannot delete orphaned asset rows", &query)
-    }
-
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
         crate::db::dialect::in_transaction(self, [what, what], |pg| {
