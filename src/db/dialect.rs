@@ -736,14 +736,14 @@ pub(crate) fn in_transaction<C: Connection + ?Sized, T>(
     work: impl FnOnce(&mut C) -> Result<T>,
 ) -> Result<T> {
     conn.run(begin, &Query::new(conn.dialect().begin()))?;
-    match work(conn) {
-        Ok(done) => conn.run(commit, &Query::new("COMMIT")).map(|_| done),
-        Err(e) => {
-            // The first error is the one to report; a failed rollback ends with the connection.
-            let _ = conn.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
+    let done = work(conn);
+    if done.is_ok() {
+        conn.run(commit, &Query::new("COMMIT"))?;
+    } else {
+        // The first error is the one to report; a failed rollback ends with the connection.
+        let _ = conn.execute(&Query::new("ROLLBACK"));
     }
+    done
 }
 
 /// A `SELECT count(*)`'s count.

@@ -517,16 +517,13 @@ impl Store {
     /// first error is the one reported).
     pub(crate) fn in_transaction<T>(&mut self, work: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
         self.begin()?;
-        match work(self) {
-            Ok(done) => {
-                self.commit()?;
-                Ok(done)
-            }
-            Err(e) => {
-                let _ = self.rollback();
-                Err(e)
-            }
+        let done = work(self);
+        if done.is_ok() {
+            self.commit()?;
+        } else {
+            let _ = self.rollback();
         }
+        done
     }
 
     pub(crate) fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {

@@ -168,16 +168,10 @@ impl ConnectOptions {
     }
 
     fn from_filled(url: &DbUrl) -> Result<ConnectOptions> {
-        for (key, _) in &url.query {
-            if !KNOWN_KEYS.split(", ").any(|known| known == key) {
-                return Err(config_error(
-                    url,
-                    &format!(
-                        "unsupported connection parameter \"{key}\" (state-store understands {})",
-                        KNOWN_KEYS
-                    ),
-                ));
-            }
+        if let Some((key, _)) = url.query.iter().find(|(key, _)| !KNOWN_KEYS.split(", ").any(|k| k == key)) {
+            let problem =
+                format!("unsupported connection parameter \"{key}\" (state-store understands {KNOWN_KEYS})");
+            return Err(config_error(url, &problem));
         }
         let endpoints = endpoints(url)?;
         let tls = match url.query_value("sslmode") {
