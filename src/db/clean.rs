@@ -404,6 +404,8 @@ impl Store {
             Dialect::Sqlite => ("rowid IN (SELECT s.rowid", " LIMIT ?)"),
             // As for task rows: rows a writer holds are skipped, the next run takes them.
             Dialect::Postgres => ("ctid = ANY(ARRAY(SELECT s.ctid", " LIMIT ? FOR UPDATE OF s SKIP LOCKED))"),
+            // MySQL cannot select from the table a DELETE changes, but a single-table DELETE
+            // takes a LIMIT of its own.
             Dialect::Mysql => {
                 let query = Query::new("DELETE FROM asset_state_store WHERE ").push(ORPHAN_ROW);
                 let query =

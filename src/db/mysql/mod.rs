@@ -463,8 +463,6 @@ impl Connection for MysqlConnection {
         Ok(Restored::of(rows.len(), inserted, rows.len().saturating_sub(left)))
     }
 
-    /// MySQL cannot select from the table a DELETE changes, but a single-table DELETE takes a
-    /// LIMIT of its own.
     /// MySQL commits every CREATE TABLE at once, so a failure half-way is undone by hand:
     /// nothing is left that a second `sandbox create` would refuse.
     fn create_tables(&mut self) -> Result<()> {
