@@ -164,15 +164,9 @@ pub(super) fn batch_by_window(
 /// session holds (`LOCK TABLE`, `ALTER`), which the batches then wait for once.
 pub(super) fn id_bounds_at_once(pg: &mut PostgresConnection) -> Result<Option<(i64, i64)>> {
     let context = format!("cannot read the ids in {}", pg.location);
-    {
-        let _stall = pg.stall_guard();
-        pg.client
-            .batch_execute("BEGIN READ ONLY; SET LOCAL lock_timeout = '1ms'")
-            .map_err(super::pg_err(&context))?;
-    }
+    pg.batch("BEGIN READ ONLY; SET LOCAL lock_timeout = '1ms'").map_err(super::pg_err(&context))?;
     let bounds = crate::db::clean::id_bounds(pg);
-    let _stall = pg.stall_guard();
-    let ended = pg.client.batch_execute(if bounds.is_ok() { "COMMIT" } else { "ROLLBACK" });
+    let ended = pg.batch(if bounds.is_ok() { "COMMIT" } else { "ROLLBACK" });
     match bounds {
         Err(e) if super::lock_not_available(&e) => Ok(None),
         Err(e) => Err(e),
@@ -207,22 +201,16 @@ pub(super) fn delete_range(
     // Until COMMIT is sent nothing can be committed, whatever the error: only the COMMIT's own
     // failure leaves the batch's outcome unknown.
     let uncommitted = |e| Error::db(&context, super::uncommitted(e));
-    let stall = pg.stall_guard();
-    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
-    drop(stall);
+    pg.batch("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
     match pg.execute_raw(&plain) {
         Ok(deleted) => {
-            let _stall = pg.stall_guard();
-            pg.client.batch_execute("COMMIT").map_err(super::pg_err(&context))?;
+            pg.batch("COMMIT").map_err(super::pg_err(&context))?;
             return Ok(deleted);
         }
         Err(e) => {
             // The transaction is aborted either way; a connection that is gone has none left
             // to roll back, and the first error is the one to report.
-            let rolled_back = {
-                let _stall = pg.stall_guard();
-                pg.client.batch_execute("ROLLBACK")
-            };
+            let rolled_back = pg.batch("ROLLBACK");
             if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
                 return Err(uncommitted(e).into());
             }

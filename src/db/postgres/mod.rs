@@ -227,6 +227,12 @@ impl PostgresConnection {
         self.client.execute(&statement, &refs(&bound(query.params())))
     }
 
+    /// Runs `sql`, one or more statements without parameters, in one round trip.
+    fn batch(&mut self, sql: &str) -> std::result::Result<(), postgres::Error> {
+        let _stall = self.stall_guard();
+        self.client.batch_execute(sql)
+    }
+
     /// Bounds the driver's call that follows (see [`stall_guard`]).
     fn stall_guard(&self) -> StallGuard {
         stall_guard(&self.location, &self.timeouts)
@@ -492,17 +498,14 @@ impl Connection for PostgresConnection {
                 let setting =
                     Query::new("SELECT set_config('state_store.sandbox_schema', ?, true)").bind(&name);
                 pg.run(what, &setting)?;
-                let _stall = pg.stall_guard();
-                pg.client
-                    .batch_execute(
-                        "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
-                         current_setting('state_store.sandbox_schema')); END $$",
-                    )
-                    .map_err(pg_err(&context))?;
+                pg.batch(
+                    "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
+                     current_setting('state_store.sandbox_schema')); END $$",
+                )
+                .map_err(pg_err(&context))?;
             }
             for statement in ddl_statements(SCHEMA) {
-                let _stall = pg.stall_guard();
-                pg.client.batch_execute(statement).map_err(pg_err(&context))?;
+                pg.batch(statement).map_err(pg_err(&context))?;
             }
             sandbox::stamp(pg, what)
         })
