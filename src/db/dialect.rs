@@ -440,8 +440,16 @@ pub(crate) trait Connection {
     fn dialect(&self) -> Dialect;
     /// The database in words, for messages: never a password.
     fn location(&self) -> &str;
-    /// Runs a statement and returns its rows.
-    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause>;
+    /// Runs a statement and returns its rows; by default, those [`Connection::query_each`]
+    /// hands over, collected.
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
+        let mut found = Vec::new();
+        self.query_each(query, &mut |row| {
+            found.push(row);
+            ControlFlow::Continue(())
+        })?;
+        Ok(found)
+    }
     /// Runs a statement and hands its rows to `each` one at a time, as the driver reads them
     /// off the database (SQLite's steps, PostgreSQL's row stream, MySQL's result iterator),
     /// so that memory stays flat however many rows it returns. `each` breaks to stop early.

@@ -244,15 +244,6 @@ impl Connection for SqliteConnection {
         &self.location
     }
 
-    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
-        let mut found = Vec::new();
-        self.query_each(query, &mut |row| {
-            found.push(row);
-            ControlFlow::Continue(())
-        })?;
-        Ok(found)
-    }
-
     fn query_each(
         &mut self,
         query: &Query<'_>,
