@@ -9,9 +9,8 @@
 //! This is the portable way; a dialect with a cheaper one overrides
 //! [`Connection::delete_expired_batch`] for the walk by id.
 
-use std::time::Duration;
-
 use super::Store;
+use super::dialect::Dialect;
 use super::dialect::{Batch, Connection, all, count, first};
 use super::query::{Fields, Param, Query};
 use super::store::{ASSET_ROWS, TASK_COLUMNS, asset_entry, task_entry};
@@ -316,41 +315,6 @@ impl Store {
         all(self.connection(), "cannot read orphaned asset rows", &query, asset_entry)
     }
 
-    /// See [`Connection::begin_clean`].
-    pub(crate) fn begin_clean(&mut self, lock_timeout: Duration) -> Result<super::dialect::CleanLock> {
-        self.connection().begin_clean(lock_timeout)
-    }
-
-    /// See [`Connection::quiet_pace`].
-    pub(crate) fn quiet_pace(&mut self) -> super::dialect::QuietPace {
-        self.connection().quiet_pace()
-    }
-
-    /// See [`Connection::batch_rows_bound`].
-    pub(crate) fn batch_rows_bound(&mut self) -> Option<u64> {
-        self.connection().batch_rows_bound()
-    }
-
-    /// See [`Connection::write_mark`].
-    pub(crate) fn write_mark(&mut self) -> Result<Option<super::dialect::WriteMark>> {
-        self.connection().write_mark()
-    }
-
-    /// See [`Connection::others_active_here`].
-    pub(crate) fn others_active_here(&mut self, within: Duration) -> Result<Option<bool>> {
-        self.connection().others_active_here(within)
-    }
-
-    /// See [`Connection::skipped_locked_rows`].
-    pub(crate) fn skipped_locked_rows(&mut self) -> bool {
-        self.connection().skipped_locked_rows()
-    }
-
-    /// See [`Connection::finish_clean`].
-    pub(crate) fn finish_clean(&mut self) -> Option<u64> {
-        self.connection().finish_clean()
-    }
-
     /// Where the `n`-th expired row after `after` is, where a batch of `n` rows ends.
     pub(crate) fn nth_expired(&mut self, cutoff: Timestamp, after: Cursor, n: u64) -> Result<Option<Cursor>> {
         nth_expired(self.connection(), cutoff, after, n)
@@ -433,9 +397,25 @@ impl Store {
         self.connection().run("cannot delete orphaned asset rows", &query)
     }
 
-    /// Deletes up to `limit` state rows of inactive assets, all of them when `None`, in one
-    /// transaction.
+    /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
+    /// statement; selecting and deleting from one table is spelt differently by each database.
     pub(crate) fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        self.connection().delete_orphans(limit)
+        let (select, tail) = match self.dialect() {
+            Dialect::Sqlite => ("rowid IN (SELECT s.rowid", " LIMIT ?)"),
+            // As for task rows: rows a writer holds are skipped, the next run takes them.
+            Dialect::Postgres => ("ctid = ANY(ARRAY(SELECT s.ctid", " LIMIT ? FOR UPDATE OF s SKIP LOCKED))"),
+            // MySQL cannot select from the table a DELETE changes, but a single-table DELETE
+            // takes a LIMIT of its own.
+            Dialect::Mysql => {
+                let query = Query::new("DELETE FROM asset_state_store WHERE ").push(ORPHAN_ROW);
+                let query =
+                    if let Some(n) = limit { query.and(" LIMIT ?", Param::Limit(Some(n))) } else { query };
+                return self.run("cannot delete orphaned asset rows", &query);
+            }
+        };
+        let query = Query::new("DELETE FROM asset_state_store WHERE ").push(select);
+        let query =
+            query.push(" FROM asset_state_store s WHERE ").push(ORPHAN).and(tail, Param::Limit(limit));
+        self.run("cannot delete orphaned asset rows", &query)
     }
 }

@@ -174,7 +174,7 @@ impl Dialect {
     }
 
     /// Bytes on disk of a table with its indexes, as the database reports them.
-    fn table_size_query(self) -> &'static str {
+    pub(super) fn table_size_query(self) -> &'static str {
         match self {
             // dbstat counts the pages of each b-tree; an index's pages belong to its table.
             Dialect::Sqlite => {
@@ -440,8 +440,16 @@ pub(crate) trait Connection {
     fn dialect(&self) -> Dialect;
     /// The database in words, for messages: never a password.
     fn location(&self) -> &str;
-    /// Runs a statement and returns its rows.
-    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause>;
+    /// Runs a statement and returns its rows; by default, those [`Connection::query_each`]
+    /// hands over, collected.
+    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
+        let mut found = Vec::new();
+        self.query_each(query, &mut |row| {
+            found.push(row);
+            ControlFlow::Continue(())
+        })?;
+        Ok(found)
+    }
     /// Runs a statement and hands its rows to `each` one at a time, as the driver reads them
     /// off the database (SQLite's steps, PostgreSQL's row stream, MySQL's result iterator),
     /// so that memory stays flat however many rows it returns. `each` breaks to stop early.
@@ -554,9 +562,11 @@ pub(crate) trait Connection {
     fn conflicted(&self, _cause: &(dyn std::error::Error + 'static)) -> bool {
         false
     }
-    /// Deletes one batch of expired task rows after `after_id`; `clean::batch_by_nth_expired`
-    /// is the portable way, which a dialect without a better statement calls.
-    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch>;
+    /// Deletes one batch of expired task rows after `after_id`; by default the portable way,
+    /// `clean::batch_by_nth_expired`, which a dialect without a better statement keeps.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
+        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
+    }
     /// A counter of the writes the database has committed, read now, with whether this
     /// session's own commits count in it: two readings that differ by more than this
     /// session's own commits between them say that another session wrote. A clean's pacing
@@ -576,8 +586,10 @@ pub(crate) trait Connection {
     /// without waiting for a lock: a clean's progress lines only. Behind a table another
     /// session locked (`LOCK TABLE`, `ALTER`, `airflow db migrate`) the read fails at once
     /// instead of spending `--lock-timeout` before the batches spend it again.
-    /// `clean::id_bounds` is the portable read.
-    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>>;
+    /// By default the portable read, `clean::id_bounds`.
+    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
+        super::clean::id_bounds(self)
+    }
     /// How a clean paces itself while no other session writes ([`QuietPace`]): by default
     /// batches of about 250 ms back to back, since a server's row locks keep a batch from
     /// blocking writers of live rows.
@@ -613,9 +625,6 @@ pub(crate) trait Connection {
         rows: &[&[Param<'_>]],
         existing: OnConflict,
     ) -> Result<Restored>;
-    /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one
-    /// statement; selecting and deleting from one table is spelt differently by each.
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64>;
     /// Rows whose integer columns hold something else (text, a float); `None` where the
     /// database enforces its column types and the question does not arise.
     fn mistyped_integers(&mut self, _sample: u64) -> Result<Option<Finding>> {
@@ -727,16 +736,6 @@ pub(crate) fn columns<C: Connection + ?Sized>(conn: &mut C, table: &str) -> Resu
     Ok(if names.is_empty() { None } else { Some(names) })
 }
 
-/// Bytes on disk of each state-store table with its indexes.
-pub(crate) fn table_sizes<C: Connection + ?Sized>(conn: &mut C) -> Result<Vec<(String, u64)>> {
-    let mut sizes = Vec::new();
-    for table in super::STATE_TABLES {
-        let query = Query::new(conn.dialect().table_size_query()).bind(*table);
-        sizes.push(((*table).to_string(), count(conn, "cannot read the table sizes", &query)?));
-    }
-    Ok(sizes)
-}
-
 /// Runs `work` in one transaction, committed when it succeeds and rolled back when it fails;
 /// `begin` and `commit` name what failed when the transaction cannot begin or commit.
 pub(crate) fn in_transaction<C: Connection + ?Sized, T>(
@@ -745,14 +744,14 @@ pub(crate) fn in_transaction<C: Connection + ?Sized, T>(
     work: impl FnOnce(&mut C) -> Result<T>,
 ) -> Result<T> {
     conn.run(begin, &Query::new(conn.dialect().begin()))?;
-    match work(conn) {
-        Ok(done) => conn.run(commit, &Query::new("COMMIT")).map(|_| done),
-        Err(e) => {
-            // The first error is the one to report; a failed rollback ends with the connection.
-            let _ = conn.execute(&Query::new("ROLLBACK"));
-            Err(e)
-        }
+    let done = work(conn);
+    if done.is_ok() {
+        conn.run(commit, &Query::new("COMMIT"))?;
+    } else {
+        // The first error is the one to report; a failed rollback ends with the connection.
+        let _ = conn.execute(&Query::new("ROLLBACK"));
     }
+    done
 }
 
 /// A `SELECT count(*)`'s count.

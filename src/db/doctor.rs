@@ -155,12 +155,6 @@ impl Store {
         Ok(tasks.and(assets, sample))
     }
 
-    /// Timestamps stored as text that is not Airflow's `YYYY-MM-DD HH:MM:SS.ffffff`; `None`
-    /// where the dialect stores real timestamps and the question does not arise.
-    pub(crate) fn malformed_timestamps(&mut self, sample: u64) -> Result<Option<Finding>> {
-        self.connection().malformed_timestamps(sample)
-    }
-
     /// Up to `limit` task rows with `id > after_id` in primary-key order: their ids, places,
     /// keys and values, so that the JSON check reads every value a page at a time, rows with a
     /// damaged map_index included.
@@ -180,12 +174,6 @@ impl Store {
             let value = f.text();
             Ok((f.int()?, place, key, value))
         })
-    }
-
-    /// SQLite rows whose integer columns hold something else; `None` where the column types
-    /// are enforced and the question does not arise.
-    pub(crate) fn mistyped_integers(&mut self, sample: u64) -> Result<Option<Finding>> {
-        self.connection().mistyped_integers(sample)
     }
 
     /// Up to `limit` asset rows after `(asset_id, key)` in primary-key order (from the first

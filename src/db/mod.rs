@@ -114,6 +114,21 @@ pub(crate) struct Store {
     conn: Box<dyn Connection>,
 }
 
+/// What the database does its own way (a clean's lock and pace, an import's commits,
+/// `doctor`'s dialect checks) is asked of the [`Connection`] itself.
+impl std::ops::Deref for Store {
+    type Target = dyn Connection;
+    fn deref(&self) -> &Self::Target {
+        &*self.conn
+    }
+}
+
+impl std::ops::DerefMut for Store {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut *self.conn
+    }
+}
+
 /// Opens the database named by the URL and checks its schema.
 pub(crate) fn open(url: &DbUrl, schema: Option<&str>, access: Access, timeouts: &Timeouts) -> Result<Store> {
     let (store, finding) = recognise(url, schema, access, timeouts)?;

@@ -151,11 +151,6 @@ impl Store {
         Ok(stored.filter(|(t, k)| t != task_id || k != key))
     }
 
-    /// The largest value the `value` columns hold, in bytes.
-    pub(crate) fn max_value_bytes(&self) -> u64 {
-        self.conn.max_value_bytes()
-    }
-
     /// The `updated_at` of the row stored now with the row's unique key, if there is one.
     pub(crate) fn stored_updated_at(&mut self, row: &RestoreRow<'_>) -> Result<Option<StoredTime>> {
         stored_updated_at(&mut *self.conn, row.upsert(), &row.values())
@@ -207,16 +202,6 @@ impl Store {
             }
         }
         Ok(rows.iter().map(|row| found.get(&stored_key(row)).cloned()).collect())
-    }
-
-    /// Sets the session up for an import's batches; see [`Connection::begin_import`].
-    pub(crate) fn begin_import(&mut self) -> Result<()> {
-        self.conn.begin_import()
-    }
-
-    /// Makes the next commit durable, and with it every commit before it.
-    pub(crate) fn durable_commits(&mut self) -> Result<()> {
-        self.conn.durable_commits()
     }
 
     /// Writes the rows in the open transaction, every column as given (nothing is stamped

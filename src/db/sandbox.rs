@@ -143,21 +143,19 @@ impl Sandbox {
             .into());
         }
         let what = "cannot add the asset";
-        let mut id = 0;
         in_transaction(&mut *self.conn, [what, what], |conn| {
             let now = Timestamp::now();
             let asset = Query::new(
                 r#"INSERT INTO asset (name, uri, "group", extra, created_at, updated_at) VALUES (?, ?, 'asset', '{}', ?, ?)"#,
             );
-            id = insert(conn, what, &asset.bind(name).bind(uri).bind(now).bind(now))?;
+            let id = insert(conn, what, &asset.bind(name).bind(uri).bind(now).bind(now))?;
             if active {
                 let active =
                     Query::new("INSERT INTO asset_active (name, uri) VALUES (?, ?)").bind(name).bind(uri);
                 conn.run(what, &active)?;
             }
-            Ok(())
-        })?;
-        Ok(id)
+            Ok(id)
+        })
     }
 }
 

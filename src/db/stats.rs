@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use serde::Serialize;
 
 use super::Store;
-use super::dialect::all;
+use super::dialect::{all, count};
 use super::query::{Param, Query};
 use super::store::task_scope;
 use crate::error::Result;
@@ -95,15 +95,12 @@ impl Store {
         soon: Timestamp,
         by_task: bool,
     ) -> Result<Vec<TaskGroup>> {
-        let query = if by_task {
-            Query::new("SELECT dag_id, task_id, ")
-                .push(TASK_SUMS)
-                .push(" GROUP BY dag_id, task_id ORDER BY BYTES(dag_id), BYTES(task_id)")
+        let (select, group) = if by_task {
+            ("SELECT dag_id, task_id, ", " GROUP BY dag_id, task_id ORDER BY BYTES(dag_id), BYTES(task_id)")
         } else {
-            Query::new("SELECT dag_id, NULL, ")
-                .push(TASK_SUMS)
-                .push(" GROUP BY dag_id ORDER BY BYTES(dag_id)")
+            ("SELECT dag_id, NULL, ", " GROUP BY dag_id ORDER BY BYTES(dag_id)")
         };
+        let query = Query::new(select).push(TASK_SUMS).push(group);
         all(self.connection(), "cannot read task_state_store", &query.bind(now).bind(now).bind(soon), |f| {
             Ok(TaskGroup {
                 dag_id: f.text(),
@@ -202,7 +199,10 @@ impl Store {
 
     /// Bytes on disk of each state-store table with its indexes, as the database reports them.
     pub(crate) fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
-        super::dialect::table_sizes(self.connection())
+        let query = Query::new(self.dialect().table_size_query());
+        let mut size =
+            |table: &str| count(self.connection(), "cannot read the table sizes", &query.clone().bind(table));
+        super::STATE_TABLES.iter().map(|table| Ok(((*table).to_string(), size(table)?))).collect()
     }
 }
 

@@ -517,16 +517,13 @@ impl Store {
     /// first error is the one reported).
     pub(crate) fn in_transaction<T>(&mut self, work: impl FnOnce(&mut Store) -> Result<T>) -> Result<T> {
         self.begin()?;
-        match work(self) {
-            Ok(done) => {
-                self.commit()?;
-                Ok(done)
-            }
-            Err(e) => {
-                let _ = self.rollback();
-                Err(e)
-            }
+        let done = work(self);
+        if done.is_ok() {
+            self.commit()?;
+        } else {
+            let _ = self.rollback();
         }
+        done
     }
 
     pub(crate) fn delete_task(&mut self, scope: &TaskScope, key: &str) -> Result<u64> {
@@ -606,11 +603,6 @@ impl Store {
     /// [`Store::begin_snapshot`] transaction that read them, exactly the rows it read.
     pub(crate) fn delete_expired_ids(&mut self, first: i64, last: i64, cutoff: Timestamp) -> Result<u64> {
         self.conn.run("cannot delete from task_state_store", &delete_expired_ids(first, last, cutoff))
-    }
-
-    /// See [`Connection::deletes_returning`].
-    pub(crate) fn deletes_returning(&self) -> bool {
-        self.conn.deletes_returning()
     }
 
     /// [`Store::lock_task_rows`] and the DELETE of the unchanged rows in one statement, where

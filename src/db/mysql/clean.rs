@@ -169,11 +169,8 @@ fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bo
 /// added it. `version` is `SELECT VERSION()`'s text (`10.11.6-MariaDB-0+deb12u1`, `8.0.36`).
 pub(super) fn skips_locked_rows(version: &str) -> bool {
     // The handshake's `5.5.5-` prefix of MariaDB, should the text come from there.
-    let version = version.strip_prefix("5.5.5-").unwrap_or(version);
-    let mut parts = version.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
-    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
-    let (major, minor, patch) = (next(), next(), next());
-    if version.contains("MariaDB") { (major, minor) >= (10, 6) } else { (major, minor, patch) >= (8, 0, 1) }
+    let numbers = super::version_numbers(version.strip_prefix("5.5.5-").unwrap_or(version));
+    numbers >= if version.contains("MariaDB") { (10, 6, 0) } else { (8, 0, 1) }
 }
 
 /// Rows one locking read takes: a batch of up to this size is one, and a batch size of 0 (one

@@ -191,13 +191,14 @@ impl MysqlConnection {
 /// `VERSION()` of MariaDB 10.7 or later (`10.11.6-MariaDB-0+deb12u1`, `11.4.2-MariaDB`), which
 /// has a UUID column type; MySQL has none.
 fn mariadb_with_uuid(version: &str) -> bool {
-    if !version.contains("MariaDB") {
-        return false;
-    }
+    version.contains("MariaDB") && version_numbers(version) >= (10, 7, 0)
+}
+
+/// The first three numbers of a `VERSION()`, 0 for each one missing.
+fn version_numbers(version: &str) -> (u32, u32, u32) {
     let mut parts = version.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty());
-    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
-    (major, minor) >= (10, 7)
+    let mut next = || parts.next().and_then(|p| p.parse::<u32>().ok()).unwrap_or(0);
+    (next(), next(), next())
 }
 
 /// The table a `CREATE TABLE name (…` statement creates.
@@ -460,17 +461,6 @@ impl Connection for MysqlConnection {
             }
         };
         Ok(Restored::of(rows.len(), inserted, rows.len().saturating_sub(left)))
-    }
-
-    /// MySQL cannot select from the table a DELETE changes, but a single-table DELETE takes a
-    /// LIMIT of its own.
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        let query = Query::new("DELETE FROM asset_state_store WHERE ").push(super::clean::ORPHAN_ROW);
-        let query = match limit {
-            Some(limit) => query.and(" LIMIT ?", Param::Limit(Some(limit))),
-            None => query,
-        };
-        self.run("cannot delete orphaned asset rows", &query)
     }
 
     /// MySQL commits every CREATE TABLE at once, so a failure half-way is undone by hand:

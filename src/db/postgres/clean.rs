@@ -1,15 +1,14 @@
-//! What a clean does its own way on PostgreSQL: an advisory lock that only a role that may
-//! delete from the table can hold a clean off with, session settings for a session that only
-//! deletes, batches bounded by the primary key alone, and deletes that skip the rows a worker
-//! holds instead of waiting for them.
+//! The clean lock on PostgreSQL: an advisory lock that only a role that may delete from the
+//! table can hold a clean off with, and session settings for a session that only deletes. The
+//! rest a clean does its own way here, batches bounded by the primary key alone and deletes
+//! that skip the rows a worker holds instead of waiting for them, is the connection's
+//! (`delete_expired_batch` and `delete_expired_range` in `postgres/mod.rs`).
 
 use super::PostgresConnection;
-use crate::db::dialect::Batch;
 use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, first};
 use crate::db::query::{Fields, Query};
-use crate::error::{Error, Result};
-use crate::time::Timestamp;
+use crate::error::Result;
 
 /// The class of the clean lock's advisory keys: the first of the two `int4` keys, the same
 /// for every clean of the schema, so that two Airflow installations sharing a server in
@@ -128,118 +127,4 @@ fn random_key() -> i32 {
     hasher.write_u32(std::process::id());
     let [a, b, c, d, ..] = hasher.finish().to_le_bytes();
     i32::from_le_bytes([a, b, c, d])
-}
-
-/// A batch is the expired rows among the next `n` rows in primary-key order. Finding the
-/// `n`-th expired row (the portable way) reads every row's heap tuple for its `expires_at`, a
-/// second pass over what the DELETE reads anyway; finding the `n`-th row is an index-only scan
-/// of the primary key wherever the visibility map marks pages all-visible, which vacuum does
-/// for a metastore's settled rows.
-///
-/// Measured (1,000,000 rows, 500,012 expired, batch 10,000, server log): the boundary scans
-/// took 130 ms over 100 batches against 470 ms over 51 for the n-th expired row. One statement
-/// for both (a CTE for the boundary, the DELETE's count by `RETURNING`) was slower: `RETURNING`
-/// fetches every deleted row again, twice the buffer reads of the plain DELETE. A batch still
-/// touches at most `n` rows; where expired rows are sparse, more batches delete fewer rows each.
-pub(super) fn batch_by_window(
-    pg: &mut PostgresConnection,
-    cutoff: Timestamp,
-    after_id: i64,
-    n: u64,
-) -> Result<Batch> {
-    // `id` is selected and ordered as the bare column, so the primary key's index serves
-    // both the range and the order.
-    let window = Query::new("SELECT id FROM task_state_store WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?");
-    let last_id = first(
-        pg,
-        "cannot delete expired rows",
-        &window.bind(after_id).bind(n.saturating_sub(1)),
-        Fields::int,
-    )?;
-    let deleted = delete_range(pg, cutoff, after_id, last_id)?;
-    Ok(Batch { deleted, last_id })
-}
-
-/// The ends of the primary key with no wait for a lock: `None` behind a table another
-/// session holds (`LOCK TABLE`, `ALTER`), which the batches then wait for once.
-pub(super) fn id_bounds_at_once(pg: &mut PostgresConnection) -> Result<Option<(i64, i64)>> {
-    let context = format!("cannot read the ids in {}", pg.location);
-    {
-        let _stall = pg.stall_guard();
-        pg.client
-            .batch_execute("BEGIN READ ONLY; SET LOCAL lock_timeout = '1ms'")
-            .map_err(super::pg_err(&context))?;
-    }
-    let bounds = crate::db::clean::id_bounds(pg);
-    let _stall = pg.stall_guard();
-    let ended = pg.client.batch_execute(if bounds.is_ok() { "COMMIT" } else { "ROLLBACK" });
-    match bounds {
-        Err(e) if super::lock_not_available(&e) => Ok(None),
-        Err(e) => Err(e),
-        Ok(bounds) => {
-            ended.map_err(super::pg_err(&context))?;
-            Ok(bounds)
-        }
-    }
-}
-
-/// The expired rows of an id range: a plain DELETE in a transaction that gives up after 1 ms
-/// on any lock, and, when a row is locked by another session (a worker writing that key right
-/// now), a DELETE that skips such rows instead: they are not expired any more, or the next
-/// run takes them. Either DELETE re-checks `expires_at` on the newest version of each row, so
-/// a key refreshed since the statement began survives. With no bounds at all it is the
-/// floor's statement exactly: id predicates on every row cost ~10 % of a whole-table DELETE.
-pub(super) fn delete_range(
-    pg: &mut PostgresConnection,
-    cutoff: Timestamp,
-    after_id: i64,
-    up_to_id: Option<i64>,
-) -> Result<u64> {
-    let context = format!("cannot delete expired rows in {}", pg.location);
-    let plain = match (after_id, up_to_id) {
-        (i64::MIN, None) => Query::new("DELETE FROM task_state_store WHERE expires_at < ?").bind(cutoff),
-        _ => Query::new("DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?")
-            .bind(after_id)
-            .bind(up_to_id.unwrap_or(i64::MAX))
-            .bind(cutoff),
-    };
-    // BEGIN and SET LOCAL in one round trip.
-    // Until COMMIT is sent nothing can be committed, whatever the error: only the COMMIT's own
-    // failure leaves the batch's outcome unknown.
-    let uncommitted = |e| Error::db(&context, super::uncommitted(e));
-    let stall = pg.stall_guard();
-    pg.client.batch_execute("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
-    drop(stall);
-    match pg.execute_raw(&plain) {
-        Ok(deleted) => {
-            let _stall = pg.stall_guard();
-            pg.client.batch_execute("COMMIT").map_err(super::pg_err(&context))?;
-            return Ok(deleted);
-        }
-        Err(e) => {
-            // The transaction is aborted either way; a connection that is gone has none left
-            // to roll back, and the first error is the one to report.
-            let rolled_back = {
-                let _stall = pg.stall_guard();
-                pg.client.batch_execute("ROLLBACK")
-            };
-            if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-                return Err(uncommitted(e).into());
-            }
-            rolled_back.map_err(uncommitted)?;
-        }
-    }
-    // The inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
-    // DELETE goes straight to those versions by ctid. Locking first writes every deleted row
-    // twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only the way
-    // round a locked row, not the rule.
-    pg.skipped_locked = true;
-    let skipping = Query::new(
-        "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store \
-         WHERE id > ? AND id <= ? AND expires_at < ? FOR UPDATE SKIP LOCKED))",
-    );
-    pg.run(
-        "cannot delete expired rows",
-        &skipping.bind(after_id).bind(up_to_id.unwrap_or(i64::MAX)).bind(cutoff),
-    )
 }

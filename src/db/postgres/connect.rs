@@ -168,16 +168,10 @@ impl ConnectOptions {
     }
 
     fn from_filled(url: &DbUrl) -> Result<ConnectOptions> {
-        for (key, _) in &url.query {
-            if !KNOWN_KEYS.split(", ").any(|known| known == key) {
-                return Err(config_error(
-                    url,
-                    &format!(
-                        "unsupported connection parameter \"{key}\" (state-store understands {})",
-                        KNOWN_KEYS
-                    ),
-                ));
-            }
+        if let Some((key, _)) = url.query.iter().find(|(key, _)| !KNOWN_KEYS.split(", ").any(|k| k == key)) {
+            let problem =
+                format!("unsupported connection parameter \"{key}\" (state-store understands {KNOWN_KEYS})");
+            return Err(config_error(url, &problem));
         }
         let endpoints = endpoints(url)?;
         let tls = match url.query_value("sslmode") {
@@ -206,33 +200,25 @@ impl ConnectOptions {
                 Endpoint::Socket { dir, port } => config.host_path(dir).port(*port),
             };
         }
-        match url.query_value("target_session_attrs") {
-            None | Some("any") => {}
-            Some("read-write") => drop(config.target_session_attrs(TargetSessionAttrs::ReadWrite)),
-            Some(other) => {
-                return Err(config_error(
-                    url,
-                    &format!("target_session_attrs={other} is not supported (use any or read-write)"),
-                ));
-            }
-        }
-        if let Some(encoding) = url.query_value("client_encoding") {
+        type Supported = fn(&str) -> bool;
+        let supported: [(&str, Supported, &str); 3] = [
+            ("target_session_attrs", |v| matches!(v, "any" | "read-write"), "use any or read-write"),
             // The driver always talks UTF-8; any other encoding would change what is stored.
-            if !matches!(encoding.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode") {
-                return Err(config_error(
-                    url,
-                    &format!("client_encoding={encoding} is not supported (only UTF8)"),
-                ));
+            (
+                "client_encoding",
+                |v| matches!(v.to_ascii_lowercase().replace(['-', '_'], "").as_str(), "utf8" | "unicode"),
+                "only UTF8",
+            ),
+            // GSSAPI encryption is not built in; "prefer" falls back to TLS or plain as in libpq.
+            ("gssencmode", |v| matches!(v, "disable" | "prefer"), "GSSAPI encryption"),
+        ];
+        for (key, supported, why) in supported {
+            if let Some(value) = url.query_value(key).filter(|v| !supported(v)) {
+                return Err(config_error(url, &format!("{key}={value} is not supported ({why})")));
             }
         }
-        if let Some(mode) = url.query_value("gssencmode") {
-            // GSSAPI encryption is not built in; "prefer" falls back to TLS or plain as in libpq.
-            if !matches!(mode, "disable" | "prefer") {
-                return Err(config_error(
-                    url,
-                    &format!("gssencmode={mode} is not supported (GSSAPI encryption)"),
-                ));
-            }
+        if url.query_value("target_session_attrs") == Some("read-write") {
+            config.target_session_attrs(TargetSessionAttrs::ReadWrite);
         }
         let whole_seconds = |key: &str| -> Result<Option<Duration>> {
             let seconds =

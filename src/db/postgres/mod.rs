@@ -19,7 +19,7 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
-use super::dialect::Restored;
+use super::dialect::{Batch, Restored};
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
@@ -227,6 +227,12 @@ impl PostgresConnection {
         self.client.execute(&statement, &refs(&bound(query.params())))
     }
 
+    /// Runs `sql`, one or more statements without parameters, in one round trip.
+    fn batch(&mut self, sql: &str) -> std::result::Result<(), postgres::Error> {
+        let _stall = self.stall_guard();
+        self.client.batch_execute(sql)
+    }
+
     /// Bounds the driver's call that follows (see [`stall_guard`]).
     fn stall_guard(&self) -> StallGuard {
         stall_guard(&self.location, &self.timeouts)
@@ -419,16 +425,101 @@ impl Connection for PostgresConnection {
         clean::begin(self)
     }
 
+    /// The ends of the primary key with no wait for a lock: `None` behind a table another
+    /// session holds (`LOCK TABLE`, `ALTER`), which the batches then wait for once.
     fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        clean::id_bounds_at_once(self)
+        let context = format!("cannot read the ids in {}", self.location);
+        self.batch("BEGIN READ ONLY; SET LOCAL lock_timeout = '1ms'").map_err(pg_err(&context))?;
+        let bounds = crate::db::clean::id_bounds(self);
+        let ended = self.batch(if bounds.is_ok() { "COMMIT" } else { "ROLLBACK" });
+        match bounds {
+            Err(e) if lock_not_available(&e) => Ok(None),
+            Err(e) => Err(e),
+            Ok(bounds) => {
+                ended.map_err(pg_err(&context))?;
+                Ok(bounds)
+            }
+        }
     }
 
-    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
-        clean::batch_by_window(self, cutoff, after_id, n)
+    /// A batch is the expired rows among the next `n` rows in primary-key order. Finding the
+    /// `n`-th expired row (the portable way) reads every row's heap tuple for its `expires_at`, a
+    /// second pass over what the DELETE reads anyway; finding the `n`-th row is an index-only scan
+    /// of the primary key wherever the visibility map marks pages all-visible, which vacuum does
+    /// for a metastore's settled rows.
+    ///
+    /// Measured (1,000,000 rows, 500,012 expired, batch 10,000, server log): the boundary scans
+    /// took 130 ms over 100 batches against 470 ms over 51 for the n-th expired row. One statement
+    /// for both (a CTE for the boundary, the DELETE's count by `RETURNING`) was slower: `RETURNING`
+    /// fetches every deleted row again, twice the buffer reads of the plain DELETE. A batch still
+    /// touches at most `n` rows; where expired rows are sparse, more batches delete fewer rows each.
+    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
+        // `id` is selected and ordered as the bare column, so the primary key's index serves
+        // both the range and the order.
+        let window = Query::new("SELECT id FROM task_state_store WHERE id > ? ORDER BY id LIMIT 1 OFFSET ?");
+        let last_id = first(
+            self,
+            "cannot delete expired rows",
+            &window.bind(after_id).bind(n.saturating_sub(1)),
+            Fields::int,
+        )?;
+        let deleted = self.delete_expired_range(cutoff, after_id, last_id)?;
+        Ok(Batch { deleted, last_id })
     }
 
-    fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
-        clean::delete_range(self, cutoff, after, up_to)
+    /// The expired rows of an id range: a plain DELETE in a transaction that gives up after 1 ms
+    /// on any lock, and, when a row is locked by another session (a worker writing that key right
+    /// now), a DELETE that skips such rows instead: they are not expired any more, or the next
+    /// run takes them. Either DELETE re-checks `expires_at` on the newest version of each row, so
+    /// a key refreshed since the statement began survives. With no bounds at all it is the
+    /// floor's statement exactly: id predicates on every row cost ~10 % of a whole-table DELETE.
+    fn delete_expired_range(
+        &mut self,
+        cutoff: Timestamp,
+        after_id: i64,
+        up_to_id: Option<i64>,
+    ) -> Result<u64> {
+        let context = format!("cannot delete expired rows in {}", self.location);
+        let plain = match (after_id, up_to_id) {
+            (i64::MIN, None) => Query::new("DELETE FROM task_state_store WHERE expires_at < ?").bind(cutoff),
+            _ => Query::new("DELETE FROM task_state_store WHERE id > ? AND id <= ? AND expires_at < ?")
+                .bind(after_id)
+                .bind(up_to_id.unwrap_or(i64::MAX))
+                .bind(cutoff),
+        };
+        // BEGIN and SET LOCAL in one round trip.
+        // Until COMMIT is sent nothing can be committed, whatever the error: only the COMMIT's own
+        // failure leaves the batch's outcome unknown.
+        let uncommitted = |e| Error::db(&context, uncommitted(e));
+        self.batch("BEGIN; SET LOCAL lock_timeout = '1ms'").map_err(uncommitted)?;
+        match self.execute_raw(&plain) {
+            Ok(deleted) => {
+                self.batch("COMMIT").map_err(pg_err(&context))?;
+                return Ok(deleted);
+            }
+            Err(e) => {
+                // The transaction is aborted either way; a connection that is gone has none left
+                // to roll back, and the first error is the one to report.
+                let rolled_back = self.batch("ROLLBACK");
+                if e.code() != Some(&postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+                    return Err(uncommitted(e).into());
+                }
+                rolled_back.map_err(uncommitted)?;
+            }
+        }
+        // The inner SELECT … FOR UPDATE re-checks the expiry on the row version it locks, and the
+        // DELETE goes straight to those versions by ctid. Locking first writes every deleted row
+        // twice (1.9x the plain DELETE's time measured at batch 10,000), so this is only the way
+        // round a locked row, not the rule.
+        self.skipped_locked = true;
+        let skipping = Query::new(
+            "DELETE FROM task_state_store WHERE ctid = ANY(ARRAY(SELECT ctid FROM task_state_store \
+             WHERE id > ? AND id <= ? AND expires_at < ? FOR UPDATE SKIP LOCKED))",
+        );
+        self.run(
+            "cannot delete expired rows",
+            &skipping.bind(after_id).bind(up_to_id.unwrap_or(i64::MAX)).bind(cutoff),
+        )
     }
 
     fn skipped_locked_rows(&self) -> bool {
@@ -482,16 +573,6 @@ impl Connection for PostgresConnection {
         Ok(Restored::of(rows.len(), inserted.iter().filter(|new| **new).count(), inserted.len()))
     }
 
-    /// As for task rows: rows a writer holds are skipped, the next run takes them.
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        let query = Query::new(
-            "DELETE FROM asset_state_store WHERE ctid = ANY(ARRAY(SELECT s.ctid FROM asset_state_store s WHERE ",
-        )
-        .push(super::clean::ORPHAN)
-        .and(" LIMIT ? FOR UPDATE OF s SKIP LOCKED))", Param::Limit(limit));
-        self.run("cannot delete orphaned asset rows", &query)
-    }
-
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
         crate::db::dialect::in_transaction(self, [what, what], |pg| {
@@ -502,17 +583,14 @@ impl Connection for PostgresConnection {
                 let setting =
                     Query::new("SELECT set_config('state_store.sandbox_schema', ?, true)").bind(&name);
                 pg.run(what, &setting)?;
-                let _stall = pg.stall_guard();
-                pg.client
-                    .batch_execute(
-                        "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
-                         current_setting('state_store.sandbox_schema')); END $$",
-                    )
-                    .map_err(pg_err(&context))?;
+                pg.batch(
+                    "DO $$ BEGIN EXECUTE format('CREATE SCHEMA IF NOT EXISTS %I', \
+                     current_setting('state_store.sandbox_schema')); END $$",
+                )
+                .map_err(pg_err(&context))?;
             }
             for statement in ddl_statements(SCHEMA) {
-                let _stall = pg.stall_guard();
-                pg.client.batch_execute(statement).map_err(pg_err(&context))?;
+                pg.batch(statement).map_err(pg_err(&context))?;
             }
             sandbox::stamp(pg, what)
         })

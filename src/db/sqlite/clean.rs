@@ -112,6 +112,7 @@ impl CleanLock {
     /// it, else renamed away and removed (`None`: start over).
     fn take_over(path: &std::path::Path, denied: &crate::fs::Denied) -> Result<Option<Acquired>> {
         let shown = path.display();
+        let fail = |what: &str, e| Error::db(format!("cannot {what} the clean lock file {shown}"), e);
         let unknown = |e: std::io::Error| {
             Error::db(
                 format!(
@@ -139,15 +140,11 @@ impl CleanLock {
                 )
                 .into());
             }
-            Err(e) => {
-                return Err(Error::db(format!("cannot take over the clean lock file {shown}"), e).into());
-            }
+            Err(e) => return Err(fail("take over", e).into()),
         };
         match crate::fs::flock_holder(aside.id) {
             Ok(None) => {
-                aside
-                    .remove()
-                    .map_err(|e| Error::db(format!("cannot remove the clean lock file {shown}"), e))?;
+                aside.remove().map_err(|e| fail("remove", e))?;
                 Ok(None)
             }
             held => {

@@ -244,15 +244,6 @@ impl Connection for SqliteConnection {
         &self.location
     }
 
-    fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
-        let mut found = Vec::new();
-        self.query_each(query, &mut |row| {
-            found.push(row);
-            ControlFlow::Continue(())
-        })?;
-        Ok(found)
-    }
-
     fn query_each(
         &mut self,
         query: &Query<'_>,
@@ -368,16 +359,6 @@ impl Connection for SqliteConnection {
             .map_err(|e| self.error("cannot commit", e))?)
     }
 
-    /// The portable batch (`clean::batch_by_nth_expired`).
-    fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<super::Batch> {
-        super::clean::batch_by_nth_expired(self, cutoff, after_id, n)
-    }
-
-    /// The portable read (`clean::id_bounds`).
-    fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        super::clean::id_bounds(self)
-    }
-
     fn delete_expired_range(&mut self, cutoff: Timestamp, after: i64, up_to: Option<i64>) -> Result<u64> {
         if up_to.is_some() {
             super::clean::delete_range(self, cutoff, after, up_to)
@@ -410,15 +391,6 @@ impl Connection for SqliteConnection {
         });
         let ids = returned.map_err(|e| self.error(what, e))?;
         Ok(Restored::of(rows.len(), ids.iter().filter(|id| **id > last).count(), ids.len()))
-    }
-
-    fn delete_orphans(&mut self, limit: Option<u64>) -> Result<u64> {
-        let query = Query::new(
-            "DELETE FROM asset_state_store WHERE rowid IN (SELECT s.rowid FROM asset_state_store s WHERE ",
-        )
-        .push(super::clean::ORPHAN)
-        .and(" LIMIT ?)", Param::Limit(limit));
-        self.run("cannot delete orphaned asset rows", &query)
     }
 
     /// SQLite keeps whatever a writer gives it, so another tool can leave text that is not
