@@ -8,6 +8,7 @@ use super::Context;
 use crate::cli::{ConfigCommand, GlobalArgs};
 use crate::config::Sourced;
 use crate::error::{Error, Result};
+use crate::ops::usage;
 use crate::output::{self, Rendered, Table};
 
 /// One option as shown, and as `config show -o json` prints it: section, key, value (null when
@@ -149,14 +150,12 @@ fn option_name<'a>(first: &'a str, key: Option<&'a str>) -> Result<(&'a str, &'a
     match (first.split_once('.'), key) {
         (None, Some(key)) => Ok((first, key)),
         (Some((section, key)), None) if !section.is_empty() && !key.is_empty() => Ok((section, key)),
-        (Some(_), Some(extra)) => Err(Error::Usage(format!(
-            "config get takes SECTION KEY or SECTION.KEY, not both: {first} {extra}"
-        ))
-        .into()),
-        _ => Err(Error::Usage(format!(
+        (Some(_), Some(extra)) => {
+            usage(format!("config get takes SECTION KEY or SECTION.KEY, not both: {first} {extra}"))
+        }
+        _ => usage(format!(
             "config get needs an option: SECTION KEY or SECTION.KEY (e.g. database.sql_alchemy_conn), not {first:?}"
-        ))
-        .into()),
+        )),
     }
 }
 

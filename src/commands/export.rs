@@ -10,10 +10,11 @@ use super::{Context, asset_selector, check_map_index, has_task_flags};
 use crate::archive::Sink;
 use crate::cli::{ExportArgs, GlobalArgs};
 use crate::db::Access;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::database::require_asset;
 use crate::model::AssetFilter;
 use crate::ops;
+use crate::ops::usage;
 use crate::output::Format;
 use crate::output::{self, Rendered};
 use crate::progress::RowProgress;
@@ -28,12 +29,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     let assets = asset_flags || (!task_flags && !args.expired);
     // `--expired` filters task rows only, so with one asset it is a task filter too.
     if selector.is_some() && (task_flags || args.expired) {
-        return Err(Error::Usage(
+        return usage(
             "export task keys by filter (task flags, --expired) together with every asset (--assets), \
-             not with one asset"
-                .to_string(),
-        )
-        .into());
+             not with one asset",
+        );
     }
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;

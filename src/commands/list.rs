@@ -11,8 +11,9 @@ use std::ops::ControlFlow;
 use super::{asset_selector, check_map_index, has_task_flags, open_keys};
 use crate::cli::{GlobalArgs, ListArgs};
 use crate::db::Access;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{Page, external_ref};
+use crate::ops::usage;
 use crate::output::Format;
 use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
 
@@ -20,13 +21,10 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let selector = asset_selector(&args.scope)?;
     let assets = args.assets || selector.is_some();
     if assets && has_task_flags(&args.scope) {
-        return Err(Error::Usage(
-            "list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both".to_string(),
-        )
-        .into());
+        return usage("list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both");
     }
     if assets && args.expired {
-        return Err(Error::Usage("--expired is for task keys: asset keys never expire".to_string()).into());
+        return usage("--expired is for task keys: asset keys never expire");
     }
     if let Some(map_index) = args.scope.map_index {
         check_map_index(map_index)?;

@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::keys::database::Database;
 use crate::model::{AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskFilter, TaskScope};
+use crate::ops::usage;
 use crate::output;
 use crate::output::Format;
 use crate::url::{DbUrl, SqliteTarget};
@@ -71,10 +72,9 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
     let Some((url, origin)) = api_url(global)? else { return Ok(None) };
     let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
     if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
-        ))
-        .into());
+        ));
     }
     let base = api::BaseUrl::parse(&url, origin)?;
     // Read before anything is chosen: a token or password that is not UTF-8 is refused by
@@ -108,11 +108,10 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
 /// anything is read or sent.
 pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
     match api_url(global)? {
-        Some((_, origin)) => Err(Error::Usage(format!(
+        Some((_, origin)) => usage(format!(
             "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
              unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
-        ))
-        .into()),
+        )),
         None => Ok(()),
     }
 }
@@ -264,14 +263,13 @@ pub(crate) enum Scope {
 
 fn check_identifier(flag: &str, value: &str) -> Result<()> {
     if value.is_empty() {
-        return Err(Error::Usage(format!("{flag} must not be empty")).into());
+        return usage(format!("{flag} must not be empty"));
     }
     let chars = value.chars().count();
     if chars > MAX_ID_CHARS {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "{flag} is {chars} characters long; Airflow's column holds at most {MAX_ID_CHARS}"
-        ))
-        .into());
+        ));
     }
     Ok(())
 }
@@ -280,7 +278,7 @@ fn check_identifier(flag: &str, value: &str) -> Result<()> {
 /// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(Error::Usage("the key must not be empty".to_string()).into());
+        return usage("the key must not be empty");
     }
     Ok(())
 }
@@ -290,10 +288,9 @@ pub(crate) fn check_new_key(key: &str) -> Result<()> {
     check_key(key)?;
     let chars = key.chars().count();
     if chars > MAX_KEY_CHARS {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "the key is {chars} characters long; Airflow keys hold at most {MAX_KEY_CHARS}"
-        ))
-        .into());
+        ));
     }
     Ok(())
 }
@@ -304,17 +301,15 @@ pub(crate) fn check_new_key(key: &str) -> Result<()> {
 /// found").
 pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
     if map_index < -1 {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--map-index {map_index} is invalid: use -1 for an unmapped task, or 0 and up"
-        ))
-        .into());
+        ));
     }
     if i32::try_from(map_index).is_err() {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--map-index {map_index} is out of range: Airflow's map_index column holds at most {}",
             i32::MAX
-        ))
-        .into());
+        ));
     }
     Ok(())
 }
@@ -338,7 +333,7 @@ pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> 
     match given.len() {
         0 => Ok(None),
         1 => Ok(given.pop()),
-        _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string()).into()),
+        _ => usage("give only one of --asset, --asset-uri and --asset-id"),
     }
 }
 
@@ -358,10 +353,9 @@ pub(crate) fn task_filter(args: &ScopeArgs, expired: bool, external_only: bool) 
 pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
     if let Some(selector) = asset_selector(args)? {
         if has_task_flags(args) {
-            return Err(Error::Usage(
-                "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both"
-                    .to_string(),
-            ).into());
+            return usage(
+                "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both",
+            );
         }
         return Ok(Scope::Asset(selector));
     }
@@ -385,11 +379,10 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
                 map_index,
             }))
         }
-        _ if missing.len() == 3 && args.map_index.is_none() => Err(Error::Usage(
-            "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)"
-                .to_string(),
-        ).into()),
-        _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", "))).into()),
+        _ if missing.len() == 3 && args.map_index.is_none() => usage(
+            "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)",
+        ),
+        _ => usage(format!("a task scope also needs {}", missing.join(", "))),
     }
 }
 
@@ -402,10 +395,9 @@ pub(crate) fn read_stdin() -> Result<String> {
     // user looking for a typo in text that never arrived: a pipe from a command that failed.
     if text.trim().is_empty() {
         let what = if text.is_empty() { "empty" } else { "only whitespace" };
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "invalid value: stdin was {what}; `-` reads the value's JSON text from stdin (e.g. echo '{{\"a\": 1}}' | state-store set KEY - ...)"
-        ))
-        .into());
+        ));
     }
     Ok(text)
 }

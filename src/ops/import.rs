@@ -29,6 +29,7 @@ use serde::Serialize;
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
 use crate::db::{self, AssetRestore, RestoreRow, Restored, Store, TaskWrite};
 use crate::error::{Error, Result};
+use crate::ops::usage;
 use crate::text::quote;
 use crate::time::Timestamp;
 
@@ -130,11 +131,10 @@ pub(crate) fn run(
         store.check_restore(&row).with_context(at_line)?;
         let size = record_value(&record).len() as u64;
         if let Some((limit, from)) = options.value_limit.as_ref().filter(|(limit, _)| size > *limit) {
-            return Err(Error::Usage(format!(
+            return usage(format!(
                 "{name} line {line_no}: the value is {size} bytes as stored, over [state_store] \
                  max_value_storage_bytes = {limit} (from {from}); nothing was imported (--allow-large imports it anyway)"
-            ))
-            .into());
+            ));
         }
         if let Some(padded) = &mut padded {
             let other = match padded.check(store, &record, parent, &row, line_no)? {
@@ -146,12 +146,11 @@ pub(crate) fn run(
                 Some(Twin::Stored { key, .. }) => Some(format!("the stored key {}", quote(&key))),
             };
             if let Some(other) = other {
-                return Err(Error::Usage(format!(
+                return usage(format!(
                     "{name} line {line_no}: {} differs from {other} only in trailing spaces, which the \
                      database's collation ignores (PAD SPACE): it cannot hold both rows; nothing was imported",
                     describe_row(&record, parent)
-                ))
-                .into());
+                ));
             }
         }
         let Some(seen) = &mut seen else { return Ok(()) };
@@ -732,13 +731,12 @@ impl LineFile<'_> {
             line_no += 1;
             let whole = buf.last() == Some(&b'\n');
             if !whole && buf.len() as u64 > self.max_line {
-                break Err(Error::Usage(format!(
+                break usage(format!(
                     "{} line {line_no}: the line is longer than {} bytes, the most a row can take whose \
                      value is at most {} bytes ([state_store] max_value_storage_bytes, or with --allow-large \
                      what the database's column holds); nothing was imported",
                     self.name, self.max_line, self.max_value
-                ))
-                .into());
+                ));
             }
             match parse(&buf, whole) {
                 Ok(Some(record)) => parsed.push(Item::Row(line_no, record)),
@@ -755,11 +753,10 @@ impl LineFile<'_> {
                     }
                 }
                 Err(problem) => {
-                    break Err(Error::Usage(format!(
+                    break usage(format!(
                         "{} line {line_no}: {problem}; nothing was imported (--skip-damaged imports every whole line)",
                         self.name
-                    ))
-                    .into());
+                    ));
                 }
             }
             if parsed.len() == AHEAD_LINES {
@@ -774,13 +771,10 @@ impl LineFile<'_> {
         let end = end.and_then(|()| {
             self.block(&mut read, &mut digest, again, line_no)?;
             match again {
-                Some(c) if read.len != c.len || read.blocks.len() != c.blocks.len() => {
-                    Err(Error::Usage(format!(
-                        "{} changed after the first pass checked it: it is {} bytes long, not {}",
-                        self.name, read.len, c.len
-                    ))
-                    .into())
-                }
+                Some(c) if read.len != c.len || read.blocks.len() != c.blocks.len() => usage(format!(
+                    "{} changed after the first pass checked it: it is {} bytes long, not {}",
+                    self.name, read.len, c.len
+                )),
                 _ => Ok(()),
             }
         });
@@ -806,11 +800,10 @@ impl LineFile<'_> {
         if let Some(c) = again
             && c.blocks.get(read.blocks.len()) != Some(&sum)
         {
-            return Err(Error::Usage(format!(
+            return usage(format!(
                 "{} changed after the first pass checked it (in the lines up to line {line_no})",
                 self.name
-            ))
-            .into());
+            ));
         }
         read.blocks.push(sum);
         Ok(())

@@ -23,6 +23,7 @@ use crate::archive::{Sink, archive_error};
 use crate::db::{CleanLock, Cursor, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::{Error, Result};
 use crate::model::StoredTime;
+use crate::ops::usage;
 use crate::signals;
 use crate::time::Timestamp;
 
@@ -132,11 +133,10 @@ pub(crate) fn cutoff(before: Option<&str>) -> Result<Timestamp> {
     let before =
         Timestamp::parse_rfc3339(text).with_context(|| Error::Usage("invalid --before".to_string()))?;
     if before > now {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--before {} is in the future: it would delete keys that have not expired yet",
             before.to_rfc3339()
-        ))
-        .into());
+        ));
     }
     Ok(before)
 }
