@@ -13,6 +13,9 @@ use crate::output::Format;
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
 const GLOBAL: &str = "Global options";
+/// The help headings of the scope flags.
+const TASK: &str = "Task scope";
+const ASSET: &str = "Asset scope";
 /// The help heading of the REST transport's flags.
 pub(crate) const API: &str = "REST transport (Airflow's API instead of the database; docs/rest.md)";
 
@@ -204,37 +207,27 @@ pub(crate) enum ConfigCommand {
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct ScopeArgs {
     /// Dag id of the task instance
-    #[arg(long, value_name = "DAG_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "DAG_ID", help_heading = TASK)]
     pub dag_id: Option<String>,
     /// Run id of the dag run
-    #[arg(long, value_name = "RUN_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "RUN_ID", help_heading = TASK)]
     pub run_id: Option<String>,
     /// Task id of the task instance
-    #[arg(long, value_name = "TASK_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "TASK_ID", help_heading = TASK)]
     pub task_id: Option<String>,
     /// Map index of a mapped task; -1 (the default) for an unmapped task
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        value_parser = map_index,
-        help_heading = "Task scope"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TASK)]
+    #[arg(value_parser = map_index)]
     pub map_index: Option<i64>,
     /// Asset by name (active assets only)
-    #[arg(long, value_name = "NAME", help_heading = "Asset scope")]
+    #[arg(long, value_name = "NAME", help_heading = ASSET)]
     pub asset: Option<String>,
     /// Asset by URI (active assets only)
-    #[arg(long, value_name = "URI", help_heading = "Asset scope")]
+    #[arg(long, value_name = "URI", help_heading = ASSET)]
     pub asset_uri: Option<String>,
     /// Asset by id (also reaches inactive assets)
-    #[arg(
-        long,
-        value_name = "ID",
-        allow_negative_numbers = true,
-        value_parser = asset_id,
-        help_heading = "Asset scope"
-    )]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, help_heading = ASSET)]
+    #[arg(value_parser = asset_id)]
     pub asset_id: Option<i64>,
 }
 
@@ -272,7 +265,7 @@ pub(crate) struct SetArgs {
     pub allow_large: bool,
     /// Write even when the task instance does not exist (yet), e.g. ahead of a mapped task's
     /// expansion; by default such a write is refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
 }
 
@@ -284,7 +277,7 @@ pub(crate) struct DeleteArgs {
     pub scope: ScopeArgs,
     /// Delete even when the task instance does not exist (keys written without one); by
     /// default refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
 }
 
@@ -297,7 +290,7 @@ pub(crate) struct ClearArgs {
     pub all_map_indices: bool,
     /// Clear even when the task instance does not exist (keys written without one); by
     /// default refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
@@ -319,7 +312,7 @@ pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// List the keys of every asset, orphans included
-    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    #[arg(long, help_heading = ASSET, conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
@@ -344,7 +337,7 @@ pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// Export the keys of every asset, orphans included (with task filters too: both)
-    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    #[arg(long, help_heading = ASSET, conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
