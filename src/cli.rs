@@ -8,6 +8,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::help;
+use crate::ops::import::Mode;
 use crate::output::Format;
 
 /// The help heading of the flags every command accepts, so that each command's own flags are
@@ -375,22 +376,8 @@ pub(crate) struct ImportArgs {
     pub allow_large: bool,
     /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
     /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]
-    pub on_conflict: OnConflict,
-}
-
-/// `import --on-conflict`: what a row does to a stored row with the same key. (Plain comments
-/// on the variants: doc comments would turn the whole `import --help` into clap's long form.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum OnConflict {
-    // The stored row stays when its updated_at is later than the file's.
-    Newer,
-    // The file's row always replaces the stored one.
-    Overwrite,
-    // The stored row stays; only missing keys are inserted.
-    Skip,
-    // The whole file is refused if any of its keys is already stored.
-    Fail,
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Mode::Newer)]
+    pub on_conflict: Mode,
 }
 
 #[derive(Debug, Args)]

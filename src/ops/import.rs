@@ -33,16 +33,19 @@ use crate::ops::usage;
 use crate::text::quote;
 use crate::time::Timestamp;
 
-/// What a row of the file does to a stored row with its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a row of the file does to a stored row with its key: `import --on-conflict`, named
+/// in the document as on the command line. (Plain comments on the variants: doc comments would
+/// turn the whole `import --help` into clap's long form.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
-    /// The stored row stays when its `updated_at` is later than the file's.
+    // The stored row stays when its `updated_at` is later than the file's.
     Newer,
-    /// The file's row always replaces the stored one.
+    // The file's row always replaces the stored one.
     Overwrite,
-    /// The stored row stays; only missing keys are inserted.
+    // The stored row stays; only missing keys are inserted.
     Skip,
-    /// The whole file is refused if any of its keys is already stored.
+    // The whole file is refused if any of its keys is already stored.
     Fail,
 }
 
