@@ -218,12 +218,10 @@ impl Context {
         if let (Source::Default, Some(missing), Err(e)) =
             (&conn.source, &self.settings.missing_config, &result)
             && matches!(crate::error::kind(e), Some(Error::Database { .. }))
-            && matches!(self.url.sqlite_target(), Some(SqliteTarget::File(path)) if !path.exists())
+            && let Some(SqliteTarget::File(path)) = self.url.sqlite_target()
+            && !path.exists()
         {
-            let database = match self.url.sqlite_target() {
-                Some(SqliteTarget::File(path)) => path.display().to_string(),
-                _ => String::new(),
-            };
+            let database = path.display().to_string();
             return result.map_err(|_| Error::Config(no_configuration(missing, &database)).into());
         }
         let origin = match (&conn.source, &self.settings.missing_config) {
@@ -261,17 +259,13 @@ pub(crate) enum Scope {
     Asset(AssetSelector),
 }
 
-fn check_identifier(flag: &str, value: &str) -> Result<()> {
-    if value.is_empty() {
-        return usage(format!("{flag} must not be empty"));
+/// `value` (`what` in messages) not empty and at most `max` characters, which is what `holds`.
+fn check_length(what: &str, value: &str, max: usize, holds: &str) -> Result<()> {
+    match value.chars().count() {
+        0 => usage(format!("{what} must not be empty")),
+        chars if chars > max => usage(format!("{what} is {chars} characters long; {holds} at most {max}")),
+        _ => Ok(()),
     }
-    let chars = value.chars().count();
-    if chars > MAX_ID_CHARS {
-        return usage(format!(
-            "{flag} is {chars} characters long; Airflow's column holds at most {MAX_ID_CHARS}"
-        ));
-    }
-    Ok(())
 }
 
 /// A key to look up or delete: anything but empty. Longer keys than Airflow's 512 are still
@@ -285,14 +279,7 @@ pub(crate) fn check_key(key: &str) -> Result<()> {
 
 /// A key to write: not empty and within Airflow's `VARCHAR(512)`.
 pub(crate) fn check_new_key(key: &str) -> Result<()> {
-    check_key(key)?;
-    let chars = key.chars().count();
-    if chars > MAX_KEY_CHARS {
-        return usage(format!(
-            "the key is {chars} characters long; Airflow keys hold at most {MAX_KEY_CHARS}"
-        ));
-    }
-    Ok(())
+    check_length("the key", key, MAX_KEY_CHARS, "Airflow keys hold")
 }
 
 /// Every command that takes `--map-index` checks it here, before any database is opened:
@@ -320,16 +307,14 @@ pub(crate) fn has_task_flags(args: &ScopeArgs) -> bool {
 
 /// Exactly one asset selector, or `None` when no asset flag was given.
 pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> {
-    let mut given = Vec::new();
-    if let Some(name) = &args.asset {
-        given.push(AssetSelector::Name(name.clone()));
-    }
-    if let Some(uri) = &args.asset_uri {
-        given.push(AssetSelector::Uri(uri.clone()));
-    }
-    if let Some(id) = args.asset_id {
-        given.push(AssetSelector::Id(id));
-    }
+    let mut given: Vec<AssetSelector> = [
+        args.asset.clone().map(AssetSelector::Name),
+        args.asset_uri.clone().map(AssetSelector::Uri),
+        args.asset_id.map(AssetSelector::Id),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     match given.len() {
         0 => Ok(None),
         1 => Ok(given.pop()),
@@ -367,9 +352,9 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
             .collect();
     match (&args.dag_id, &args.run_id, &args.task_id) {
         (Some(dag_id), Some(run_id), Some(task_id)) => {
-            check_identifier("--dag-id", dag_id)?;
-            check_identifier("--run-id", run_id)?;
-            check_identifier("--task-id", task_id)?;
+            for (flag, value) in [("--dag-id", dag_id), ("--run-id", run_id), ("--task-id", task_id)] {
+                check_length(flag, value, MAX_ID_CHARS, "Airflow's column holds")?;
+            }
             let map_index = args.map_index.unwrap_or(-1);
             check_map_index(map_index)?;
             Ok(Scope::Task(TaskScope {
