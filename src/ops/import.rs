@@ -18,7 +18,7 @@
 
 use anyhow::Context as _;
 use std::collections::HashMap;
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read as _};
@@ -518,24 +518,17 @@ impl Padded {
         let key = fingerprint(record, parent, |text| store.key_text(text));
         // Without a trailing space the text is the key as the database compares it.
         let exact = if spaced { fingerprint(record, parent, |text| text) } else { key };
-        match self.rows.entry(key) {
-            Entry::Occupied(seen) if seen.get().1 != exact => return Ok(Some(Twin::Line(seen.get().0))),
-            Entry::Occupied(mut seen) => {
-                seen.insert((line_no, exact));
-            }
-            Entry::Vacant(new) => {
-                new.insert((line_no, exact));
-            }
+        if let Some(&(line, text)) = self.rows.get(&key)
+            && text != exact
+        {
+            return Ok(Some(Twin::Line(line)));
         }
+        self.rows.insert(key, (line_no, exact));
         // The stored rows: looked up for a row with a trailing space, or in a dag run or asset
         // that stores such keys; almost always neither, and one query per parent decides.
         let stored_spaced = match self.spaced.get(&(task, parent)) {
             Some(known) => *known,
-            None => {
-                let found = store.stores_spaced_keys(task, parent)?;
-                self.spaced.insert((task, parent), found);
-                found
-            }
+            None => *self.spaced.entry((task, parent)).or_insert(store.stores_spaced_keys(task, parent)?),
         };
         if !spaced && !stored_spaced {
             return Ok(None);
@@ -574,13 +567,11 @@ fn describe_row(record: &Record, parent: i64) -> String {
 
 fn missing(record: &Record) -> String {
     match record {
-        Record::Task(t) => {
-            format!(
-                "no dag run found for dag_id={} run_id={}",
-                quote(&t.scope.dag_id),
-                quote(&t.scope.run_id)
-            )
-        }
+        Record::Task(t) => format!(
+            "no dag run found for dag_id={} run_id={}",
+            quote(&t.scope.dag_id),
+            quote(&t.scope.run_id)
+        ),
         Record::Asset(AssetRecord { asset_name: Some(name), asset_uri: Some(uri), .. }) => {
             format!("no asset found with name {} and uri {}", quote(name), quote(uri))
         }
