@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::db::{Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
 use crate::error::Result;
 use crate::json::{self, ParseErrorKind};
-use crate::model::{MAX_KEY_CHARS, TaskScope};
+use crate::model::MAX_KEY_CHARS;
 use crate::text::cut;
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
@@ -54,7 +54,6 @@ pub(crate) struct Check {
     pub(crate) message: String,
     /// Rows found; `None` where a count means nothing (information, skipped, the schema).
     pub(crate) count: Option<u64>,
-    #[serde(serialize_with = "sample_rows")]
     pub(crate) sample: Vec<FoundRow>,
     pub(crate) details: Details,
 }
@@ -90,46 +89,6 @@ pub(crate) struct Backend {
     expired_task_rows: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     orphaned_asset_rows: Option<u64>,
-}
-
-/// A sampled row in JSON: where it is, its key, and what is wrong with it.
-#[derive(Serialize)]
-struct SampleRow<'a> {
-    #[serde(flatten)]
-    place: Where<'a>,
-    key: &'a str,
-    detail: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "table")]
-enum Where<'a> {
-    #[serde(rename = "task_state_store")]
-    Task(&'a TaskScope),
-    /// A damaged map_index is shown as the text it holds.
-    #[serde(rename = "task_state_store")]
-    DamagedTask { dag_id: &'a str, run_id: &'a str, task_id: &'a str, map_index: &'a str },
-    #[serde(rename = "asset_state_store")]
-    Asset { asset_id: i64, asset_name: Option<&'a str> },
-}
-
-fn sample_rows<S: serde::Serializer>(
-    rows: &[FoundRow],
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.collect_seq(rows.iter().map(|row| SampleRow {
-        place: match &row.place {
-            Place::Task(scope) => Where::Task(scope),
-            Place::DamagedTask { dag_id, run_id, task_id, map_index } => {
-                Where::DamagedTask { dag_id, run_id, task_id, map_index }
-            }
-            Place::Asset { asset_id, asset_name } => {
-                Where::Asset { asset_id: *asset_id, asset_name: asset_name.as_deref() }
-            }
-        },
-        key: &row.key,
-        detail: &row.detail,
-    }))
 }
 
 impl Check {
@@ -488,6 +447,7 @@ mod tests {
     use super::*;
     use crate::config::{self, Overrides};
     use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
+    use crate::model::TaskScope;
 
     /// A metastore with a good value, a value that is not JSON, a key over Airflow's length,
     /// keys of a map index and of a task that have no task instance, and a key of an inactive
