@@ -511,12 +511,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
 /// inherit in turn. (Hiding them after the build instead leaves clap's index of flags stale,
 /// and `clean --help` then asked for a value of --api-timeout.)
 pub(crate) fn scoped(command: clap::Command) -> clap::Command {
-    let ids = api_ids();
-    let hidden: Vec<clap::Arg> = command
-        .get_arguments()
-        .filter(|arg| ids.contains(arg.get_id()))
-        .map(|arg| arg.clone().hide(true))
-        .collect();
+    let hidden: Vec<clap::Arg> = api_args().into_iter().map(|arg| arg.hide(true)).collect();
     let names: Vec<String> = command
         .get_subcommands()
         .map(|sub| sub.get_name().to_string())
@@ -531,22 +526,18 @@ pub(crate) fn scoped(command: clap::Command) -> clap::Command {
 /// of those commands has its own. Only completions are built from this; nothing is parsed
 /// with it.
 pub(crate) fn for_completions() -> clap::Command {
-    let ids = api_ids();
-    let command = Cli::command();
-    let local: Vec<clap::Arg> = command
-        .get_arguments()
-        .filter(|arg| ids.contains(arg.get_id()))
-        .map(|arg| arg.clone().global(false))
-        .collect();
-    let command = ids.iter().fold(command, |command, id| command.mut_arg(id, |arg| arg.global(false)));
+    let local: Vec<clap::Arg> = api_args().into_iter().map(|arg| arg.global(false)).collect();
+    let command = local
+        .iter()
+        .fold(Cli::command(), |command, arg| command.mut_arg(arg.get_id(), |arg| arg.global(false)));
     REST_COMMANDS
         .iter()
         .fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(local.clone())))
 }
 
-/// The ids of the REST transport's flags.
-fn api_ids() -> Vec<clap::Id> {
-    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().map(|arg| arg.get_id().clone()).collect()
+/// The REST transport's flags, as [`ApiArgs`] declares them.
+fn api_args() -> Vec<clap::Arg> {
+    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().cloned().collect()
 }
 
 /// The format of a `clean -o json` (or `-o yaml`) whose command line clap rejected: such a run
