@@ -34,9 +34,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
              not with one asset",
         );
     }
-    if let Some(map_index) = args.scope.map_index {
-        check_map_index(map_index)?;
-    }
+    args.scope.map_index.map(check_map_index).transpose()?;
     // `--file -` is stdout, as `import -` and `set KEY -` read stdin (`--file ./-` for a file
     // of that name).
     let file = args.file.as_deref().filter(|path| path.as_os_str() != "-");
@@ -53,10 +51,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         crate::fs::refuse_database("--file", path)?;
     }
     let mut store = ctx.open(Access::ReadOnly)?;
-    let asset_id = match &selector {
-        Some(selector) => Some(require_asset(&mut store, selector)?.id),
-        None => None,
-    };
+    let asset_id =
+        selector.as_ref().map(|selector| require_asset(&mut store, selector)).transpose()?.map(|a| a.id);
     let mut sink = match file {
         Some(path) => Sink::file(path)?,
         None => Sink::stdout(),

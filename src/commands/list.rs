@@ -26,19 +26,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     if assets && args.expired {
         return usage("--expired is for task keys: asset keys never expire");
     }
-    if let Some(map_index) = args.scope.map_index {
-        check_map_index(map_index)?;
-    }
+    args.scope.map_index.map(check_map_index).transpose()?;
     let mut keys = open_keys(global, Access::ReadOnly)?;
     let shown = Shown::new(global.output, args, std::io::stdout().is_terminal());
     // One row more than shown tells whether more follow, without a count query.
     let page = Page { limit: shown.rows.map(|n| n.saturating_add(1)), offset: args.offset };
 
     if assets {
-        let asset = match &selector {
-            Some(selector) => Some(keys.asset(selector, false)?),
-            None => None,
-        };
+        let asset = selector.as_ref().map(|selector| keys.asset(selector, false)).transpose()?;
         shown.write(global.output, args, |each| keys.each_asset(asset.as_ref(), args.external, page, each))
     } else {
         let filter = super::task_filter(&args.scope, args.expired, args.external);
@@ -98,19 +93,15 @@ impl Shown {
         stream.finish()?;
         if more {
             let next = args.offset.saturating_add(seen);
-            output::status(&if self.capped {
+            let how = if self.capped {
                 format!(
-                    "showing {seen} rows from offset {}; more follow (a table shows at most {TABLE_ROWS} rows: \
-                     -o plain, json or yaml for all, --offset {next} for the next page)",
-                    args.offset
+                    "a table shows at most {TABLE_ROWS} rows: -o plain, json or yaml for all, --offset {next} \
+                     for the next page"
                 )
             } else {
-                format!(
-                    "showing {seen} rows from offset {}; more follow (--offset {next} for the next page, \
-                     --limit 0 for all)",
-                    args.offset
-                )
-            });
+                format!("--offset {next} for the next page, --limit 0 for all")
+            };
+            output::status(&format!("showing {seen} rows from offset {}; more follow ({how})", args.offset));
         }
         Ok(())
     }
