@@ -83,12 +83,9 @@ fn expiry(args: &SetArgs) -> Result<Expiry> {
             .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
         return Ok(Expiry::At(at));
     }
-    match &args.retention {
-        Some(text) => Ok(Expiry::Retention(
-            time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?,
-        )),
-        None => Ok(Expiry::Default),
-    }
+    let retention = args.retention.as_deref().map(time::parse_retention).transpose();
+    let retention = retention.with_context(|| Error::Usage("invalid --retention".to_string()))?;
+    Ok(retention.map_or(Expiry::Default, Expiry::Retention))
 }
 
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
