@@ -342,11 +342,9 @@ impl Summary {
             None => String::new(),
         };
         let skipped = match self.task_rows_skipped {
-            Some(rows) if rows > 0 => {
-                format!(
-                    "; skipped {rows} expired task row(s) another session held locked, left for the next run"
-                )
-            }
+            Some(rows) if rows > 0 => format!(
+                "; skipped {rows} expired task row(s) another session held locked, left for the next run"
+            ),
             _ => String::new(),
         };
         format!(
@@ -791,13 +789,9 @@ impl Run<'_> {
 
     /// The sweep stops for a signal or the time limit; `--max-rows` counts task rows only.
     fn stop_sweep(&mut self) -> bool {
-        match self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration)) {
-            Some(stop) => {
-                self.summary.stopped_by = Some(stop);
-                true
-            }
-            None => false,
-        }
+        let stop = self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration));
+        self.summary.stopped_by = stop.or(self.summary.stopped_by);
+        stop.is_some()
     }
 
     /// Tells the watcher of a batch's end; `deleted` when it deleted rows.
