@@ -33,13 +33,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         crate::fs::refuse_database("--archive", archive)?;
     }
     let all = args.all_map_indices;
-    let (target, place) = match &scope {
-        Scope::Task(task) => (Target::Task(task), task_place(task, all)),
-        Scope::Asset(selector) => {
-            let asset = keys.asset(selector, false)?;
-            let place = asset.described();
-            (Target::Asset(asset), place)
-        }
+    let (place, target) = match &scope {
+        Scope::Task(task) => (task_place(task, all), Target::Task(task)),
+        Scope::Asset(selector) => keys.asset(selector, false).map(|a| (a.described(), Target::Asset(a)))?,
     };
     let present = match &target {
         Target::Task(task) => {

@@ -253,7 +253,7 @@ fn decide_batch(
         };
         seen.insert(store, record, parent, line_no, after);
         if let Some(counts) = counts.as_deref_mut() {
-            counts.add(mode, record, outcome.into());
+            counts.add(mode, matches!(record, Record::Task(_)), outcome.into());
         }
     }
     Ok(())
@@ -359,8 +359,8 @@ fn write_batch(
         }
     };
     store.commit()?;
-    counts.add_table(mode, true, tasks);
-    counts.add_table(mode, false, assets);
+    counts.add(mode, true, tasks);
+    counts.add(mode, false, assets);
     Ok(())
 }
 
@@ -395,11 +395,7 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, mode: Mode, record: &Record, done: Restored) {
-        self.add_table(mode, matches!(record, Record::Task(_)), done);
-    }
-
-    fn add_table(&mut self, mode: Mode, task: bool, done: Restored) {
+    fn add(&mut self, mode: Mode, task: bool, done: Restored) {
         self.inserted += done.inserted;
         self.replaced += done.replaced;
         if mode == Mode::Skip {
