@@ -26,8 +26,7 @@ pub(crate) fn choose_batching(
             let from = format!("state_cleanup_batch_size = 0 from {}", configured.source);
             (AUTO_FIRST_ROWS, Some(busy), Some(from))
         }
-        (Some(Some(rows)), _) => (rows, None, None),
-        (None, rows) => (rows, None, None),
+        (Some(Some(rows)), _) | (None, rows) => (rows, None, None),
     }
 }
 
@@ -55,12 +54,10 @@ pub(crate) fn batching(
 /// Why a clean does nothing with these settings: a custom `[state_store] backend` keeps its
 /// state elsewhere (Airflow's own clean skips it too).
 pub(crate) fn skipped(settings: &crate::config::Settings) -> Option<String> {
-    (!settings.is_builtin_backend()).then(|| {
-        format!(
-            "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
-            settings.backend.value, settings.backend.source
-        )
-    })
+    (!settings.is_builtin_backend()).then(|| format!(
+        "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
+        settings.backend.value, settings.backend.source
+    ))
 }
 
 /// How a run sizes its batches, for scripts: `auto`, `rows` or `one_transaction`.
