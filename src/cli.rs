@@ -8,11 +8,15 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 
 use crate::help;
+use crate::ops::import::Mode;
 use crate::output::Format;
 
 /// The help heading of the flags every command accepts, so that each command's own flags are
 /// listed apart from them rather than interleaved.
 const GLOBAL: &str = "Global options";
+/// The help headings of the scope flags.
+const TASK: &str = "Task scope";
+const ASSET: &str = "Asset scope";
 /// The help heading of the REST transport's flags.
 pub(crate) const API: &str = "REST transport (Airflow's API instead of the database; docs/rest.md)";
 
@@ -204,37 +208,27 @@ pub(crate) enum ConfigCommand {
 #[derive(Debug, Args, Clone, Default)]
 pub(crate) struct ScopeArgs {
     /// Dag id of the task instance
-    #[arg(long, value_name = "DAG_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "DAG_ID", help_heading = TASK)]
     pub dag_id: Option<String>,
     /// Run id of the dag run
-    #[arg(long, value_name = "RUN_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "RUN_ID", help_heading = TASK)]
     pub run_id: Option<String>,
     /// Task id of the task instance
-    #[arg(long, value_name = "TASK_ID", help_heading = "Task scope")]
+    #[arg(long, value_name = "TASK_ID", help_heading = TASK)]
     pub task_id: Option<String>,
     /// Map index of a mapped task; -1 (the default) for an unmapped task
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        value_parser = map_index,
-        help_heading = "Task scope"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TASK)]
+    #[arg(value_parser = map_index)]
     pub map_index: Option<i64>,
     /// Asset by name (active assets only)
-    #[arg(long, value_name = "NAME", help_heading = "Asset scope")]
+    #[arg(long, value_name = "NAME", help_heading = ASSET)]
     pub asset: Option<String>,
     /// Asset by URI (active assets only)
-    #[arg(long, value_name = "URI", help_heading = "Asset scope")]
+    #[arg(long, value_name = "URI", help_heading = ASSET)]
     pub asset_uri: Option<String>,
     /// Asset by id (also reaches inactive assets)
-    #[arg(
-        long,
-        value_name = "ID",
-        allow_negative_numbers = true,
-        value_parser = asset_id,
-        help_heading = "Asset scope"
-    )]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, help_heading = ASSET)]
+    #[arg(value_parser = asset_id)]
     pub asset_id: Option<i64>,
 }
 
@@ -272,7 +266,7 @@ pub(crate) struct SetArgs {
     pub allow_large: bool,
     /// Write even when the task instance does not exist (yet), e.g. ahead of a mapped task's
     /// expansion; by default such a write is refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
 }
 
@@ -284,7 +278,7 @@ pub(crate) struct DeleteArgs {
     pub scope: ScopeArgs,
     /// Delete even when the task instance does not exist (keys written without one); by
     /// default refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
 }
 
@@ -297,7 +291,7 @@ pub(crate) struct ClearArgs {
     pub all_map_indices: bool,
     /// Clear even when the task instance does not exist (keys written without one); by
     /// default refused, as Airflow's REST API refuses it
-    #[arg(long, help_heading = "Task scope")]
+    #[arg(long, help_heading = TASK)]
     pub allow_missing_task_instance: bool,
     /// Do not ask for confirmation (required when not on a terminal)
     #[arg(short = 'y', long)]
@@ -319,7 +313,7 @@ pub(crate) struct ListArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// List the keys of every asset, orphans included
-    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    #[arg(long, help_heading = ASSET, conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
@@ -344,7 +338,7 @@ pub(crate) struct ExportArgs {
     #[command(flatten)]
     pub scope: ScopeArgs,
     /// Export the keys of every asset, orphans included (with task filters too: both)
-    #[arg(long, help_heading = "Asset scope", conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
+    #[arg(long, help_heading = ASSET, conflicts_with_all = ["asset", "asset_uri", "asset_id"])]
     pub assets: bool,
     /// Only task keys that have expired and not yet been cleaned
     #[arg(long)]
@@ -382,22 +376,8 @@ pub(crate) struct ImportArgs {
     pub allow_large: bool,
     /// When a row's key is already stored: newer keeps the later by updated_at, overwrite takes
     /// the file's row, skip keeps the stored one, fail refuses the file before writing (exit 9)
-    #[arg(long, value_enum, value_name = "MODE", default_value_t = OnConflict::Newer)]
-    pub on_conflict: OnConflict,
-}
-
-/// `import --on-conflict`: what a row does to a stored row with the same key. (Plain comments
-/// on the variants: doc comments would turn the whole `import --help` into clap's long form.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum OnConflict {
-    // The stored row stays when its updated_at is later than the file's.
-    Newer,
-    // The file's row always replaces the stored one.
-    Overwrite,
-    // The stored row stays; only missing keys are inserted.
-    Skip,
-    // The whole file is refused if any of its keys is already stored.
-    Fail,
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = Mode::Newer)]
+    pub on_conflict: Mode,
 }
 
 #[derive(Debug, Args)]
@@ -531,12 +511,7 @@ pub(crate) fn parse(args: &[OsString]) -> Result<Cli, clap::Error> {
 /// inherit in turn. (Hiding them after the build instead leaves clap's index of flags stale,
 /// and `clean --help` then asked for a value of --api-timeout.)
 pub(crate) fn scoped(command: clap::Command) -> clap::Command {
-    let ids = api_ids();
-    let hidden: Vec<clap::Arg> = command
-        .get_arguments()
-        .filter(|arg| ids.contains(arg.get_id()))
-        .map(|arg| arg.clone().hide(true))
-        .collect();
+    let hidden: Vec<clap::Arg> = api_args().into_iter().map(|arg| arg.hide(true)).collect();
     let names: Vec<String> = command
         .get_subcommands()
         .map(|sub| sub.get_name().to_string())
@@ -551,22 +526,18 @@ pub(crate) fn scoped(command: clap::Command) -> clap::Command {
 /// of those commands has its own. Only completions are built from this; nothing is parsed
 /// with it.
 pub(crate) fn for_completions() -> clap::Command {
-    let ids = api_ids();
-    let command = Cli::command();
-    let local: Vec<clap::Arg> = command
-        .get_arguments()
-        .filter(|arg| ids.contains(arg.get_id()))
-        .map(|arg| arg.clone().global(false))
-        .collect();
-    let command = ids.iter().fold(command, |command, id| command.mut_arg(id, |arg| arg.global(false)));
+    let local: Vec<clap::Arg> = api_args().into_iter().map(|arg| arg.global(false)).collect();
+    let command = local
+        .iter()
+        .fold(Cli::command(), |command, arg| command.mut_arg(arg.get_id(), |arg| arg.global(false)));
     REST_COMMANDS
         .iter()
         .fold(command, |command, name| command.mut_subcommand(name, |sub| sub.args(local.clone())))
 }
 
-/// The ids of the REST transport's flags.
-fn api_ids() -> Vec<clap::Id> {
-    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().map(|arg| arg.get_id().clone()).collect()
+/// The REST transport's flags, as [`ApiArgs`] declares them.
+fn api_args() -> Vec<clap::Arg> {
+    ApiArgs::augment_args(clap::Command::new("api")).get_arguments().cloned().collect()
 }
 
 /// The format of a `clean -o json` (or `-o yaml`) whose command line clap rejected: such a run

@@ -187,10 +187,7 @@ impl Sinks {
             (Done::Clean, None) => {}
         }
         let skipped = matches!(done, Done::Skipped(_));
-        let mut result = match error {
-            Some(e) => Err(e),
-            None => Ok(()),
-        };
+        let mut result = error.map_or(Ok(()), Err);
         // Held through both, so that an ending meanwhile renders neither a second time.
         signals::print_instead(|| {
             let printed = self.document(done, summary.as_ref(), result.as_ref().err());
@@ -296,9 +293,7 @@ impl Failed<'_> {
 /// before it.
 fn clean(global: &GlobalArgs, args: &CleanArgs, sinks: &Sinks) -> Outcome {
     let mut outcome = Outcome { summary: None, backlog: None, done: Done::Clean, error: None };
-    if let Err(e) = clean_into(global, args, sinks, &mut outcome) {
-        outcome.error = Some(e);
-    }
+    outcome.error = clean_into(global, args, sinks, &mut outcome).err();
     outcome
 }
 
@@ -467,22 +462,20 @@ struct Skipped {
 
 /// What a run deletes and what bounds it, as given on the command line, for `--verbose`.
 fn describe(args: &CleanArgs) -> String {
-    let mut text = if args.orphans_only {
-        "orphaned asset rows only".to_string()
-    } else if args.no_orphans {
-        "expired task rows only".to_string()
-    } else {
-        "expired task rows, then orphaned asset rows".to_string()
-    };
-    for (flag, value) in [
+    let mut text = match (args.orphans_only, args.no_orphans) {
+        (true, _) => "orphaned asset rows only",
+        (_, true) => "expired task rows only",
+        _ => "expired task rows, then orphaned asset rows",
+    }
+    .to_string();
+    let bounds = [
         ("--max-rows", args.max_rows.map(|n| n.to_string())),
         ("--max-duration", args.max_duration.clone()),
         ("--sleep", args.sleep.clone()),
         ("--archive", args.archive.as_ref().map(|p| p.display().to_string())),
-    ] {
-        if let Some(value) = value {
-            text.push_str(&format!(", {flag} {value}"));
-        }
+    ];
+    for (flag, value) in bounds.into_iter().filter_map(|(flag, value)| Some((flag, value?))) {
+        text.push_str(&format!(", {flag} {value}"));
     }
     text
 }

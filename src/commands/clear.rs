@@ -15,6 +15,7 @@ use crate::db::Access;
 use crate::error::{self, Error, Result};
 use crate::keys::{MissingTaskInstance, Target};
 use crate::model::{KeptKey, TaskScope};
+use crate::ops::usage;
 
 use crate::output::{self, Rendered};
 use crate::text::quote;
@@ -22,7 +23,7 @@ use crate::text::quote;
 pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let scope = scope_from_args(&args.scope)?;
     if args.all_map_indices && matches!(scope, Scope::Asset(_)) {
-        return Err(Error::Usage("--all-map-indices is for task scopes, not assets".to_string()).into());
+        return usage("--all-map-indices is for task scopes, not assets");
     }
     if let Some(archive) = &args.archive {
         crate::fs::check_append("archive", archive)?;
@@ -32,13 +33,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
         crate::fs::refuse_database("--archive", archive)?;
     }
     let all = args.all_map_indices;
-    let (target, place) = match &scope {
-        Scope::Task(task) => (Target::Task(task), task_place(task, all)),
-        Scope::Asset(selector) => {
-            let asset = keys.asset(selector, false)?;
-            let place = asset.described();
-            (Target::Asset(asset), place)
-        }
+    let (place, target) = match &scope {
+        Scope::Task(task) => (task_place(task, all), Target::Task(task)),
+        Scope::Asset(selector) => keys.asset(selector, false).map(|a| (a.described(), Target::Asset(a)))?,
     };
     let present = match &target {
         Target::Task(task) => {
@@ -130,10 +127,9 @@ fn confirmed(yes: bool, present: u64, place: &str) -> Result<bool> {
         return Ok(true);
     }
     if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "clear would remove {present} key(s) of {place}; pass --yes to confirm when not on a terminal"
-        ))
-        .into());
+        ));
     }
     let mut err = std::io::stderr().lock();
     let _ = write!(err, "Remove {present} key(s) of {place}? [y/N] ");

@@ -6,8 +6,9 @@ use serde::Serialize;
 
 use super::Context;
 use crate::cli::{ConfigCommand, GlobalArgs};
-use crate::config::Sourced;
+use crate::config::{Source, Sourced};
 use crate::error::{Error, Result};
+use crate::ops::usage;
 use crate::output::{self, Rendered, Table};
 
 /// One option as shown, and as `config show -o json` prints it: section, key, value (null when
@@ -34,7 +35,12 @@ impl Shown {
 }
 
 fn shown<T: ToString>(section: &'static str, key: &'static str, s: &Sourced<T>) -> Shown {
-    Shown { section, key, value: Some(s.value.to_string()), source: s.source.to_string(), note: None }
+    row(section, key, Some(s.value.to_string()), &s.source)
+}
+
+/// An option shown with this value, from `source`.
+fn row(section: &'static str, key: &'static str, value: Option<String>, source: &Source) -> Shown {
+    Shown { section, key, value, source: source.to_string(), note: None }
 }
 
 /// `state_cleanup_batch_size` with what `clean` makes of it when that is not what it says.
@@ -57,30 +63,22 @@ fn options(ctx: &Context) -> Vec<Shown> {
         shown("state_store", "backend", &s.backend),
         shown("state_store", "default_retention_days", &s.default_retention_days),
         batch_size_shown(&s.state_cleanup_batch_size),
-        Shown {
-            section: "state_store",
-            key: "clear_on_success",
-            value: Some(python_bool(s.clear_on_success.value).to_string()),
-            source: s.clear_on_success.source.to_string(),
-            note: None,
-        },
+        row(
+            "state_store",
+            "clear_on_success",
+            Some(python_bool(s.clear_on_success.value).to_string()),
+            &s.clear_on_success.source,
+        ),
         shown("state_store", "max_value_storage_bytes", &s.max_value_storage_bytes),
         shown("state_store", "database_timeout", &s.database_timeout),
         shown("state_store", "cmd_timeout", &s.cmd_timeout),
-        Shown {
-            section: "database",
-            key: "sql_alchemy_conn",
-            value: Some(ctx.url.redacted()),
-            source: s.sql_alchemy_conn.source.to_string(),
-            note: None,
-        },
-        Shown {
-            section: "database",
-            key: "sql_alchemy_schema",
-            value: s.sql_alchemy_schema.value.clone(),
-            source: s.sql_alchemy_schema.source.to_string(),
-            note: None,
-        },
+        row("database", "sql_alchemy_conn", Some(ctx.url.redacted()), &s.sql_alchemy_conn.source),
+        row(
+            "database",
+            "sql_alchemy_schema",
+            s.sql_alchemy_schema.value.clone(),
+            &s.sql_alchemy_schema.source,
+        ),
     ]
 }
 
@@ -149,14 +147,12 @@ fn option_name<'a>(first: &'a str, key: Option<&'a str>) -> Result<(&'a str, &'a
     match (first.split_once('.'), key) {
         (None, Some(key)) => Ok((first, key)),
         (Some((section, key)), None) if !section.is_empty() && !key.is_empty() => Ok((section, key)),
-        (Some(_), Some(extra)) => Err(Error::Usage(format!(
-            "config get takes SECTION KEY or SECTION.KEY, not both: {first} {extra}"
-        ))
-        .into()),
-        _ => Err(Error::Usage(format!(
+        (Some(_), Some(extra)) => {
+            usage(format!("config get takes SECTION KEY or SECTION.KEY, not both: {first} {extra}"))
+        }
+        _ => usage(format!(
             "config get needs an option: SECTION KEY or SECTION.KEY (e.g. database.sql_alchemy_conn), not {first:?}"
-        ))
-        .into()),
+        )),
     }
 }
 

@@ -134,15 +134,10 @@ fn render(checks: &[Check], healthy: bool) -> Rendered<Report<'_>> {
             rows,
         });
     }
-    let plain = checks
-        .iter()
-        .map(|c| match c.count {
-            Some(n) => format!("{} {} {n}", c.name, c.status.name()),
-            None => format!("{} {}", c.name, c.status.name()),
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    Rendered { doc: Report { healthy, checks }, tables, plain: Some(plain) }
+    let count = |c: &Check| c.count.map(|n| format!(" {n}")).unwrap_or_default();
+    let plain: Vec<String> =
+        checks.iter().map(|c| format!("{} {}{}", c.name, c.status.name(), count(c))).collect();
+    Rendered { doc: Report { healthy, checks }, tables, plain: Some(plain.join("\n")) }
 }
 
 #[cfg(test)]

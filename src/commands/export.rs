@@ -10,10 +10,11 @@ use super::{Context, asset_selector, check_map_index, has_task_flags};
 use crate::archive::Sink;
 use crate::cli::{ExportArgs, GlobalArgs};
 use crate::db::Access;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::keys::database::require_asset;
 use crate::model::AssetFilter;
 use crate::ops;
+use crate::ops::usage;
 use crate::output::Format;
 use crate::output::{self, Rendered};
 use crate::progress::RowProgress;
@@ -28,16 +29,12 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     let assets = asset_flags || (!task_flags && !args.expired);
     // `--expired` filters task rows only, so with one asset it is a task filter too.
     if selector.is_some() && (task_flags || args.expired) {
-        return Err(Error::Usage(
+        return usage(
             "export task keys by filter (task flags, --expired) together with every asset (--assets), \
-             not with one asset"
-                .to_string(),
-        )
-        .into());
+             not with one asset",
+        );
     }
-    if let Some(map_index) = args.scope.map_index {
-        check_map_index(map_index)?;
-    }
+    args.scope.map_index.map(check_map_index).transpose()?;
     // `--file -` is stdout, as `import -` and `set KEY -` read stdin (`--file ./-` for a file
     // of that name).
     let file = args.file.as_deref().filter(|path| path.as_os_str() != "-");
@@ -54,10 +51,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
         crate::fs::refuse_database("--file", path)?;
     }
     let mut store = ctx.open(Access::ReadOnly)?;
-    let asset_id = match &selector {
-        Some(selector) => Some(require_asset(&mut store, selector)?.id),
-        None => None,
-    };
+    let asset_id =
+        selector.as_ref().map(|selector| require_asset(&mut store, selector)).transpose()?.map(|a| a.id);
     let mut sink = match file {
         Some(path) => Sink::file(path)?,
         None => Sink::stdout(),

@@ -18,21 +18,16 @@ const BIN: &str = "state-store";
 
 pub(crate) fn completions(shell: Shell) -> Result<()> {
     let mut command = cli::for_completions();
-    let generator = match shell {
-        Shell::Bash => clap_complete::Shell::Bash,
-        Shell::Zsh => clap_complete::Shell::Zsh,
-        Shell::Fish => clap_complete::Shell::Fish,
+    let (generator, fix): (_, fn(&str) -> String) = match shell {
+        Shell::Bash => (clap_complete::Shell::Bash, |script| fix_bash_labels(script, BIN)),
+        Shell::Zsh => (clap_complete::Shell::Zsh, str::to_string),
+        Shell::Fish => (clap_complete::Shell::Fish, fix_fish_unparsed_line),
     };
     // Rendered into memory first: clap_complete panics on a failed write, and a closed pipe
     // (`state-store completions bash | head`) must end quietly like every other command.
     let mut script = Vec::new();
     clap_complete::generate(generator, &mut command, BIN, &mut script);
-    let mut script = String::from_utf8_lossy(&script).into_owned();
-    match shell {
-        Shell::Bash => script = fix_bash_labels(&script, BIN),
-        Shell::Fish => script = fix_fish_unparsed_line(&script),
-        Shell::Zsh => {}
-    }
+    let script = fix(&String::from_utf8_lossy(&script));
     Ok(std::io::stdout().lock().write_all(script.as_bytes()).map_err(Error::stdout)?)
 }
 
@@ -268,10 +263,7 @@ fn synopsis(command: &Command) -> String {
         flags.into_iter().partition(|arg| arg.is_global_set());
     parts.extend(own.iter().chain(global.iter()).map(|arg| flag(arg)));
     for arg in command.get_positionals().filter(|arg| !arg.is_hide_set()) {
-        let names = arg.get_value_names().map_or_else(
-            || arg.get_id().as_str().to_ascii_uppercase(),
-            |names| names.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
-        );
+        let names = value_name(arg);
         let many = if arg.get_num_args().is_some_and(|n| n.max_values() > 1) { "..." } else { "" };
         let text = format!("\\fI{}\\fR{many}", roff_escape(&names));
         parts.push(if arg.is_required_set() { text } else { format!("[{text}]") });
@@ -294,13 +286,17 @@ fn flag(arg: &clap::Arg) -> String {
     }
     let mut text = names.join("|");
     if arg.get_num_args().is_some_and(|n| n.takes_values()) {
-        let value = arg.get_value_names().map_or_else(
-            || arg.get_id().as_str().to_ascii_uppercase(),
-            |names| names.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
-        );
-        text.push_str(&format!(" \\fI{}\\fR", roff_escape(&value)));
+        text.push_str(&format!(" \\fI{}\\fR", roff_escape(&value_name(arg))));
     }
     if arg.is_required_set() { text } else { format!("[{text}]") }
+}
+
+/// The name of an argument's value as `--help` shows it (`TIMESTAMP`), or its id's in capitals.
+fn value_name(arg: &clap::Arg) -> String {
+    arg.get_value_names().map_or_else(
+        || arg.get_id().as_str().to_ascii_uppercase(),
+        |names| names.iter().map(ToString::to_string).collect::<Vec<_>>().join(" "),
+    )
 }
 
 /// Text as roff prints it: a backslash as `\e`, a hyphen as `\-` (a minus sign that man does

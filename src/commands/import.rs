@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::Context;
-use crate::cli::{GlobalArgs, ImportArgs, OnConflict};
+use crate::cli::{GlobalArgs, ImportArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::ops::import::{self as engine, Counts, Mode, Options};
@@ -31,12 +31,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         skip_missing: args.skip_missing,
         skip_damaged: args.skip_damaged,
         batch_size: args.batch_size,
-        mode: match mode {
-            OnConflict::Newer => Mode::Newer,
-            OnConflict::Overwrite => Mode::Overwrite,
-            OnConflict::Skip => Mode::Skip,
-            OnConflict::Fail => Mode::Fail,
-        },
+        mode,
         value_limit: (limit.value > 0 && !args.allow_large).then(|| (limit.value, limit.source.to_string())),
     };
     let name = source.name.clone();
@@ -54,9 +49,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
     let verb = if args.dry_run { "import --dry-run: would restore" } else { "import: restored" };
     // Only the mode's own way of leaving a stored row is named; the document has every count.
     let existing = match mode {
-        OnConflict::Newer => format!("{} kept newer (the stored row is newer), ", counts.kept_newer),
-        OnConflict::Skip => format!("{} skipped (the key is already stored), ", counts.skipped_existing),
-        OnConflict::Overwrite | OnConflict::Fail => String::new(),
+        Mode::Newer => format!("{} kept newer (the stored row is newer), ", counts.kept_newer),
+        Mode::Skip => format!("{} skipped (the key is already stored), ", counts.skipped_existing),
+        Mode::Overwrite | Mode::Fail => String::new(),
     };
     let damaged_note = if args.skip_damaged {
         format!(", {} damaged line(s) skipped", damaged.count)
@@ -68,7 +63,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
         counts.task_rows, counts.asset_rows, name, counts.inserted, counts.replaced, counts.skipped_missing
     ));
     let plain = Some((counts.task_rows + counts.asset_rows).to_string());
-    let doc = Imported { dry_run: args.dry_run, on_conflict: mode_name(mode), counts };
+    let doc = Imported { dry_run: args.dry_run, on_conflict: mode, counts };
     output::emit(ctx.format, &Rendered { doc, tables: Vec::new(), plain })?;
     if damaged.count > 0 {
         return Err(Error::Damaged(format!(
@@ -89,18 +84,9 @@ pub(crate) fn run(global: &GlobalArgs, args: &ImportArgs) -> Result<()> {
 #[derive(Serialize)]
 struct Imported {
     dry_run: bool,
-    on_conflict: &'static str,
+    on_conflict: Mode,
     #[serde(flatten)]
     counts: Counts,
-}
-
-fn mode_name(mode: OnConflict) -> &'static str {
-    match mode {
-        OnConflict::Newer => "newer",
-        OnConflict::Overwrite => "overwrite",
-        OnConflict::Skip => "skip",
-        OnConflict::Fail => "fail",
-    }
 }
 
 /// The file to import, readable as many times as needed.

@@ -11,8 +11,9 @@ use std::ops::ControlFlow;
 use super::{asset_selector, check_map_index, has_task_flags, open_keys};
 use crate::cli::{GlobalArgs, ListArgs};
 use crate::db::Access;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::model::{Page, external_ref};
+use crate::ops::usage;
 use crate::output::Format;
 use crate::output::{self, Entry, EntryStream, TABLE_ROWS};
 
@@ -20,27 +21,19 @@ pub(crate) fn run(global: &GlobalArgs, args: &ListArgs) -> Result<()> {
     let selector = asset_selector(&args.scope)?;
     let assets = args.assets || selector.is_some();
     if assets && has_task_flags(&args.scope) {
-        return Err(Error::Usage(
-            "list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both".to_string(),
-        )
-        .into());
+        return usage("list either task keys (--dag-id, …) or asset keys (--asset, --assets, …), not both");
     }
     if assets && args.expired {
-        return Err(Error::Usage("--expired is for task keys: asset keys never expire".to_string()).into());
+        return usage("--expired is for task keys: asset keys never expire");
     }
-    if let Some(map_index) = args.scope.map_index {
-        check_map_index(map_index)?;
-    }
+    args.scope.map_index.map(check_map_index).transpose()?;
     let mut keys = open_keys(global, Access::ReadOnly)?;
     let shown = Shown::new(global.output, args, std::io::stdout().is_terminal());
     // One row more than shown tells whether more follow, without a count query.
     let page = Page { limit: shown.rows.map(|n| n.saturating_add(1)), offset: args.offset };
 
     if assets {
-        let asset = match &selector {
-            Some(selector) => Some(keys.asset(selector, false)?),
-            None => None,
-        };
+        let asset = selector.as_ref().map(|selector| keys.asset(selector, false)).transpose()?;
         shown.write(global.output, args, |each| keys.each_asset(asset.as_ref(), args.external, page, each))
     } else {
         let filter = super::task_filter(&args.scope, args.expired, args.external);
@@ -100,19 +93,15 @@ impl Shown {
         stream.finish()?;
         if more {
             let next = args.offset.saturating_add(seen);
-            output::status(&if self.capped {
+            let how = if self.capped {
                 format!(
-                    "showing {seen} rows from offset {}; more follow (a table shows at most {TABLE_ROWS} rows: \
-                     -o plain, json or yaml for all, --offset {next} for the next page)",
-                    args.offset
+                    "a table shows at most {TABLE_ROWS} rows: -o plain, json or yaml for all, --offset {next} \
+                     for the next page"
                 )
             } else {
-                format!(
-                    "showing {seen} rows from offset {}; more follow (--offset {next} for the next page, \
-                     --limit 0 for all)",
-                    args.offset
-                )
-            });
+                format!("--offset {next} for the next page, --limit 0 for all")
+            };
+            output::status(&format!("showing {seen} rows from offset {}; more follow ({how})", args.offset));
         }
         Ok(())
     }

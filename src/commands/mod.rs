@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 use crate::keys::Keys;
 use crate::keys::database::Database;
 use crate::model::{AssetSelector, MAX_ID_CHARS, MAX_KEY_CHARS, TaskFilter, TaskScope};
+use crate::ops::usage;
 use crate::output;
 use crate::output::Format;
 use crate::url::{DbUrl, SqliteTarget};
@@ -71,10 +72,9 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
     let Some((url, origin)) = api_url(global)? else { return Ok(None) };
     let database = [("--conn", global.conn.is_some()), ("--config", global.config.is_some())];
     if let Some((flag, _)) = database.iter().find(|(_, given)| *given) {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "{origin} sends the command to Airflow's REST API and {flag} names a database: give one or the other"
-        ))
-        .into());
+        ));
     }
     let base = api::BaseUrl::parse(&url, origin)?;
     // Read before anything is chosen: a token or password that is not UTF-8 is refused by
@@ -108,11 +108,10 @@ fn api_options(global: &GlobalArgs) -> Result<Option<api::Options>> {
 /// anything is read or sent.
 pub(crate) fn refuse_api(global: &GlobalArgs, command: &str) -> Result<()> {
     match api_url(global)? {
-        Some((_, origin)) => Err(Error::Usage(format!(
+        Some((_, origin)) => usage(format!(
             "{command} works on the metastore database only: Airflow's REST API has no endpoint for it; \
              unset {origin} and give the database (--conn or airflow.cfg), see docs/rest.md"
-        ))
-        .into()),
+        )),
         None => Ok(()),
     }
 }
@@ -219,12 +218,10 @@ impl Context {
         if let (Source::Default, Some(missing), Err(e)) =
             (&conn.source, &self.settings.missing_config, &result)
             && matches!(crate::error::kind(e), Some(Error::Database { .. }))
-            && matches!(self.url.sqlite_target(), Some(SqliteTarget::File(path)) if !path.exists())
+            && let Some(SqliteTarget::File(path)) = self.url.sqlite_target()
+            && !path.exists()
         {
-            let database = match self.url.sqlite_target() {
-                Some(SqliteTarget::File(path)) => path.display().to_string(),
-                _ => String::new(),
-            };
+            let database = path.display().to_string();
             return result.map_err(|_| Error::Config(no_configuration(missing, &database)).into());
         }
         let origin = match (&conn.source, &self.settings.missing_config) {
@@ -262,40 +259,27 @@ pub(crate) enum Scope {
     Asset(AssetSelector),
 }
 
-fn check_identifier(flag: &str, value: &str) -> Result<()> {
-    if value.is_empty() {
-        return Err(Error::Usage(format!("{flag} must not be empty")).into());
+/// `value` (`what` in messages) not empty and at most `max` characters, which is what `holds`.
+fn check_length(what: &str, value: &str, max: usize, holds: &str) -> Result<()> {
+    match value.chars().count() {
+        0 => usage(format!("{what} must not be empty")),
+        chars if chars > max => usage(format!("{what} is {chars} characters long; {holds} at most {max}")),
+        _ => Ok(()),
     }
-    let chars = value.chars().count();
-    if chars > MAX_ID_CHARS {
-        return Err(Error::Usage(format!(
-            "{flag} is {chars} characters long; Airflow's column holds at most {MAX_ID_CHARS}"
-        ))
-        .into());
-    }
-    Ok(())
 }
 
 /// A key to look up or delete: anything but empty. Longer keys than Airflow's 512 are still
 /// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
     if key.is_empty() {
-        return Err(Error::Usage("the key must not be empty".to_string()).into());
+        return usage("the key must not be empty");
     }
     Ok(())
 }
 
 /// A key to write: not empty and within Airflow's `VARCHAR(512)`.
 pub(crate) fn check_new_key(key: &str) -> Result<()> {
-    check_key(key)?;
-    let chars = key.chars().count();
-    if chars > MAX_KEY_CHARS {
-        return Err(Error::Usage(format!(
-            "the key is {chars} characters long; Airflow keys hold at most {MAX_KEY_CHARS}"
-        ))
-        .into());
-    }
-    Ok(())
+    check_length("the key", key, MAX_KEY_CHARS, "Airflow keys hold")
 }
 
 /// Every command that takes `--map-index` checks it here, before any database is opened:
@@ -304,17 +288,15 @@ pub(crate) fn check_new_key(key: &str) -> Result<()> {
 /// found").
 pub(crate) fn check_map_index(map_index: i64) -> Result<()> {
     if map_index < -1 {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--map-index {map_index} is invalid: use -1 for an unmapped task, or 0 and up"
-        ))
-        .into());
+        ));
     }
     if i32::try_from(map_index).is_err() {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--map-index {map_index} is out of range: Airflow's map_index column holds at most {}",
             i32::MAX
-        ))
-        .into());
+        ));
     }
     Ok(())
 }
@@ -325,20 +307,18 @@ pub(crate) fn has_task_flags(args: &ScopeArgs) -> bool {
 
 /// Exactly one asset selector, or `None` when no asset flag was given.
 pub(crate) fn asset_selector(args: &ScopeArgs) -> Result<Option<AssetSelector>> {
-    let mut given = Vec::new();
-    if let Some(name) = &args.asset {
-        given.push(AssetSelector::Name(name.clone()));
-    }
-    if let Some(uri) = &args.asset_uri {
-        given.push(AssetSelector::Uri(uri.clone()));
-    }
-    if let Some(id) = args.asset_id {
-        given.push(AssetSelector::Id(id));
-    }
+    let mut given: Vec<AssetSelector> = [
+        args.asset.clone().map(AssetSelector::Name),
+        args.asset_uri.clone().map(AssetSelector::Uri),
+        args.asset_id.map(AssetSelector::Id),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     match given.len() {
         0 => Ok(None),
         1 => Ok(given.pop()),
-        _ => Err(Error::Usage("give only one of --asset, --asset-uri and --asset-id".to_string()).into()),
+        _ => usage("give only one of --asset, --asset-uri and --asset-id"),
     }
 }
 
@@ -358,10 +338,9 @@ pub(crate) fn task_filter(args: &ScopeArgs, expired: bool, external_only: bool) 
 pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
     if let Some(selector) = asset_selector(args)? {
         if has_task_flags(args) {
-            return Err(Error::Usage(
-                "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both"
-                    .to_string(),
-            ).into());
+            return usage(
+                "give either a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id), not both",
+            );
         }
         return Ok(Scope::Asset(selector));
     }
@@ -373,9 +352,9 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
             .collect();
     match (&args.dag_id, &args.run_id, &args.task_id) {
         (Some(dag_id), Some(run_id), Some(task_id)) => {
-            check_identifier("--dag-id", dag_id)?;
-            check_identifier("--run-id", run_id)?;
-            check_identifier("--task-id", task_id)?;
+            for (flag, value) in [("--dag-id", dag_id), ("--run-id", run_id), ("--task-id", task_id)] {
+                check_length(flag, value, MAX_ID_CHARS, "Airflow's column holds")?;
+            }
             let map_index = args.map_index.unwrap_or(-1);
             check_map_index(map_index)?;
             Ok(Scope::Task(TaskScope {
@@ -385,11 +364,10 @@ pub(crate) fn scope_from_args(args: &ScopeArgs) -> Result<Scope> {
                 map_index,
             }))
         }
-        _ if missing.len() == 3 && args.map_index.is_none() => Err(Error::Usage(
-            "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)"
-                .to_string(),
-        ).into()),
-        _ => Err(Error::Usage(format!("a task scope also needs {}", missing.join(", "))).into()),
+        _ if missing.len() == 3 && args.map_index.is_none() => usage(
+            "give a task scope (--dag-id, --run-id, --task-id) or an asset (--asset, --asset-uri, --asset-id)",
+        ),
+        _ => usage(format!("a task scope also needs {}", missing.join(", "))),
     }
 }
 
@@ -402,10 +380,9 @@ pub(crate) fn read_stdin() -> Result<String> {
     // user looking for a typo in text that never arrived: a pipe from a command that failed.
     if text.trim().is_empty() {
         let what = if text.is_empty() { "empty" } else { "only whitespace" };
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "invalid value: stdin was {what}; `-` reads the value's JSON text from stdin (e.g. echo '{{\"a\": 1}}' | state-store set KEY - ...)"
-        ))
-        .into());
+        ));
     }
     Ok(text)
 }

@@ -6,8 +6,9 @@ use serde::Serialize;
 use super::Context;
 use crate::cli::{GlobalArgs, SandboxCommand};
 use crate::db::{self, Access};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::ops;
+use crate::ops::usage;
 use crate::output::{self, Rendered};
 
 pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
@@ -16,13 +17,12 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
     if matches!(command, SandboxCommand::Create { .. }) && global.conn.is_none() {
         // The configured database is Airflow's own (or the default ~/airflow/airflow.db it
         // would create): a sandbox there would pass for a real metastore.
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "sandbox create needs --conn URL naming the new database: a sandbox is never created at \
              the configured Airflow database ({} from {})",
             ctx.url.redacted(),
             ctx.settings.sql_alchemy_conn.source
-        ))
-        .into());
+        ));
     }
     let mut sandbox = ctx.located(db::open_sandbox(
         &ctx.url,

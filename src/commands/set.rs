@@ -11,6 +11,7 @@ use crate::error::{Error, Result};
 use crate::json::{self, ParseErrorKind, Value};
 use crate::keys::{AssetSet, Expiry, MissingTaskInstance, TaskSet};
 use crate::model::{StoredTime, TaskEntry};
+use crate::ops::usage;
 use crate::output;
 use crate::text::quote;
 use crate::time::{self, Timestamp};
@@ -48,10 +49,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
         }
         Scope::Asset(selector) => {
             if args.retention.is_some() || args.expires_at.is_some() {
-                return Err(Error::Usage(
-                    "asset keys never expire: --retention and --expires-at are for task keys".to_string(),
-                )
-                .into());
+                return usage("asset keys never expire: --retention and --expires-at are for task keys");
             }
             let set = AssetSet {
                 key: &args.key,
@@ -85,12 +83,9 @@ fn expiry(args: &SetArgs) -> Result<Expiry> {
             .with_context(|| Error::Usage("invalid --expires-at".to_string()))?;
         return Ok(Expiry::At(at));
     }
-    match &args.retention {
-        Some(text) => Ok(Expiry::Retention(
-            time::parse_retention(text).with_context(|| Error::Usage("invalid --retention".to_string()))?,
-        )),
-        None => Ok(Expiry::Default),
-    }
+    let retention = args.retention.as_deref().map(time::parse_retention).transpose();
+    let retention = retention.with_context(|| Error::Usage("invalid --retention".to_string()))?;
+    Ok(retention.map_or(Expiry::Default, Expiry::Retention))
 }
 
 /// Parses the user's JSON the way Python's `json.loads` would, and refuses what Airflow
@@ -117,18 +112,15 @@ fn parse_value(text: &str) -> Result<Value> {
     // Airflow's API, nor read back by a task, so it is refused here too.
     let depth = json::deepest_element(&value);
     if depth > json::MAX_AIRFLOW_DEPTH {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "invalid value: nested {depth} levels deep; Airflow reads values nested at most {} levels deep",
             json::MAX_AIRFLOW_DEPTH
-        ))
-        .into());
+        ));
     }
     if value.is_null() {
-        return Err(Error::Usage(
-            "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete"
-                .to_string(),
-        )
-        .into());
+        return usage(
+            "invalid value: null cannot be stored (Airflow: \"Cannot set value as None\"); use delete",
+        );
     }
     Ok(value)
 }

@@ -18,15 +18,15 @@ use crate::error::Result;
 use crate::model::{AssetEntry, TaskEntry};
 use crate::time::Timestamp;
 
-/// Expired task rows grouped by dag, for a dry run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Expired task rows grouped by dag, for a dry run (and its document).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct DagCount {
     pub dag_id: String,
     pub rows: u64,
 }
 
-/// Orphaned asset rows grouped by asset, for a dry run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Orphaned asset rows grouped by asset, for a dry run (and its document).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct AssetCount {
     pub asset_id: i64,
     pub asset_name: Option<String>,

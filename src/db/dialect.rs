@@ -390,28 +390,25 @@ impl Restored {
     }
 }
 
-/// Where a damaged row lives, for `doctor`'s samples.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Where a damaged row lives, for `doctor`'s samples: in JSON, its `table` and its columns.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "table")]
 pub(crate) enum Place {
+    #[serde(rename = "task_state_store")]
     Task(TaskScope),
     /// A task row whose map_index is not an integer (SQLite stores any value in any column):
     /// the text it holds in place of the index.
-    DamagedTask {
-        dag_id: String,
-        run_id: String,
-        task_id: String,
-        map_index: String,
-    },
+    #[serde(rename = "task_state_store")]
+    DamagedTask { dag_id: String, run_id: String, task_id: String, map_index: String },
     /// An asset row; the name is `None` when the asset row is gone.
-    Asset {
-        asset_id: i64,
-        asset_name: Option<String>,
-    },
+    #[serde(rename = "asset_state_store")]
+    Asset { asset_id: i64, asset_name: Option<String> },
 }
 
 /// One damaged row: where it is, its key, and what is wrong with it in a few words.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub(crate) struct FoundRow {
+    #[serde(flatten)]
     pub place: Place,
     pub key: String,
     pub detail: String,

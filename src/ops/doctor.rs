@@ -12,7 +12,7 @@ use crate::config::Settings;
 use crate::db::{Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
 use crate::error::Result;
 use crate::json::{self, ParseErrorKind};
-use crate::model::{MAX_KEY_CHARS, TaskScope};
+use crate::model::MAX_KEY_CHARS;
 use crate::text::cut;
 use crate::time::Timestamp;
 use crate::url::{DbUrl, Dialect};
@@ -54,7 +54,6 @@ pub(crate) struct Check {
     pub(crate) message: String,
     /// Rows found; `None` where a count means nothing (information, skipped, the schema).
     pub(crate) count: Option<u64>,
-    #[serde(serialize_with = "sample_rows")]
     pub(crate) sample: Vec<FoundRow>,
     pub(crate) details: Details,
 }
@@ -92,61 +91,24 @@ pub(crate) struct Backend {
     orphaned_asset_rows: Option<u64>,
 }
 
-/// A sampled row in JSON: where it is, its key, and what is wrong with it.
-#[derive(Serialize)]
-struct SampleRow<'a> {
-    #[serde(flatten)]
-    place: Where<'a>,
-    key: &'a str,
-    detail: &'a str,
-}
-
-#[derive(Serialize)]
-#[serde(tag = "table")]
-enum Where<'a> {
-    #[serde(rename = "task_state_store")]
-    Task(&'a TaskScope),
-    /// A damaged map_index is shown as the text it holds.
-    #[serde(rename = "task_state_store")]
-    DamagedTask { dag_id: &'a str, run_id: &'a str, task_id: &'a str, map_index: &'a str },
-    #[serde(rename = "asset_state_store")]
-    Asset { asset_id: i64, asset_name: Option<&'a str> },
-}
-
-fn sample_rows<S: serde::Serializer>(
-    rows: &[FoundRow],
-    serializer: S,
-) -> std::result::Result<S::Ok, S::Error> {
-    serializer.collect_seq(rows.iter().map(|row| SampleRow {
-        place: match &row.place {
-            Place::Task(scope) => Where::Task(scope),
-            Place::DamagedTask { dag_id, run_id, task_id, map_index } => {
-                Where::DamagedTask { dag_id, run_id, task_id, map_index }
-            }
-            Place::Asset { asset_id, asset_name } => {
-                Where::Asset { asset_id: *asset_id, asset_name: asset_name.as_deref() }
-            }
-        },
-        key: &row.key,
-        detail: &row.detail,
-    }))
-}
-
 impl Check {
     fn new(name: &'static str, status: Status, message: String) -> Check {
         Check { name, status, message, count: None, sample: Vec::new(), details: Details::None {} }
     }
 
-    /// A check that counts rows: ok when there are none, `status_if_found` otherwise.
+    /// A check that counts rows: ok when there are none, `status_if_found` otherwise, its
+    /// message then the count and `found`.
     fn counted(
         name: &'static str,
         finding: Finding,
         status_if_found: Status,
-        ok: String,
-        found: impl FnOnce(u64) -> String,
+        ok: impl Into<String>,
+        found: &str,
     ) -> Check {
-        let (status, message) =
-            if finding.count == 0 { (Status::Ok, ok) } else { (status_if_found, found(finding.count)) };
+        let (status, message) = match finding.count {
+            0 => (Status::Ok, ok.into()),
+            n => (status_if_found, format!("{n} {found}")),
+        };
         Check { count: Some(finding.count), sample: finding.sample, ..Check::new(name, status, message) }
     }
 }
@@ -214,25 +176,17 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
             "dag_run_match",
             store.mismatched_dag_runs(sample)?,
             Status::Problem,
-            "every task row's dag_id and run_id match its dag run".to_string(),
-            |n| {
-                format!(
-                    "{n} task row(s) disagree with their dag run: dag_id or run_id differ from the dag_run row \
-                     their dag_run_id points at, so Airflow finds them under another run"
-                )
-            },
+            "every task row's dag_id and run_id match its dag run",
+            "task row(s) disagree with their dag run: dag_id or run_id differ from the dag_run row \
+             their dag_run_id points at, so Airflow finds them under another run",
         ),
         Check::counted(
             "dangling_task_rows",
             store.task_rows_without_dag_run(sample)?,
             Status::Problem,
-            "every task row's dag run exists".to_string(),
-            |n| {
-                format!(
-                    "{n} task row(s) point at a dag run that no longer exists (written while foreign keys were \
-                     off); Airflow deletes a run's keys with the run"
-                )
-            },
+            "every task row's dag run exists",
+            "task row(s) point at a dag run that no longer exists (written while foreign keys were \
+             off); Airflow deletes a run's keys with the run",
         ),
         // A warning, not a problem: only Airflow's REST API refuses to write keys of a task
         // instance that does not exist; its reads, its clean and the database itself accept them.
@@ -240,26 +194,18 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
             "missing_task_instance",
             store.task_rows_without_task_instance(sample)?,
             Status::Warning,
-            "every task row's task instance exists".to_string(),
-            |n| {
-                format!(
-                    "{n} task row(s) belong to a task instance that does not exist (written by another tool, or \
-                     before the scheduler created it); Airflow reads and cleans them, its REST API refuses to \
-                     change them"
-                )
-            },
+            "every task row's task instance exists",
+            "task row(s) belong to a task instance that does not exist (written by another tool, or \
+             before the scheduler created it); Airflow reads and cleans them, its REST API refuses to \
+             change them",
         ),
         Check::counted(
             "dangling_asset_rows",
             store.asset_rows_without_asset(sample)?,
             Status::Problem,
-            "every asset row's asset exists".to_string(),
-            |n| {
-                format!(
-                    "{n} asset row(s) point at an asset that no longer exists (written while foreign keys were \
-                     off); the next clean deletes them"
-                )
-            },
+            "every asset row's asset exists",
+            "asset row(s) point at an asset that no longer exists (written while foreign keys were \
+             off); the next clean deletes them",
         ),
         json_check(store, sample)?,
         Check::counted(
@@ -267,53 +213,31 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
             store.long_keys(MAX_KEY_CHARS as u64, sample)?,
             Status::Problem,
             format!("every key is at most {MAX_KEY_CHARS} characters"),
-            |n| {
-                format!(
-                    "{n} key(s) are longer than Airflow's {MAX_KEY_CHARS} characters; Airflow cannot write \
-                     them, and other databases cannot hold them"
-                )
-            },
+            &format!(
+                "key(s) are longer than Airflow's {MAX_KEY_CHARS} characters; Airflow cannot write them, \
+                 and other databases cannot hold them"
+            ),
         ),
         value_size_check(settings, store, sample)?,
+        sqlite_only(
+            "sqlite_timestamps",
+            store.malformed_timestamps(sample)?,
+            "every timestamp is stored in Airflow's form YYYY-MM-DD HH:MM:SS.ffffff",
+            "row(s) hold a timestamp not in Airflow's stored form YYYY-MM-DD HH:MM:SS.ffffff; \
+             Airflow's clean compares them as text and gets them wrong",
+            url,
+            "stores timestamps as timestamps, not text",
+        ),
+        sqlite_only(
+            "sqlite_integers",
+            store.mistyped_integers(sample)?,
+            "every map_index and dag_run_id is an integer",
+            "task row(s) hold a map_index or dag_run_id that is not an integer; Airflow cannot \
+             read them, and list and export stop at them",
+            url,
+            "enforces its integer columns",
+        ),
     ];
-    checks.push(match store.malformed_timestamps(sample)? {
-        Some(finding) => Check::counted(
-            "sqlite_timestamps",
-            finding,
-            Status::Problem,
-            "every timestamp is stored in Airflow's form YYYY-MM-DD HH:MM:SS.ffffff".to_string(),
-            |n| {
-                format!(
-                    "{n} row(s) hold a timestamp not in Airflow's stored form YYYY-MM-DD HH:MM:SS.ffffff; \
-                     Airflow's clean compares them as text and gets them wrong"
-                )
-            },
-        ),
-        None => Check::new(
-            "sqlite_timestamps",
-            Status::Skipped,
-            format!("not applicable: {} stores timestamps as timestamps, not text", dialect_name(url)),
-        ),
-    });
-    checks.push(match store.mistyped_integers(sample)? {
-        Some(finding) => Check::counted(
-            "sqlite_integers",
-            finding,
-            Status::Problem,
-            "every map_index and dag_run_id is an integer".to_string(),
-            |n| {
-                format!(
-                    "{n} task row(s) hold a map_index or dag_run_id that is not an integer; Airflow cannot \
-                     read them, and list and export stop at them"
-                )
-            },
-        ),
-        None => Check::new(
-            "sqlite_integers",
-            Status::Skipped,
-            format!("not applicable: {} enforces its integer columns", dialect_name(url)),
-        ),
-    });
     let orphans = store.orphans_by_asset()?.iter().map(|a| a.rows).sum::<u64>();
     let orphan_sample = store.orphan_sample(sample)?;
     let finding = Finding {
@@ -334,15 +258,29 @@ fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64
         "inactive_asset_rows",
         finding,
         Status::Warning,
-        "no keys of inactive assets".to_string(),
-        |n| {
-            format!(
-                "{n} asset row(s) belong to inactive assets; state-store clean deletes them, and so does \
-                 Airflow's scheduler (not `airflow state-store clean`, which deletes expired task rows only)"
-            )
-        },
+        "no keys of inactive assets",
+        "asset row(s) belong to inactive assets; state-store clean deletes them, and so does \
+         Airflow's scheduler (not `airflow state-store clean`, which deletes expired task rows only)",
     ));
     Ok(checks)
+}
+
+/// A check of what only SQLite lets a column hold: a problem when rows are found, skipped on
+/// another database (`finding` is `None` there), where `elsewhere` says why.
+fn sqlite_only(
+    name: &'static str,
+    finding: Option<Finding>,
+    ok: &str,
+    found: &str,
+    url: &DbUrl,
+    elsewhere: &str,
+) -> Check {
+    match finding {
+        Some(finding) => Check::counted(name, finding, Status::Problem, ok, found),
+        None => {
+            Check::new(name, Status::Skipped, format!("not applicable: {} {elsewhere}", dialect_name(url)))
+        }
+    }
 }
 
 /// Reads every value, a page at a time in primary-key order, with the parser that mirrors
@@ -389,11 +327,7 @@ fn json_check(store: &mut Store, sample: u64) -> Result<Check> {
         finding,
         Status::Problem,
         format!("every value is valid JSON ({task_rows} task and {asset_rows} asset row(s) read)"),
-        |n| {
-            format!(
-                "{n} value(s) Airflow cannot read back: not JSON to json.loads, or nested deeper than Airflow reads"
-            )
-        },
+        "value(s) Airflow cannot read back: not JSON to json.loads, or nested deeper than Airflow reads",
     ))
 }
 
@@ -442,13 +376,11 @@ fn value_size_check(settings: &Settings, store: &mut Store, sample: u64) -> Resu
             "every value is at most {} bytes ([state_store] max_value_storage_bytes, from {})",
             limit.value, limit.source
         ),
-        |n| {
-            format!(
-                "{n} value(s) are larger than [state_store] max_value_storage_bytes = {} (from {}); Airflow's \
-                 workers may write them (its task SDK only warns), its REST API refuses to",
-                limit.value, limit.source
-            )
-        },
+        &format!(
+            "value(s) are larger than [state_store] max_value_storage_bytes = {} (from {}); Airflow's \
+             workers may write them (its task SDK only warns), its REST API refuses to",
+            limit.value, limit.source
+        ),
     ))
 }
 
@@ -515,6 +447,7 @@ mod tests {
     use super::*;
     use crate::config::{self, Overrides};
     use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
+    use crate::model::TaskScope;
 
     /// A metastore with a good value, a value that is not JSON, a key over Airflow's length,
     /// keys of a map index and of a task that have no task instance, and a key of an inactive

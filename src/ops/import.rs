@@ -18,7 +18,7 @@
 
 use anyhow::Context as _;
 use std::collections::HashMap;
-use std::collections::hash_map::{DefaultHasher, Entry};
+use std::collections::hash_map::DefaultHasher;
 use std::fs::File;
 use std::hash::{Hash, Hasher};
 use std::io::{BufRead, BufReader, Read as _};
@@ -29,19 +29,23 @@ use serde::Serialize;
 use crate::archive::{AssetRecord, Record, TaskRecord, parse_line};
 use crate::db::{self, AssetRestore, RestoreRow, Restored, Store, TaskWrite};
 use crate::error::{Error, Result};
+use crate::ops::usage;
 use crate::text::quote;
 use crate::time::Timestamp;
 
-/// What a row of the file does to a stored row with its key.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a row of the file does to a stored row with its key: `import --on-conflict`, named
+/// in the document as on the command line. (Plain comments on the variants: doc comments would
+/// turn the whole `import --help` into clap's long form.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
 pub(crate) enum Mode {
-    /// The stored row stays when its `updated_at` is later than the file's.
+    // The stored row stays when its `updated_at` is later than the file's.
     Newer,
-    /// The file's row always replaces the stored one.
+    // The file's row always replaces the stored one.
     Overwrite,
-    /// The stored row stays; only missing keys are inserted.
+    // The stored row stays; only missing keys are inserted.
     Skip,
-    /// The whole file is refused if any of its keys is already stored.
+    // The whole file is refused if any of its keys is already stored.
     Fail,
 }
 
@@ -130,11 +134,10 @@ pub(crate) fn run(
         store.check_restore(&row).with_context(at_line)?;
         let size = record_value(&record).len() as u64;
         if let Some((limit, from)) = options.value_limit.as_ref().filter(|(limit, _)| size > *limit) {
-            return Err(Error::Usage(format!(
+            return usage(format!(
                 "{name} line {line_no}: the value is {size} bytes as stored, over [state_store] \
                  max_value_storage_bytes = {limit} (from {from}); nothing was imported (--allow-large imports it anyway)"
-            ))
-            .into());
+            ));
         }
         if let Some(padded) = &mut padded {
             let other = match padded.check(store, &record, parent, &row, line_no)? {
@@ -146,12 +149,11 @@ pub(crate) fn run(
                 Some(Twin::Stored { key, .. }) => Some(format!("the stored key {}", quote(&key))),
             };
             if let Some(other) = other {
-                return Err(Error::Usage(format!(
+                return usage(format!(
                     "{name} line {line_no}: {} differs from {other} only in trailing spaces, which the \
                      database's collation ignores (PAD SPACE): it cannot hold both rows; nothing was imported",
                     describe_row(&record, parent)
-                ))
-                .into());
+                ));
             }
         }
         let Some(seen) = &mut seen else { return Ok(()) };
@@ -251,7 +253,7 @@ fn decide_batch(
         };
         seen.insert(store, record, parent, line_no, after);
         if let Some(counts) = counts.as_deref_mut() {
-            counts.add(mode, record, outcome.into());
+            counts.add(mode, matches!(record, Record::Task(_)), outcome.into());
         }
     }
     Ok(())
@@ -357,8 +359,8 @@ fn write_batch(
         }
     };
     store.commit()?;
-    counts.add_table(mode, true, tasks);
-    counts.add_table(mode, false, assets);
+    counts.add(mode, true, tasks);
+    counts.add(mode, false, assets);
     Ok(())
 }
 
@@ -393,11 +395,7 @@ pub(crate) struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, mode: Mode, record: &Record, done: Restored) {
-        self.add_table(mode, matches!(record, Record::Task(_)), done);
-    }
-
-    fn add_table(&mut self, mode: Mode, task: bool, done: Restored) {
+    fn add(&mut self, mode: Mode, task: bool, done: Restored) {
         self.inserted += done.inserted;
         self.replaced += done.replaced;
         if mode == Mode::Skip {
@@ -516,24 +514,17 @@ impl Padded {
         let key = fingerprint(record, parent, |text| store.key_text(text));
         // Without a trailing space the text is the key as the database compares it.
         let exact = if spaced { fingerprint(record, parent, |text| text) } else { key };
-        match self.rows.entry(key) {
-            Entry::Occupied(seen) if seen.get().1 != exact => return Ok(Some(Twin::Line(seen.get().0))),
-            Entry::Occupied(mut seen) => {
-                seen.insert((line_no, exact));
-            }
-            Entry::Vacant(new) => {
-                new.insert((line_no, exact));
-            }
+        if let Some(&(line, text)) = self.rows.get(&key)
+            && text != exact
+        {
+            return Ok(Some(Twin::Line(line)));
         }
+        self.rows.insert(key, (line_no, exact));
         // The stored rows: looked up for a row with a trailing space, or in a dag run or asset
         // that stores such keys; almost always neither, and one query per parent decides.
         let stored_spaced = match self.spaced.get(&(task, parent)) {
             Some(known) => *known,
-            None => {
-                let found = store.stores_spaced_keys(task, parent)?;
-                self.spaced.insert((task, parent), found);
-                found
-            }
+            None => *self.spaced.entry((task, parent)).or_insert(store.stores_spaced_keys(task, parent)?),
         };
         if !spaced && !stored_spaced {
             return Ok(None);
@@ -572,13 +563,11 @@ fn describe_row(record: &Record, parent: i64) -> String {
 
 fn missing(record: &Record) -> String {
     match record {
-        Record::Task(t) => {
-            format!(
-                "no dag run found for dag_id={} run_id={}",
-                quote(&t.scope.dag_id),
-                quote(&t.scope.run_id)
-            )
-        }
+        Record::Task(t) => format!(
+            "no dag run found for dag_id={} run_id={}",
+            quote(&t.scope.dag_id),
+            quote(&t.scope.run_id)
+        ),
         Record::Asset(AssetRecord { asset_name: Some(name), asset_uri: Some(uri), .. }) => {
             format!("no asset found with name {} and uri {}", quote(name), quote(uri))
         }
@@ -732,13 +721,12 @@ impl LineFile<'_> {
             line_no += 1;
             let whole = buf.last() == Some(&b'\n');
             if !whole && buf.len() as u64 > self.max_line {
-                break Err(Error::Usage(format!(
+                break usage(format!(
                     "{} line {line_no}: the line is longer than {} bytes, the most a row can take whose \
                      value is at most {} bytes ([state_store] max_value_storage_bytes, or with --allow-large \
                      what the database's column holds); nothing was imported",
                     self.name, self.max_line, self.max_value
-                ))
-                .into());
+                ));
             }
             match parse(&buf, whole) {
                 Ok(Some(record)) => parsed.push(Item::Row(line_no, record)),
@@ -755,11 +743,10 @@ impl LineFile<'_> {
                     }
                 }
                 Err(problem) => {
-                    break Err(Error::Usage(format!(
+                    break usage(format!(
                         "{} line {line_no}: {problem}; nothing was imported (--skip-damaged imports every whole line)",
                         self.name
-                    ))
-                    .into());
+                    ));
                 }
             }
             if parsed.len() == AHEAD_LINES {
@@ -774,13 +761,10 @@ impl LineFile<'_> {
         let end = end.and_then(|()| {
             self.block(&mut read, &mut digest, again, line_no)?;
             match again {
-                Some(c) if read.len != c.len || read.blocks.len() != c.blocks.len() => {
-                    Err(Error::Usage(format!(
-                        "{} changed after the first pass checked it: it is {} bytes long, not {}",
-                        self.name, read.len, c.len
-                    ))
-                    .into())
-                }
+                Some(c) if read.len != c.len || read.blocks.len() != c.blocks.len() => usage(format!(
+                    "{} changed after the first pass checked it: it is {} bytes long, not {}",
+                    self.name, read.len, c.len
+                )),
                 _ => Ok(()),
             }
         });
@@ -806,11 +790,10 @@ impl LineFile<'_> {
         if let Some(c) = again
             && c.blocks.get(read.blocks.len()) != Some(&sum)
         {
-            return Err(Error::Usage(format!(
+            return usage(format!(
                 "{} changed after the first pass checked it (in the lines up to line {line_no})",
                 self.name
-            ))
-            .into());
+            ));
         }
         read.blocks.push(sum);
         Ok(())

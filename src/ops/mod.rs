@@ -9,3 +9,10 @@ pub(crate) mod export;
 pub(crate) mod import;
 pub(crate) mod sandbox;
 pub(crate) mod stats;
+
+use crate::error::{Error, Result};
+
+/// A usage error (exit 2) with this message, as a failed result.
+pub(crate) fn usage<T>(message: impl Into<String>) -> Result<T> {
+    Err(Error::Usage(message.into()).into())
+}

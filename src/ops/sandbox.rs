@@ -11,6 +11,10 @@ type SampleRow = (usize, &'static str, i64, &'static str, &'static str, i64, Opt
 const HOUR: i64 = 3_600_000_000;
 const DAY: i64 = 24 * HOUR;
 
+/// The sample's longer values.
+const JOB: &str = r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#;
+const CHECKPOINT: &str = r#""s3://warehouse/checkpoints/daily/""#;
+
 /// A small, realistic state store: dag runs with their task instances, watermarks, job ids and
 /// mapped-task offsets, some keys already expired, one never expiring, and an inactive asset
 /// whose keys are orphans. The dag runs, task instances and assets go through `sandbox`, which
@@ -52,24 +56,8 @@ pub(crate) fn add_sample_data(mut sandbox: Sandbox, open: impl FnOnce() -> Resul
         (1, "load_new_orders", -1, "rows_loaded", "1312", -HOUR, Some(30 * DAY - HOUR)),
         (1, "transform", 0, "offset", "4096", -HOUR, Some(6 * HOUR)),
         (1, "transform", 1, "offset", "8192", -HOUR, Some(6 * HOUR)),
-        (
-            2,
-            "submit_job",
-            -1,
-            "job",
-            r#"{"cluster": "spark-prod", "job_id": "app-20261128-0042", "attempt": 2}"#,
-            -2 * HOUR,
-            None,
-        ),
-        (
-            2,
-            "submit_job",
-            -1,
-            "checkpoint/path",
-            r#""s3://warehouse/checkpoints/daily/""#,
-            -2 * HOUR,
-            Some(-HOUR),
-        ),
+        (2, "submit_job", -1, "job", JOB, -2 * HOUR, None),
+        (2, "submit_job", -1, "checkpoint/path", CHECKPOINT, -2 * HOUR, Some(-HOUR)),
     ];
     for (run, task_id, map_index, key, value, updated, expires) in rows {
         let (dag_id, run_id) = runs[run];
@@ -84,17 +72,12 @@ pub(crate) fn add_sample_data(mut sandbox: Sandbox, open: impl FnOnce() -> Resul
             expires_at: expires.map(at),
         })?;
     }
-    store.upsert_asset(&AssetWrite {
-        asset_id: orders,
-        key: "watermark",
-        value: r#""2026-11-28T23:59:59Z""#,
-        updated_at: at(-HOUR),
-    })?;
-    store.upsert_asset(&AssetWrite {
-        asset_id: legacy,
-        key: "cursor",
-        value: "[17, \"page-3\"]",
-        updated_at: at(-40 * DAY),
-    })?;
+    let assets = [
+        (orders, "watermark", r#""2026-11-28T23:59:59Z""#, -HOUR),
+        (legacy, "cursor", "[17, \"page-3\"]", -40 * DAY),
+    ];
+    for (asset_id, key, value, updated) in assets {
+        store.upsert_asset(&AssetWrite { asset_id, key, value, updated_at: at(updated) })?;
+    }
     Ok(())
 }

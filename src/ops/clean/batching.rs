@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use super::{AUTO_BATCH_TIME, AUTO_FIRST_ROWS, AUTO_MAX_ROWS, AUTO_MIN_ROWS, AUTO_PAUSE_RATIO};
 use crate::config::Sourced;
-use crate::error::{Error, Result};
+use crate::error::Result;
+use crate::ops::usage;
 
 /// A run's batching from `--batch-size` (`Some(None)` for auto, `Some(Some(n))` for `n`
 /// rows) over the configured `state_cleanup_batch_size`: the batch size, auto's time per batch
@@ -25,8 +26,7 @@ pub(crate) fn choose_batching(
             let from = format!("state_cleanup_batch_size = 0 from {}", configured.source);
             (AUTO_FIRST_ROWS, Some(busy), Some(from))
         }
-        (Some(Some(rows)), _) => (rows, None, None),
-        (None, rows) => (rows, None, None),
+        (Some(Some(rows)), _) | (None, rows) => (rows, None, None),
     }
 }
 
@@ -39,15 +39,14 @@ pub(crate) fn batching(
 ) -> Result<(u64, Option<Duration>, Option<String>)> {
     let busy = batch_time.unwrap_or(AUTO_BATCH_TIME);
     if busy.is_zero() {
-        return Err(Error::Usage("invalid --batch-time: give a duration above 0, e.g. 10ms".into()).into());
+        return usage("invalid --batch-time: give a duration above 0, e.g. 10ms");
     }
     let chosen = choose_batching(flag, configured, busy);
     if chosen.1.is_none() && batch_time.is_some() {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--batch-time needs --batch-size auto; the batch size is {} (from {})",
             configured.value, configured.source
-        ))
-        .into());
+        ));
     }
     Ok(chosen)
 }
@@ -55,12 +54,10 @@ pub(crate) fn batching(
 /// Why a clean does nothing with these settings: a custom `[state_store] backend` keeps its
 /// state elsewhere (Airflow's own clean skips it too).
 pub(crate) fn skipped(settings: &crate::config::Settings) -> Option<String> {
-    (!settings.is_builtin_backend()).then(|| {
-        format!(
-            "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
-            settings.backend.value, settings.backend.source
-        )
-    })
+    (!settings.is_builtin_backend()).then(|| format!(
+        "[state_store] backend is {} (from {}), not the metastore backend: skipping cleanup (not supported)",
+        settings.backend.value, settings.backend.source
+    ))
 }
 
 /// How a run sizes its batches, for scripts: `auto`, `rows` or `one_transaction`.

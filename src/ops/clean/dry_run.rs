@@ -146,11 +146,8 @@ impl DryRun {
             asset_rows_deleted: 0,
             task_rows_to_delete: task_rows,
             asset_rows_to_delete: asset_rows,
-            expired_by_dag: by_dag.into_iter().map(|d| DagRows { dag_id: d.dag_id, rows: d.rows }).collect(),
-            orphans_by_asset: by_asset
-                .into_iter()
-                .map(|a| AssetRows { asset_id: a.asset_id, asset_name: a.asset_name, rows: a.rows })
-                .collect(),
+            expired_by_dag: by_dag,
+            orphans_by_asset: by_asset,
             sample: tasks.docs,
             orphan_sample: orphans.docs,
             interrupted: false,
@@ -176,23 +173,10 @@ pub(crate) struct DryRunDoc {
     asset_rows_deleted: u64,
     task_rows_to_delete: u64,
     asset_rows_to_delete: u64,
-    expired_by_dag: Vec<DagRows>,
-    orphans_by_asset: Vec<AssetRows>,
+    expired_by_dag: Vec<DagCount>,
+    orphans_by_asset: Vec<AssetCount>,
     sample: Vec<TaskEntryDoc>,
     orphan_sample: Vec<AssetEntryDoc>,
     interrupted: bool,
     stopped_by: Option<&'static str>,
-}
-
-#[derive(Serialize)]
-struct DagRows {
-    dag_id: String,
-    rows: u64,
-}
-
-#[derive(Serialize)]
-struct AssetRows {
-    asset_id: i64,
-    asset_name: Option<String>,
-    rows: u64,
 }

@@ -23,6 +23,7 @@ use crate::archive::{Sink, archive_error};
 use crate::db::{CleanLock, Cursor, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::{Error, Result};
 use crate::model::StoredTime;
+use crate::ops::usage;
 use crate::signals;
 use crate::time::Timestamp;
 
@@ -132,11 +133,10 @@ pub(crate) fn cutoff(before: Option<&str>) -> Result<Timestamp> {
     let before =
         Timestamp::parse_rfc3339(text).with_context(|| Error::Usage("invalid --before".to_string()))?;
     if before > now {
-        return Err(Error::Usage(format!(
+        return usage(format!(
             "--before {} is in the future: it would delete keys that have not expired yet",
             before.to_rfc3339()
-        ))
-        .into());
+        ));
     }
     Ok(before)
 }
@@ -342,11 +342,9 @@ impl Summary {
             None => String::new(),
         };
         let skipped = match self.task_rows_skipped {
-            Some(rows) if rows > 0 => {
-                format!(
-                    "; skipped {rows} expired task row(s) another session held locked, left for the next run"
-                )
-            }
+            Some(rows) if rows > 0 => format!(
+                "; skipped {rows} expired task row(s) another session held locked, left for the next run"
+            ),
             _ => String::new(),
         };
         format!(
@@ -791,13 +789,9 @@ impl Run<'_> {
 
     /// The sweep stops for a signal or the time limit; `--max-rows` counts task rows only.
     fn stop_sweep(&mut self) -> bool {
-        match self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration)) {
-            Some(stop) => {
-                self.summary.stopped_by = Some(stop);
-                true
-            }
-            None => false,
-        }
+        let stop = self.should_stop().filter(|s| matches!(s, Stop::Signal(_) | Stop::MaxDuration));
+        self.summary.stopped_by = stop.or(self.summary.stopped_by);
+        stop.is_some()
     }
 
     /// Tells the watcher of a batch's end; `deleted` when it deleted rows.
