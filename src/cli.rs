@@ -217,8 +217,7 @@ pub(crate) struct ScopeArgs {
     #[arg(long, value_name = "TASK_ID", help_heading = TASK)]
     pub task_id: Option<String>,
     /// Map index of a mapped task; -1 (the default) for an unmapped task
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = TASK)]
-    #[arg(value_parser = map_index)]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = map_index, help_heading = TASK)]
     pub map_index: Option<i64>,
     /// Asset by name (active assets only)
     #[arg(long, value_name = "NAME", help_heading = ASSET)]
@@ -227,8 +226,7 @@ pub(crate) struct ScopeArgs {
     #[arg(long, value_name = "URI", help_heading = ASSET)]
     pub asset_uri: Option<String>,
     /// Asset by id (also reaches inactive assets)
-    #[arg(long, value_name = "ID", allow_negative_numbers = true, help_heading = ASSET)]
-    #[arg(value_parser = asset_id)]
+    #[arg(long, value_name = "ID", allow_negative_numbers = true, value_parser = asset_id, help_heading = ASSET)]
     pub asset_id: Option<i64>,
 }
 
