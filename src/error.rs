@@ -1,7 +1,7 @@
 //! Errors, the way cargo has them: the library returns [`anyhow::Error`]s, each a chain of
 //! context over its cause; where a caller decides by kind (the exit code, a closed pipe, a
 //! database error to locate), the chain holds one of the typed [`Error`] kinds, found by
-//! downcasting; at the command-line edge one [`CliError`] carries the exit code.
+//! downcasting; at the command-line edge [`exit_code`] reads the exit code from it.
 //!
 //! Every failure ends as one line on stderr (`error: …`) and a documented exit code, so cron
 //! jobs and CI scripts can tell "not found" from "bad input" from "database down". The line is
@@ -146,14 +146,6 @@ impl Error {
     }
 }
 
-/// The one error of the command-line edge: what went wrong, with its chain of causes, and the
-/// exit code it ends the process with.
-#[derive(Debug)]
-pub(crate) struct CliError {
-    pub error: anyhow::Error,
-    pub exit_code: i32,
-}
-
 /// The kind of an error nearest the top of its chain, if it has one: anyhow finds a kind given
 /// as context as well as one at the root.
 pub(crate) fn kind(error: &anyhow::Error) -> Option<&Error> {
@@ -170,40 +162,12 @@ pub(crate) fn exit_code(error: &anyhow::Error) -> i32 {
     kind(error).map_or(exit::INTERNAL, Error::exit_code)
 }
 
-/// A closed pipe at an output, stdout or a stream `--file` (`CliError::is_broken_pipe`).
+/// A closed pipe at an output (`state-store list | head`, `export --file /dev/stdout |
+/// head`, a FIFO whose reader went away), which ends the process quietly, whichever way
+/// the pipe was named: the reader had what it wanted. Only a stream output can be a pipe
+/// (an archive or a replaced file is a regular file), so this is the rule of streams.
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
     matches!(kind(error), Some(Error::Output { cause, .. }) if cause.kind() == io::ErrorKind::BrokenPipe)
-}
-
-impl CliError {
-    pub(crate) fn kind(&self) -> Option<&Error> {
-        kind(&self.error)
-    }
-
-    /// The error as its one line (see [`message`]).
-    pub(crate) fn message(&self) -> String {
-        message(self.error.as_ref())
-    }
-
-    /// A closed pipe at an output (`state-store list | head`, `export --file /dev/stdout |
-    /// head`, a FIFO whose reader went away), which ends the process quietly, whichever way
-    /// the pipe was named: the reader had what it wanted. Only a stream output can be a pipe
-    /// (an archive or a replaced file is a regular file), so this is the rule of streams.
-    pub(crate) fn is_broken_pipe(&self) -> bool {
-        is_broken_pipe(&self.error)
-    }
-}
-
-impl From<anyhow::Error> for CliError {
-    fn from(error: anyhow::Error) -> Self {
-        CliError { exit_code: exit_code(&error), error }
-    }
-}
-
-impl From<Error> for CliError {
-    fn from(error: Error) -> Self {
-        anyhow::Error::new(error).into()
-    }
 }
 
 /// An error as its one line: its chain of causes outermost first, joined by ": ". A cause
@@ -241,10 +205,9 @@ mod tests {
         let driver = io::Error::other("connection refused\n  is the server running?");
         let error =
             anyhow::Error::new(Error::db("cannot open the metastore", driver)).context("listing keys");
-        let cli = CliError::from(error);
-        assert_eq!(cli.exit_code, exit::DATABASE);
+        assert_eq!(exit_code(&error), exit::DATABASE);
         assert_eq!(
-            cli.message(),
+            message(error.as_ref()),
             "listing keys: cannot open the metastore: connection refused is the server running?"
         );
     }
@@ -252,19 +215,20 @@ mod tests {
     #[test]
     fn only_a_closed_pipe_is_a_quiet_end() {
         let pipe = || io::Error::from(io::ErrorKind::BrokenPipe);
-        assert!(CliError::from(Error::stdout(pipe())).is_broken_pipe());
-        assert_eq!(CliError::from(Error::stdout(pipe())).exit_code, exit::SUCCESS);
-        let file = CliError::from(Error::output_file("/dev/stdout", pipe()));
-        assert!(file.is_broken_pipe());
-        assert_eq!(file.exit_code, exit::SUCCESS);
-        let full = CliError::from(Error::output_file("a.jsonl", io::Error::from(io::ErrorKind::StorageFull)));
-        assert!(!full.is_broken_pipe());
-        assert_eq!(full.exit_code, exit::OUTPUT);
-        assert_eq!(full.message(), "cannot write the output: a.jsonl: no storage space");
+        assert!(is_broken_pipe(&Error::stdout(pipe()).into()));
+        assert_eq!(exit_code(&Error::stdout(pipe()).into()), exit::SUCCESS);
+        let file = Error::output_file("/dev/stdout", pipe()).into();
+        assert!(is_broken_pipe(&file));
+        assert_eq!(exit_code(&file), exit::SUCCESS);
+        let full: anyhow::Error =
+            Error::output_file("a.jsonl", io::Error::from(io::ErrorKind::StorageFull)).into();
+        assert!(!is_broken_pipe(&full));
+        assert_eq!(exit_code(&full), exit::OUTPUT);
+        assert_eq!(message(full.as_ref()), "cannot write the output: a.jsonl: no storage space");
     }
 
     #[test]
     fn an_error_without_a_kind_is_internal() {
-        assert_eq!(CliError::from(anyhow::anyhow!("unexpected")).exit_code, exit::INTERNAL);
+        assert_eq!(exit_code(&anyhow::anyhow!("unexpected")), exit::INTERNAL);
     }
 }

@@ -37,7 +37,7 @@ use std::panic::{AssertUnwindSafe, Location};
 
 use clap::error::ErrorKind;
 
-use crate::error::{CliError, ERROR_LINE_CHARS, exit};
+use crate::error::{ERROR_LINE_CHARS, exit};
 
 /// Runs the command line of this process and returns its exit code.
 #[must_use]
@@ -63,17 +63,15 @@ pub fn main_exit_code() -> i32 {
             return code;
         }
     };
-    guarded(|| match commands::run(cli).map_err(CliError::from) {
-        Ok(()) => exit::SUCCESS,
-        // Its exit code is 0 (error::exit_code): nothing to say.
-        Err(e) if e.is_broken_pipe() => e.exit_code,
-        Err(e) => {
-            // A signal's report was already printed; the exit code says the rest.
-            if !matches!(e.kind(), Some(error::Error::Interrupted { .. })) {
-                print_error(&e.message());
-            }
-            e.exit_code
+    guarded(|| {
+        let Err(e) = commands::run(cli) else { return exit::SUCCESS };
+        let code = error::exit_code(&e);
+        // A closed pipe ends quietly (exit 0, error::exit_code), and a signal's report was
+        // already printed: the exit code says the rest.
+        if code != exit::SUCCESS && !matches!(error::kind(&e), Some(error::Error::Interrupted { .. })) {
+            print_error(&error::message(e.as_ref()));
         }
+        code
     })
 }
 
