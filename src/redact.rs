@@ -29,6 +29,17 @@ use crate::text::{self, encode_query_part, percent_byte, percent_encode};
 /// What a password is shown as.
 pub(crate) const MASK: &str = "***";
 
+/// A secret (a password, a URL that may hold one) whose `Debug` is [`MASK`], so that a struct
+/// holding one can derive its own `Debug` and never print it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub(crate) struct Masked<T>(pub T);
+
+impl<T> std::fmt::Debug for Masked<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(MASK)
+    }
+}
+
 /// The secrets known to one masker, each in every spelling it may be printed in.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Secrets {

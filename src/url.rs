@@ -377,19 +377,10 @@ impl fmt::Display for DbUrl {
     }
 }
 
+/// The URL as [`DbUrl::redacted`] shows it, every password masked.
 impl fmt::Debug for DbUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("DbUrl")
-            .field("scheme", &self.scheme)
-            .field("dialect", &self.dialect)
-            .field("driver", &self.driver)
-            .field("username", &self.username)
-            .field("password", &self.password.as_ref().map(|_| "***"))
-            .field("host", &self.host)
-            .field("port", &self.port)
-            .field("database", &self.database)
-            .field("query", &self.query)
-            .finish()
+        f.debug_tuple("DbUrl").field(&self.redacted()).finish()
     }
 }
 

@@ -141,13 +141,13 @@ impl Context {
     pub(crate) fn load(global: &GlobalArgs, batch_size: Option<&str>) -> Result<Context> {
         let overrides = Overrides {
             config_path: global.config.clone(),
-            conn: global.conn.clone(),
+            conn: global.conn.clone().map(crate::redact::Masked),
             batch_size: batch_size.map(str::to_string),
             schema: None,
         };
         let settings = config::load(&overrides, &crate::env::os).map_err(Error::from)?;
         let conn = &settings.sql_alchemy_conn;
-        let url = DbUrl::parse(&conn.value).map_err(|error| error.into_error(&conn.source))?;
+        let url = DbUrl::parse(&conn.value.0).map_err(|error| error.into_error(&conn.source))?;
         for password in url.passwords() {
             crate::redact::register(password);
         }

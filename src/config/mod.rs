@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::redact::Masked;
 use crate::text::quote;
 use ini::{parse_ini, py_space};
 use options::*;
@@ -96,25 +97,21 @@ pub(crate) struct Sourced<T> {
     pub source: Source,
 }
 
-/// What the command line says about configuration. `batch_size` is the flag's raw text, so
-/// that it is checked by the same rules, with the same messages, as the other sources.
-#[derive(Clone, Default)]
-pub(crate) struct Overrides {
-    pub config_path: Option<PathBuf>,
-    pub conn: Option<String>,
-    pub batch_size: Option<String>,
-    pub schema: Option<String>,
+impl<T> Sourced<T> {
+    /// The value made another, from the same source.
+    fn map<U>(self, f: impl FnOnce(T) -> U) -> Sourced<U> {
+        Sourced { value: f(self.value), source: self.source }
+    }
 }
 
-impl fmt::Debug for Overrides {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Overrides")
-            .field("config_path", &self.config_path)
-            .field("conn", &self.conn.as_ref().map(|_| "<hidden>"))
-            .field("batch_size", &self.batch_size)
-            .field("schema", &self.schema)
-            .finish()
-    }
+/// What the command line says about configuration. `batch_size` is the flag's raw text, so
+/// that it is checked by the same rules, with the same messages, as the other sources.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Overrides {
+    pub config_path: Option<PathBuf>,
+    pub conn: Option<Masked<String>>,
+    pub batch_size: Option<String>,
+    pub schema: Option<String>,
 }
 
 /// The config file Airflow would read when it does not exist, and what named it.
@@ -132,7 +129,7 @@ impl fmt::Display for MissingConfig {
 }
 
 /// The checked settings.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub(crate) struct Settings {
     /// The config file actually read, if any.
     pub config_file: Option<PathBuf>,
@@ -148,32 +145,13 @@ pub(crate) struct Settings {
     /// 0 disables the limit.
     pub max_value_storage_bytes: Sourced<u64>,
     /// An SQLAlchemy URL, possibly with a password: never print it whole.
-    pub sql_alchemy_conn: Sourced<String>,
+    pub sql_alchemy_conn: Sourced<Masked<String>>,
     pub sql_alchemy_schema: Sourced<Option<String>>,
     /// Seconds: how long a database statement may run, and with a few seconds more, how long
     /// the tool waits for a database that does not answer (see `db::Timeouts`).
     pub database_timeout: Sourced<u64>,
     /// Seconds a `_cmd` command may run.
     pub cmd_timeout: Sourced<u64>,
-}
-
-impl fmt::Debug for Settings {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Settings")
-            .field("config_file", &self.config_file)
-            .field("missing_config", &self.missing_config)
-            .field("untrusted_config", &self.untrusted_config)
-            .field("backend", &self.backend)
-            .field("default_retention_days", &self.default_retention_days)
-            .field("state_cleanup_batch_size", &self.state_cleanup_batch_size)
-            .field("clear_on_success", &self.clear_on_success)
-            .field("max_value_storage_bytes", &self.max_value_storage_bytes)
-            .field("sql_alchemy_conn", &self.sql_alchemy_conn.source)
-            .field("sql_alchemy_schema", &self.sql_alchemy_schema)
-            .field("database_timeout", &self.database_timeout)
-            .field("cmd_timeout", &self.cmd_timeout)
-            .finish()
-    }
 }
 
 impl Settings {
@@ -294,7 +272,7 @@ pub(crate) fn load(
     let max_value_storage_bytes =
         non_negative(&MAX_VALUE_STORAGE_BYTES, resolver.resolve(&MAX_VALUE_STORAGE_BYTES, None, "65535")?)?;
 
-    let conn_flag = overrides.conn.as_deref().map(|v| ("--conn", v));
+    let conn_flag = overrides.conn.as_ref().map(|v| ("--conn", v.0.as_str()));
     let default_conn = home.as_ref().map(|home| format!("sqlite:///{home}/airflow.db")).unwrap_or_default();
     let sql_alchemy_conn = resolver.resolve(&SQL_ALCHEMY_CONN, conn_flag, &default_conn)?;
     if home.is_none() && sql_alchemy_conn.source == Source::Default {
@@ -310,10 +288,7 @@ pub(crate) fn load(
     let schema_flag = overrides.schema.as_deref().map(|v| ("--schema", v));
     let raw = resolver.resolve(&SQL_ALCHEMY_SCHEMA, schema_flag, "")?;
     // Airflow treats an empty or all-blank schema as no schema, and uses any other text as is.
-    let sql_alchemy_schema = Sourced {
-        value: (!raw.value.trim_matches(py_space).is_empty()).then_some(raw.value),
-        source: raw.source,
-    };
+    let sql_alchemy_schema = raw.map(|value| (!value.trim_matches(py_space).is_empty()).then_some(value));
 
     vars.check()?;
     Ok(Settings {
@@ -325,7 +300,7 @@ pub(crate) fn load(
         state_cleanup_batch_size,
         clear_on_success,
         max_value_storage_bytes,
-        sql_alchemy_conn,
+        sql_alchemy_conn: sql_alchemy_conn.map(Masked),
         sql_alchemy_schema,
         database_timeout,
         cmd_timeout,
@@ -416,7 +391,7 @@ mod tests {
         assert_eq!(s.state_cleanup_batch_size.value, 0);
         assert!(!s.clear_on_success.value);
         assert_eq!(s.max_value_storage_bytes.value, 65535);
-        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{home}/airflow/airflow.db"));
+        assert_eq!(s.sql_alchemy_conn.value.0, format!("sqlite:///{home}/airflow/airflow.db"));
         assert_eq!(s.sql_alchemy_schema.value, None);
         for source in [
             &s.backend.source,
@@ -431,7 +406,7 @@ mod tests {
         }
         // the default URL is built from AIRFLOW_HOME as given, without normalising it
         let s = ok(load_with(&Overrides::default(), &[("HOME", &home), ("AIRFLOW_HOME", "rel/dir/")]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///rel/dir//airflow.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:///rel/dir//airflow.db");
     }
 
     #[test]
@@ -458,14 +433,14 @@ mod tests {
         let s = ok(load_with(&none, &[("HOME", &home_dir), ("AIRFLOW_HOME", &ah)]));
         assert_eq!(s.config_file.as_deref(), Some(in_airflow_home.as_path()));
         assert_eq!(s.default_retention_days.value, 2);
-        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{ah}/airflow.db"));
+        assert_eq!(s.sql_alchemy_conn.value.0, format!("sqlite:///{ah}/airflow.db"));
 
         // $AIRFLOW_CONFIG beats $AIRFLOW_HOME, but the default URL still follows AIRFLOW_HOME
         let env = [("HOME", home_dir.as_str()), ("AIRFLOW_HOME", &ah), ("AIRFLOW_CONFIG", &ac)];
         let s = ok(load_with(&none, &env));
         assert_eq!(s.config_file.as_deref(), Some(in_airflow_config.as_path()));
         assert_eq!(s.default_retention_days.value, 3);
-        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{ah}/airflow.db"));
+        assert_eq!(s.sql_alchemy_conn.value.0, format!("sqlite:///{ah}/airflow.db"));
 
         // the --config flag beats everything
         let flagged = Overrides { config_path: Some(explicit.clone()), ..Overrides::default() };
@@ -570,34 +545,34 @@ mod tests {
         let cmd_only =
             dir.write("cmd-only.cfg", "[database]\n\nsql_alchemy_conn_cmd = printf sqlite:////filecmd.db\n");
         let ac = cfg.display().to_string();
-        let flag = Overrides { conn: Some("sqlite:////flag.db".into()), ..Overrides::default() };
+        let flag = Overrides { conn: Some(Masked("sqlite:////flag.db".into())), ..Overrides::default() };
         let none = Overrides::default();
         let env_var = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:////env.db");
         let env_cmd = ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////envcmd.db");
         let base = [("HOME", home.as_str()), ("AIRFLOW_CONFIG", &ac)];
 
         let s = ok(load_with(&flag, &[base[0], base[1], env_var, env_cmd]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////flag.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////flag.db");
         assert_eq!(s.sql_alchemy_conn.source, Source::Flag("--conn"));
 
         let s = ok(load_with(&none, &[base[0], base[1], env_var, env_cmd]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////env.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////env.db");
         assert_eq!(s.sql_alchemy_conn.source, Source::Env("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN".into()));
 
         let s = ok(load_with(&none, &[base[0], base[1], env_cmd]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////envcmd.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////envcmd.db");
         assert_eq!(
             s.sql_alchemy_conn.source,
             Source::EnvCmd("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD".into())
         );
 
         let s = ok(load_with(&none, &base));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////file.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////file.db");
         assert_eq!(s.sql_alchemy_conn.source, file_source(&cfg, 2));
 
         let cc = cmd_only.display().to_string();
         let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &cc)]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////filecmd.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////filecmd.db");
         assert_eq!(s.sql_alchemy_conn.source, Source::FileCmd { path: cmd_only.clone(), line: Some(3) });
         assert_eq!(s.sql_alchemy_conn.source.to_string(), format!("command in {cc} line 3"));
     }
@@ -678,10 +653,10 @@ mod tests {
         let b = both.display().to_string();
         let c = core_only.display().to_string();
         let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &b)]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////db.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////db.db");
         // a plain value in [core] beats a command in [database], as in Airflow
         let s = ok(load_with(&none, &[("HOME", &home), ("AIRFLOW_CONFIG", &c)]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////core.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////core.db");
         assert_eq!(s.sql_alchemy_conn.source, file_source(&core_only, 2));
         // any environment variable beats the file, the old name included
         let s = ok(load_with(
@@ -692,7 +667,7 @@ mod tests {
                 ("AIRFLOW__CORE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////corecmd.db"),
             ],
         ));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////corecmd.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////corecmd.db");
         let s = ok(load_with(
             &none,
             &[
@@ -701,7 +676,7 @@ mod tests {
                 ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN_CMD", "printf sqlite:////dbcmd.db"),
             ],
         ));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////dbcmd.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////dbcmd.db");
     }
 
     #[test]
@@ -997,7 +972,7 @@ mod tests {
             dir.write("pct.cfg", "[database]\nsql_alchemy_conn_cmd = echo 'sqlite:////$HOME/100%%.db'\n");
         let s =
             ok(load_with(&Overrides { config_path: Some(cfg), ..Overrides::default() }, &[("HOME", &home)]));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////$HOME/100%.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////$HOME/100%.db");
     }
 
     /// A config file that another user could have written: its `_cmd` never runs (exit 3,
@@ -1082,7 +1057,7 @@ mod tests {
         let overrides = Overrides { config_path: Some(cfg.clone()), ..Overrides::default() };
         let s = ok(load_with(&overrides, &[("HOME", &home)]));
         assert_eq!(s.untrusted_config, None);
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////t.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////t.db");
         let e = err(load_with(
             &overrides,
             &[("HOME", &home), ("STATE_STORE_TRUSTED_CONFIG_OWNERS", "no-such-user-here")],
@@ -1132,7 +1107,7 @@ mod tests {
             &Overrides { config_path: Some(cfg), ..Overrides::default() },
             &[("HOME", &home), ("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "sqlite:///x")],
         ));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///x");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:///x");
     }
 
     #[test]
@@ -1148,15 +1123,15 @@ mod tests {
             &Overrides { config_path: Some(cfg), ..Overrides::default() },
             &[("HOME", &home), ("DAYS", "9")],
         ));
-        assert_eq!(s.sql_alchemy_conn.value, format!("sqlite:///{home}/x.db"));
+        assert_eq!(s.sql_alchemy_conn.value.0, format!("sqlite:///{home}/x.db"));
         assert_eq!(s.sql_alchemy_schema.value, Some(format!("{home}/s")));
         assert_eq!(s.default_retention_days.value, 9);
         // flags are taken literally
         let s = ok(load_with(
-            &Overrides { conn: Some("sqlite:///$HOME/y.db".into()), ..Overrides::default() },
+            &Overrides { conn: Some(Masked("sqlite:///$HOME/y.db".into())), ..Overrides::default() },
             &[("HOME", &home)],
         ));
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:///$HOME/y.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:///$HOME/y.db");
     }
 
     #[test]
@@ -1298,7 +1273,7 @@ mod tests {
         assert!(s.clear_on_success.value);
         assert_eq!(s.clear_on_success.source, file_source(&path, 5));
         assert_eq!(s.max_value_storage_bytes.value, 0);
-        assert_eq!(s.sql_alchemy_conn.value, "sqlite:////t.db");
+        assert_eq!(s.sql_alchemy_conn.value.0, "sqlite:////t.db");
         assert_eq!(s.sql_alchemy_conn.source, Source::FileCmd { path: path.clone(), line: Some(8) });
         assert_eq!(s.sql_alchemy_schema.value.as_deref(), Some("airflow"));
 
@@ -1356,7 +1331,8 @@ mod tests {
     fn debug_output_hides_the_connection() {
         let dir = TempDir::new("debug");
         let home = dir.text();
-        let overrides = Overrides { conn: Some("postgresql://u:s3cret@h/db".into()), ..Overrides::default() };
+        let overrides =
+            Overrides { conn: Some(Masked("postgresql://u:s3cret@h/db".into())), ..Overrides::default() };
         let s = ok(load_with(&overrides, &[("HOME", &home)]));
         assert!(!format!("{s:?}").contains("s3cret"));
         assert!(!format!("{overrides:?}").contains("s3cret"));

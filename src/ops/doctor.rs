@@ -480,7 +480,8 @@ mod tests {
         store
             .upsert_asset(&AssetWrite { asset_id: inactive, key: "cursor", value: "1", updated_at: now })
             .unwrap();
-        let overrides = Overrides { conn: Some("sqlite://".to_string()), ..Overrides::default() };
+        let overrides =
+            Overrides { conn: Some(crate::redact::Masked("sqlite://".to_string())), ..Overrides::default() };
         let settings =
             config::load(&overrides, &|name| (name == "HOME").then(|| "/nonexistent".into())).unwrap();
         let url = DbUrl::parse("sqlite://").unwrap();
