@@ -85,7 +85,7 @@ impl Shown {
                 return Ok(ControlFlow::Break(()));
             }
             seen += 1;
-            if !args.external || external_ref(entry.value_text()).is_some() {
+            if !args.external || external_ref(entry.key_value().1).is_some() {
                 stream.push(&entry)?;
             }
             Ok(ControlFlow::Continue(()))

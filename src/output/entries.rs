@@ -40,8 +40,8 @@ pub(crate) struct AssetEntryDoc {
 pub(crate) trait Entry {
     const HEADERS: &'static [&'static str];
     type Doc: Serialize;
-    fn key(&self) -> &str;
-    fn value_text(&self) -> &str;
+    /// Its key and its value's stored text.
+    fn key_value(&self) -> (&str, &str);
     /// Its table row; an expiry before `now` is marked `(expired)`.
     fn row(&self, value: &str, truncate: bool, now: Timestamp) -> Vec<String>;
     /// The scope columns and the key, as the first fields of a line of `list -o plain`.
@@ -55,12 +55,8 @@ impl Entry for TaskEntry {
         &["dag_id", "run_id", "task_id", "map_index", "key", "value", "updated_at", "expires_at"];
     type Doc = TaskEntryDoc;
 
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn value_text(&self) -> &str {
-        &self.value
+    fn key_value(&self) -> (&str, &str) {
+        (&self.key, &self.value)
     }
 
     fn row(&self, value: &str, truncate: bool, now: Timestamp) -> Vec<String> {
@@ -102,12 +98,8 @@ impl Entry for AssetEntry {
         &["asset_id", "asset", "key", "value", "updated_at", "updated_by"];
     type Doc = AssetEntryDoc;
 
-    fn key(&self) -> &str {
-        &self.key
-    }
-
-    fn value_text(&self) -> &str {
-        &self.value
+    fn key_value(&self) -> (&str, &str) {
+        (&self.key, &self.value)
     }
 
     fn row(&self, value: &str, truncate: bool, _now: Timestamp) -> Vec<String> {
@@ -181,11 +173,12 @@ pub(super) struct Parsed {
 
 impl Parsed {
     pub(super) fn of<E: Entry>(entry: &E) -> Parsed {
+        let (key, value) = entry.key_value();
         Parsed {
-            value: stored_value(entry.key(), entry.value_text()),
+            value: stored_value(key, value),
             // An offloaded value is shown as its reference and never fetched or decoded: the
             // payload lives in the worker-side backend, out of this tool's reach.
-            reference: external_ref(entry.value_text()),
+            reference: external_ref(value),
         }
     }
 
