@@ -25,13 +25,9 @@ pub(crate) struct Temporary {
 }
 
 impl Temporary {
-    /// Creates `.NAME.RANDOM.tmp` in `dir` with `O_EXCL | O_NOFOLLOW` at mode 0600. The
-    /// leading dot and the `.tmp` keep it out of a textfile collector's `*.prom`.
-    pub(crate) fn create(dir: &Path, name: &str) -> io::Result<(File, Temporary)> {
-        Temporary::create_in(&Place::open(&dir.join(name))?, name)
-    }
-
-    /// [`Temporary::create`] in a directory opened once.
+    /// Creates `.NAME.RANDOM.tmp` in the place's directory, opened once, with `O_EXCL |
+    /// O_NOFOLLOW` at mode 0600. The leading dot and the `.tmp` keep it out of a textfile
+    /// collector's `*.prom`.
     pub(super) fn create_in(place: &Place, name: &str) -> io::Result<(File, Temporary)> {
         use rustix::fs::{Mode, OFlags};
         let shown_dir = dir_of(&place.shown).to_path_buf();
@@ -49,9 +45,9 @@ impl Temporary {
                     return Ok((File::from(fd), temporary));
                 }
                 // Someone else's file: never ours to remove.
-                Err(rustix::io::Errno::EXIST) => forget(&temporary.path),
+                Err(rustix::io::Errno::EXIST) => keep_at_exit(&temporary.path),
                 Err(e) => {
-                    forget(&temporary.path);
+                    keep_at_exit(&temporary.path);
                     return Err(e.into());
                 }
             }
@@ -61,7 +57,7 @@ impl Temporary {
     /// The file was renamed away: nothing is left to remove.
     pub(super) fn keep(mut self) {
         self.kept = true;
-        forget(&self.path);
+        keep_at_exit(&self.path);
     }
 }
 
@@ -69,13 +65,9 @@ impl Drop for Temporary {
     fn drop(&mut self) {
         if !self.kept {
             let _ = rustix::fs::unlinkat(&self.dir, &self.name, rustix::fs::AtFlags::empty());
-            forget(&self.path);
+            keep_at_exit(&self.path);
         }
     }
-}
-
-fn forget(path: &Path) {
-    lock(&TEMPORARIES).retain(|p| p != path);
 }
 
 /// Names a file the process holds (a clean's lock file) for [`remove_temporaries`] to remove
@@ -85,9 +77,9 @@ pub(crate) fn remove_at_exit(path: &Path) {
     lock(&TEMPORARIES).push(path.to_path_buf());
 }
 
-/// The file named by [`remove_at_exit`] is its holder's to remove again.
+/// The file named by [`remove_at_exit`] (or a temporary's) is its holder's to remove again.
 pub(crate) fn keep_at_exit(path: &Path) {
-    forget(path);
+    lock(&TEMPORARIES).retain(|p| p != path);
 }
 
 /// Removes every temporary file that still exists by name: a signal is ending the process.
@@ -141,9 +133,9 @@ fn unnamed(dir: &Path) -> io::Result<File> {
         Ok(fd) => Ok(File::from(fd)),
         // No O_TMPFILE in this kernel or file system.
         Err(rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::ISDIR | rustix::io::Errno::INVAL) => {
-            let (file, temporary) = Temporary::create(dir, "state-store-spool")?;
-            drop(temporary);
-            Ok(file)
+            // The temporary, dropped at once, removes the name and leaves the open file.
+            let name = "state-store-spool";
+            Ok(Temporary::create_in(&Place::open(&dir.join(name))?, name)?.0)
         }
         Err(e) => Err(e.into()),
     }
