@@ -52,13 +52,12 @@ pub(crate) fn refuse_database(what: &str, path: &Path) -> Result<()> {
                 let mut file_name = name.clone();
                 file_name.push(suffix);
                 if same_file(path, &dir.join(&file_name)) {
-                    return Err(Error::Usage(format!(
+                    anyhow::bail!(Error::Usage(format!(
                         "{what} {}: is {part} {} this command has open; refusing to write over it \
                          (nothing was written)",
                         path.display(),
                         database.shown.display()
-                    ))
-                    .into());
+                    )));
                 }
             }
         }
@@ -71,9 +70,8 @@ pub(crate) fn refuse_database(what: &str, path: &Path) -> Result<()> {
 /// created.
 fn same_file(output: &Path, file: &Path) -> bool {
     let id = |m: &fs::Metadata| (m.dev(), m.ino());
-    let file_meta = fs::metadata(file).ok();
-    if let (Ok(out), Some(f)) = (fs::metadata(output), &file_meta) {
-        return id(&out) == id(f);
+    if let (Ok(out), Ok(f)) = (fs::metadata(output), fs::metadata(file)) {
+        return id(&out) == id(&f);
     }
     let place = |p: &Path| -> Option<((u64, u64), OsString)> {
         let dir = fs::metadata(parent(p)?).ok()?;
@@ -105,14 +103,13 @@ fn follow(path: &Path) -> Option<PathBuf> {
 /// metrics file renamed over the archive the run just appended to). `what` names each flag.
 pub(crate) fn refuse_same(one: (&str, &Path), other: (&str, &Path)) -> Result<()> {
     if same_file(one.1, other.1) || same_file(other.1, one.1) {
-        return Err(Error::Usage(format!(
+        anyhow::bail!(Error::Usage(format!(
             "{} {} and {} {} are the same file; give each its own (nothing was written)",
             one.0,
             one.1.display(),
             other.0,
             other.1.display()
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
