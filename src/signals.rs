@@ -41,21 +41,15 @@ use signal_hook::iterator::Signals;
 /// Not among signal-hook's constants; rustix has every signal's number.
 const SIGPWR: i32 = rustix::process::Signal::POWER.as_raw();
 
+/// Each signal named with its constant's own name.
+macro_rules! named {
+    ($($signal:ident),*) => { [$(($signal, stringify!($signal))),*] };
+}
+
 /// The signals that would end the process, each answered as SIGTERM is (see the module's
 /// paragraph for those left out, and why), with the name every report gives it.
-const ENDING: [(i32, &str); 12] = [
-    (SIGHUP, "SIGHUP"),
-    (SIGINT, "SIGINT"),
-    (SIGQUIT, "SIGQUIT"),
-    (SIGTERM, "SIGTERM"),
-    (SIGUSR1, "SIGUSR1"),
-    (SIGUSR2, "SIGUSR2"),
-    (SIGALRM, "SIGALRM"),
-    (SIGVTALRM, "SIGVTALRM"),
-    (SIGPROF, "SIGPROF"),
-    (SIGXCPU, "SIGXCPU"),
-    (SIGIO, "SIGIO"),
-    (SIGPWR, "SIGPWR"),
+const ENDING: [(i32, &str); 12] = named![
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGXCPU, SIGIO, SIGPWR
 ];
 
 /// How long a first signal may wait for a clean to stop on its own, after which the process
