@@ -11,6 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use super::ConfigError;
+use super::sources::ConfigFile;
 
 /// The section whose options every other section inherits.
 pub(crate) const DEFAULT_SECTION: &str = "DEFAULT";
@@ -243,10 +244,6 @@ enum InterpolationError {
 }
 
 impl IniFile {
-    pub(crate) fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The sections other than `[DEFAULT]`, in file order.
     #[cfg(test)]
     pub(crate) fn sections(&self) -> &[IniSection] {
@@ -285,37 +282,6 @@ impl IniFile {
             }
         }
         names
-    }
-
-    /// The interpolated value of `key` in `section` (`None` when configparser's `has_option`
-    /// would say no). `%%` is a literal `%`, `%(name)s` the value of `name` in the same section
-    /// or `[DEFAULT]`, recursively.
-    pub(crate) fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
-        let Some(option) = self.raw(section, key) else {
-            return Ok(None);
-        };
-        let mut out = String::new();
-        self.interpolate(section, &option.name, &option.value, 1, &mut out).map_err(|error| {
-            let what = match error {
-                InterpolationError::Syntax { owner, problem } if owner == key => problem,
-                InterpolationError::Syntax { owner, problem } => {
-                    format!("{problem} (in the value of `{owner}`, which it refers to)")
-                }
-                InterpolationError::Missing { owner, name } if owner == key => {
-                    format!("`%({name})s` refers to an option that is not in [{section}] or [DEFAULT]")
-                }
-                InterpolationError::Missing { owner, name } => format!(
-                    "`%({name})s` in the value of `{owner}`, which it refers to, names an \
-                         option that is not in [{section}] or [DEFAULT]"
-                ),
-                InterpolationError::TooDeep => format!(
-                    "`%(...)s` references nest more than {MAX_INTERPOLATION_DEPTH} levels deep \
-                         (a reference loop?)"
-                ),
-            };
-            parse_error(&self.path, option.line, format!("cannot expand % in [{section}] {key}: {what}"))
-        })?;
-        Ok(Some(IniValue { value: out, line: option.line }))
     }
 
     /// configparser's `BasicInterpolation`, step for step: a referenced value is expanded in
@@ -377,6 +343,43 @@ impl IniFile {
         }
         out.push_str(rest);
         Ok(())
+    }
+}
+
+impl ConfigFile for IniFile {
+    fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The interpolated value of `key` in `section` (`None` when configparser's `has_option`
+    /// would say no). `%%` is a literal `%`, `%(name)s` the value of `name` in the same section
+    /// or `[DEFAULT]`, recursively.
+    fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
+        let Some(option) = self.raw(section, key) else {
+            return Ok(None);
+        };
+        let mut out = String::new();
+        self.interpolate(section, &option.name, &option.value, 1, &mut out).map_err(|error| {
+            let what = match error {
+                InterpolationError::Syntax { owner, problem } if owner == key => problem,
+                InterpolationError::Syntax { owner, problem } => {
+                    format!("{problem} (in the value of `{owner}`, which it refers to)")
+                }
+                InterpolationError::Missing { owner, name } if owner == key => {
+                    format!("`%({name})s` refers to an option that is not in [{section}] or [DEFAULT]")
+                }
+                InterpolationError::Missing { owner, name } => format!(
+                    "`%({name})s` in the value of `{owner}`, which it refers to, names an \
+                         option that is not in [{section}] or [DEFAULT]"
+                ),
+                InterpolationError::TooDeep => format!(
+                    "`%(...)s` references nest more than {MAX_INTERPOLATION_DEPTH} levels deep \
+                         (a reference loop?)"
+                ),
+            };
+            parse_error(&self.path, option.line, format!("cannot expand % in [{section}] {key}: {what}"))
+        })?;
+        Ok(Some(IniValue { value: out, line: option.line }))
     }
 }
 

@@ -232,7 +232,7 @@ pub(crate) fn load(
         read.map_or((None, None), |(file, holders)| (Some(file), trust.judge(&holders)));
     let mut resolver = Resolver {
         vars: &vars,
-        file: file.as_ref(),
+        file: file.as_deref(),
         untrusted: untrusted_config.as_ref(),
         euid: trust.euid(),
         cmd_timeout: DEFAULT_CMD_TIMEOUT,
@@ -988,7 +988,7 @@ mod tests {
              [state_store]\ndefault_retention_days = 4\n",
             marker.display()
         );
-        let file = ConfigFile::Ini(parse_ini(&text, &path).expect("parses"));
+        let file = parse_ini(&text, &path).expect("parses");
         let holders = crate::fs::ReadFile {
             bytes: Vec::new(),
             file: crate::fs::Holder { path: path.clone(), uid: 65534, mode: 0o644 },

@@ -3,31 +3,19 @@
 
 use super::*;
 
-/// A parsed config file of either format.
-pub(super) enum ConfigFile {
-    Ini(ini::IniFile),
-    Toml(toml_file::TomlFile),
-}
+/// A parsed config file of either format: `ini::IniFile` or `toml_file::TomlFile`.
+pub(super) trait ConfigFile {
+    fn path(&self) -> &Path;
 
-impl ConfigFile {
-    pub(super) fn path(&self) -> &Path {
-        match self {
-            ConfigFile::Ini(file) => file.path(),
-            ConfigFile::Toml(file) => file.path(),
-        }
-    }
-
-    pub(super) fn get(&self, section: &str, key: &str) -> Result<Option<ini::IniValue>, ConfigError> {
-        match self {
-            ConfigFile::Ini(file) => file.get(section, key),
-            ConfigFile::Toml(file) => file.get(section, key),
-        }
-    }
+    /// The value of `key` in `section` and its line, `None` when the file does not set it.
+    fn get(&self, section: &str, key: &str) -> Result<Option<ini::IniValue>, ConfigError>;
 }
 
 /// Reads and parses a config file, and says who could have chosen what it holds (see
 /// `trust`), judged on the descriptors it was read through.
-pub(super) fn read_config_file(path: &Path) -> Result<(ConfigFile, crate::fs::ReadFile), ConfigError> {
+pub(super) fn read_config_file(
+    path: &Path,
+) -> Result<(Box<dyn ConfigFile>, crate::fs::ReadFile), ConfigError> {
     let mut read = crate::fs::read_with_holders(path)
         .map_err(|e| ConfigError::Io { path: path.to_path_buf(), reason: e.to_string() })?;
     let bytes = std::mem::take(&mut read.bytes);
@@ -37,11 +25,8 @@ pub(super) fn read_config_file(path: &Path) -> Result<(ConfigFile, crate::fs::Re
         ini::parse_error(path, line, "the file is not valid UTF-8")
     })?;
     let is_toml = path.extension().is_some_and(|ext| ext.eq_ignore_ascii_case("toml"));
-    let file = if is_toml {
-        parse_toml(&text, path).map(ConfigFile::Toml)
-    } else {
-        parse_ini(&text, path).map(ConfigFile::Ini)
-    }?;
+    let file: Box<dyn ConfigFile> =
+        if is_toml { Box::new(parse_toml(&text, path)?) } else { Box::new(parse_ini(&text, path)?) };
     Ok((file, read))
 }
 
@@ -105,7 +90,7 @@ pub(super) fn find_config_file(
 /// Looks options up in Airflow's order.
 pub(super) struct Resolver<'a> {
     pub(super) vars: &'a Vars<'a>,
-    pub(super) file: Option<&'a ConfigFile>,
+    pub(super) file: Option<&'a dyn ConfigFile>,
     /// Why the file may not run commands, when another user could have written it.
     pub(super) untrusted: Option<&'a trust::Untrusted>,
     /// The run's effective user, for the message that refuses a command.
@@ -149,7 +134,7 @@ impl Resolver<'_> {
         }
     }
 
-    pub(super) fn file_source(file: &ConfigFile, line: usize) -> Source {
+    pub(super) fn file_source(file: &dyn ConfigFile, line: usize) -> Source {
         Source::File { path: file.path().to_path_buf(), line: Some(line) }
     }
 

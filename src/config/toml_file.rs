@@ -14,6 +14,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::ConfigError;
 use super::ini::{IniValue, parse_error};
+use super::sources::ConfigFile;
 
 /// One key of a table (TOML has no two tables, nor two keys in one, of the same name).
 #[derive(Debug, Clone)]
@@ -84,13 +85,13 @@ pub(crate) fn parse_toml(text: &str, path: &Path) -> Result<TomlFile, ConfigErro
     Ok(TomlFile { path: path.to_path_buf(), entries })
 }
 
-impl TomlFile {
-    pub(crate) fn path(&self) -> &Path {
+impl ConfigFile for TomlFile {
+    fn path(&self) -> &Path {
         &self.path
     }
 
     /// The value of `key` in table `section`, as text; `None` when either is absent.
-    pub(crate) fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
+    fn get(&self, section: &str, key: &str) -> Result<Option<IniValue>, ConfigError> {
         let Some(entry) = self.entries.iter().find(|e| e.table == section && e.key == key) else {
             return Ok(None);
         };
