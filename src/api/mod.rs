@@ -16,7 +16,7 @@ mod http;
 mod keys;
 mod url;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::hash::{BuildHasher as _, RandomState};
 use std::ops::ControlFlow;
 
@@ -145,8 +145,7 @@ impl Api {
     /// One task key, expired or not; `None` when the API has no such key (it says so alike
     /// for a key, a task instance or a dag run that does not exist).
     pub(crate) fn task_entry(&self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        let found = self.found(&Self::task_target(scope, Some(key)))?;
-        found.map(|answer| task_entry(scope, body(&answer)?)).transpose()
+        self.found(&Self::task_target(scope, Some(key)), |item| task_entry(scope, item))
     }
 
     /// `PUT`, an upsert with the `expires_at` given (`"default"`, the server's
@@ -167,10 +166,10 @@ impl Api {
         self.write(Method::DELETE, &Self::task_target(scope, Some(key)), None)
     }
 
-    /// A `GET` of one item: its answer, `None` for a 404.
-    fn found(&self, target: &Target) -> Result<Option<Answer>> {
+    /// A `GET` of one item, its body read by `read`: `None` for a 404.
+    fn found<T>(&self, target: &Target, read: impl FnOnce(&Value) -> Result<T>) -> Result<Option<T>> {
         let answer = self.call(Method::GET, target, None, &[200, 404])?;
-        Ok((answer.status != 404).then_some(answer))
+        (answer.status != 404).then(|| read(body(&answer)?)).transpose()
     }
 
     /// A write, answered 200 or 204 (a `PUT` also 201).
@@ -181,7 +180,7 @@ impl Api {
 
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
     pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
-        let mut indexes = vec![-1];
+        let mut indexes = BTreeSet::from([-1]);
         let target = Self::task_instance_target(scope, &["listMapped"]);
         let walked = self.walk(&target, "task_instances", 0, true, &mut |ti| {
             indexes.extend(ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0));
@@ -191,9 +190,7 @@ impl Api {
             Walked::Flow(_) => (true, true),
             Walked::NotFound(answer) => (detail(&answer).contains("is not mapped"), false),
         };
-        indexes.sort_unstable();
-        indexes.dedup();
-        Ok(MapIndexes { indexes, whole, mapped })
+        Ok(MapIndexes { indexes: indexes.into_iter().collect(), whole, mapped })
     }
 
     /// That the task instance exists, asked without changing anything: a 404 is the API's own
@@ -230,16 +227,16 @@ impl Api {
     /// exact here. An asset found by id says `active: false` whatever it is: only a write
     /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
-        match selector {
-            AssetSelector::Id(id) => match self.found(&Target::api(&["assets", &id.to_string()]))? {
-                Some(answer) => asset(body(&answer)?),
-                None => Err(Error::NotFound(format!("no asset found with {selector}")).into()),
-            },
+        let found = match selector {
+            AssetSelector::Id(id) => self.found(&Target::api(&["assets", &id.to_string()]), asset)?,
             AssetSelector::Name(name) => {
-                self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
+                self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)?
             }
-            AssetSelector::Uri(uri) => self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri),
-        }
+            AssetSelector::Uri(uri) => {
+                self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri)?
+            }
+        };
+        found.ok_or_else(|| Error::NotFound(format!("no asset found with {selector}")).into())
     }
 
     /// [`Api::asset`], with whether an asset found by id is active: the API has no such field,
@@ -254,23 +251,24 @@ impl Api {
         Ok(found)
     }
 
+    /// The active asset the prefix filter finds that `matches`; `None` when there is none,
+    /// active or not.
     fn asset_by(
         &self,
         filter: &'static str,
         text: &str,
         selector: &AssetSelector,
         matches: impl Fn(&Asset) -> bool,
-    ) -> Result<Asset> {
-        if let Some(mut found) = self.find_asset(filter, text, true, &matches)? {
-            found.active = true;
-            return Ok(found);
+    ) -> Result<Option<Asset>> {
+        if let Some(found) = self.find_asset(filter, text, true, &matches)? {
+            return Ok(Some(Asset { active: true, ..found }));
         }
         if self.find_asset(filter, text, false, &matches)?.is_some() {
             bail!(Error::NotFound(format!(
                 "{selector} is not active; inactive assets are reachable by --asset-id only"
             )));
         }
-        Err(Error::NotFound(format!("no asset found with {selector}")).into())
+        Ok(None)
     }
 
     /// The first asset the prefix filter returns that `matches`, paging through the rest.
@@ -291,8 +289,7 @@ impl Api {
     }
 
     pub(crate) fn asset_entry(&self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        let found = self.found(&Self::asset_target(asset.id, Some(key)))?;
-        found.map(|answer| asset_entry(asset, body(&answer)?)).transpose()
+        self.found(&Self::asset_target(asset.id, Some(key)), |item| asset_entry(asset, item))
     }
 
     pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
@@ -653,20 +650,18 @@ fn lacking_permission(method: &Method, subject: &Subject) -> String {
         _ => ("change", "edit"),
     };
     let viewer = if *method == Method::GET { "" } else { "; a Viewer may only read" };
-    match subject {
-        Subject::Dag(dag_id) => format!(
-            "; the token was accepted, but its user may not {verb} the state of dag {}: that takes \
-             Airflow's permission to {permission} the dag's task instances{viewer}",
-            quote(dag_id)
-        ),
-        Subject::Assets => format!(
-            "; the token was accepted, but its user may not {verb} the state of assets: that takes \
-             Airflow's permission to {permission} assets{viewer}"
-        ),
+    let (state, whose) = match subject {
+        Subject::Dag(dag_id) => (format!("dag {}", quote(dag_id)), "the dag's task instances"),
+        Subject::Assets => ("assets".to_string(), "assets"),
         Subject::Other => {
-            "; the token was accepted, but its user lacks the permission for this request".to_string()
+            return "; the token was accepted, but its user lacks the permission for this request"
+                .to_string();
         }
-    }
+    };
+    format!(
+        "; the token was accepted, but its user may not {verb} the state of {state}: that takes Airflow's \
+         permission to {permission} {whose}{viewer}"
+    )
 }
 
 /// What a refused answer's message says of the request's tries: how many times it was sent,
