@@ -51,43 +51,36 @@ fn addressable(scope: &TaskScope) -> Result<()> {
     for (flag, id) in
         [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
     {
-        if id == "." || id == ".." {
-            bail!(Error::Usage(format!(
-                "{flag} {} is a path segment of its own, which Airflow's REST API cannot address: a proxy \
-                 or server that normalises paths would resolve it and reach another path; nothing was sent \
-                 (use the database transport)",
-                quote(id)
-            )));
-        }
-        if id.contains('/') {
-            bail!(Error::Usage(format!(
-                "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
-                 before routing, so the request would reach another path; nothing was sent (use the \
-                 database transport)",
-                quote(id)
-            )));
-        }
+        let why = if id == "." || id == ".." {
+            "is a path segment of its own, which Airflow's REST API cannot address: a proxy or server that \
+             normalises paths would resolve it and reach another path"
+        } else if id.contains('/') {
+            "holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` before routing, \
+             so the request would reach another path"
+        } else {
+            continue;
+        };
+        bail!(unaddressable(&format!("{flag} {}", quote(id)), why));
     }
     Ok(())
 }
 
+/// The refusal of a name the API's routes cannot address: `why`, and that nothing was sent.
+fn unaddressable(name: &str, why: &str) -> anyhow::Error {
+    Error::Usage(format!("{name} {why}; nothing was sent (use the database transport)")).into()
+}
+
 fn key_addressable(key: &str) -> Result<()> {
-    if key.split('/').any(|segment| segment == "." || segment == "..") {
-        bail!(Error::Usage(format!(
-            "key {} holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or \
-             server that normalises paths would resolve it (`…/state-store/..` is the task instance \
-             itself); nothing was sent (use the database transport)",
-            quote(key)
-        )));
-    }
-    if key.contains(['\n', '\r']) {
-        bail!(Error::Usage(format!(
-            "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
-             at one, and would reach another key); nothing was sent (use the database transport)",
-            quote(key)
-        )));
-    }
-    Ok(())
+    let why = if key.split('/').any(|segment| segment == "." || segment == "..") {
+        "holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or server that \
+         normalises paths would resolve it (`…/state-store/..` is the task instance itself)"
+    } else if key.contains(['\n', '\r']) {
+        "holds a line break, which Airflow's REST API cannot address (its key route stops at one, and \
+         would reach another key)"
+    } else {
+        return Ok(());
+    };
+    Err(unaddressable(&format!("key {}", quote(key)), why))
 }
 
 /// A key a `clear` deletes, read when they are counted: the count the question and the
