@@ -18,23 +18,27 @@ use crate::text::quote;
 use crate::time::Timestamp;
 use anyhow::bail;
 
-/// A refusal of what the API cannot do, before anything is sent.
-fn cannot(flag: &str, why: &str) -> anyhow::Error {
-    Error::Usage(format!(
-        "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
-    ))
-    .into()
+/// A refusal of what the API cannot do, when it was asked for (`given`), before anything is
+/// sent.
+fn refuse(given: bool, flag: &str, why: &str) -> Result<()> {
+    if given {
+        bail!(Error::Usage(format!(
+            "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
+        )));
+    }
+    Ok(())
 }
 
 /// `--allow-large`, which the API cannot honour.
 fn refuse_large(allow_large: bool) -> Result<()> {
-    if allow_large {
-        return Err(cannot(
-            "--allow-large",
-            "the API refuses a value over its [state_store] max_value_storage_bytes",
-        ));
-    }
-    Ok(())
+    let why = "the API refuses a value over its [state_store] max_value_storage_bytes";
+    refuse(allow_large, "--allow-large", why)
+}
+
+/// `--allow-missing-task-instance`, which the API cannot honour.
+fn refuse_missing(missing: MissingTaskInstance) -> Result<()> {
+    let why = "the API refuses a task instance that does not exist";
+    refuse(missing == MissingTaskInstance::Allow, "--allow-missing-task-instance", why)
 }
 
 /// What the API's routes cannot address is refused before anything is sent (exit 2):
@@ -111,16 +115,6 @@ impl Remote {
             self.api = Some(Api::open(options)?);
         }
         self.api.as_ref().ok_or_else(|| Error::Remote("the API could not be opened".to_string()).into())
-    }
-
-    fn refuse_missing(missing: MissingTaskInstance) -> Result<()> {
-        match missing {
-            MissingTaskInstance::Allow => Err(cannot(
-                "--allow-missing-task-instance",
-                "the API refuses a task instance that does not exist",
-            )),
-            MissingTaskInstance::Refuse => Ok(()),
-        }
     }
 
     /// The map indexes a task's keys are read from: the one asked for, or each of the task's.
@@ -271,7 +265,7 @@ impl Keys for Remote {
     /// the server's own `updated_at` and expiry (over the API the default retention is the
     /// server's).
     fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
-        Self::refuse_missing(set.missing)?;
+        refuse_missing(set.missing)?;
         addressable(set.scope)?;
         key_addressable(set.key)?;
         refuse_large(set.allow_large)?;
@@ -297,7 +291,7 @@ impl Keys for Remote {
     /// first, so that the count says whether one was deleted. The DELETE is sent either way,
     /// for the API's own check that the task instance exists.
     fn delete_task(&mut self, scope: &TaskScope, key: &str, missing: MissingTaskInstance) -> Result<u64> {
-        Self::refuse_missing(missing)?;
+        refuse_missing(missing)?;
         addressable(scope)?;
         key_addressable(key)?;
         let api = self.api()?;
@@ -313,7 +307,7 @@ impl Keys for Remote {
         all_map_indices: bool,
         missing: MissingTaskInstance,
     ) -> Result<u64> {
-        Self::refuse_missing(missing)?;
+        refuse_missing(missing)?;
         addressable(scope)?;
         let keys = self.plan_task(scope, all_map_indices)?;
         let count = keys.len() as u64;
@@ -423,9 +417,7 @@ impl Keys for Remote {
     }
 
     fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
-        if set.must_exist {
-            return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
-        }
+        refuse(set.must_exist, "--keep-expiry on an asset key", "the API has no PATCH for asset keys")?;
         refuse_large(set.allow_large)?;
         key_addressable(set.key)?;
         let asset = &self.active_asset(selector)?;
