@@ -213,11 +213,10 @@ fn prompt_password(username: &str, http: &Http) -> Result<String> {
     drop(restore);
     let _ = writeln!(out);
     read.map_err(|_| missing())?;
-    let password = line.trim_end_matches(['\n', '\r']).to_string();
-    if password.is_empty() {
-        return Err(missing());
-    }
-    Ok(password)
+    Some(line.trim_end_matches(['\n', '\r']))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .ok_or_else(missing)
 }
 
 /// Puts the terminal's echo back, whatever happens while the password is read.

@@ -310,9 +310,7 @@ impl Keys for Remote {
         refuse_missing(missing)?;
         addressable(scope)?;
         let keys = self.plan_task(scope, all_map_indices)?;
-        let count = keys.len() as u64;
-        self.planned = Some(keys);
-        Ok(count)
+        Ok(self.planned.insert(keys).len() as u64)
     }
 
     /// The counted keys, one DELETE each, so that the count is exactly what goes and a key
@@ -437,9 +435,7 @@ impl Keys for Remote {
     /// The keys a clear would delete, read now (see [`Planned`]).
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
         let keys = self.asset_keys(asset)?;
-        let count = keys.len() as u64;
-        self.planned = Some(keys);
-        Ok(count)
+        Ok(self.planned.insert(keys).len() as u64)
     }
 
     /// The counted keys, one DELETE each, then the asset listed again (see
