@@ -163,9 +163,8 @@ impl Http {
                         pause *= 2;
                         continue;
                     }
-                    let mut answer = self.read_answer(response, &method, &shown)?;
-                    answer.sent = sent;
-                    return Ok(answer);
+                    let answer = self.read_answer(response, &method, &shown)?;
+                    return Ok(Answer { sent, ..answer });
                 }
                 Err(e) => {
                     let never_sent = is_connect_error(&e);

@@ -137,8 +137,7 @@ impl Api {
     }
 
     fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
-        let mut tail = vec!["state-store"];
-        tail.extend(key);
+        let tail = [["state-store"].as_slice(), key.as_slice()].concat();
         Self::task_instance_target(scope, &tail).query("map_index", scope.map_index)
     }
 
@@ -216,10 +215,7 @@ impl Api {
     // ── assets ───────────────────────────────────────────────────────────────────────────
 
     fn asset_target(id: i64, key: Option<&str>) -> Target {
-        let id = id.to_string();
-        let mut segments = vec!["assets", id.as_str(), "state-store"];
-        segments.extend(key);
-        Target::api(&segments)
+        Target::api(&[["assets", &id.to_string(), "state-store"].as_slice(), key.as_slice()].concat())
     }
 
     /// Resolves a selector as the database path does: an id reaches any asset, a name or a
