@@ -393,7 +393,9 @@ impl Api {
             if answer.status == 404 {
                 return Ok(Walked::NotFound(answer));
             }
-            let total = total_entries(&answer)?;
+            let total = body(&answer)?.get("total_entries").and_then(Value::as_u64);
+            let total =
+                total.ok_or_else(|| Error::Remote("the API's answer has no total_entries".to_string()))?;
             let shown = || self.http.base().join(&page_target);
             if total > MAX_ENTRIES || seen.len() as u64 >= MAX_ENTRIES {
                 bail!(Error::Remote(format!(
@@ -402,7 +404,9 @@ impl Api {
                     shown()
                 )));
             }
-            let page = array(&answer, field)?;
+            let page = body(&answer)?.get(field).and_then(Value::as_array);
+            let page =
+                page.ok_or_else(|| Error::Remote(format!("the API's answer has no list {}", quote(field))))?;
             let digests: Vec<(u64, u64)> = page.iter().map(|item| digest(item_key(item))).collect();
             let shrunk = last_total.is_some_and(|before| total < before);
             last_total = Some(total);
@@ -712,20 +716,6 @@ fn body(answer: &Answer) -> Result<&Value> {
         .json
         .as_ref()
         .ok_or_else(|| Error::Remote(format!("the API answered {} with no body", answer.status)).into())
-}
-
-fn array<'a>(answer: &'a Answer, field: &str) -> Result<&'a Vec<Value>> {
-    body(answer)?
-        .get(field)
-        .and_then(Value::as_array)
-        .ok_or_else(|| Error::Remote(format!("the API's answer has no list {}", quote(field))).into())
-}
-
-fn total_entries(answer: &Answer) -> Result<u64> {
-    body(answer)?
-        .get("total_entries")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| Error::Remote("the API's answer has no total_entries".to_string()).into())
 }
 
 fn malformed(what: &str) -> anyhow::Error {
