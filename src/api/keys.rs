@@ -363,16 +363,12 @@ impl Keys for Remote {
     /// before the offset and the limit count, as the database's `WHERE` does; without them
     /// and for one map index, the offset is the API's own.
     fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()> {
-        let (Some(dag_id), Some(run_id), Some(task_id)) = (&filter.dag_id, &filter.run_id, &filter.task_id)
+        let (Some(dag_id), Some(run_id), Some(task_id)) =
+            (filter.dag_id.clone(), filter.run_id.clone(), filter.task_id.clone())
         else {
             return Err(not_one_scope("this list names no single task instance"));
         };
-        let scope = TaskScope {
-            dag_id: dag_id.clone(),
-            run_id: run_id.clone(),
-            task_id: task_id.clone(),
-            map_index: filter.map_index.unwrap_or(-1),
-        };
+        let scope = TaskScope { dag_id, run_id, task_id, map_index: filter.map_index.unwrap_or(-1) };
         addressable(&scope)?;
         let MapIndexes { indexes, whole, .. } = self.indexes(&scope, filter.map_index.is_none())?;
         if !whole {

@@ -108,11 +108,9 @@ impl Api {
     fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
         let shown = self.http.base().join(target);
         let said = detail(answer);
-        let mut message = format!("{method} {shown} answered {}", answer.status);
-        if !said.is_empty() {
-            message.push_str(&format!(": {said}"));
-        }
-        message.push_str(&retried(method, answer));
+        let colon = if said.is_empty() { "" } else { ": " };
+        let mut message =
+            format!("{method} {shown} answered {}{colon}{said}{}", answer.status, retried(method, answer));
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
