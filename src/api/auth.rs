@@ -104,8 +104,7 @@ impl Credentials {
             Credentials::Login { username, password } => {
                 let password = password.clone().map_or_else(|| prompt_password(username, http), Ok)?;
                 crate::redact::register_login(username, &password);
-                let token = login(http, username, &password)?;
-                checked(&token, "the login's answer")?
+                checked(&login(http, username, &password)?, "the login's answer")?
             }
             Credentials::None => return Ok(None),
         };

@@ -694,10 +694,8 @@ fn retried(method: &Method, answer: &Answer) -> String {
 
 /// A write's body: `{"value": …}`, and a task key's PUT its expiry.
 fn value_body(value: &Value, expires_at: Option<Value>) -> Value {
-    let mut body = serde_json::Map::new();
-    body.insert("value".to_string(), value.clone());
-    body.extend(expires_at.map(|at| ("expires_at".to_string(), at)));
-    Value::Object(body)
+    let fields = [("value", Some(value.clone())), ("expires_at", expires_at)];
+    Value::Object(fields.into_iter().filter_map(|(name, field)| Some((name.to_string(), field?))).collect())
 }
 
 /// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).
