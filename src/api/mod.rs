@@ -671,10 +671,9 @@ fn retried(method: &Method, answer: &Answer) -> String {
     let mut said = String::new();
     if answer.sent > 1 {
         said.push_str(&format!("; sent {} times", answer.sent));
-        if write && answer.did_nothing {
-            said.push_str(", each answered 503 with Retry-After (the server did nothing)");
-        } else if write {
-            said.push_str(", the earlier tries answered 503 with Retry-After (the server did nothing)");
+        if write {
+            let which = if answer.did_nothing { "each" } else { "the earlier tries" };
+            said.push_str(&format!(", {which} answered 503 with Retry-After (the server did nothing)"));
         }
     }
     if write && matches!(answer.status, 502..=504) {
