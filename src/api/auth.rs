@@ -104,8 +104,7 @@ impl Credentials {
             Credentials::Login { username, password } => {
                 let password = password.clone().map_or_else(|| prompt_password(username, http), Ok)?;
                 crate::redact::register_login(username, &password);
-                let token = login(http, username, &password)?;
-                checked(&token, "the login's answer")?
+                checked(&login(http, username, &password)?, "the login's answer")?
             }
             Credentials::None => return Ok(None),
         };
@@ -213,11 +212,10 @@ fn prompt_password(username: &str, http: &Http) -> Result<String> {
     drop(restore);
     let _ = writeln!(out);
     read.map_err(|_| missing())?;
-    let password = line.trim_end_matches(['\n', '\r']).to_string();
-    if password.is_empty() {
-        return Err(missing());
-    }
-    Ok(password)
+    Some(line.trim_end_matches(['\n', '\r']))
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .ok_or_else(missing)
 }
 
 /// Puts the terminal's echo back, whatever happens while the password is read.

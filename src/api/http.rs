@@ -163,9 +163,8 @@ impl Http {
                         pause *= 2;
                         continue;
                     }
-                    let mut answer = self.read_answer(response, &method, &shown)?;
-                    answer.sent = sent;
-                    return Ok(answer);
+                    let answer = self.read_answer(response, &method, &shown)?;
+                    return Ok(Answer { sent, ..answer });
                 }
                 Err(e) => {
                     let never_sent = is_connect_error(&e);
@@ -465,11 +464,7 @@ fn bypasses(list: &str, host: &str) -> bool {
             .map_or(written, |(name, _)| name);
         if let Some(ip) = address(unbracketed).or_else(|| address(without_port)) {
             let Some(host_ip) = host_ip else { return false };
-            let bits = match prefix.map(str::parse::<u32>) {
-                None => None,
-                Some(Ok(bits)) => Some(bits),
-                Some(Err(_)) => return false,
-            };
+            let Ok(bits) = prefix.map(str::parse::<u32>).transpose() else { return false };
             return in_range(host_ip, ip, bits);
         }
         if prefix.is_some() || host_ip.is_some() {

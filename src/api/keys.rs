@@ -18,23 +18,27 @@ use crate::text::quote;
 use crate::time::Timestamp;
 use anyhow::bail;
 
-/// A refusal of what the API cannot do, before anything is sent.
-fn cannot(flag: &str, why: &str) -> anyhow::Error {
-    Error::Usage(format!(
-        "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
-    ))
-    .into()
+/// A refusal of what the API cannot do, when it was asked for (`given`), before anything is
+/// sent.
+fn refuse(given: bool, flag: &str, why: &str) -> Result<()> {
+    if given {
+        bail!(Error::Usage(format!(
+            "{flag} cannot be honoured over Airflow's REST API: {why}; use the database transport"
+        )));
+    }
+    Ok(())
 }
 
 /// `--allow-large`, which the API cannot honour.
 fn refuse_large(allow_large: bool) -> Result<()> {
-    if allow_large {
-        return Err(cannot(
-            "--allow-large",
-            "the API refuses a value over its [state_store] max_value_storage_bytes",
-        ));
-    }
-    Ok(())
+    let why = "the API refuses a value over its [state_store] max_value_storage_bytes";
+    refuse(allow_large, "--allow-large", why)
+}
+
+/// `--allow-missing-task-instance`, which the API cannot honour.
+fn refuse_missing(missing: MissingTaskInstance) -> Result<()> {
+    let why = "the API refuses a task instance that does not exist";
+    refuse(missing == MissingTaskInstance::Allow, "--allow-missing-task-instance", why)
 }
 
 /// What the API's routes cannot address is refused before anything is sent (exit 2):
@@ -51,43 +55,36 @@ fn addressable(scope: &TaskScope) -> Result<()> {
     for (flag, id) in
         [("--dag-id", &scope.dag_id), ("--run-id", &scope.run_id), ("--task-id", &scope.task_id)]
     {
-        if id == "." || id == ".." {
-            bail!(Error::Usage(format!(
-                "{flag} {} is a path segment of its own, which Airflow's REST API cannot address: a proxy \
-                 or server that normalises paths would resolve it and reach another path; nothing was sent \
-                 (use the database transport)",
-                quote(id)
-            )));
-        }
-        if id.contains('/') {
-            bail!(Error::Usage(format!(
-                "{flag} {} holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` \
-                 before routing, so the request would reach another path; nothing was sent (use the \
-                 database transport)",
-                quote(id)
-            )));
-        }
+        let why = if id == "." || id == ".." {
+            "is a path segment of its own, which Airflow's REST API cannot address: a proxy or server that \
+             normalises paths would resolve it and reach another path"
+        } else if id.contains('/') {
+            "holds a `/`, which Airflow's REST API cannot address: its server decodes `%2F` before routing, \
+             so the request would reach another path"
+        } else {
+            continue;
+        };
+        bail!(unaddressable(&format!("{flag} {}", quote(id)), why));
     }
     Ok(())
 }
 
+/// The refusal of a name the API's routes cannot address: `why`, and that nothing was sent.
+fn unaddressable(name: &str, why: &str) -> anyhow::Error {
+    Error::Usage(format!("{name} {why}; nothing was sent (use the database transport)")).into()
+}
+
 fn key_addressable(key: &str) -> Result<()> {
-    if key.split('/').any(|segment| segment == "." || segment == "..") {
-        bail!(Error::Usage(format!(
-            "key {} holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or \
-             server that normalises paths would resolve it (`…/state-store/..` is the task instance \
-             itself); nothing was sent (use the database transport)",
-            quote(key)
-        )));
-    }
-    if key.contains(['\n', '\r']) {
-        bail!(Error::Usage(format!(
-            "key {} holds a line break, which Airflow's REST API cannot address (its key route stops \
-             at one, and would reach another key); nothing was sent (use the database transport)",
-            quote(key)
-        )));
-    }
-    Ok(())
+    let why = if key.split('/').any(|segment| segment == "." || segment == "..") {
+        "holds a `.` or `..` segment, which Airflow's REST API cannot address: a proxy or server that \
+         normalises paths would resolve it (`…/state-store/..` is the task instance itself)"
+    } else if key.contains(['\n', '\r']) {
+        "holds a line break, which Airflow's REST API cannot address (its key route stops at one, and \
+         would reach another key)"
+    } else {
+        return Ok(());
+    };
+    Err(unaddressable(&format!("key {}", quote(key)), why))
 }
 
 /// A key a `clear` deletes, read when they are counted: the count the question and the
@@ -118,16 +115,6 @@ impl Remote {
             self.api = Some(Api::open(options)?);
         }
         self.api.as_ref().ok_or_else(|| Error::Remote("the API could not be opened".to_string()).into())
-    }
-
-    fn refuse_missing(missing: MissingTaskInstance) -> Result<()> {
-        match missing {
-            MissingTaskInstance::Allow => Err(cannot(
-                "--allow-missing-task-instance",
-                "the API refuses a task instance that does not exist",
-            )),
-            MissingTaskInstance::Refuse => Ok(()),
-        }
     }
 
     /// The map indexes a task's keys are read from: the one asked for, or each of the task's.
@@ -278,7 +265,7 @@ impl Keys for Remote {
     /// the server's own `updated_at` and expiry (over the API the default retention is the
     /// server's).
     fn set_task(&mut self, set: &TaskSet<'_>) -> Result<TaskEntry> {
-        Self::refuse_missing(set.missing)?;
+        refuse_missing(set.missing)?;
         addressable(set.scope)?;
         key_addressable(set.key)?;
         refuse_large(set.allow_large)?;
@@ -304,7 +291,7 @@ impl Keys for Remote {
     /// first, so that the count says whether one was deleted. The DELETE is sent either way,
     /// for the API's own check that the task instance exists.
     fn delete_task(&mut self, scope: &TaskScope, key: &str, missing: MissingTaskInstance) -> Result<u64> {
-        Self::refuse_missing(missing)?;
+        refuse_missing(missing)?;
         addressable(scope)?;
         key_addressable(key)?;
         let api = self.api()?;
@@ -320,12 +307,10 @@ impl Keys for Remote {
         all_map_indices: bool,
         missing: MissingTaskInstance,
     ) -> Result<u64> {
-        Self::refuse_missing(missing)?;
+        refuse_missing(missing)?;
         addressable(scope)?;
         let keys = self.plan_task(scope, all_map_indices)?;
-        let count = keys.len() as u64;
-        self.planned = Some(keys);
-        Ok(count)
+        Ok(self.planned.insert(keys).len() as u64)
     }
 
     /// The counted keys, one DELETE each, so that the count is exactly what goes and a key
@@ -378,16 +363,12 @@ impl Keys for Remote {
     /// before the offset and the limit count, as the database's `WHERE` does; without them
     /// and for one map index, the offset is the API's own.
     fn each_task(&mut self, filter: &TaskFilter, page: Page, each: Each<'_, TaskEntry>) -> Result<()> {
-        let (Some(dag_id), Some(run_id), Some(task_id)) = (&filter.dag_id, &filter.run_id, &filter.task_id)
+        let (Some(dag_id), Some(run_id), Some(task_id)) =
+            (filter.dag_id.clone(), filter.run_id.clone(), filter.task_id.clone())
         else {
             return Err(not_one_scope("this list names no single task instance"));
         };
-        let scope = TaskScope {
-            dag_id: dag_id.clone(),
-            run_id: run_id.clone(),
-            task_id: task_id.clone(),
-            map_index: filter.map_index.unwrap_or(-1),
-        };
+        let scope = TaskScope { dag_id, run_id, task_id, map_index: filter.map_index.unwrap_or(-1) };
         addressable(&scope)?;
         let MapIndexes { indexes, whole, .. } = self.indexes(&scope, filter.map_index.is_none())?;
         if !whole {
@@ -430,9 +411,7 @@ impl Keys for Remote {
     }
 
     fn set_asset(&mut self, selector: &AssetSelector, set: &AssetSet<'_>) -> Result<AssetEntry> {
-        if set.must_exist {
-            return Err(cannot("--keep-expiry on an asset key", "the API has no PATCH for asset keys"));
-        }
+        refuse(set.must_exist, "--keep-expiry on an asset key", "the API has no PATCH for asset keys")?;
         refuse_large(set.allow_large)?;
         key_addressable(set.key)?;
         let asset = &self.active_asset(selector)?;
@@ -452,9 +431,7 @@ impl Keys for Remote {
     /// The keys a clear would delete, read now (see [`Planned`]).
     fn count_asset_keys(&mut self, asset: &Asset) -> Result<u64> {
         let keys = self.asset_keys(asset)?;
-        let count = keys.len() as u64;
-        self.planned = Some(keys);
-        Ok(count)
+        Ok(self.planned.insert(keys).len() as u64)
     }
 
     /// The counted keys, one DELETE each, then the asset listed again (see

@@ -16,7 +16,7 @@ mod http;
 mod keys;
 mod url;
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashSet};
 use std::hash::{BuildHasher as _, RandomState};
 use std::ops::ControlFlow;
 
@@ -108,11 +108,9 @@ impl Api {
     fn refused(&self, method: &Method, target: &Target, answer: &Answer) -> anyhow::Error {
         let shown = self.http.base().join(target);
         let said = detail(answer);
-        let mut message = format!("{method} {shown} answered {}", answer.status);
-        if !said.is_empty() {
-            message.push_str(&format!(": {said}"));
-        }
-        message.push_str(&retried(method, answer));
+        let colon = if said.is_empty() { "" } else { ": " };
+        let mut message =
+            format!("{method} {shown} answered {}{colon}{said}{}", answer.status, retried(method, answer));
         if answer.status == 401 && !self.http.has_token() {
             message.push_str(
                 " (no token was given: set AIRFLOW_CLI_TOKEN, --api-token-cmd, or --api-username with STATE_STORE_API_PASSWORD)",
@@ -137,16 +135,14 @@ impl Api {
     }
 
     fn task_target(scope: &TaskScope, key: Option<&str>) -> Target {
-        let mut tail = vec!["state-store"];
-        tail.extend(key);
+        let tail = [["state-store"].as_slice(), key.as_slice()].concat();
         Self::task_instance_target(scope, &tail).query("map_index", scope.map_index)
     }
 
     /// One task key, expired or not; `None` when the API has no such key (it says so alike
     /// for a key, a task instance or a dag run that does not exist).
     pub(crate) fn task_entry(&self, scope: &TaskScope, key: &str) -> Result<Option<TaskEntry>> {
-        let found = self.found(&Self::task_target(scope, Some(key)))?;
-        found.map(|answer| task_entry(scope, body(&answer)?)).transpose()
+        self.found(&Self::task_target(scope, Some(key)), |item| task_entry(scope, item))
     }
 
     /// `PUT`, an upsert with the `expires_at` given (`"default"`, the server's
@@ -167,10 +163,10 @@ impl Api {
         self.write(Method::DELETE, &Self::task_target(scope, Some(key)), None)
     }
 
-    /// A `GET` of one item: its answer, `None` for a 404.
-    fn found(&self, target: &Target) -> Result<Option<Answer>> {
+    /// A `GET` of one item, its body read by `read`: `None` for a 404.
+    fn found<T>(&self, target: &Target, read: impl FnOnce(&Value) -> Result<T>) -> Result<Option<T>> {
         let answer = self.call(Method::GET, target, None, &[200, 404])?;
-        Ok((answer.status != 404).then_some(answer))
+        (answer.status != 404).then(|| read(body(&answer)?)).transpose()
     }
 
     /// A write, answered 200 or 204 (a `PUT` also 201).
@@ -181,7 +177,7 @@ impl Api {
 
     /// The map indexes a task has in its dag run (see [`MapIndexes`]), from `listMapped`.
     pub(crate) fn map_indexes(&self, scope: &TaskScope) -> Result<MapIndexes> {
-        let mut indexes = vec![-1];
+        let mut indexes = BTreeSet::from([-1]);
         let target = Self::task_instance_target(scope, &["listMapped"]);
         let walked = self.walk(&target, "task_instances", 0, true, &mut |ti| {
             indexes.extend(ti.get("map_index").and_then(Value::as_i64).filter(|i| *i >= 0));
@@ -191,9 +187,7 @@ impl Api {
             Walked::Flow(_) => (true, true),
             Walked::NotFound(answer) => (detail(&answer).contains("is not mapped"), false),
         };
-        indexes.sort_unstable();
-        indexes.dedup();
-        Ok(MapIndexes { indexes, whole, mapped })
+        Ok(MapIndexes { indexes: indexes.into_iter().collect(), whole, mapped })
     }
 
     /// That the task instance exists, asked without changing anything: a 404 is the API's own
@@ -219,10 +213,7 @@ impl Api {
     // ── assets ───────────────────────────────────────────────────────────────────────────
 
     fn asset_target(id: i64, key: Option<&str>) -> Target {
-        let id = id.to_string();
-        let mut segments = vec!["assets", id.as_str(), "state-store"];
-        segments.extend(key);
-        Target::api(&segments)
+        Target::api(&[["assets", &id.to_string(), "state-store"].as_slice(), key.as_slice()].concat())
     }
 
     /// Resolves a selector as the database path does: an id reaches any asset, a name or a
@@ -230,16 +221,16 @@ impl Api {
     /// exact here. An asset found by id says `active: false` whatever it is: only a write
     /// needs to know ([`Api::asset_to_write`]).
     pub(crate) fn asset(&self, selector: &AssetSelector) -> Result<Asset> {
-        match selector {
-            AssetSelector::Id(id) => match self.found(&Target::api(&["assets", &id.to_string()]))? {
-                Some(answer) => asset(body(&answer)?),
-                None => Err(Error::NotFound(format!("no asset found with {selector}")).into()),
-            },
+        let found = match selector {
+            AssetSelector::Id(id) => self.found(&Target::api(&["assets", &id.to_string()]), asset)?,
             AssetSelector::Name(name) => {
-                self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)
+                self.asset_by("name_prefix_pattern", name, selector, |a| &a.name == name)?
             }
-            AssetSelector::Uri(uri) => self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri),
-        }
+            AssetSelector::Uri(uri) => {
+                self.asset_by("uri_prefix_pattern", uri, selector, |a| &a.uri == uri)?
+            }
+        };
+        found.ok_or_else(|| Error::NotFound(format!("no asset found with {selector}")).into())
     }
 
     /// [`Api::asset`], with whether an asset found by id is active: the API has no such field,
@@ -254,23 +245,24 @@ impl Api {
         Ok(found)
     }
 
+    /// The active asset the prefix filter finds that `matches`; `None` when there is none,
+    /// active or not.
     fn asset_by(
         &self,
         filter: &'static str,
         text: &str,
         selector: &AssetSelector,
         matches: impl Fn(&Asset) -> bool,
-    ) -> Result<Asset> {
-        if let Some(mut found) = self.find_asset(filter, text, true, &matches)? {
-            found.active = true;
-            return Ok(found);
+    ) -> Result<Option<Asset>> {
+        if let Some(found) = self.find_asset(filter, text, true, &matches)? {
+            return Ok(Some(Asset { active: true, ..found }));
         }
         if self.find_asset(filter, text, false, &matches)?.is_some() {
             bail!(Error::NotFound(format!(
                 "{selector} is not active; inactive assets are reachable by --asset-id only"
             )));
         }
-        Err(Error::NotFound(format!("no asset found with {selector}")).into())
+        Ok(None)
     }
 
     /// The first asset the prefix filter returns that `matches`, paging through the rest.
@@ -291,8 +283,7 @@ impl Api {
     }
 
     pub(crate) fn asset_entry(&self, asset: &Asset, key: &str) -> Result<Option<AssetEntry>> {
-        let found = self.found(&Self::asset_target(asset.id, Some(key)))?;
-        found.map(|answer| asset_entry(asset, body(&answer)?)).transpose()
+        self.found(&Self::asset_target(asset.id, Some(key)), |item| asset_entry(asset, item))
     }
 
     pub(crate) fn put_asset(&self, asset: &Asset, key: &str, value: &Value) -> Result<()> {
@@ -400,7 +391,9 @@ impl Api {
             if answer.status == 404 {
                 return Ok(Walked::NotFound(answer));
             }
-            let total = total_entries(&answer)?;
+            let total = body(&answer)?.get("total_entries").and_then(Value::as_u64);
+            let total =
+                total.ok_or_else(|| Error::Remote("the API's answer has no total_entries".to_string()))?;
             let shown = || self.http.base().join(&page_target);
             if total > MAX_ENTRIES || seen.len() as u64 >= MAX_ENTRIES {
                 bail!(Error::Remote(format!(
@@ -409,7 +402,9 @@ impl Api {
                     shown()
                 )));
             }
-            let page = array(&answer, field)?;
+            let page = body(&answer)?.get(field).and_then(Value::as_array);
+            let page =
+                page.ok_or_else(|| Error::Remote(format!("the API's answer has no list {}", quote(field))))?;
             let digests: Vec<(u64, u64)> = page.iter().map(|item| digest(item_key(item))).collect();
             let shrunk = last_total.is_some_and(|before| total < before);
             last_total = Some(total);
@@ -653,20 +648,18 @@ fn lacking_permission(method: &Method, subject: &Subject) -> String {
         _ => ("change", "edit"),
     };
     let viewer = if *method == Method::GET { "" } else { "; a Viewer may only read" };
-    match subject {
-        Subject::Dag(dag_id) => format!(
-            "; the token was accepted, but its user may not {verb} the state of dag {}: that takes \
-             Airflow's permission to {permission} the dag's task instances{viewer}",
-            quote(dag_id)
-        ),
-        Subject::Assets => format!(
-            "; the token was accepted, but its user may not {verb} the state of assets: that takes \
-             Airflow's permission to {permission} assets{viewer}"
-        ),
+    let (state, whose) = match subject {
+        Subject::Dag(dag_id) => (format!("dag {}", quote(dag_id)), "the dag's task instances"),
+        Subject::Assets => ("assets".to_string(), "assets"),
         Subject::Other => {
-            "; the token was accepted, but its user lacks the permission for this request".to_string()
+            return "; the token was accepted, but its user lacks the permission for this request"
+                .to_string();
         }
-    }
+    };
+    format!(
+        "; the token was accepted, but its user may not {verb} the state of {state}: that takes Airflow's \
+         permission to {permission} {whose}{viewer}"
+    )
 }
 
 /// What a refused answer's message says of the request's tries: how many times it was sent,
@@ -678,10 +671,9 @@ fn retried(method: &Method, answer: &Answer) -> String {
     let mut said = String::new();
     if answer.sent > 1 {
         said.push_str(&format!("; sent {} times", answer.sent));
-        if write && answer.did_nothing {
-            said.push_str(", each answered 503 with Retry-After (the server did nothing)");
-        } else if write {
-            said.push_str(", the earlier tries answered 503 with Retry-After (the server did nothing)");
+        if write {
+            let which = if answer.did_nothing { "each" } else { "the earlier tries" };
+            said.push_str(&format!(", {which} answered 503 with Retry-After (the server did nothing)"));
         }
     }
     if write && matches!(answer.status, 502..=504) {
@@ -701,10 +693,8 @@ fn retried(method: &Method, answer: &Answer) -> String {
 
 /// A write's body: `{"value": …}`, and a task key's PUT its expiry.
 fn value_body(value: &Value, expires_at: Option<Value>) -> Value {
-    let mut body = serde_json::Map::new();
-    body.insert("value".to_string(), value.clone());
-    body.extend(expires_at.map(|at| ("expires_at".to_string(), at)));
-    Value::Object(body)
+    let fields = [("value", Some(value.clone())), ("expires_at", expires_at)];
+    Value::Object(fields.into_iter().filter_map(|(name, field)| Some((name.to_string(), field?))).collect())
 }
 
 /// `3.3.2`, `3.3.0rc1`, `3.4.0.dev0` → (3, 3), (3, 3), (3, 4).
@@ -721,20 +711,6 @@ fn body(answer: &Answer) -> Result<&Value> {
         .json
         .as_ref()
         .ok_or_else(|| Error::Remote(format!("the API answered {} with no body", answer.status)).into())
-}
-
-fn array<'a>(answer: &'a Answer, field: &str) -> Result<&'a Vec<Value>> {
-    body(answer)?
-        .get(field)
-        .and_then(Value::as_array)
-        .ok_or_else(|| Error::Remote(format!("the API's answer has no list {}", quote(field))).into())
-}
-
-fn total_entries(answer: &Answer) -> Result<u64> {
-    body(answer)?
-        .get("total_entries")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| Error::Remote("the API's answer has no total_entries".to_string()).into())
 }
 
 fn malformed(what: &str) -> anyhow::Error {

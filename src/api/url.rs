@@ -155,12 +155,9 @@ pub(crate) fn canonical_authority(authority: &str) -> std::result::Result<String
 pub(crate) fn ends_in_a_number(host: &str) -> bool {
     let host = host.strip_suffix('.').filter(|h| !h.is_empty()).unwrap_or(host);
     let last = host.rsplit('.').next().unwrap_or(host);
-    if !last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()) {
-        return true;
-    }
-    last.strip_prefix("0x")
-        .or_else(|| last.strip_prefix("0X"))
-        .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    let hex = last.strip_prefix("0x").or_else(|| last.strip_prefix("0X"));
+    (!last.is_empty() && last.bytes().all(|b| b.is_ascii_digit()))
+        || hex.is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// An IPv4 address in any of the spellings that both the URL standard and `inet_aton` (the

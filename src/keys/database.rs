@@ -33,10 +33,8 @@ impl Database {
     }
 
     fn store(&mut self) -> Result<&mut Store> {
-        if self.store.is_none() {
-            self.store = Some((self.open)()?);
-        }
-        Ok(self.store.as_mut().expect("opened above"))
+        let store = self.store.take().map_or_else(|| (self.open)(), Ok)?;
+        Ok(self.store.insert(store))
     }
 
     /// A value's size as stored, against `[state_store] max_value_storage_bytes`.
