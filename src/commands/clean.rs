@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
 use crate::ops::{
     self,
-    clean::{Options, Stop, Summary, SummaryDoc, Watch},
+    clean::{Options, Stop, Summary, Watch},
 };
 use crate::output::Format;
 use crate::output::{self, Rendered};
@@ -157,7 +157,7 @@ impl Sinks {
             return String::new();
         }
         let message = redact::mask(&message);
-        let doc = Failed::new(summary.map(|s| s.doc()), &message, ending.exit_code());
+        let doc = Failed::new(summary.as_ref(), &message, ending.exit_code());
         output::document(self.format, &Stamped { started_at: &self.started_at, doc: &doc }, false)
             .unwrap_or_default()
     }
@@ -218,15 +218,13 @@ impl Sinks {
                 return Ok(());
             }
             let message = redact::mask(&crate::error::message(error.as_ref()));
-            let doc = Failed::new(summary.map(Summary::doc), &message, crate::error::exit_code(error));
+            let doc = Failed::new(summary, &message, crate::error::exit_code(error));
             return self.emit(Rendered::doc(doc));
         }
         match done {
             Done::DryRun(rendered, _) => self.emit(*rendered),
-            Done::Skipped(reason) => {
-                self.emit(Rendered::doc(Skipped { summary: summary.map(Summary::doc), skipped: reason }))
-            }
-            Done::Clean => self.emit(Rendered::doc(summary.map(Summary::doc))),
+            Done::Skipped(reason) => self.emit(Rendered::doc(Skipped { summary, skipped: reason })),
+            Done::Clean => self.emit(Rendered::doc(summary)),
         }
     }
 
@@ -273,7 +271,7 @@ impl Sinks {
 #[derive(Serialize)]
 struct Failed<'a> {
     #[serde(flatten)]
-    summary: Option<SummaryDoc>,
+    summary: Option<&'a Summary>,
     error: ErrorMember<'a>,
 }
 
@@ -283,8 +281,8 @@ struct ErrorMember<'a> {
     exit_code: i32,
 }
 
-impl Failed<'_> {
-    fn new(summary: Option<SummaryDoc>, message: &str, exit_code: i32) -> Failed<'_> {
+impl<'a> Failed<'a> {
+    fn new(summary: Option<&'a Summary>, message: &'a str, exit_code: i32) -> Failed<'a> {
         Failed { summary, error: ErrorMember { message, exit_code } }
     }
 }
@@ -454,9 +452,9 @@ impl Watch for Watcher {
 /// What a clean with a custom `[state_store] backend` prints: the summary of a run that did
 /// nothing, and the reason.
 #[derive(Serialize)]
-struct Skipped {
+struct Skipped<'a> {
     #[serde(flatten)]
-    summary: Option<SummaryDoc>,
+    summary: Option<&'a Summary>,
     skipped: String,
 }
 
