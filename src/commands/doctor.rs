@@ -92,7 +92,7 @@ fn render(checks: &[Check], healthy: bool) -> Rendered<Report<'_>> {
             .map(|c| {
                 vec![
                     c.name.to_string(),
-                    c.status.name().to_string(),
+                    c.status.name(),
                     c.count.map(|n| n.to_string()).unwrap_or_default(),
                     c.message.clone(),
                 ]

@@ -34,14 +34,9 @@ pub(crate) enum Status {
 }
 
 impl Status {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Problem => "problem",
-            Status::Warning => "warning",
-            Status::Info => "info",
-            Status::Skipped => "skipped",
-        }
+    /// Its name in every output: the variant's, in lowercase, as serde spells it.
+    pub(crate) fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
     }
 }
 
