@@ -19,7 +19,7 @@ use anyhow::Context as _;
 
 use serde::Serialize;
 
-use crate::archive::{Sink, archive_error};
+use crate::archive::Sink;
 use crate::db::{CleanLock, Cursor, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::{Error, Result};
 use crate::model::StoredTime;
@@ -597,12 +597,7 @@ impl Run<'_> {
             let batch_started = Instant::now();
             let remaining = self.options.max_rows.map(|max| max - self.summary.task_rows_deleted);
             // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-            let batch = match (self.size, remaining) {
-                (0, None) => None,
-                (0, Some(r)) => Some(r),
-                (b, Some(r)) => Some(b.min(r)),
-                (b, None) => Some(b),
-            };
+            let batch = (self.size > 0).then_some(self.size).into_iter().chain(remaining).min();
             let capped = batch.is_some_and(|n| n != self.size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
@@ -703,11 +698,10 @@ impl Run<'_> {
                 return Ok(());
             }
             if let Some(sink) = self.archive.as_deref_mut() {
-                let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
                 for row in &rows {
-                    sink.asset(row).map_err(|e| archive_error(&path, e))?;
+                    sink.asset(row).map_err(|e| sink.failed(e))?;
                 }
-                sink.sync().map_err(|e| archive_error(&path, e))?;
+                sink.sync().map_err(|e| sink.failed(e))?;
             }
             // Each asset's archived keys, deleted only while each is as it was read and the
             // asset still inactive. A key left is in a later batch again while it is orphaned.
@@ -909,14 +903,13 @@ fn archive_expired(
     after: Cursor,
     up_to: Option<Cursor>,
 ) -> Result<Vec<(i64, StoredTime)>> {
-    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut from = after;
     let mut archived = Vec::new();
     loop {
         let rows = store.expired_rows(cutoff, from, up_to, ARCHIVE_PAGE)?;
         let full = rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX);
         for (at, entry) in rows {
-            sink.task(&entry).map_err(|e| archive_error(&path, e))?;
+            sink.task(&entry).map_err(|e| sink.failed(e))?;
             from = at;
             archived.push((at.id(), entry.updated_at));
         }
@@ -924,7 +917,7 @@ fn archive_expired(
             break;
         }
     }
-    sink.sync().map_err(|e| archive_error(&path, e))?;
+    sink.sync().map_err(|e| sink.failed(e))?;
     Ok(archived)
 }
 
