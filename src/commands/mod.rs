@@ -271,10 +271,7 @@ fn check_length(what: &str, value: &str, max: usize, holds: &str) -> Result<()> 
 /// A key to look up or delete: anything but empty. Longer keys than Airflow's 512 are still
 /// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return usage("the key must not be empty");
-    }
-    Ok(())
+    if key.is_empty() { usage("the key must not be empty") } else { Ok(()) }
 }
 
 /// A key to write: not empty and within Airflow's `VARCHAR(512)`.
