@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::Context;
+use super::{Context, ErrorMember};
 use crate::cli::{BatchSize, CleanArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
@@ -21,7 +21,6 @@ use crate::ops::{
 use crate::output::Format;
 use crate::output::{self, Rendered};
 use crate::progress::{self, Progress};
-use crate::redact;
 use crate::signals::{self, Ending};
 use crate::time::{self, Timestamp};
 
@@ -156,8 +155,7 @@ impl Sinks {
         if !self.structured() {
             return String::new();
         }
-        let message = redact::mask(&message);
-        let doc = Failed::new(summary.as_ref(), &message, ending.exit_code());
+        let doc = Failed { summary: summary.as_ref(), error: ErrorMember::new(&message, ending.exit_code()) };
         output::document(self.format, &Stamped { started_at: &self.started_at, doc: &doc }, false)
             .unwrap_or_default()
     }
@@ -217,8 +215,7 @@ impl Sinks {
             if !self.structured() {
                 return Ok(());
             }
-            let message = redact::mask(&crate::error::message(error.as_ref()));
-            let doc = Failed::new(summary, &message, crate::error::exit_code(error));
+            let doc = Failed { summary, error: ErrorMember::of(error) };
             return self.emit(Rendered::doc(doc));
         }
         match done {
@@ -272,19 +269,7 @@ impl Sinks {
 struct Failed<'a> {
     #[serde(flatten)]
     summary: Option<&'a Summary>,
-    error: ErrorMember<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorMember<'a> {
-    message: &'a str,
-    exit_code: i32,
-}
-
-impl<'a> Failed<'a> {
-    fn new(summary: Option<&'a Summary>, message: &'a str, exit_code: i32) -> Failed<'a> {
-        Failed { summary, error: ErrorMember { message, exit_code } }
-    }
+    error: ErrorMember,
 }
 
 /// The run, up to its outcome: an error becomes the outcome's, beside the batches committed
