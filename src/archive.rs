@@ -364,6 +364,11 @@ impl Sink {
         self.path.as_deref()
     }
 
+    /// A write to this `--archive` failed: see [`archive_error`].
+    pub(crate) fn failed(&self, e: io::Error) -> crate::error::Error {
+        archive_error(self.path.as_deref().unwrap_or(Path::new("")), e)
+    }
+
     /// Rows written so far, those not yet flushed or synced included: for progress, not for
     /// the counts a summary reports.
     pub(crate) fn written(&self) -> u64 {

@@ -9,19 +9,18 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use serde::Serialize;
 
-use super::Context;
+use super::{Context, ErrorMember};
 use crate::cli::{BatchSize, CleanArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::metrics::{self, MetricsFile};
 use crate::ops::{
     self,
-    clean::{Options, Stop, Summary, SummaryDoc, Watch},
+    clean::{Options, Stop, Summary, Watch},
 };
 use crate::output::Format;
 use crate::output::{self, Rendered};
 use crate::progress::{self, Progress};
-use crate::redact;
 use crate::signals::{self, Ending};
 use crate::time::{self, Timestamp};
 
@@ -156,8 +155,7 @@ impl Sinks {
         if !self.structured() {
             return String::new();
         }
-        let message = redact::mask(&message);
-        let doc = Failed::new(summary.map(|s| s.doc()), &message, ending.exit_code());
+        let doc = Failed { summary: summary.as_ref(), error: ErrorMember::new(&message, ending.exit_code()) };
         output::document(self.format, &Stamped { started_at: &self.started_at, doc: &doc }, false)
             .unwrap_or_default()
     }
@@ -217,16 +215,13 @@ impl Sinks {
             if !self.structured() {
                 return Ok(());
             }
-            let message = redact::mask(&crate::error::message(error.as_ref()));
-            let doc = Failed::new(summary.map(Summary::doc), &message, crate::error::exit_code(error));
+            let doc = Failed { summary, error: ErrorMember::of(error) };
             return self.emit(Rendered::doc(doc));
         }
         match done {
             Done::DryRun(rendered, _) => self.emit(*rendered),
-            Done::Skipped(reason) => {
-                self.emit(Rendered::doc(Skipped { summary: summary.map(Summary::doc), skipped: reason }))
-            }
-            Done::Clean => self.emit(Rendered::doc(summary.map(Summary::doc))),
+            Done::Skipped(reason) => self.emit(Rendered::doc(Skipped { summary, skipped: reason })),
+            Done::Clean => self.emit(Rendered::doc(summary)),
         }
     }
 
@@ -273,20 +268,8 @@ impl Sinks {
 #[derive(Serialize)]
 struct Failed<'a> {
     #[serde(flatten)]
-    summary: Option<SummaryDoc>,
-    error: ErrorMember<'a>,
-}
-
-#[derive(Serialize)]
-struct ErrorMember<'a> {
-    message: &'a str,
-    exit_code: i32,
-}
-
-impl Failed<'_> {
-    fn new(summary: Option<SummaryDoc>, message: &str, exit_code: i32) -> Failed<'_> {
-        Failed { summary, error: ErrorMember { message, exit_code } }
-    }
+    summary: Option<&'a Summary>,
+    error: ErrorMember,
 }
 
 /// The run, up to its outcome: an error becomes the outcome's, beside the batches committed
@@ -454,9 +437,9 @@ impl Watch for Watcher {
 /// What a clean with a custom `[state_store] backend` prints: the summary of a run that did
 /// nothing, and the reason.
 #[derive(Serialize)]
-struct Skipped {
+struct Skipped<'a> {
     #[serde(flatten)]
-    summary: Option<SummaryDoc>,
+    summary: Option<&'a Summary>,
     skipped: String,
 }
 

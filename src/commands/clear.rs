@@ -9,10 +9,10 @@ use std::io::{BufRead, IsTerminal, Write};
 
 use serde::Serialize;
 
-use super::{Scope, open_keys, scope_from_args};
+use super::{ErrorMember, Scope, open_keys, scope_from_args};
 use crate::cli::{ClearArgs, GlobalArgs};
 use crate::db::Access;
-use crate::error::{self, Error, Result};
+use crate::error::{Error, Result};
 use crate::keys::{MissingTaskInstance, Target};
 use crate::model::{KeptKey, TaskScope};
 use crate::ops::usage;
@@ -52,10 +52,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ClearArgs) -> Result<()> {
     let (deleted, kept, stopped) =
         crate::keys::clear(keys.as_mut(), &target, all, present, args.archive.as_deref())?;
     let s = if deleted == 1 { "" } else { "s" };
-    let error = stopped.as_ref().map(|e| Stopped {
-        message: crate::redact::mask(&error::message(e.as_ref())),
-        exit_code: error::exit_code(e),
-    });
+    let error = stopped.as_ref().map(ErrorMember::of);
     output::status(&format!(
         "removed {deleted} key{s} of {place}{}",
         if error.is_some() { " before an error" } else { "" }
@@ -80,13 +77,7 @@ struct Cleared {
     #[serde(skip_serializing_if = "Option::is_none")]
     kept: Option<Vec<KeptKey>>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<Stopped>,
-}
-
-#[derive(Serialize)]
-struct Stopped {
-    message: String,
-    exit_code: i32,
+    error: Option<ErrorMember>,
 }
 
 /// Keys named in the warning; the document names every one.

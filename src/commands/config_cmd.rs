@@ -45,15 +45,12 @@ fn row(section: &'static str, key: &'static str, value: Option<String>, source: 
 
 /// `state_cleanup_batch_size` with what `clean` makes of it when that is not what it says.
 fn batch_size_shown(s: &Sourced<u64>) -> Shown {
-    let mut shown = shown("state_store", "state_cleanup_batch_size", s);
-    if s.value == 0 {
-        shown.note = Some(
-            "clean runs 0 as --batch-size auto (time-sized batches; Airflow writes 0 into every airflow.cfg \
-             it generates); --batch-size 0 asks for one transaction"
-                .to_string(),
-        );
-    }
-    shown
+    let note = (s.value == 0).then(|| {
+        "clean runs 0 as --batch-size auto (time-sized batches; Airflow writes 0 into every airflow.cfg \
+         it generates); --batch-size 0 asks for one transaction"
+            .to_string()
+    });
+    Shown { note, ..shown("state_store", "state_cleanup_batch_size", s) }
 }
 
 fn options(ctx: &Context) -> Vec<Shown> {

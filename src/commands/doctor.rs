@@ -32,10 +32,8 @@ pub(crate) fn run(global: &GlobalArgs, args: &DoctorArgs) -> Result<()> {
         Access::ReadOnly,
         &ctx.timeouts(),
     ))?;
-    let unrecognised = match &diagnosis {
-        Diagnosis::Unrecognised(problem) => Some(problem.clone()),
-        Diagnosis::Recognised(..) => None,
-    };
+    let unrecognised =
+        if let Diagnosis::Unrecognised(problem) = &diagnosis { Some(problem.clone()) } else { None };
     let checks = crate::ops::doctor::checks(&ctx.settings, &ctx.url, diagnosis, args.sample)?;
     let problems: Vec<&Check> = checks.iter().filter(|c| c.status == Status::Problem).collect();
     let healthy = problems.is_empty();
@@ -92,7 +90,7 @@ fn render(checks: &[Check], healthy: bool) -> Rendered<Report<'_>> {
             .map(|c| {
                 vec![
                     c.name.to_string(),
-                    c.status.name().to_string(),
+                    c.status.name(),
                     c.count.map(|n| n.to_string()).unwrap_or_default(),
                     c.message.clone(),
                 ]

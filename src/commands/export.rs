@@ -53,10 +53,7 @@ pub(crate) fn run(global: &GlobalArgs, args: &ExportArgs) -> Result<()> {
     let mut store = ctx.open(Access::ReadOnly)?;
     let asset_id =
         selector.as_ref().map(|selector| require_asset(&mut store, selector)).transpose()?.map(|a| a.id);
-    let mut sink = match file {
-        Some(path) => Sink::file(path)?,
-        None => Sink::stdout(),
-    };
+    let mut sink = file.map_or_else(|| Ok(Sink::stdout()), Sink::file)?;
     // Rows written to the terminal itself are their own progress; a bar would be drawn over them.
     let progress =
         RowProgress::new("export", file.is_some() || !std::io::IsTerminal::is_terminal(&std::io::stdout()));

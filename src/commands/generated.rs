@@ -108,9 +108,7 @@ fn pages() -> Vec<Page> {
         let name = command.get_display_name().unwrap_or(BIN).to_string();
         pages.push(Page { path: path.to_vec(), name, command: command.clone() });
         for sub in command.get_subcommands().filter(|sub| !sub.is_hide_set()) {
-            let mut sub_path = path.to_vec();
-            sub_path.push(sub.get_name().to_string());
-            walk(sub, &sub_path, pages);
+            walk(sub, &[path, &[sub.get_name().to_string()]].concat(), pages);
         }
     }
     // Built once, as a whole: building names each command `state-store-clean`, … and hands the
@@ -212,11 +210,8 @@ fn roff_body(body: &help::Body) -> String {
                         out.push(if indented { ".RS 2\n.nf" } else { ".fi\n.RE" }.to_string());
                         verbatim = indented;
                     }
-                    out.push(roff_line(if indented {
-                        line.strip_prefix("  ").unwrap_or(line)
-                    } else {
-                        line
-                    }));
+                    // An indented line loses its indent, which `.RS 2` gives back.
+                    out.push(roff_line(line.strip_prefix("  ").unwrap_or(line)));
                 }
                 if verbatim {
                     out.push(".fi\n.RE".to_string());

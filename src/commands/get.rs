@@ -5,7 +5,7 @@ use super::{Scope, check_key, open_keys, scope_from_args};
 use crate::cli::{GetArgs, GlobalArgs};
 use crate::db::Access;
 use crate::error::{Error, Result};
-use crate::model::{StoredTime, TaskEntry};
+use crate::model::StoredTime;
 use crate::output;
 use crate::text::quote;
 use crate::time::Timestamp;
@@ -19,7 +19,14 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             let Some(entry) = keys.task_entry(&scope, &args.key)? else {
                 return Err(keys.task_key_missing(&scope, &args.key, args.scope.map_index.is_some()));
             };
-            warn_expired(&entry);
+            // Airflow 3.3 still returns an expired key; a script should know it is on borrowed time.
+            if entry.is_expired(Timestamp::now()) {
+                output::warn(&format!(
+                    "key {} expired at {} and is still here only until the next clean",
+                    quote(&entry.key),
+                    entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+                ));
+            }
             output::emit(global.output, &output::entries(&[entry], false, None).single(true))
         }
         Scope::Asset(selector) => {
@@ -35,16 +42,5 @@ pub(crate) fn run(global: &GlobalArgs, args: &GetArgs) -> Result<()> {
             };
             output::emit(global.output, &output::entries(&[entry], false, None).single(true))
         }
-    }
-}
-
-/// Airflow 3.3 still returns an expired key; a script should know it is on borrowed time.
-fn warn_expired(entry: &TaskEntry) {
-    if entry.is_expired(Timestamp::now()) {
-        output::warn(&format!(
-            "key {} expired at {} and is still here only until the next clean",
-            quote(&entry.key),
-            entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
-        ));
     }
 }

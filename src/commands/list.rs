@@ -56,11 +56,7 @@ struct Shown {
 
 impl Shown {
     fn new(format: Format, args: &ListArgs, at_terminal: bool) -> Shown {
-        let asked = match args.limit {
-            Some(0) => None,
-            Some(limit) => Some(limit),
-            None => at_terminal.then_some(TERMINAL_PAGE),
-        };
+        let asked = args.limit.map_or(at_terminal.then_some(TERMINAL_PAGE), |n| (n > 0).then_some(n));
         match format {
             Format::Table if asked.is_none_or(|n| n > TABLE_ROWS) => {
                 Shown { rows: Some(TABLE_ROWS), capped: true }

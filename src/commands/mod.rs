@@ -253,6 +253,24 @@ impl Context {
     }
 }
 
+/// The `error` member of a document whose command failed after it did part of its work: the
+/// message, masked, and the exit code.
+#[derive(serde::Serialize)]
+pub(crate) struct ErrorMember {
+    message: String,
+    exit_code: i32,
+}
+
+impl ErrorMember {
+    pub(crate) fn new(message: &str, exit_code: i32) -> ErrorMember {
+        ErrorMember { message: crate::redact::mask(message), exit_code }
+    }
+
+    pub(crate) fn of(error: &anyhow::Error) -> ErrorMember {
+        ErrorMember::new(&crate::error::message(error.as_ref()), crate::error::exit_code(error))
+    }
+}
+
 /// Where a command acts: one task instance, or one asset.
 pub(crate) enum Scope {
     Task(TaskScope),
@@ -271,10 +289,7 @@ fn check_length(what: &str, value: &str, max: usize, holds: &str) -> Result<()> 
 /// A key to look up or delete: anything but empty. Longer keys than Airflow's 512 are still
 /// found, as SQLite does not enforce the column's length and Airflow may have stored them.
 pub(crate) fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() {
-        return usage("the key must not be empty");
-    }
-    Ok(())
+    if key.is_empty() { usage("the key must not be empty") } else { Ok(()) }
 }
 
 /// A key to write: not empty and within Airflow's `VARCHAR(512)`.

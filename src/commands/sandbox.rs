@@ -45,16 +45,13 @@ pub(crate) fn run(global: &GlobalArgs, command: &SandboxCommand) -> Result<()> {
         }
         SandboxCommand::AddDagRun { dag_id, run_id, task_id } => {
             let id = sandbox.add_dag_run(dag_id, run_id)?;
-            for task_id in task_id {
-                sandbox.add_task_instance(dag_id, run_id, task_id, -1)?;
-            }
+            task_id.iter().try_for_each(|task_id| sandbox.add_task_instance(dag_id, run_id, task_id, -1))?;
             (Sandboxed::DagRun { dag_run_id: id }, Some(id.to_string()))
         }
         SandboxCommand::AddTaskInstance { dag_id, run_id, task_id, map_index } => {
             let indexes = if map_index.is_empty() { vec![-1] } else { map_index.clone() };
-            for index in &indexes {
-                super::check_map_index(*index)?;
-            }
+            // Every index checked before any is added.
+            indexes.iter().try_for_each(|&index| super::check_map_index(index))?;
             for index in &indexes {
                 sandbox.add_task_instance(dag_id, run_id, task_id, *index)?;
             }

@@ -10,7 +10,7 @@ use crate::db::Access;
 use crate::error::{Error, Result};
 use crate::json::{self, ParseErrorKind, Value};
 use crate::keys::{AssetSet, Expiry, MissingTaskInstance, TaskSet};
-use crate::model::{StoredTime, TaskEntry};
+use crate::model::StoredTime;
 use crate::ops::usage;
 use crate::output;
 use crate::text::quote;
@@ -42,7 +42,11 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
                     "--expires-at {} is in the past: the key is expired from the start, and the next clean deletes it",
                     at.to_rfc3339()
                 )),
-                Expiry::Keep if entry.is_expired(now) => warn_kept_expired(&entry),
+                Expiry::Keep if entry.is_expired(now) => output::warn(&format!(
+                    "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
+                    quote(&entry.key),
+                    entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
+                )),
                 _ => {}
             }
             output::emit(global.output, &output::entries(&[entry], true, None).single(false))
@@ -61,14 +65,6 @@ pub(crate) fn run(global: &GlobalArgs, args: &SetArgs) -> Result<()> {
             output::emit(global.output, &output::entries(&[entry], true, None).single(false))
         }
     }
-}
-
-fn warn_kept_expired(entry: &TaskEntry) {
-    output::warn(&format!(
-        "key {} expired at {} and --keep-expiry kept that expiry: the next clean deletes it",
-        quote(&entry.key),
-        entry.expires_at.as_ref().map(StoredTime::display).unwrap_or_default()
-    ));
 }
 
 /// The expiry asked for: `--keep-expiry`, `--expires-at`, `--retention`, or the default

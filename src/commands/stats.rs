@@ -68,36 +68,17 @@ pub(crate) fn run(global: &GlobalArgs, args: &StatsArgs) -> Result<()> {
 
 /// Task keys by dag, or by task with `by_task`.
 fn task_table(tasks: &[TaskGroup], by_task: bool) -> Table {
-    let mut headers = vec!["dag_id"];
-    if by_task {
-        headers.push("task_id");
-    }
-    headers.extend([
-        "rows",
-        "value_bytes",
-        "expired",
-        "expiring_7d",
-        "never",
-        "oldest_update",
-        "newest_update",
-    ]);
+    let columns =
+        ["rows", "value_bytes", "expired", "expiring_7d", "never", "oldest_update", "newest_update"];
+    let headers = ["dag_id"].into_iter().chain(by_task.then_some("task_id")).chain(columns).collect();
     let rows = tasks
         .iter()
         .map(|g| {
-            let mut row = vec![g.dag_id.clone()];
-            if by_task {
-                row.push(g.task_id.clone().unwrap_or_default());
-            }
-            row.extend([
-                g.rows.to_string(),
-                g.value_bytes.to_string(),
-                g.expired.to_string(),
-                g.expiring_soon.to_string(),
-                g.never_expiring.to_string(),
-                time_cell(g.oldest_update.as_ref()),
-                time_cell(g.newest_update.as_ref()),
-            ]);
-            row
+            let task_id = by_task.then(|| g.task_id.clone().unwrap_or_default());
+            let counts =
+                [g.rows, g.value_bytes, g.expired, g.expiring_soon, g.never_expiring].map(|n| n.to_string());
+            let times = [&g.oldest_update, &g.newest_update].map(|t| time_cell(t.as_ref()));
+            [g.dag_id.clone()].into_iter().chain(task_id).chain(counts).chain(times).collect()
         })
         .collect();
     Table { title: Some(format!("Task keys by {}:", if by_task { "task" } else { "dag" })), headers, rows }

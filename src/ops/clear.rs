@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
-use crate::archive::{Sink, archive_error};
+use crate::archive::Sink;
 use crate::db::{EXACT_PAGE, Store};
 use crate::error::Result;
 use crate::model::{Cleared, KeptKey, StoredTime, TaskScope};
@@ -23,17 +23,16 @@ pub(crate) fn task(
     all_map_indices: bool,
     sink: &mut Sink,
 ) -> Result<Cleared> {
-    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
     // Each row's id and updated_at, and its place for a report of it as kept.
     let mut read: Vec<(i64, StoredTime)> = Vec::new();
     let mut places: Vec<(i64, String)> = Vec::new();
     store.each_task_in_scope(scope, all_map_indices, |(id, row)| {
-        sink.task(&row).map_err(|e| archive_error(&path, e))?;
+        sink.task(&row).map_err(|e| sink.failed(e))?;
         read.push((id, row.updated_at));
         places.push((row.scope.map_index, row.key));
         Ok(ControlFlow::Continue(()))
     })?;
-    sink.sync().map_err(|e| archive_error(&path, e))?;
+    sink.sync().map_err(|e| sink.failed(e))?;
     let mut cleared = Cleared::default();
     for (page, places) in read.chunks(EXACT_PAGE).zip(places.chunks(EXACT_PAGE)) {
         let (deleted, changed) = delete_read_tasks(store, page, None)?;
@@ -119,16 +118,15 @@ pub(crate) fn delete_read_tasks_locking(
 
 /// Archives and deletes every key of an asset.
 pub(crate) fn asset(store: &mut Store, asset_id: i64, sink: &mut Sink) -> Result<Cleared> {
-    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut read: Vec<(String, StoredTime)> = Vec::new();
     let filter = crate::model::AssetFilter { asset_id: Some(asset_id), external_only: false };
     let every = crate::model::Page { limit: None, offset: 0 };
     store.each_asset(&filter, every, |row| {
-        sink.asset(&row).map_err(|e| archive_error(&path, e))?;
+        sink.asset(&row).map_err(|e| sink.failed(e))?;
         read.push((row.key, row.updated_at));
         Ok(ControlFlow::Continue(()))
     })?;
-    sink.sync().map_err(|e| archive_error(&path, e))?;
+    sink.sync().map_err(|e| sink.failed(e))?;
     let mut cleared = Cleared::default();
     for page in read.chunks(EXACT_PAGE) {
         let (deleted, changed) =

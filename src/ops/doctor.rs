@@ -9,7 +9,7 @@
 use serde::Serialize;
 
 use crate::config::Settings;
-use crate::db::{Diagnosis, Finding, FoundRow, Place, SchemaVersion, Store};
+use crate::db::{Diagnosis, Finding, FoundRow, Place, Store};
 use crate::error::Result;
 use crate::json::{self, ParseErrorKind};
 use crate::model::MAX_KEY_CHARS;
@@ -34,14 +34,9 @@ pub(crate) enum Status {
 }
 
 impl Status {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Status::Ok => "ok",
-            Status::Problem => "problem",
-            Status::Warning => "warning",
-            Status::Info => "info",
-            Status::Skipped => "skipped",
-        }
+    /// Its name in every output: the variant's, in lowercase, as serde spells it.
+    pub(crate) fn name(self) -> String {
+        format!("{self:?}").to_lowercase()
     }
 }
 
@@ -140,14 +135,16 @@ pub(crate) fn checks(
     let mut checks = Vec::new();
     match diagnosis {
         Diagnosis::Recognised(version, mut store) => {
-            checks.push(schema_ok(&version));
+            let found = version.name();
+            let message = format!(
+                "{found} state store: task_state_store and asset_state_store have the expected columns"
+            );
+            checks.push(schema(Status::Ok, message, found.to_string()));
             checks.extend(table_checks(settings, url, &mut store, sample)?);
             checks.push(backend_check(settings, url, Some((&mut store, now)))?);
         }
         Diagnosis::Unrecognised(problem) => {
-            let mut schema = Check::new("schema", Status::Problem, problem.message.clone());
-            schema.details = Details::Schema { found: problem.found.to_string() };
-            checks.push(schema);
+            checks.push(schema(Status::Problem, problem.message.clone(), problem.found.to_string()));
             checks.extend(TABLE_CHECKS.iter().map(|name| {
                 Check::new(name, Status::Skipped, "not checked: the schema is not recognised".to_string())
             }));
@@ -157,17 +154,9 @@ pub(crate) fn checks(
     Ok(checks)
 }
 
-fn schema_ok(version: &SchemaVersion) -> Check {
-    let mut check = Check::new(
-        "schema",
-        Status::Ok,
-        format!(
-            "{} state store: task_state_store and asset_state_store have the expected columns",
-            version.name()
-        ),
-    );
-    check.details = Details::Schema { found: version.name().to_string() };
-    check
+/// The schema check, with what it found in its details too.
+fn schema(status: Status, message: String, found: String) -> Check {
+    Check { details: Details::Schema { found }, ..Check::new("schema", status, message) }
 }
 
 fn table_checks(settings: &Settings, url: &DbUrl, store: &mut Store, sample: u64) -> Result<Vec<Check>> {
@@ -446,7 +435,7 @@ fn backend_check(settings: &Settings, url: &DbUrl, store: Option<(&mut Store, Ti
 mod tests {
     use super::*;
     use crate::config::{self, Overrides};
-    use crate::db::{AssetWrite, TaskWrite, memory_sandbox};
+    use crate::db::{AssetWrite, SchemaVersion, TaskWrite, memory_sandbox};
     use crate::model::TaskScope;
 
     /// A metastore with a good value, a value that is not JSON, a key over Airflow's length,

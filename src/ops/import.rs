@@ -132,7 +132,8 @@ pub(crate) fn run(
         let row = restore_row(&record, parent);
         let at_line = || Error::Usage(format!("{} line {line_no}", name));
         store.check_restore(&row).with_context(at_line)?;
-        let size = record_value(&record).len() as u64;
+        let (Record::Task(TaskRecord { value, .. }) | Record::Asset(AssetRecord { value, .. })) = &record;
+        let size = value.len() as u64;
         if let Some((limit, from)) = options.value_limit.as_ref().filter(|(limit, _)| size > *limit) {
             return usage(format!(
                 "{name} line {line_no}: the value is {size} bytes as stored, over [state_store] \
@@ -230,11 +231,13 @@ fn decide_batch(
     let stored_times = store.stored_updated_at_all(&rows)?;
     for ((line_no, record, parent), stored_time) in batch.iter().zip(stored_times) {
         let (line_no, parent) = (*line_no, *parent);
+        let (Record::Task(TaskRecord { updated_at, .. }) | Record::Asset(AssetRecord { updated_at, .. })) =
+            record;
         let (stored, earlier) = match seen.get(store, record, parent) {
             Some((line, at)) => (Some(at), Some(line)),
             None => (stored_time.map(|at| at.instant()), None),
         };
-        let outcome = decide(mode, stored, record_updated_at(record));
+        let outcome = decide(mode, stored, *updated_at);
         if outcome == Outcome::Conflict {
             let why = match earlier {
                 Some(line) => format!("is also on line {line}"),
@@ -248,7 +251,7 @@ fn decide_batch(
             .into());
         }
         let after = match outcome {
-            Outcome::Inserted | Outcome::Replaced => Some(record_updated_at(record)),
+            Outcome::Inserted | Outcome::Replaced => Some(*updated_at),
             _ => stored.flatten(),
         };
         seen.insert(store, record, parent, line_no, after);
@@ -530,20 +533,6 @@ impl Padded {
             return Ok(None);
         }
         Ok(store.stored_twin(row)?.map(|(task_id, key)| Twin::Stored { task_id, key }))
-    }
-}
-
-fn record_value(record: &Record) -> &str {
-    match record {
-        Record::Task(t) => &t.value,
-        Record::Asset(a) => &a.value,
-    }
-}
-
-fn record_updated_at(record: &Record) -> Timestamp {
-    match record {
-        Record::Task(t) => t.updated_at,
-        Record::Asset(a) => a.updated_at,
     }
 }
 

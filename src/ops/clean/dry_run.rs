@@ -108,16 +108,9 @@ impl DryRun {
                 .map(|(kind, scope, rows)| vec![kind.to_string(), scope, rows.to_string()])
                 .collect(),
         };
-        let tasks = output::entries(
-            &task_sample,
-            true,
-            Some(format!("Sample of expired task rows (at most {sample}):")),
-        );
-        let orphans = output::entries(
-            &asset_sample,
-            true,
-            Some(format!("Sample of orphaned asset rows (at most {sample}):")),
-        );
+        let title = |rows: &str| Some(format!("Sample of {rows} (at most {sample}):"));
+        let tasks = output::entries(&task_sample, true, title("expired task rows"));
+        let orphans = output::entries(&asset_sample, true, title("orphaned asset rows"));
         // Nothing to delete is one line, not the header of an empty table; json, yaml and plain
         // keep their shapes (empty lists, zero counts), which their readers rely on.
         if counts.rows.is_empty() {

@@ -19,7 +19,7 @@ use anyhow::Context as _;
 
 use serde::Serialize;
 
-use crate::archive::{Sink, archive_error};
+use crate::archive::Sink;
 use crate::db::{CleanLock, Cursor, EXACT_PAGE, QuietPace, Store, WriteMark};
 use crate::error::{Error, Result};
 use crate::model::StoredTime;
@@ -357,63 +357,47 @@ impl Summary {
             self.seconds
         )
     }
-
-    pub(crate) fn doc(&self) -> SummaryDoc {
-        SummaryDoc {
-            task_rows_deleted: self.task_rows_deleted,
-            asset_rows_deleted: self.asset_rows_deleted,
-            batches: self.batches,
-            orphan_batches: self.orphan_batches,
-            cutoff: self.cutoff.to_rfc3339(),
-            batching: batching_name(self.batch_size, self.batch_time),
-            batching_from: self.auto_from.clone(),
-            batch_size: self.batch_size,
-            batch_time_ms: batch_time_ms(self.batch_time),
-            dry_run: false,
-            interrupted: matches!(self.stopped_by, Some(Stop::Signal(_))),
-            stopped_by: self.stopped_by.map(Stop::name),
-            seconds: (self.seconds * 1000.0).round() / 1000.0,
-            archive: self.archive.as_ref().map(|(path, _)| path.clone()),
-            archived_rows: self.archive.as_ref().map(|(_, rows)| *rows),
-            archived_rows_kept: self.archive.as_ref().map(|_| self.archived_kept),
-            task_rows_skipped: self.task_rows_skipped,
-            wal_bytes_left: self.wal_left,
-        }
-    }
 }
 
-/// The summary of a run in JSON (docs/output.md#clean-summary).
-#[derive(Serialize)]
-pub(crate) struct SummaryDoc {
-    pub(crate) task_rows_deleted: u64,
-    pub(crate) asset_rows_deleted: u64,
-    pub(crate) batches: u64,
-    pub(crate) orphan_batches: u64,
-    pub(crate) cutoff: String,
-    /// `auto`, `rows` or `one_transaction` (see [`batching_name`]).
-    pub(crate) batching: &'static str,
-    /// Where the configured 0 that runs as auto came from (see [`Options::auto_from`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) batching_from: Option<String>,
-    /// Rows per batch; with `auto`, the last batch's size, `null` before one ran.
-    pub(crate) batch_size: Option<u64>,
-    /// `--batch-size auto`'s time per batch beside other sessions' writes, in ms.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) batch_time_ms: Option<u64>,
-    pub(crate) dry_run: bool,
-    interrupted: bool,
-    pub(crate) stopped_by: Option<&'static str>,
-    /// To the millisecond.
-    pub(crate) seconds: f64,
-    pub(crate) archive: Option<String>,
-    archived_rows: Option<u64>,
-    /// With `--archive`: rows archived and then left (see [`Summary::archived_kept`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    archived_rows_kept: Option<u64>,
-    pub(crate) task_rows_skipped: Option<u64>,
-    /// SQLite: bytes the `-wal` file keeps after the run (see [`Summary::wal_left`]).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) wal_bytes_left: Option<u64>,
+/// The summary of a run in JSON (docs/output.md#clean-summary): `batching` is `auto`, `rows` or
+/// `one_transaction` (see [`batching_name`]), `batching_from` where the configured 0 that runs
+/// as auto came from (see [`Options::auto_from`]), `batch_size` with `auto` the last batch's
+/// size (`null` before one ran), `batch_time_ms` `--batch-size auto`'s time per batch beside
+/// other sessions' writes, `seconds` to the millisecond, `archived_rows_kept` with `--archive`
+/// the rows archived and then left (see [`Summary::archived_kept`]), and `wal_bytes_left`
+/// SQLite's bytes the `-wal` file keeps after the run (see [`Summary::wal_left`]).
+impl Serialize for Summary {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct as _;
+        let mut doc = serializer.serialize_struct("Summary", 18)?;
+        doc.serialize_field("task_rows_deleted", &self.task_rows_deleted)?;
+        doc.serialize_field("asset_rows_deleted", &self.asset_rows_deleted)?;
+        doc.serialize_field("batches", &self.batches)?;
+        doc.serialize_field("orphan_batches", &self.orphan_batches)?;
+        doc.serialize_field("cutoff", &self.cutoff.to_rfc3339())?;
+        doc.serialize_field("batching", batching_name(self.batch_size, self.batch_time))?;
+        if let Some(from) = &self.auto_from {
+            doc.serialize_field("batching_from", from)?;
+        }
+        doc.serialize_field("batch_size", &self.batch_size)?;
+        if let Some(ms) = batch_time_ms(self.batch_time) {
+            doc.serialize_field("batch_time_ms", &ms)?;
+        }
+        doc.serialize_field("dry_run", &false)?;
+        doc.serialize_field("interrupted", &matches!(self.stopped_by, Some(Stop::Signal(_))))?;
+        doc.serialize_field("stopped_by", &self.stopped_by.map(Stop::name))?;
+        doc.serialize_field("seconds", &((self.seconds * 1000.0).round() / 1000.0))?;
+        doc.serialize_field("archive", &self.archive.as_ref().map(|(path, _)| path))?;
+        doc.serialize_field("archived_rows", &self.archive.as_ref().map(|(_, rows)| rows))?;
+        if self.archive.is_some() {
+            doc.serialize_field("archived_rows_kept", &self.archived_kept)?;
+        }
+        doc.serialize_field("task_rows_skipped", &self.task_rows_skipped)?;
+        if let Some(bytes) = self.wal_left {
+            doc.serialize_field("wal_bytes_left", &bytes)?;
+        }
+        doc.end()
+    }
 }
 
 /// One clean in progress: the connection, what has been done so far, what may stop it, and
@@ -613,12 +597,7 @@ impl Run<'_> {
             let batch_started = Instant::now();
             let remaining = self.options.max_rows.map(|max| max - self.summary.task_rows_deleted);
             // `--max-rows` caps the batch so that no run deletes more than it was allowed.
-            let batch = match (self.size, remaining) {
-                (0, None) => None,
-                (0, Some(r)) => Some(r),
-                (b, Some(r)) => Some(b.min(r)),
-                (b, None) => Some(b),
-            };
+            let batch = (self.size > 0).then_some(self.size).into_iter().chain(remaining).min();
             let capped = batch.is_some_and(|n| n != self.size);
             // What a failed batch may have deleted all the same: up to `n` rows, or an unknown
             // number for the open-ended one.
@@ -719,11 +698,10 @@ impl Run<'_> {
                 return Ok(());
             }
             if let Some(sink) = self.archive.as_deref_mut() {
-                let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
                 for row in &rows {
-                    sink.asset(row).map_err(|e| archive_error(&path, e))?;
+                    sink.asset(row).map_err(|e| sink.failed(e))?;
                 }
-                sink.sync().map_err(|e| archive_error(&path, e))?;
+                sink.sync().map_err(|e| sink.failed(e))?;
             }
             // Each asset's archived keys, deleted only while each is as it was read and the
             // asset still inactive. A key left is in a later batch again while it is orphaned.
@@ -925,14 +903,13 @@ fn archive_expired(
     after: Cursor,
     up_to: Option<Cursor>,
 ) -> Result<Vec<(i64, StoredTime)>> {
-    let path = sink.path().map(std::path::Path::to_path_buf).unwrap_or_default();
     let mut from = after;
     let mut archived = Vec::new();
     loop {
         let rows = store.expired_rows(cutoff, from, up_to, ARCHIVE_PAGE)?;
         let full = rows.len() == usize::try_from(ARCHIVE_PAGE).unwrap_or(usize::MAX);
         for (at, entry) in rows {
-            sink.task(&entry).map_err(|e| archive_error(&path, e))?;
+            sink.task(&entry).map_err(|e| sink.failed(e))?;
             from = at;
             archived.push((at.id(), entry.updated_at));
         }
@@ -940,7 +917,7 @@ fn archive_expired(
             break;
         }
     }
-    sink.sync().map_err(|e| archive_error(&path, e))?;
+    sink.sync().map_err(|e| sink.failed(e))?;
     Ok(archived)
 }
 
@@ -1249,7 +1226,10 @@ mod tests {
         let explained = batching_text(summary.batch_size, summary.batch_time, None);
         assert!(explained.starts_with("auto (20 ms a batch and a pause"), "{explained}");
         assert!(explained.ends_with(&format!(", last {last} rows)")), "{explained}");
-        let doc = summary.doc();
-        assert_eq!((doc.batching, doc.batch_time_ms), ("auto", Some(20)));
+        let doc = serde_json::to_value(&summary).unwrap();
+        assert_eq!(
+            (&doc["batching"], &doc["batch_time_ms"]),
+            (&serde_json::json!("auto"), &serde_json::json!(20))
+        );
     }
 }
