@@ -148,12 +148,9 @@ fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bo
         let to = first_id.saturating_add(crate::db::clean::DELETE_WINDOW_IDS - 1);
         let window = |my: &mut MysqlConnection| crate::db::clean::delete_range(my, cutoff, from, Some(to));
         deleted += if skips {
-            match without_waiting(my, window) {
-                // The statement alone was undone; the rows it locked before the held one stay
-                // this transaction's, which `SKIP LOCKED` does not skip.
-                Err(e) if lock_not_granted(&e) => take_and_delete(my, cutoff, from, to, None)?.deleted,
-                done => done?,
-            }
+            // The statement alone was undone when a row was held; the rows it locked before the
+            // held one stay this transaction's, which `SKIP LOCKED` does not skip.
+            without_waiting(my, window, |my| Ok(take_and_delete(my, cutoff, from, to, None)?.deleted))?
         } else {
             window(my)?
         };
@@ -186,10 +183,11 @@ pub(super) fn batch_skipping_locked(
     after_id: i64,
     n: u64,
 ) -> Result<Batch> {
-    match without_waiting(my, |my| batch_by_returning(my, cutoff, after_id, n)) {
-        Err(e) if lock_not_granted(&e) => delete_skipping_locked(my, cutoff, after_id, None, Some(n)),
-        done => done,
-    }
+    without_waiting(
+        my,
+        |my| batch_by_returning(my, cutoff, after_id, n),
+        |my| delete_skipping_locked(my, cutoff, after_id, None, Some(n)),
+    )
 }
 
 /// The expired rows of an id range as on a server without `SKIP LOCKED`, but with no wait for
@@ -200,34 +198,26 @@ pub(super) fn range_skipping_locked(
     after_id: i64,
     up_to_id: Option<i64>,
 ) -> Result<u64> {
-    match without_waiting(my, |my| crate::db::clean::delete_range(my, cutoff, after_id, up_to_id)) {
-        Err(e) if lock_not_granted(&e) => {
-            Ok(delete_skipping_locked(my, cutoff, after_id, up_to_id, None)?.deleted)
-        }
-        done => done,
-    }
-}
-
-/// The ends of the primary key with no wait for a lock: `None` behind a table another
-/// session holds, which the batches then wait for once.
-pub(super) fn id_bounds_at_once(my: &mut MysqlConnection) -> Result<Option<(i64, i64)>> {
-    match without_waiting(my, crate::db::clean::id_bounds) {
-        Err(e) if lock_not_granted(&e) => Ok(None),
-        done => done,
-    }
+    without_waiting(
+        my,
+        |my| crate::db::clean::delete_range(my, cutoff, after_id, up_to_id),
+        |my| Ok(delete_skipping_locked(my, cutoff, after_id, up_to_id, None)?.deleted),
+    )
 }
 
 /// Runs `statement` with InnoDB's row-lock wait and the table (metadata) lock wait at 0 for
 /// this session (MariaDB gives up at once; MySQL's shortest waits are 1 s), then puts back the
-/// waits `begin` set from `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL,
+/// waits `begin` set from `--lock-timeout`, which the orphan sweep keeps; when a lock was not
+/// granted ([`lock_not_granted`]), `held` runs instead, the way round the held row. As on PostgreSQL,
 /// the plain statement is the rule and skipping the way round a held row: locking first costs
 /// a round trip per row. Both locks fail with the same error (1205), so both waits are off
 /// here: with only the row wait off, a table another session holds (`LOCK TABLES … WRITE`)
 /// made the statement wait all of `--lock-timeout`, and the retry that skips held rows wait
 /// all of it again.
-fn without_waiting<T>(
+pub(super) fn without_waiting<T>(
     my: &mut MysqlConnection,
     statement: impl FnOnce(&mut MysqlConnection) -> Result<T>,
+    held: impl FnOnce(&mut MysqlConnection) -> Result<T>,
 ) -> Result<T> {
     let what = "cannot set the lock timeouts";
     my.run(
@@ -247,9 +237,10 @@ fn without_waiting<T>(
         ),
     );
     // The statement's own error first: a connection that is gone fails both.
-    let done = done?;
-    restored?;
-    Ok(done)
+    match done {
+        Err(e) if lock_not_granted(&e) => held(my),
+        done => done.and_then(|done| restored.map(|_| done)),
+    }
 }
 
 /// Whether `e` is InnoDB's "Lock wait timeout exceeded" (1205): a row the statement needed was
@@ -330,18 +321,16 @@ fn take_and_delete(
         for (i, id) in ids.iter().enumerate() {
             taken = taken.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
         }
-        match without_waiting(my, |my| my.run(what, &taken.push(")"))) {
-            Ok(n) => deleted += n,
-            // The optimizer scanned the table instead and met a held row; the statement alone
-            // was rolled back.
-            Err(e) if lock_not_granted(&e) => {
-                for id in &ids {
-                    let one = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
-                    deleted += my.run(what, &one.bind(*id).bind(cutoff))?;
-                }
-            }
-            Err(e) => return Err(e),
-        }
+        // When the optimizer scanned the table instead and met a held row, the statement alone
+        // was rolled back: each row by its primary key then.
+        deleted += without_waiting(
+            my,
+            |my| my.run(what, &taken.push(")")),
+            |my| {
+                let one = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
+                ids.iter().try_fold(0, |sum, id| Ok(sum + my.run(what, &one.clone().bind(*id).bind(cutoff))?))
+            },
+        )?;
         after_id = last;
         if (ids.len() as u64) < n {
             return Ok(Batch { deleted, last_id: None });

@@ -344,8 +344,10 @@ impl Connection for MysqlConnection {
         clean::begin(self)
     }
 
+    /// The ends of the primary key with no wait for a lock: `None` behind a table another
+    /// session holds, which the batches then wait for once.
     fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        clean::id_bounds_at_once(self)
+        clean::without_waiting(self, super::clean::id_bounds, |_| Ok(None))
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
