@@ -17,8 +17,8 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Params, Value};
 
-use super::dialect::Restored;
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
+use super::dialect::{CleanLock, Restored, WriteMark};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, count, first, in_transaction};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
 use super::schema::ddl_statements;
@@ -184,7 +184,7 @@ impl MysqlConnection {
             self.conn.query_drop(ddl.as_ref()).map_err(|e| self.error(&format!("{what} in"), e))?;
             created.extend(created_table(statement));
         }
-        crate::db::dialect::in_transaction(self, [what, what], |my| sandbox::stamp(my, what))
+        in_transaction(self, [what, what], |my| sandbox::stamp(my, what))
     }
 }
 
@@ -340,7 +340,7 @@ impl Connection for MysqlConnection {
         require_storable_time("updated_at", updated_at)
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<CleanLock> {
         clean::begin(self)
     }
 
@@ -370,16 +370,16 @@ impl Connection for MysqlConnection {
 
     /// The server's count of statements that insert or update rows, in any session: a clean
     /// only deletes, so its own are not among them.
-    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         let query = Query::new(
             "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_insert', 'Com_insert_select', 'Com_update', \
              'Com_update_multi', 'Com_replace', 'Com_replace_select')",
         );
-        let counts = crate::db::dialect::all(self, "cannot read the server's status", &query, |f| {
+        let counts = all(self, "cannot read the server's status", &query, |f| {
             f.text();
             f.count()
         })?;
-        Ok(Some(crate::db::dialect::WriteMark { value: counts.iter().sum(), counts_own: false }))
+        Ok(Some(WriteMark { value: counts.iter().sum(), counts_own: false }))
     }
 
     /// Other sessions of this database in the process list (read at each call, about 0.5 ms):
@@ -395,7 +395,7 @@ impl Connection for MysqlConnection {
                  AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
                  SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
             );
-            let granted = crate::db::dialect::count(self, "cannot read the user's privileges", &query)?;
+            let granted = count(self, "cannot read the user's privileges", &query)?;
             self.sees_all_sessions = Some(granted > 0);
         }
         if self.sees_all_sessions != Some(true) {
@@ -408,7 +408,7 @@ impl Connection for MysqlConnection {
              AND (COMMAND <> 'Sleep' OR TIME <= ?)",
         )
         .bind(i64::try_from(within.as_secs() + 1).unwrap_or(i64::MAX));
-        let active = crate::db::dialect::count(self, "cannot read the server's process list", &query)?;
+        let active = count(self, "cannot read the server's process list", &query)?;
         Ok(Some(active > 0))
     }
 

@@ -19,8 +19,8 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
-use super::dialect::{Batch, Restored};
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
+use super::dialect::{Batch, CleanLock, Restored, WriteMark};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, count, first, in_transaction};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
 use super::schema::{SchemaProblem, ddl_statements};
@@ -421,7 +421,7 @@ impl Connection for PostgresConnection {
         )))
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<CleanLock> {
         clean::begin(self)
     }
 
@@ -528,13 +528,10 @@ impl Connection for PostgresConnection {
 
     /// The next transaction id to be given out: every transaction that writes takes one, in
     /// any database of the server, this session's batches included; reading it takes none.
-    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         let query = Query::new("SELECT pg_snapshot_xmax(pg_current_snapshot())::text");
-        let next =
-            crate::db::dialect::first(self, "cannot read the transaction counter", &query, |f| Ok(f.text()))?;
-        Ok(next
-            .and_then(|text| text.parse().ok())
-            .map(|value| crate::db::dialect::WriteMark { value, counts_own: true }))
+        let next = first(self, "cannot read the transaction counter", &query, |f| Ok(f.text()))?;
+        Ok(next.and_then(|text| text.parse().ok()).map(|value| WriteMark { value, counts_own: true }))
     }
 
     /// Other client sessions of this database (`pg_stat_activity`, read from the server's
@@ -550,7 +547,7 @@ impl Connection for PostgresConnection {
              OR state_change > clock_timestamp() - CAST(? AS bigint) * interval '1 millisecond')",
         )
         .bind(i64::try_from(within.as_millis()).unwrap_or(i64::MAX));
-        let active = crate::db::dialect::count(self, "cannot read the sessions of the database", &query)?;
+        let active = count(self, "cannot read the sessions of the database", &query)?;
         Ok(Some(active > 0))
     }
 
@@ -575,7 +572,7 @@ impl Connection for PostgresConnection {
 
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
-        crate::db::dialect::in_transaction(self, [what, what], |pg| {
+        in_transaction(self, [what, what], |pg| {
             let context = format!("{what} in {}", pg.location);
             if let Some(name) = pg.schema.clone() {
                 // CREATE SCHEMA takes no parameter: the name is bound as a setting of this
