@@ -340,8 +340,55 @@ impl Connection for MysqlConnection {
         require_storable_time("updated_at", updated_at)
     }
 
+    /// The session's lock waits are already `--lock-timeout`, set as it connected
+    /// (`connect::session_bounds`).
+    ///
+    /// The clean lock is a named lock (`GET_LOCK`), the only lock MySQL has that needs no
+    /// transaction (a row or table lock would keep a read view or block Airflow's writers), and
+    /// any account may take any name, even one with no privilege at all on any database. So the
+    /// name holds something only an account with a privilege on `task_state_store` can read: the
+    /// table's `CREATE_TIME`, from `information_schema.TABLES`, which shows a table's row only to
+    /// an account with some privilege on it (an account with `USAGE` alone sees none). The time
+    /// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`);
+    /// the server shows it in the session's time zone, which every connection sets to UTC
+    /// (`connect.rs`), so every run reads the same text.
+    /// Where the server gives no creation time (`NULL`), the name is the plain one of earlier
+    /// versions, which any account can take. An account with another privilege on the table than
+    /// DELETE (SELECT, say) can still compute the name: MySQL and MariaDB have no lock that only
+    /// the holders of a privilege can take without a transaction, and an unprivileged session
+    /// cannot list the named locks or read another account's privileges (docs/architecture.md).
     fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<CleanLock> {
-        clean::begin(self)
+        let what = "cannot take the clean lock";
+        let database =
+            first(self, what, &Query::new("SELECT DATABASE()"), |f| Ok(f.text()))?.unwrap_or_default();
+        let created = Query::new(
+            "SELECT CAST(CREATE_TIME AS CHAR) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_state_store'",
+        );
+        let created = first(self, what, &created, |f| Ok(f.opt_text()))?.flatten();
+        let name = clean::clean_lock_name(&database, created.as_deref());
+        let lock = Query::new("SELECT GET_LOCK(?, 0)").bind(name.as_str());
+        if first(self, what, &lock, Fields::opt_int)?.flatten() == Some(1) {
+            return Ok(CleanLock::Taken);
+        }
+        // The holder's connection, if it still holds the lock; its account is in the process list
+        // for the same account, or one with the PROCESS privilege.
+        let used = Query::new("SELECT IS_USED_LOCK(?)").bind(name.as_str());
+        let Some(connection) = first(self, what, &used, Fields::opt_int)?.flatten() else {
+            return Ok(CleanLock::Held(None));
+        };
+        let account =
+            Query::new("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?").bind(connection);
+        let account = first(self, what, &account, |f| Ok((f.text(), f.opt_text())))?;
+        Ok(CleanLock::Held(Some(match account {
+            Some((user, host)) => {
+                // A TCP client's host comes with its port.
+                let host = host.unwrap_or_default();
+                let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+                format!("connection {connection} of user {user}@{host}")
+            }
+            None => format!("connection {connection}; its user is shown only with the PROCESS privilege"),
+        })))
     }
 
     /// The ends of the primary key with no wait for a lock: `None` behind a table another
