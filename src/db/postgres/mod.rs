@@ -265,10 +265,9 @@ fn stream(
     loop {
         let next = rows.next().map_err(cause)?;
         let Some(row) = next else { break };
-        let row: std::result::Result<Row, _> =
-            (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
+        let row = cells(&row).map_err(cause)?;
         let _paused = stall.pause();
-        if each(row.map_err(cause)?).is_break() {
+        if each(row).is_break() {
             break;
         }
     }
@@ -279,10 +278,8 @@ fn refs<'a>(params: &'a [Box<dyn ToSql + Sync + 'a>]) -> Vec<&'a (dyn ToSql + Sy
     params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
 
-fn cells(rows: &[postgres::Row]) -> std::result::Result<Vec<Row>, postgres::Error> {
-    rows.iter()
-        .map(|row| (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect())
-        .collect()
+fn cells(row: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
+    (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect()
 }
 
 impl Connection for PostgresConnection {
@@ -309,7 +306,7 @@ impl Connection for PostgresConnection {
 
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
         let rows = self.rows_of(query, "").map_err(cause)?;
-        cells(&rows).map_err(cause)
+        rows.iter().map(cells).collect::<std::result::Result<_, _>>().map_err(cause)
     }
 
     /// `query_raw` reads the rows off the socket as they are asked for: the driver's channel
@@ -362,9 +359,9 @@ impl Connection for PostgresConnection {
     }
 
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
-        let rows = cells(&self.rows_of(query, " RETURNING id").map_err(cause)?).map_err(cause)?;
-        let row = rows.into_iter().next().unwrap_or_default();
-        Ok(Fields::new(row).int()?)
+        let rows = self.rows_of(query, " RETURNING id").map_err(cause)?;
+        let row = rows.first().map(cells).transpose().map_err(cause)?;
+        Ok(Fields::new(row.unwrap_or_default()).int()?)
     }
 
     /// PostgreSQL's text types cannot hold NUL: such text matches nothing (the server would
