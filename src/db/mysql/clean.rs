@@ -48,11 +48,7 @@ pub(super) fn batch_by_returning(
     let (mut deleted, mut last) = (0_u64, None);
     for row in result {
         let row = row.map_err(|e| Error::db(&context, cause(e)))?;
-        last = Some(
-            Fields::new(row.unwrap().into_iter().map(super::cell).collect())
-                .int()
-                .map_err(|e| Error::db(&context, e))?,
-        );
+        last = Some(Fields::new(super::cells(row)).int().map_err(|e| Error::db(&context, e))?);
         deleted += 1;
     }
     // Fewer than `n` rows: no expired row was left after the last one, the run is complete.

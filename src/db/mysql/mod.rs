@@ -117,6 +117,11 @@ fn cell(value: Value) -> Cell {
     }
 }
 
+/// A row's values as cells.
+fn cells(row: mysql::Row) -> Row {
+    row.unwrap().into_iter().map(cell).collect()
+}
+
 impl MysqlConnection {
     pub(super) fn open(url: &DbUrl, access: Access, timeouts: &Timeouts) -> Result<Self> {
         let (conn, location) = connect::connect(url, timeouts)?;
@@ -223,7 +228,7 @@ impl Connection for MysqlConnection {
         let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
         let params = Params::Positional(params.iter().map(value).collect());
         let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
-        Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
+        Ok(rows.into_iter().map(cells).collect())
     }
 
     /// `exec_iter` reads each row off the socket as it is asked for.
@@ -253,7 +258,7 @@ impl Connection for MysqlConnection {
         let streamed: std::result::Result<(), Cause> = (|| {
             let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
             for row in result.by_ref() {
-                if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
+                if each(cells(row.map_err(cause)?)).is_break() {
                     break;
                 }
             }
