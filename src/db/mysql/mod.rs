@@ -327,12 +327,11 @@ impl Connection for MysqlConnection {
             self.check_text("task_state_store", column, text)?;
         }
         if i32::try_from(row.scope.map_index).is_err() {
-            return Err(Error::Usage(format!(
+            anyhow::bail!(Error::Usage(format!(
                 "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
                 row.scope.map_index,
                 i32::MAX
-            ))
-            .into());
+            )));
         }
         require_value_size("task_state_store.value", row.value)?;
         require_storable_time("updated_at", row.updated_at)?;

@@ -155,11 +155,10 @@ fn bound<'a>(params: &[Param<'a>]) -> Vec<Box<dyn ToSql + Sync + 'a>> {
 /// Airflow's map_index column is a 32-bit `integer`; a larger value can never be stored.
 fn check_storable_map_index(map_index: i64) -> Result<()> {
     if i32::try_from(map_index).is_err() {
-        return Err(Error::Usage(format!(
+        anyhow::bail!(Error::Usage(format!(
             "--map-index {map_index} is too large: Airflow's map_index column holds at most {}",
             i32::MAX
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
@@ -372,11 +371,10 @@ impl Connection for PostgresConnection {
 
     fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {
         if let Some(at) = text.find('\0') {
-            return Err(Error::Usage(format!(
+            anyhow::bail!(Error::Usage(format!(
                 "\"{column}\" holds a NUL character (byte {}), which PostgreSQL's {table}.{column} cannot store",
                 at + 1
-            ))
-            .into());
+            )));
         }
         Ok(())
     }
