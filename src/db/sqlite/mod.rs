@@ -140,10 +140,9 @@ impl SqliteConnection {
         })?;
         let (conn, location, path) = match (target, purpose) {
             (SqliteTarget::Memory, Purpose::Sandbox) => {
-                return Err(Error::Usage(
+                anyhow::bail!(Error::Usage(
                     "a sandbox needs a SQLite file (an in-memory database would vanish at exit)".to_string(),
-                )
-                .into());
+                ));
             }
             (SqliteTarget::Memory, Purpose::Metastore) => (
                 rusqlite::Connection::open_in_memory()
