@@ -264,7 +264,7 @@ impl Store {
     /// Expired task rows in all, for the progress bar of a clean run at a terminal.
     pub(crate) fn count_expired(&mut self, cutoff: Timestamp) -> Result<u64> {
         let query = Query::new("SELECT count(*) FROM task_state_store WHERE expires_at < ?").bind(cutoff);
-        count(self.connection(), "cannot count expired rows", &query)
+        count(&mut **self, "cannot count expired rows", &query)
     }
 
     /// Where a clean's walk starts: by dag run where the database asks for it (SQLite) and
@@ -272,7 +272,7 @@ impl Store {
     /// batch ends at the last row archived, and only in id order is every row written after
     /// the archive was read beyond that (a new row has a higher id, not a later dag run).
     pub(crate) fn walk_start(&mut self, batched: bool, archived: bool) -> Cursor {
-        if batched && !archived && self.connection().walks_by_run() { Cursor::RUNS } else { Cursor::IDS }
+        if batched && !archived && self.walks_by_run() { Cursor::RUNS } else { Cursor::IDS }
     }
 
     /// The lowest and the highest value of the walk's leading column (ids, or dag run ids),
@@ -280,10 +280,10 @@ impl Store {
     /// [`Connection::id_bounds_at_once`]).
     pub(crate) fn walk_bounds(&mut self, start: Cursor) -> Result<Option<(i64, i64)>> {
         match start {
-            Cursor::Id(_) => self.connection().id_bounds_at_once(),
+            Cursor::Id(_) => self.id_bounds_at_once(),
             // The unique index's ends; a dag run id that is not an integer (see
             // `nth_expired`) fails to decode, and the progress lines do without.
-            Cursor::Run { .. } => bounds(self.connection(), Query::new(RUN_BOUNDS)),
+            Cursor::Run { .. } => bounds(&mut **self, Query::new(RUN_BOUNDS)),
         }
     }
 
@@ -292,7 +292,7 @@ impl Store {
         let query = Query::new(
             "SELECT dag_id, count(*) FROM task_state_store WHERE expires_at < ? GROUP BY dag_id ORDER BY BYTES(dag_id)",
         );
-        all(self.connection(), "cannot count expired rows", &query.bind(cutoff), |f| {
+        all(&mut **self, "cannot count expired rows", &query.bind(cutoff), |f| {
             Ok(DagCount { dag_id: f.text(), rows: f.count()? })
         })
     }
@@ -304,7 +304,7 @@ impl Store {
         )
         .push(ORPHAN)
         .push(" GROUP BY s.asset_id, a.name ORDER BY s.asset_id");
-        all(self.connection(), "cannot count orphaned asset rows", &query, |f| {
+        all(&mut **self, "cannot count orphaned asset rows", &query, |f| {
             Ok(AssetCount { asset_id: f.int()?, asset_name: f.opt_text(), rows: f.count()? })
         })
     }
@@ -312,12 +312,12 @@ impl Store {
     pub(crate) fn orphan_sample(&mut self, limit: u64) -> Result<Vec<AssetEntry>> {
         let query = Query::new("SELECT ").push(ASSET_ROWS).push(" WHERE ").push(ORPHAN);
         let query = query.and(r#" ORDER BY s.asset_id, BYTES(s."key") LIMIT ?"#, Param::Limit(Some(limit)));
-        all(self.connection(), "cannot read orphaned asset rows", &query, asset_entry)
+        all(&mut **self, "cannot read orphaned asset rows", &query, asset_entry)
     }
 
     /// Where the `n`-th expired row after `after` is, where a batch of `n` rows ends.
     pub(crate) fn nth_expired(&mut self, cutoff: Timestamp, after: Cursor, n: u64) -> Result<Option<Cursor>> {
-        nth_expired(self.connection(), cutoff, after, n)
+        nth_expired(&mut **self, cutoff, after, n)
     }
 
     /// One batch after `after`: the first `n` expired rows of the walk, or, where finding that
@@ -331,11 +331,11 @@ impl Store {
     ) -> Result<Walked> {
         match after {
             Cursor::Id(after_id) => {
-                let batch = self.connection().delete_expired_batch(cutoff, after_id, n)?;
+                let batch = self.conn.delete_expired_batch(cutoff, after_id, n)?;
                 Ok(Walked { deleted: batch.deleted, last: batch.last_id.map(Cursor::Id) })
             }
             Cursor::Run { .. } => {
-                let conn = self.connection();
+                let conn = &mut **self;
                 let last = nth_expired(conn, cutoff, after, n)?;
                 Ok(Walked { deleted: delete_walked(conn, cutoff, after, last)?, last })
             }
@@ -345,7 +345,7 @@ impl Store {
     /// Whether the batch that failed with `error` may have been committed all the same (see
     /// [`super::dialect::Connection::outcome_unknown`]).
     pub(crate) fn outcome_unknown(&mut self, error: &anyhow::Error) -> bool {
-        let conn = self.connection();
+        let conn = &mut **self;
         error.chain().any(|cause| conn.outcome_unknown(cause))
     }
 
@@ -358,11 +358,11 @@ impl Store {
         up_to: Option<Cursor>,
     ) -> Result<u64> {
         match (after, up_to) {
-            (Cursor::Id(after), None) => self.connection().delete_expired_range(cutoff, after, None),
+            (Cursor::Id(after), None) => self.conn.delete_expired_range(cutoff, after, None),
             (Cursor::Id(after), Some(Cursor::Id(up_to))) => {
-                self.connection().delete_expired_range(cutoff, after, Some(up_to))
+                self.conn.delete_expired_range(cutoff, after, Some(up_to))
             }
-            _ => delete_walked(self.connection(), cutoff, after, up_to),
+            _ => delete_walked(&mut **self, cutoff, after, up_to),
         }
     }
 
@@ -380,7 +380,7 @@ impl Store {
         let query = after.after(select.push(" FROM task_state_store"));
         let query = Cursor::up_to(query, up_to).and(after.expired(), cutoff).push(after.order());
         let query = query.and(" LIMIT ?", Param::Limit(Some(limit)));
-        all(self.connection(), "cannot read expired rows", &query, |f| {
+        all(&mut **self, "cannot read expired rows", &query, |f| {
             let entry = task_entry(f)?;
             Ok((after.read(f)?, entry))
         })
@@ -394,7 +394,7 @@ impl Store {
             return Ok(0);
         }
         let query = super::store::delete_asset_keys(asset_id, keys).push(" AND ").push(ORPHAN_ROW);
-        self.connection().run("cannot delete orphaned asset rows", &query)
+        self.run("cannot delete orphaned asset rows", &query)
     }
 
     /// Deletes up to `limit` state rows of inactive assets (all of them when `None`) in one

@@ -48,7 +48,7 @@ impl Store {
             "FROM task_state_store t JOIN dag_run d ON d.id = t.dag_run_id WHERE t.dag_id <> d.dag_id OR t.run_id <> d.run_id",
             "t.id",
         ];
-        find(self.connection(), "cannot compare task rows with their dag runs", check, &[], sample, |f| {
+        find(&mut **self, "cannot compare task rows with their dag runs", check, &[], sample, |f| {
             let (place, key) = task_row(f)?;
             let detail =
                 format!("dag_run {} is dag_id={} run_id={}", f.text(), quote(&f.text()), quote(&f.text()));
@@ -63,7 +63,7 @@ impl Store {
             "FROM task_state_store t WHERE NOT EXISTS (SELECT 1 FROM dag_run d WHERE d.id = t.dag_run_id)",
             "t.id",
         ];
-        find(self.connection(), "cannot look for task rows without a dag run", check, &[], sample, |f| {
+        find(&mut **self, "cannot look for task rows without a dag run", check, &[], sample, |f| {
             let (place, key) = task_row(f)?;
             Ok(FoundRow { place, key, detail: format!("dag_run_id {} does not exist", f.text()) })
         })
@@ -91,7 +91,7 @@ impl Store {
             "t.id",
         ];
         let what = "cannot look for task rows without a task instance";
-        find(self.connection(), what, check, &[], sample, |f| {
+        find(&mut **self, what, check, &[], sample, |f| {
             let (place, key) = task_row(f)?;
             let detail = match f.count()? {
                 0 => "no task instance of this task in the run".to_string(),
@@ -110,7 +110,7 @@ impl Store {
             "FROM asset_state_store s WHERE NOT EXISTS (SELECT 1 FROM asset a WHERE a.id = s.asset_id)",
             r#"s.asset_id, s."key""#,
         ];
-        find(self.connection(), "cannot look for asset rows without an asset", check, &[], sample, |f| {
+        find(&mut **self, "cannot look for asset rows without an asset", check, &[], sample, |f| {
             let asset_id = f.int()?;
             Ok(FoundRow {
                 place: Place::Asset { asset_id, asset_name: None },
@@ -144,11 +144,11 @@ impl Store {
         unit: &str,
     ) -> Result<Finding> {
         let bound = [Param::from(bound)];
-        let tasks = find(self.connection(), what, task, &bound, sample, |f| {
+        let tasks = find(&mut **self, what, task, &bound, sample, |f| {
             let (place, key) = task_row(f)?;
             Ok(FoundRow { place, key, detail: format!("{} {unit}", f.int()?) })
         })?;
-        let assets = find(self.connection(), what, asset, &bound, sample, |f| {
+        let assets = find(&mut **self, what, asset, &bound, sample, |f| {
             let place = Place::Asset { asset_id: f.int()?, asset_name: f.opt_text() };
             Ok(FoundRow { place, key: f.text(), detail: format!("{} {unit}", f.int()?) })
         })?;
@@ -169,7 +169,7 @@ impl Store {
         // At the start (`i64::MIN`) the row with id -2^63 is read too.
         .and(if after_id == i64::MIN { " WHERE id >= ?" } else { " WHERE id > ?" }, after_id)
         .and(" ORDER BY id LIMIT ?", Param::Limit(Some(limit)));
-        all(self.connection(), "cannot read task_state_store", &query, |f| {
+        all(&mut **self, "cannot read task_state_store", &query, |f| {
             let (place, key) = task_row(f)?;
             let value = f.text();
             Ok((f.int()?, place, key, value))
@@ -192,7 +192,7 @@ impl Store {
                 .and(r#" AND s."key" > ?)"#, key);
         }
         let query = query.and(r#" ORDER BY s.asset_id, s."key" LIMIT ?"#, Param::Limit(Some(limit)));
-        all(self.connection(), "cannot read asset_state_store", &query, asset_entry)
+        all(&mut **self, "cannot read asset_state_store", &query, asset_entry)
     }
 }
 

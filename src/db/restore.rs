@@ -10,6 +10,8 @@
 //! at a time; it is left for what the others cannot count (one MySQL row, SQLite rowids at
 //! their limit).
 
+use anyhow::bail;
+
 use std::collections::{HashMap, HashSet};
 
 use super::Store;
@@ -96,11 +98,10 @@ impl Store {
         }
         let max = self.conn.max_value_bytes();
         if value.len() as u64 > max {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the value is {} bytes; the database's {table}.value column holds at most {max}",
                 value.len()
-            ))
-            .into());
+            )));
         }
         match row {
             RestoreRow::Task(w) => self.conn.check_task_row(w),
@@ -270,10 +271,9 @@ fn check_chars(column: &str, text: &str, chars: usize, required: bool) -> Result
     if text.len() > chars {
         let n = text.chars().count();
         if n > chars {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "\"{column}\" is {n} characters long; Airflow's column (VARCHAR({chars})) holds at most {chars}"
-            ))
-            .into());
+            )));
         }
     }
     Ok(())
@@ -283,11 +283,10 @@ fn check_chars(column: &str, text: &str, chars: usize, required: bool) -> Result
 /// SQLite would store a wider number, which Airflow's own reads and writes never make.
 fn check_map_index(column: &str, n: i64) -> Result<()> {
     if n < -1 || i32::try_from(n).is_err() {
-        return Err(Error::Usage(format!(
+        bail!(Error::Usage(format!(
             "\"{column}\" {n} is out of range: Airflow's column (INTEGER) holds -1 (unmapped) to {}",
             i32::MAX
-        ))
-        .into());
+        )));
     }
     Ok(())
 }

@@ -2,6 +2,8 @@
 //! trying the tool before pointing it at production. Nothing here may ever run against a real
 //! Airflow database, so every method but `create` first checks for the marker table.
 
+use anyhow::bail;
+
 use super::dialect::{Connection, columns, count, first, in_transaction};
 use super::query::Fields;
 use super::query::Query;
@@ -45,12 +47,11 @@ impl Sandbox {
             }
         }
         if !existing.is_empty() {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "{} already has Airflow tables ({}); a sandbox starts empty",
                 self.conn.location(),
                 existing.join(", ")
-            ))
-            .into());
+            )));
         }
         self.conn.create_tables()
     }
@@ -76,12 +77,11 @@ impl Sandbox {
         let existing =
             Query::new("SELECT id FROM dag_run WHERE dag_id = ?").bind(dag_id).and(" AND run_id = ?", run_id);
         if let Some(id) = first(&mut *self.conn, "cannot read the dag runs", &existing, Fields::int)? {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the sandbox already has a dag run dag_id={} run_id={} (dag_run id {id}); give another --run-id",
                 quote(dag_id),
                 quote(run_id)
-            ))
-            .into());
+            )));
         }
         let now = Timestamp::now();
         let query = Query::new(
@@ -111,13 +111,12 @@ impl Sandbox {
             .and(" AND task_id = ?", task_id)
             .and(" AND map_index = ?", map_index);
         if count(&mut *self.conn, "cannot read the task instances", &existing)? > 0 {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the sandbox already has the task instance dag_id={} run_id={} task_id={} map_index={map_index}",
                 quote(dag_id),
                 quote(run_id),
                 quote(task_id)
-            ))
-            .into());
+            )));
         }
         let query = Query::new(
             "INSERT INTO task_instance (id, task_id, dag_id, run_id, map_index, try_number, max_tries, pool, \
@@ -135,12 +134,11 @@ impl Sandbox {
         self.conn.check_text("asset", "uri", uri)?;
         let existing = Query::new("SELECT id FROM asset WHERE name = ?").bind(name).and(" AND uri = ?", uri);
         if let Some(id) = first(&mut *self.conn, "cannot read the assets", &existing, Fields::int)? {
-            return Err(Error::Usage(format!(
+            bail!(Error::Usage(format!(
                 "the sandbox already has an asset name={} uri={} (asset id {id})",
                 quote(name),
                 quote(uri)
-            ))
-            .into());
+            )));
         }
         let what = "cannot add the asset";
         in_transaction(&mut *self.conn, [what, what], |conn| {

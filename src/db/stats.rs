@@ -101,7 +101,7 @@ impl Store {
             ("SELECT dag_id, NULL, ", " GROUP BY dag_id ORDER BY BYTES(dag_id)")
         };
         let query = Query::new(select).push(TASK_SUMS).push(group);
-        all(self.connection(), "cannot read task_state_store", &query.bind(now).bind(now).bind(soon), |f| {
+        all(&mut **self, "cannot read task_state_store", &query.bind(now).bind(now).bind(soon), |f| {
             Ok(TaskGroup {
                 dag_id: f.text(),
                 task_id: f.opt_text(),
@@ -122,7 +122,7 @@ impl Store {
         let ends = (1..=EXPIRY_DAYS as i64).map(|day| now.utc_midnight(day));
         let query = ends.fold(Query::new(&EXPIRY_BUCKET).bind(now), Query::bind);
         let counts =
-            all(self.connection(), "cannot read task_state_store", &query, |f| Ok((f.int()?, f.count()?)))?;
+            all(&mut **self, "cannot read task_state_store", &query, |f| Ok((f.int()?, f.count()?)))?;
         let mut spread = ExpirySpread {
             now,
             expired: 0,
@@ -151,7 +151,7 @@ impl Store {
              max(s.updated_at) FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id \
              GROUP BY s.asset_id, a.name ORDER BY s.asset_id",
         );
-        all(self.connection(), "cannot read asset_state_store", &query, |f| {
+        all(&mut **self, "cannot read asset_state_store", &query, |f| {
             Ok(AssetGroup {
                 asset_id: f.int()?,
                 asset_name: f.opt_text(),
@@ -170,7 +170,7 @@ impl Store {
             r#"SELECT dag_id, run_id, task_id, map_index, "key", OCTETS(value) AS n FROM task_state_store
                ORDER BY n DESC LIMIT ?"#,
         );
-        let mut found = all(self.connection(), what, &tasks.bind(Param::Limit(Some(limit))), |f| {
+        let mut found = all(&mut **self, what, &tasks.bind(Param::Limit(Some(limit))), |f| {
             let scope = task_scope(f)?;
             Ok(LargeValue {
                 scope: task_scope_label(&scope.dag_id, &scope.run_id, &scope.task_id, scope.map_index),
@@ -182,7 +182,7 @@ impl Store {
             r#"SELECT s.asset_id, a.name, s."key", OCTETS(s.value) AS n
                FROM asset_state_store s LEFT JOIN asset a ON a.id = s.asset_id ORDER BY n DESC LIMIT ?"#,
         );
-        found.extend(all(self.connection(), what, &assets.bind(Param::Limit(Some(limit))), |f| {
+        found.extend(all(&mut **self, what, &assets.bind(Param::Limit(Some(limit))), |f| {
             let (asset_id, name) = (f.int()?, f.opt_text());
             Ok(LargeValue {
                 scope: asset_scope_label(asset_id, name.as_deref()),
@@ -201,7 +201,7 @@ impl Store {
     pub(crate) fn table_sizes(&mut self) -> Result<Vec<(String, u64)>> {
         let query = Query::new(self.dialect().table_size_query());
         let mut size =
-            |table: &str| count(self.connection(), "cannot read the table sizes", &query.clone().bind(table));
+            |table: &str| count(&mut **self, "cannot read the table sizes", &query.clone().bind(table));
         super::STATE_TABLES.iter().map(|table| Ok(((*table).to_string(), size(table)?))).collect()
     }
 }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use super::Store;
-use super::dialect::{Connection, OnConflict, Upsert, all, count, each, first};
+use super::dialect::{OnConflict, Upsert, all, count, each, first};
 use super::query::{DecodeError, Decoded, Fields, Param, Query};
 use crate::error::Result;
 use crate::model::{
@@ -721,10 +721,6 @@ impl Store {
     pub(crate) fn clear_asset(&mut self, asset_id: i64) -> Result<u64> {
         let query = Query::new("DELETE FROM asset_state_store WHERE asset_id = ?").bind(asset_id);
         self.conn.run("cannot delete from asset_state_store", &query)
-    }
-
-    pub(super) fn connection(&mut self) -> &mut dyn Connection {
-        &mut *self.conn
     }
 }
 

@@ -1,6 +1,6 @@
-//! What a clean does its own way on MySQL and MariaDB: a named lock whose name only an account
-//! with a privilege on the table can read; MariaDB's `DELETE …
-//! RETURNING`, which finds and deletes a batch in one statement; and, on servers with `SKIP
+//! What a clean does its own way on MySQL and MariaDB: the name of its named lock, which only
+//! an account with a privilege on the table can read (the lock is taken by `begin_clean` in
+//! `mysql/mod.rs`); MariaDB's `DELETE … RETURNING`, which finds and deletes a batch in one statement; and, on servers with `SKIP
 //! LOCKED` (MariaDB 10.6+, MySQL 8.0.1+), batches that skip the rows a worker holds instead of
 //! waiting for them, as on PostgreSQL. Older servers wait up to `--lock-timeout` for a held
 //! row, then fail the batch (exit 4).
@@ -10,61 +10,10 @@ use mysql::{Params, Value};
 
 use super::{MysqlConnection, cause};
 use crate::db::dialect::Batch;
-use crate::db::dialect::CleanLock;
 use crate::db::dialect::{Connection, all, first};
 use crate::db::query::{Fields, Query};
 use crate::error::{Error, Result};
 use crate::time::Timestamp;
-
-/// The session's lock waits are already `--lock-timeout`, set as it connected
-/// (`connect::session_bounds`).
-///
-/// The clean lock is a named lock (`GET_LOCK`), the only lock MySQL has that needs no
-/// transaction (a row or table lock would keep a read view or block Airflow's writers), and
-/// any account may take any name, even one with no privilege at all on any database. So the
-/// name holds something only an account with a privilege on `task_state_store` can read: the
-/// table's `CREATE_TIME`, from `information_schema.TABLES`, which shows a table's row only to
-/// an account with some privilege on it (an account with `USAGE` alone sees none). The time
-/// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`);
-/// the server shows it in the session's time zone, which every connection sets to UTC
-/// (`connect.rs`), so every run reads the same text.
-/// Where the server gives no creation time (`NULL`), the name is the plain one of earlier
-/// versions, which any account can take. An account with another privilege on the table than
-/// DELETE (SELECT, say) can still compute the name: MySQL and MariaDB have no lock that only
-/// the holders of a privilege can take without a transaction, and an unprivileged session
-/// cannot list the named locks or read another account's privileges (docs/architecture.md).
-pub(super) fn begin(my: &mut MysqlConnection) -> Result<CleanLock> {
-    let what = "cannot take the clean lock";
-    let database = first(my, what, &Query::new("SELECT DATABASE()"), |f| Ok(f.text()))?.unwrap_or_default();
-    let created = Query::new(
-        "SELECT CAST(CREATE_TIME AS CHAR) FROM information_schema.TABLES \
-         WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_state_store'",
-    );
-    let created = first(my, what, &created, |f| Ok(f.opt_text()))?.flatten();
-    let name = clean_lock_name(&database, created.as_deref());
-    let lock = Query::new("SELECT GET_LOCK(?, 0)").bind(name.as_str());
-    if first(my, what, &lock, Fields::opt_int)?.flatten() == Some(1) {
-        return Ok(CleanLock::Taken);
-    }
-    // The holder's connection, if it still holds the lock; its account is in the process list
-    // for the same account, or one with the PROCESS privilege.
-    let used = Query::new("SELECT IS_USED_LOCK(?)").bind(name.as_str());
-    let Some(connection) = first(my, what, &used, Fields::opt_int)?.flatten() else {
-        return Ok(CleanLock::Held(None));
-    };
-    let account =
-        Query::new("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?").bind(connection);
-    let account = first(my, what, &account, |f| Ok((f.text(), f.opt_text())))?;
-    Ok(CleanLock::Held(Some(match account {
-        Some((user, host)) => {
-            // A TCP client's host comes with its port.
-            let host = host.unwrap_or_default();
-            let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
-            format!("connection {connection} of user {user}@{host}")
-        }
-        None => format!("connection {connection}; its user is shown only with the PROCESS privilege"),
-    })))
-}
 
 /// One statement (one autocommitted transaction) instead of a SELECT of the batch's
 /// last id and a DELETE up to it. The rows' ids come back in primary-key order and are
@@ -99,11 +48,7 @@ pub(super) fn batch_by_returning(
     let (mut deleted, mut last) = (0_u64, None);
     for row in result {
         let row = row.map_err(|e| Error::db(&context, cause(e)))?;
-        last = Some(
-            Fields::new(row.unwrap().into_iter().map(super::cell).collect())
-                .int()
-                .map_err(|e| Error::db(&context, e))?,
-        );
+        last = Some(Fields::new(super::cells(row)).int().map_err(|e| Error::db(&context, e))?);
         deleted += 1;
     }
     // Fewer than `n` rows: no expired row was left after the last one, the run is complete.
@@ -148,12 +93,9 @@ fn windows(my: &mut MysqlConnection, cutoff: Timestamp, mut from: i64, skips: bo
         let to = first_id.saturating_add(crate::db::clean::DELETE_WINDOW_IDS - 1);
         let window = |my: &mut MysqlConnection| crate::db::clean::delete_range(my, cutoff, from, Some(to));
         deleted += if skips {
-            match without_waiting(my, window) {
-                // The statement alone was undone; the rows it locked before the held one stay
-                // this transaction's, which `SKIP LOCKED` does not skip.
-                Err(e) if lock_not_granted(&e) => take_and_delete(my, cutoff, from, to, None)?.deleted,
-                done => done?,
-            }
+            // The statement alone was undone when a row was held; the rows it locked before the
+            // held one stay this transaction's, which `SKIP LOCKED` does not skip.
+            without_waiting(my, window, |my| Ok(take_and_delete(my, cutoff, from, to, None)?.deleted))?
         } else {
             window(my)?
         };
@@ -186,10 +128,11 @@ pub(super) fn batch_skipping_locked(
     after_id: i64,
     n: u64,
 ) -> Result<Batch> {
-    match without_waiting(my, |my| batch_by_returning(my, cutoff, after_id, n)) {
-        Err(e) if lock_not_granted(&e) => delete_skipping_locked(my, cutoff, after_id, None, Some(n)),
-        done => done,
-    }
+    without_waiting(
+        my,
+        |my| batch_by_returning(my, cutoff, after_id, n),
+        |my| delete_skipping_locked(my, cutoff, after_id, None, Some(n)),
+    )
 }
 
 /// The expired rows of an id range as on a server without `SKIP LOCKED`, but with no wait for
@@ -200,34 +143,26 @@ pub(super) fn range_skipping_locked(
     after_id: i64,
     up_to_id: Option<i64>,
 ) -> Result<u64> {
-    match without_waiting(my, |my| crate::db::clean::delete_range(my, cutoff, after_id, up_to_id)) {
-        Err(e) if lock_not_granted(&e) => {
-            Ok(delete_skipping_locked(my, cutoff, after_id, up_to_id, None)?.deleted)
-        }
-        done => done,
-    }
-}
-
-/// The ends of the primary key with no wait for a lock: `None` behind a table another
-/// session holds, which the batches then wait for once.
-pub(super) fn id_bounds_at_once(my: &mut MysqlConnection) -> Result<Option<(i64, i64)>> {
-    match without_waiting(my, crate::db::clean::id_bounds) {
-        Err(e) if lock_not_granted(&e) => Ok(None),
-        done => done,
-    }
+    without_waiting(
+        my,
+        |my| crate::db::clean::delete_range(my, cutoff, after_id, up_to_id),
+        |my| Ok(delete_skipping_locked(my, cutoff, after_id, up_to_id, None)?.deleted),
+    )
 }
 
 /// Runs `statement` with InnoDB's row-lock wait and the table (metadata) lock wait at 0 for
 /// this session (MariaDB gives up at once; MySQL's shortest waits are 1 s), then puts back the
-/// waits `begin` set from `--lock-timeout`, which the orphan sweep keeps. As on PostgreSQL,
+/// waits `begin_clean` set from `--lock-timeout`, which the orphan sweep keeps; when a lock was not
+/// granted ([`lock_not_granted`]), `held` runs instead, the way round the held row. As on PostgreSQL,
 /// the plain statement is the rule and skipping the way round a held row: locking first costs
 /// a round trip per row. Both locks fail with the same error (1205), so both waits are off
 /// here: with only the row wait off, a table another session holds (`LOCK TABLES … WRITE`)
 /// made the statement wait all of `--lock-timeout`, and the retry that skips held rows wait
 /// all of it again.
-fn without_waiting<T>(
+pub(super) fn without_waiting<T>(
     my: &mut MysqlConnection,
     statement: impl FnOnce(&mut MysqlConnection) -> Result<T>,
+    held: impl FnOnce(&mut MysqlConnection) -> Result<T>,
 ) -> Result<T> {
     let what = "cannot set the lock timeouts";
     my.run(
@@ -247,9 +182,10 @@ fn without_waiting<T>(
         ),
     );
     // The statement's own error first: a connection that is gone fails both.
-    let done = done?;
-    restored?;
-    Ok(done)
+    match done {
+        Err(e) if lock_not_granted(&e) => held(my),
+        done => done.and_then(|done| restored.map(|_| done)),
+    }
 }
 
 /// Whether `e` is InnoDB's "Lock wait timeout exceeded" (1205): a row the statement needed was
@@ -330,18 +266,16 @@ fn take_and_delete(
         for (i, id) in ids.iter().enumerate() {
             taken = taken.push(if i == 0 { "?" } else { ", ?" }).bind(*id);
         }
-        match without_waiting(my, |my| my.run(what, &taken.push(")"))) {
-            Ok(n) => deleted += n,
-            // The optimizer scanned the table instead and met a held row; the statement alone
-            // was rolled back.
-            Err(e) if lock_not_granted(&e) => {
-                for id in &ids {
-                    let one = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
-                    deleted += my.run(what, &one.bind(*id).bind(cutoff))?;
-                }
-            }
-            Err(e) => return Err(e),
-        }
+        // When the optimizer scanned the table instead and met a held row, the statement alone
+        // was rolled back: each row by its primary key then.
+        deleted += without_waiting(
+            my,
+            |my| my.run(what, &taken.push(")")),
+            |my| {
+                let one = Query::new("DELETE FROM task_state_store WHERE id = ? AND expires_at < ?");
+                ids.iter().try_fold(0, |sum, id| Ok(sum + my.run(what, &one.clone().bind(*id).bind(cutoff))?))
+            },
+        )?;
         after_id = last;
         if (ids.len() as u64) < n {
             return Ok(Batch { deleted, last_id: None });
@@ -356,7 +290,7 @@ fn take_and_delete(
 const LOCK_NAME_MAX: usize = 64;
 
 /// The name of the clean lock of `database`, with `created` the creation time of its
-/// `task_state_store` (see [`begin`]).
+/// `task_state_store` (see `begin_clean` in `mysql/mod.rs`).
 ///
 /// Without one, `state-store clean <database>` when it fits in [`LOCK_NAME_MAX`] bytes (a
 /// database name alone may be 64 characters), otherwise `state-store clean~<hash> <start of
@@ -367,7 +301,7 @@ const LOCK_NAME_MAX: usize = 64;
 /// With one, `state-store clean@<hash> <start of the name>`, the hash of the name and the time
 /// together: a name no account that cannot read the time can foresee, and never one of the
 /// forms without it (`@`).
-fn clean_lock_name(database: &str, created: Option<&str>) -> String {
+pub(super) fn clean_lock_name(database: &str, created: Option<&str>) -> String {
     const PREFIX: &str = "state-store clean";
     let fnv = |bytes: &mut dyn Iterator<Item = u8>| {
         bytes.fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))

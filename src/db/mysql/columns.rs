@@ -67,15 +67,14 @@ pub(super) fn require_latin1(column: &str, text: &str) -> Result<()> {
 /// Refuses an instant a `TIMESTAMP(6)` column cannot hold, before anything is written.
 pub(super) fn require_storable_time(column: &str, at: Timestamp) -> Result<()> {
     if at.micros() > TIMESTAMP_LAST_MICROS {
-        return Err(Error::Usage(format!(
+        anyhow::bail!(Error::Usage(format!(
             "cannot store {column} {at}: MySQL TIMESTAMP ends at 2038-01-19 03:14:07 UTC; use a shorter retention or never"
-        )).into());
+        )));
     }
     if at.micros() < TIMESTAMP_FIRST_MICROS {
-        return Err(Error::Usage(format!(
+        anyhow::bail!(Error::Usage(format!(
             "cannot store {column} {at}: MySQL TIMESTAMP starts at 1970-01-01 00:00:01 UTC"
-        ))
-        .into());
+        )));
     }
     Ok(())
 }

@@ -100,13 +100,18 @@ fn query_bool(url: &DbUrl, key: &str) -> Result<Option<bool>> {
     match value.trim().to_ascii_lowercase().as_str() {
         "true" | "yes" | "on" | "y" | "t" | "1" => Ok(Some(true)),
         "false" | "no" | "off" | "n" | "f" | "0" => Ok(Some(false)),
-        _ => Err(Error::Config(format!(
-            "invalid {key}={} in [database] sql_alchemy_conn {}: expected true or false",
-            quote(value),
-            url.redacted()
-        ))
-        .into()),
+        _ => Err(invalid(url, key, value, "true or false")),
     }
+}
+
+/// The URL refused, its words `before` and `after` it.
+fn refused(url: &DbUrl, before: &str, after: &str) -> anyhow::Error {
+    Error::Config(format!("{before}[database] sql_alchemy_conn {}{after}", url.redacted())).into()
+}
+
+/// `key=value` of the URL's query refused: not one of what was `expected`.
+fn invalid(url: &DbUrl, key: &str, value: &str, expected: &str) -> anyhow::Error {
+    refused(url, &format!("invalid {key}={} in ", quote(value)), &format!(": expected {expected}"))
 }
 
 /// The query keys understood here, for the message that refuses any other (as PostgreSQL's
@@ -134,22 +139,19 @@ fn check_keys(url: &DbUrl) -> Result<()> {
         }
     }
     if !unknown.is_empty() {
-        return Err(Error::Config(format!(
-            "[database] sql_alchemy_conn {}: unsupported connection parameter(s) {} (state-store understands {KNOWN_KEYS})",
-            url.redacted(),
-            unknown.join(", ")
-        ))
-        .into());
+        let unknown = unknown.join(", ");
+        let problem =
+            format!(": unsupported connection parameter(s) {unknown} (state-store understands {KNOWN_KEYS})");
+        return Err(refused(url, "", &problem));
     }
     if let Some(charset) = url.query_value("charset")
         && !["utf8mb4", "utf8", "utf8mb3"].contains(&charset.trim().to_ascii_lowercase().as_str())
     {
-        return Err(Error::Config(format!(
-            "[database] sql_alchemy_conn {}: charset={charset}: state-store talks utf8mb4, which holds any text \
-             Airflow stores; give charset=utf8mb4 or leave it out",
-            url.redacted()
-        ))
-        .into());
+        let problem = format!(
+            ": charset={charset}: state-store talks utf8mb4, which holds any text Airflow stores; give \
+             charset=utf8mb4 or leave it out"
+        );
+        return Err(refused(url, "", &problem));
     }
     Ok(())
 }
@@ -158,10 +160,7 @@ impl ConnectPlan {
     fn from_url(url: &DbUrl) -> Result<ConnectPlan> {
         check_keys(url)?;
         let database = url.database.clone().filter(|d| !d.is_empty()).ok_or_else(|| {
-            Error::Config(format!(
-                "[database] sql_alchemy_conn {} names no database: expected mysql://<user>:<password>@<host>:3306/<database>",
-                url.redacted()
-            ))
+            refused(url, "", " names no database: expected mysql://<user>:<password>@<host>:3306/<database>")
         })?;
         let endpoint = match url.query_value("unix_socket").filter(|s| !s.is_empty()) {
             Some(path) => Endpoint::Socket(PathBuf::from(path)),
@@ -176,13 +175,7 @@ impl ConnectPlan {
             None => CONNECT_TIMEOUT,
             Some(text) => match text.trim().parse::<u64>() {
                 Ok(secs) if secs > 0 => Duration::from_secs(secs),
-                _ => {
-                    return Err(Error::Config(format!(
-                        "invalid connect_timeout={} in [database] sql_alchemy_conn {}: expected whole seconds > 0",
-                        quote(text),
-                        url.redacted()
-                    )).into());
-                }
+                _ => return Err(invalid(url, "connect_timeout", text, "whole seconds > 0")),
             },
         };
         // As SQLAlchemy passes them to the driver: the query's user and password (mysqlclient
@@ -272,11 +265,10 @@ impl ConnectPlan {
 fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
     for key in UNSUPPORTED_TLS_KEYS {
         if url.query_value(key).is_some() {
-            return Err(Error::Config(format!(
-                "{key} in [database] sql_alchemy_conn {} is not supported by state-store \
-                 (it supports ssl_mode, ssl, ssl_ca, ssl_check_hostname, ssl_verify_cert and ssl_verify_identity)",
-                url.redacted()
-            )).into());
+            let supported =
+                "ssl_mode, ssl, ssl_ca, ssl_check_hostname, ssl_verify_cert and ssl_verify_identity";
+            let after = format!(" is not supported by state-store (it supports {supported})");
+            return Err(refused(url, &format!("{key} in "), &after));
         }
     }
     let ca = url.query_value("ssl_ca").filter(|s| !s.is_empty()).map(PathBuf::from);
@@ -289,13 +281,8 @@ fn tls_from_url(url: &DbUrl) -> Result<Option<Tls>> {
             "VERIFY_CA" => SslMode::VerifyCa,
             "VERIFY_IDENTITY" => SslMode::VerifyIdentity,
             _ => {
-                return Err(Error::Config(format!(
-                    "invalid ssl_mode={} in [database] sql_alchemy_conn {}: expected DISABLED, PREFERRED, \
-                     REQUIRED, VERIFY_CA or VERIFY_IDENTITY",
-                    quote(text),
-                    url.redacted()
-                ))
-                .into());
+                let expected = "DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY";
+                return Err(invalid(url, "ssl_mode", text, expected));
             }
         }),
     };

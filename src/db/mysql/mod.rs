@@ -17,8 +17,8 @@ use std::time::Duration;
 use mysql::prelude::Queryable;
 use mysql::{Conn, Params, Value};
 
-use super::dialect::Restored;
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, first};
+use super::dialect::{CleanLock, Restored, WriteMark};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, all, count, first, in_transaction};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
 use super::schema::ddl_statements;
@@ -117,6 +117,11 @@ fn cell(value: Value) -> Cell {
     }
 }
 
+/// A row's values as cells.
+fn cells(row: mysql::Row) -> Row {
+    row.unwrap().into_iter().map(cell).collect()
+}
+
 impl MysqlConnection {
     pub(super) fn open(url: &DbUrl, access: Access, timeouts: &Timeouts) -> Result<Self> {
         let (conn, location) = connect::connect(url, timeouts)?;
@@ -184,7 +189,7 @@ impl MysqlConnection {
             self.conn.query_drop(ddl.as_ref()).map_err(|e| self.error(&format!("{what} in"), e))?;
             created.extend(created_table(statement));
         }
-        crate::db::dialect::in_transaction(self, [what, what], |my| sandbox::stamp(my, what))
+        in_transaction(self, [what, what], |my| sandbox::stamp(my, what))
     }
 }
 
@@ -223,7 +228,7 @@ impl Connection for MysqlConnection {
         let (sql, params) = Dialect::Mysql.render_bound(&query.text(), query.params());
         let params = Params::Positional(params.iter().map(value).collect());
         let rows: Vec<mysql::Row> = self.conn.exec(sql, params).map_err(cause)?;
-        Ok(rows.into_iter().map(|row| row.unwrap().into_iter().map(cell).collect()).collect())
+        Ok(rows.into_iter().map(cells).collect())
     }
 
     /// `exec_iter` reads each row off the socket as it is asked for.
@@ -253,7 +258,7 @@ impl Connection for MysqlConnection {
         let streamed: std::result::Result<(), Cause> = (|| {
             let mut result = self.conn.exec_iter(sql, params).map_err(cause)?;
             for row in result.by_ref() {
-                if each(row.map_err(cause)?.unwrap().into_iter().map(cell).collect()).is_break() {
+                if each(cells(row.map_err(cause)?)).is_break() {
                     break;
                 }
             }
@@ -322,12 +327,11 @@ impl Connection for MysqlConnection {
             self.check_text("task_state_store", column, text)?;
         }
         if i32::try_from(row.scope.map_index).is_err() {
-            return Err(Error::Usage(format!(
+            anyhow::bail!(Error::Usage(format!(
                 "map_index {} does not fit Airflow's MySQL column (INTEGER, at most {})",
                 row.scope.map_index,
                 i32::MAX
-            ))
-            .into());
+            )));
         }
         require_value_size("task_state_store.value", row.value)?;
         require_storable_time("updated_at", row.updated_at)?;
@@ -340,12 +344,61 @@ impl Connection for MysqlConnection {
         require_storable_time("updated_at", updated_at)
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
-        clean::begin(self)
+    /// The session's lock waits are already `--lock-timeout`, set as it connected
+    /// (`connect::session_bounds`).
+    ///
+    /// The clean lock is a named lock (`GET_LOCK`), the only lock MySQL has that needs no
+    /// transaction (a row or table lock would keep a read view or block Airflow's writers), and
+    /// any account may take any name, even one with no privilege at all on any database. So the
+    /// name holds something only an account with a privilege on `task_state_store` can read: the
+    /// table's `CREATE_TIME`, from `information_schema.TABLES`, which shows a table's row only to
+    /// an account with some privilege on it (an account with `USAGE` alone sees none). The time
+    /// is the same for every run until the table is created again or rebuilt (`ALTER TABLE`);
+    /// the server shows it in the session's time zone, which every connection sets to UTC
+    /// (`connect.rs`), so every run reads the same text.
+    /// Where the server gives no creation time (`NULL`), the name is the plain one of earlier
+    /// versions, which any account can take. An account with another privilege on the table than
+    /// DELETE (SELECT, say) can still compute the name: MySQL and MariaDB have no lock that only
+    /// the holders of a privilege can take without a transaction, and an unprivileged session
+    /// cannot list the named locks or read another account's privileges (docs/architecture.md).
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<CleanLock> {
+        let what = "cannot take the clean lock";
+        let database =
+            first(self, what, &Query::new("SELECT DATABASE()"), |f| Ok(f.text()))?.unwrap_or_default();
+        let created = Query::new(
+            "SELECT CAST(CREATE_TIME AS CHAR) FROM information_schema.TABLES \
+             WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'task_state_store'",
+        );
+        let created = first(self, what, &created, |f| Ok(f.opt_text()))?.flatten();
+        let name = clean::clean_lock_name(&database, created.as_deref());
+        let lock = Query::new("SELECT GET_LOCK(?, 0)").bind(name.as_str());
+        if first(self, what, &lock, Fields::opt_int)?.flatten() == Some(1) {
+            return Ok(CleanLock::Taken);
+        }
+        // The holder's connection, if it still holds the lock; its account is in the process list
+        // for the same account, or one with the PROCESS privilege.
+        let used = Query::new("SELECT IS_USED_LOCK(?)").bind(name.as_str());
+        let Some(connection) = first(self, what, &used, Fields::opt_int)?.flatten() else {
+            return Ok(CleanLock::Held(None));
+        };
+        let account =
+            Query::new("SELECT USER, HOST FROM information_schema.PROCESSLIST WHERE ID = ?").bind(connection);
+        let account = first(self, what, &account, |f| Ok((f.text(), f.opt_text())))?;
+        Ok(CleanLock::Held(Some(match account {
+            Some((user, host)) => {
+                // A TCP client's host comes with its port.
+                let host = host.unwrap_or_default();
+                let host = host.rsplit_once(':').map_or(host.as_str(), |(h, _)| h);
+                format!("connection {connection} of user {user}@{host}")
+            }
+            None => format!("connection {connection}; its user is shown only with the PROCESS privilege"),
+        })))
     }
 
+    /// The ends of the primary key with no wait for a lock: `None` behind a table another
+    /// session holds, which the batches then wait for once.
     fn id_bounds_at_once(&mut self) -> Result<Option<(i64, i64)>> {
-        clean::id_bounds_at_once(self)
+        clean::without_waiting(self, super::clean::id_bounds, |_| Ok(None))
     }
 
     fn delete_expired_batch(&mut self, cutoff: Timestamp, after_id: i64, n: u64) -> Result<Batch> {
@@ -368,16 +421,16 @@ impl Connection for MysqlConnection {
 
     /// The server's count of statements that insert or update rows, in any session: a clean
     /// only deletes, so its own are not among them.
-    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         let query = Query::new(
             "SHOW GLOBAL STATUS WHERE Variable_name IN ('Com_insert', 'Com_insert_select', 'Com_update', \
              'Com_update_multi', 'Com_replace', 'Com_replace_select')",
         );
-        let counts = crate::db::dialect::all(self, "cannot read the server's status", &query, |f| {
+        let counts = all(self, "cannot read the server's status", &query, |f| {
             f.text();
             f.count()
         })?;
-        Ok(Some(crate::db::dialect::WriteMark { value: counts.iter().sum(), counts_own: false }))
+        Ok(Some(WriteMark { value: counts.iter().sum(), counts_own: false }))
     }
 
     /// Other sessions of this database in the process list (read at each call, about 0.5 ms):
@@ -393,7 +446,7 @@ impl Connection for MysqlConnection {
                  AND GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
                  SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
             );
-            let granted = crate::db::dialect::count(self, "cannot read the user's privileges", &query)?;
+            let granted = count(self, "cannot read the user's privileges", &query)?;
             self.sees_all_sessions = Some(granted > 0);
         }
         if self.sees_all_sessions != Some(true) {
@@ -406,7 +459,7 @@ impl Connection for MysqlConnection {
              AND (COMMAND <> 'Sleep' OR TIME <= ?)",
         )
         .bind(i64::try_from(within.as_secs() + 1).unwrap_or(i64::MAX));
-        let active = crate::db::dialect::count(self, "cannot read the server's process list", &query)?;
+        let active = count(self, "cannot read the server's process list", &query)?;
         Ok(Some(active > 0))
     }
 

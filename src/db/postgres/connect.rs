@@ -111,11 +111,15 @@ fn config_error(url: &DbUrl, problem: &str) -> anyhow::Error {
     Error::Config(format!("[database] sql_alchemy_conn {}: {problem}", url.redacted())).into()
 }
 
-/// A non-negative whole number of seconds, as libpq's integer options take it.
-fn seconds(url: &DbUrl, key: &str, text: &str) -> Result<i64> {
-    text.trim()
-        .parse::<i64>()
-        .map_err(|_| config_error(url, &format!("{key}={text} is not a whole number of seconds")))
+/// The URL's `key` as a whole number, as libpq's integer options take it; `unit` says what it
+/// counts in the message that refuses anything else.
+fn whole<T: std::str::FromStr>(url: &DbUrl, key: &str, unit: &str) -> Result<Option<T>> {
+    let number = |text: &str| {
+        text.trim()
+            .parse()
+            .map_err(|_| config_error(url, &format!("{key}={text} is not a whole number{unit}")))
+    };
+    url.query_value(key).map(number).transpose()
 }
 
 impl ConnectOptions {
@@ -185,13 +189,11 @@ impl ConnectOptions {
                 )
             })?,
         };
-        let connect_timeout = match url.query_value("connect_timeout") {
-            None => DEFAULT_CONNECT_TIMEOUT,
+        let connect_timeout = match whole::<i64>(url, "connect_timeout", " of seconds")? {
             // libpq waits forever for zero or less; a bounded wait is the point here.
-            Some(text) => match seconds(url, "connect_timeout", text)? {
-                n if n <= 0 => DEFAULT_CONNECT_TIMEOUT,
-                n => Duration::from_secs(n.unsigned_abs()).max(MIN_CONNECT_TIMEOUT),
-            },
+            None => DEFAULT_CONNECT_TIMEOUT,
+            Some(n) if n <= 0 => DEFAULT_CONNECT_TIMEOUT,
+            Some(n) => Duration::from_secs(n.unsigned_abs()).max(MIN_CONNECT_TIMEOUT),
         };
         let mut config = postgres::Config::new();
         for endpoint in &endpoints {
@@ -221,26 +223,16 @@ impl ConnectOptions {
             config.target_session_attrs(TargetSessionAttrs::ReadWrite);
         }
         let whole_seconds = |key: &str| -> Result<Option<Duration>> {
-            let seconds =
-                |text| seconds(url, key, text).map(|n| Duration::from_secs(n.max(0).unsigned_abs()));
-            url.query_value(key).map(seconds).transpose()
+            Ok(whole::<i64>(url, key, " of seconds")?.map(|n| Duration::from_secs(n.max(0).unsigned_abs())))
         };
         // Unless the URL says otherwise, a peer that is gone (a NAT or firewall that dropped
         // the connection, a failover without a reset) is noticed in about 25 s instead of the
         // kernel's two hours and more: probes after 10 s of silence, every 5 s, 3 of them.
         config.keepalives_idle(whole_seconds("keepalives_idle")?.unwrap_or(KEEPALIVE_IDLE));
         config.keepalives_interval(whole_seconds("keepalives_interval")?.unwrap_or(KEEPALIVE_INTERVAL));
-        let count = url.query_value("keepalives_count").map(|text| {
-            text.trim()
-                .parse::<u32>()
-                .map_err(|_| config_error(url, &format!("keepalives_count={text} is not a whole number")))
-        });
-        config.keepalives_retries(count.transpose()?.unwrap_or(KEEPALIVE_COUNT));
+        config.keepalives_retries(whole(url, "keepalives_count", "")?.unwrap_or(KEEPALIVE_COUNT));
         // libpq's tcp_user_timeout is in milliseconds.
-        if let Some(text) = url.query_value("tcp_user_timeout") {
-            let millis = text.trim().parse::<u64>().map_err(|_| {
-                config_error(url, &format!("tcp_user_timeout={text} is not a whole number of milliseconds"))
-            })?;
+        if let Some(millis) = whole(url, "tcp_user_timeout", " of milliseconds")? {
             config.tcp_user_timeout(Duration::from_millis(millis));
         }
         if let Some(on) = url.query_value("keepalives") {

@@ -125,26 +125,11 @@ pub(super) fn fill(url: &DbUrl, env: &Environment) -> (DbUrl, Vec<&'static str>)
 }
 
 /// One line of a password file: `hostname:port:database:username:password`, each of the first
-/// four `*` for any value, `\` escaping `:` and `\`.
+/// four `*` for any value (`None`), `\` escaping `:` and `\`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
-    fields: [Field; 4],
+    fields: [Option<String>; 4],
     password: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Field {
-    Any,
-    Exactly(String),
-}
-
-impl Field {
-    fn matches(&self, value: &str) -> bool {
-        match self {
-            Field::Any => true,
-            Field::Exactly(text) => text == value,
-        }
-    }
 }
 
 /// The entries of a password file's text, in order; comments (`#`) and lines with fewer than
@@ -158,45 +143,26 @@ fn parse_line(line: &str) -> Option<Entry> {
     if line.starts_with('#') || line.is_empty() {
         return None;
     }
-    // Each field split at an unescaped `:`, raw (escapes kept) to tell `*` from `\*`.
-    let mut raw = Vec::new();
-    let mut current = String::new();
+    // Each field split at an unescaped `:` and unescaped; whether it held an escape tells a
+    // `*` from a `\*`.
+    let mut fields = Vec::new();
+    let (mut current, mut escaped) = (String::new(), false);
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
         match c {
             '\\' => {
-                current.push('\\');
-                if let Some(next) = chars.next() {
-                    current.push(next);
-                }
+                escaped = true;
+                current.extend(chars.next());
             }
-            ':' if raw.len() < 4 => raw.push(std::mem::take(&mut current)),
+            ':' if fields.len() < 4 => {
+                let field = std::mem::take(&mut current);
+                fields.push(Some(field).filter(|field| escaped || field != "*"));
+                escaped = false;
+            }
             _ => current.push(c),
         }
     }
-    raw.push(current);
-    if raw.len() < 5 {
-        return None;
-    }
-    let unescape = |text: &str| {
-        let mut out = String::with_capacity(text.len());
-        let mut chars = text.chars();
-        while let Some(c) = chars.next() {
-            if c == '\\' {
-                if let Some(next) = chars.next() {
-                    out.push(next);
-                }
-            } else {
-                out.push(c);
-            }
-        }
-        out
-    };
-    let field = |text: &str| if text == "*" { Field::Any } else { Field::Exactly(unescape(text)) };
-    Some(Entry {
-        fields: [field(&raw[0]), field(&raw[1]), field(&raw[2]), field(&raw[3])],
-        password: unescape(&raw[4]),
-    })
+    Some(Entry { fields: fields.try_into().ok()?, password: current })
 }
 
 /// What the password file is matched on for one server: libpq's host name (`localhost` for a
@@ -215,11 +181,8 @@ fn lookup(text: &str, target: &Target<'_>) -> Option<String> {
     parse(text)
         .into_iter()
         .find(|e| {
-            let [host, p, database, user] = &e.fields;
-            host.matches(target.host)
-                && p.matches(&port)
-                && database.matches(target.database)
-                && user.matches(target.user)
+            let values = [target.host, &port, target.database, target.user];
+            e.fields.iter().zip(values).all(|(field, value)| field.as_deref().is_none_or(|f| f == value))
         })
         .map(|e| e.password)
 }
@@ -264,13 +227,13 @@ mod tests {
     fn password_file_lines_and_escapes() {
         let e = parse_line(r"db.example:5432:airflow:airflow:s\:e\\cret").unwrap();
         assert_eq!(e.password, r"s:e\cret");
-        assert_eq!(e.fields[0], Field::Exactly("db.example".into()));
+        assert_eq!(e.fields[0], Some("db.example".into()));
         // A password may hold unescaped colons: the fifth field is the rest of the line.
         assert_eq!(parse_line("h:1:d:u:a:b").unwrap().password, "a:b");
         // `\*` is a literal star, `*` any value.
         let e = parse_line(r"\*:*:*:*:pw").unwrap();
-        assert_eq!(e.fields[0], Field::Exactly("*".into()));
-        assert_eq!(e.fields[1], Field::Any);
+        assert_eq!(e.fields[0], Some("*".into()));
+        assert_eq!(e.fields[1], None);
         assert_eq!(parse_line("h:p:d:u:pw\r").unwrap().password, "pw");
         for skipped in ["# h:1:d:u:pw", "", "h:1:d:u", "only text"] {
             assert_eq!(parse_line(skipped), None, "{skipped:?}");

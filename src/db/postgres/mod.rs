@@ -19,8 +19,8 @@ use postgres::fallible_iterator::FallibleIterator;
 use postgres::types::{FromSql, ToSql, Type};
 use postgres::{Client, Statement};
 
-use super::dialect::{Batch, Restored};
-use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
+use super::dialect::{Batch, CleanLock, Restored, WriteMark};
+use super::dialect::{Connection, Dialect, OnConflict, Upsert, count, first, in_transaction};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
 use super::schema::{SchemaProblem, ddl_statements};
@@ -155,11 +155,10 @@ fn bound<'a>(params: &[Param<'a>]) -> Vec<Box<dyn ToSql + Sync + 'a>> {
 /// Airflow's map_index column is a 32-bit `integer`; a larger value can never be stored.
 fn check_storable_map_index(map_index: i64) -> Result<()> {
     if i32::try_from(map_index).is_err() {
-        return Err(Error::Usage(format!(
+        anyhow::bail!(Error::Usage(format!(
             "--map-index {map_index} is too large: Airflow's map_index column holds at most {}",
             i32::MAX
-        ))
-        .into());
+        )));
     }
     Ok(())
 }
@@ -265,10 +264,9 @@ fn stream(
     loop {
         let next = rows.next().map_err(cause)?;
         let Some(row) = next else { break };
-        let row: std::result::Result<Row, _> =
-            (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect();
+        let row = cells(&row).map_err(cause)?;
         let _paused = stall.pause();
-        if each(row.map_err(cause)?).is_break() {
+        if each(row).is_break() {
             break;
         }
     }
@@ -279,10 +277,8 @@ fn refs<'a>(params: &'a [Box<dyn ToSql + Sync + 'a>]) -> Vec<&'a (dyn ToSql + Sy
     params.iter().map(|p| p.as_ref() as &(dyn ToSql + Sync)).collect()
 }
 
-fn cells(rows: &[postgres::Row]) -> std::result::Result<Vec<Row>, postgres::Error> {
-    rows.iter()
-        .map(|row| (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect())
-        .collect()
+fn cells(row: &postgres::Row) -> std::result::Result<Row, postgres::Error> {
+    (0..row.len()).map(|i| row.try_get::<_, PgCell>(i).map(|c| c.0)).collect()
 }
 
 impl Connection for PostgresConnection {
@@ -309,7 +305,7 @@ impl Connection for PostgresConnection {
 
     fn query(&mut self, query: &Query<'_>) -> std::result::Result<Vec<Row>, Cause> {
         let rows = self.rows_of(query, "").map_err(cause)?;
-        cells(&rows).map_err(cause)
+        rows.iter().map(cells).collect::<std::result::Result<_, _>>().map_err(cause)
     }
 
     /// `query_raw` reads the rows off the socket as they are asked for: the driver's channel
@@ -362,9 +358,9 @@ impl Connection for PostgresConnection {
     }
 
     fn insert(&mut self, query: &Query<'_>) -> std::result::Result<i64, Cause> {
-        let rows = cells(&self.rows_of(query, " RETURNING id").map_err(cause)?).map_err(cause)?;
-        let row = rows.into_iter().next().unwrap_or_default();
-        Ok(Fields::new(row).int()?)
+        let rows = self.rows_of(query, " RETURNING id").map_err(cause)?;
+        let row = rows.first().map(cells).transpose().map_err(cause)?;
+        Ok(Fields::new(row.unwrap_or_default()).int()?)
     }
 
     /// PostgreSQL's text types cannot hold NUL: such text matches nothing (the server would
@@ -375,11 +371,10 @@ impl Connection for PostgresConnection {
 
     fn check_text(&self, table: &str, column: &str, text: &str) -> Result<()> {
         if let Some(at) = text.find('\0') {
-            return Err(Error::Usage(format!(
+            anyhow::bail!(Error::Usage(format!(
                 "\"{column}\" holds a NUL character (byte {}), which PostgreSQL's {table}.{column} cannot store",
                 at + 1
-            ))
-            .into());
+            )));
         }
         Ok(())
     }
@@ -421,7 +416,7 @@ impl Connection for PostgresConnection {
         )))
     }
 
-    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
+    fn begin_clean(&mut self, _lock_timeout: Duration) -> Result<CleanLock> {
         clean::begin(self)
     }
 
@@ -528,13 +523,10 @@ impl Connection for PostgresConnection {
 
     /// The next transaction id to be given out: every transaction that writes takes one, in
     /// any database of the server, this session's batches included; reading it takes none.
-    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         let query = Query::new("SELECT pg_snapshot_xmax(pg_current_snapshot())::text");
-        let next =
-            crate::db::dialect::first(self, "cannot read the transaction counter", &query, |f| Ok(f.text()))?;
-        Ok(next
-            .and_then(|text| text.parse().ok())
-            .map(|value| crate::db::dialect::WriteMark { value, counts_own: true }))
+        let next = first(self, "cannot read the transaction counter", &query, |f| Ok(f.text()))?;
+        Ok(next.and_then(|text| text.parse().ok()).map(|value| WriteMark { value, counts_own: true }))
     }
 
     /// Other client sessions of this database (`pg_stat_activity`, read from the server's
@@ -550,7 +542,7 @@ impl Connection for PostgresConnection {
              OR state_change > clock_timestamp() - CAST(? AS bigint) * interval '1 millisecond')",
         )
         .bind(i64::try_from(within.as_millis()).unwrap_or(i64::MAX));
-        let active = crate::db::dialect::count(self, "cannot read the sessions of the database", &query)?;
+        let active = count(self, "cannot read the sessions of the database", &query)?;
         Ok(Some(active > 0))
     }
 
@@ -575,7 +567,7 @@ impl Connection for PostgresConnection {
 
     fn create_tables(&mut self) -> Result<()> {
         let what = "cannot create the tables";
-        crate::db::dialect::in_transaction(self, [what, what], |pg| {
+        in_transaction(self, [what, what], |pg| {
             let context = format!("{what} in {}", pg.location);
             if let Some(name) = pg.schema.clone() {
                 // CREATE SCHEMA takes no parameter: the name is bound as a setting of this

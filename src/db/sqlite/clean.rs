@@ -130,15 +130,14 @@ impl CleanLock {
             Ok(Some(aside)) => aside,
             Ok(None) => return Ok(None),
             Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
-                return Err(Error::db(
+                anyhow::bail!(Error::db(
                     format!(
                         "cannot take over the clean lock file {shown}: uid {} owns it, no process holds it, \
                          and removing it takes write on its directory (remove it as that user or root)",
                         denied.uid
                     ),
                     e,
-                )
-                .into());
+                ));
             }
             Err(e) => return Err(fail("take over", e).into()),
         };

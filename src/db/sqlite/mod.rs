@@ -15,7 +15,7 @@ use rusqlite::types::{ToSqlOutput, Value, ValueRef};
 use rusqlite::{OpenFlags, params_from_iter};
 
 use super::dialect::{Connection, Dialect, OnConflict, Upsert, first};
-use super::dialect::{Finding, FoundRow, Place, Restored};
+use super::dialect::{Finding, FoundRow, Place, QuietPace, Restored, WriteMark, in_transaction};
 use super::doctor::{find, task_row};
 use super::query::{Cell, Fields, Param, Query, Row};
 use super::restore::ChunkSql;
@@ -140,10 +140,9 @@ impl SqliteConnection {
         })?;
         let (conn, location, path) = match (target, purpose) {
             (SqliteTarget::Memory, Purpose::Sandbox) => {
-                return Err(Error::Usage(
+                anyhow::bail!(Error::Usage(
                     "a sandbox needs a SQLite file (an in-memory database would vanish at exit)".to_string(),
-                )
-                .into());
+                ));
             }
             (SqliteTarget::Memory, Purpose::Metastore) => (
                 rusqlite::Connection::open_in_memory()
@@ -293,7 +292,7 @@ impl Connection for SqliteConnection {
         Ok(())
     }
 
-    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<crate::db::dialect::CleanLock> {
+    fn begin_clean(&mut self, lock_timeout: Duration) -> Result<super::dialect::CleanLock> {
         clean::begin(self, lock_timeout)
     }
 
@@ -318,8 +317,8 @@ impl Connection for SqliteConnection {
     /// each misses the pause is 5 in 6, and that 50 in a row do (Python's `sqlite3` gives up
     /// after 5 s) one in ten thousand. Idle, it costs a fifth of the run's time (measured:
     /// 100 ms after every batch cost 0.6x more on a 1.5 s clean of 1,000,000 rows).
-    fn quiet_pace(&self) -> crate::db::dialect::QuietPace {
-        crate::db::dialect::QuietPace {
+    fn quiet_pace(&self) -> QuietPace {
+        QuietPace {
             batch: Duration::from_millis(500),
             pause_share: 0.2,
             max_pause: Duration::from_millis(100),
@@ -327,15 +326,12 @@ impl Connection for SqliteConnection {
     }
 
     /// `PRAGMA data_version` changes when another connection commits, never for this one's.
-    fn write_mark(&mut self) -> Result<Option<crate::db::dialect::WriteMark>> {
+    fn write_mark(&mut self) -> Result<Option<WriteMark>> {
         let version: i64 = self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .map_err(|e| self.error("cannot read the data version", e))?;
-        Ok(Some(crate::db::dialect::WriteMark {
-            value: u64::try_from(version).unwrap_or(0),
-            counts_own: false,
-        }))
+        Ok(Some(WriteMark { value: u64::try_from(version).unwrap_or(0), counts_own: false }))
     }
 
     /// An import's session is a clean's (see `clean::tune`): a batch's pages written about
@@ -436,7 +432,7 @@ impl Connection for SqliteConnection {
         let what = "cannot create the tables";
         // Airflow switches every SQLite metastore to WAL; a sandbox behaves the same way.
         self.conn.pragma_update(None, "journal_mode", "wal").map_err(|e| self.error(what, e))?;
-        crate::db::dialect::in_transaction(self, [what, what], |sqlite| {
+        in_transaction(self, [what, what], |sqlite| {
             for statement in ddl_statements(SCHEMA) {
                 sqlite.conn.execute_batch(statement).map_err(|e| sqlite.error(what, e))?;
             }
