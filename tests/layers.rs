@@ -3,7 +3,8 @@
 //! `<!-- floors -->` and `<!-- /floors -->`; a room's uses are the `crate::ROOM` paths of its
 //! files (and a `super::` that climbs to the crate's root; in lib.rs, the root, `ROOM::`
 //! too), leaving out comments, string literals and `#[cfg(test)]` items.
-//! `cargo test --test layers -- --nocapture` prints the room graph.
+//! `cargo test --test layers -- --nocapture` prints the room graph. The sizes the same page
+//! names (files, command functions) are read from `scripts/code-lines.py`.
 
 #![allow(clippy::unwrap_used, clippy::print_stdout)]
 
@@ -256,4 +257,37 @@ fn reads_the_table_between_the_markers() {
     let doc = "| 9 | x |\n<!-- floors -->\n| floor | rooms |\n|---|---|\n| 1 | `a`, b |\n| 0 | c |\n<!-- /floors -->\n";
     let expected = BTreeMap::from([("a", 1), ("b", 1), ("c", 0)].map(|(r, f)| (r.to_string(), f)));
     assert_eq!(floors(doc), expected);
+}
+
+/// `scripts/code-lines.py`'s figures, as it prints them: each line's count and its place.
+fn code_lines(args: &[&str]) -> Vec<(usize, String)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let out = std::process::Command::new("python3")
+        .arg(root.join("scripts/code-lines.py"))
+        .args(args)
+        .current_dir(root)
+        .output()
+        .expect("python3 runs scripts/code-lines.py");
+    assert!(out.status.success(), "scripts/code-lines.py: {}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let rows = text.lines().filter_map(|line| {
+        let (count, place) = line.trim_start().split_once(' ')?;
+        Some((count.parse().ok()?, place.to_string()))
+    });
+    rows.collect()
+}
+
+/// The sizes docs/architecture.md names: no file of src over 900 code lines, no function of
+/// src/commands over 60 (a command reads its flags, calls one operation, prints).
+#[test]
+fn no_file_over_900_code_lines_and_no_command_function_over_60() {
+    let files: Vec<_> =
+        code_lines(&["src"]).into_iter().filter(|(_, place)| place.ends_with(".rs")).collect();
+    assert!(files.len() > 50, "scripts/code-lines.py listed {} files", files.len());
+    let large: Vec<_> = files.iter().filter(|(n, _)| *n > 900).collect();
+    assert!(large.is_empty(), "files over 900 code lines: {large:?}");
+    let functions = code_lines(&["--functions", "src/commands"]);
+    assert!(functions.iter().any(|(_, place)| place.ends_with(" run")), "no command's run was counted");
+    let long: Vec<_> = functions.iter().filter(|(n, _)| *n > 60).collect();
+    assert!(long.is_empty(), "command functions over 60 code lines: {long:?}");
 }
