@@ -64,7 +64,11 @@ pub fn main_exit_code() -> i32 {
         }
     };
     guarded(|| {
-        let Err(e) = commands::run(cli) else { return exit::SUCCESS };
+        let outcome = commands::run(cli);
+        // An ending at once that has begun says how the process ends, whatever the command
+        // returned meanwhile.
+        signals::yield_to_ending();
+        let Err(e) = outcome else { return exit::SUCCESS };
         let code = error::exit_code(&e);
         // A closed pipe ends quietly (exit 0, error::exit_code), and a signal's report was
         // already printed: the exit code says the rest.

@@ -26,7 +26,10 @@
 //! bound ([`Stall`]), and `clean --max-duration`'s hard deadline ([`after`]). A process ended
 //! at once still prints the one document `clean -o json` promises, if one is registered (see
 //! [`on_exit_print`]), and kills the process group of a `_cmd` command still running (see
-//! [`child_started`]), so that nothing the tool started outlives it.
+//! [`child_started`]), so that nothing the tool started outlives it. What the command would
+//! say once such an ending has begun is not said: an error the ending itself caused (the
+//! `_cmd` it killed) must not end the process first, with its own exit code and document
+//! (see [`yield_to_ending`]).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
@@ -59,6 +62,8 @@ pub(crate) const SIGNAL_GRACE: Duration = Duration::from_secs(10);
 
 static GRACEFUL: AtomicBool = AtomicBool::new(false);
 static RECEIVED: AtomicI32 = AtomicI32::new(0);
+/// Set once [`end_now`] has begun: the process is ending, with the ending's code and words.
+static ENDING_NOW: AtomicBool = AtomicBool::new(false);
 /// The process group of the `_cmd` command running now (0: none).
 static CHILD_GROUP: AtomicI32 = AtomicI32::new(0);
 
@@ -165,6 +170,8 @@ const LAST_WORDS_PATIENCE: Duration = Duration::from_secs(3);
 /// the pipe). So they are made on a thread of their own, which gets [`LAST_WORDS_PATIENCE`];
 /// the process ends then whatever it is blocked on, without what was not written.
 pub(crate) fn end_now(ending: &Ending) -> ! {
+    // Before the kill: whatever fails because of it waits for this ending (yield_to_ending).
+    ENDING_NOW.store(true, Ordering::SeqCst);
     kill_child_group();
     let (said, code) = (ending.clone(), ending.exit_code());
     let (done, written) = std::sync::mpsc::channel();
@@ -237,11 +244,22 @@ pub(crate) fn on_exit_print(words: impl Fn(&Ending) -> String + Send + 'static) 
 /// Prints the command's own document with `print` instead of the registered one: an ending
 /// meanwhile or later prints nothing more.
 pub(crate) fn print_instead<T>(print: impl FnOnce() -> T) -> T {
+    yield_to_ending();
     let mut last = LAST_WORDS.lock();
     if let Ok(last) = &mut last {
         last.take();
     }
     print()
+}
+
+/// Waits, for as long as the process lives, once an ending at once has begun ([`end_now`]
+/// exits within its patience): the command's own outcome (its document, its `error:` line,
+/// its exit code) would otherwise race the ending's, and an error the ending caused, such as
+/// a `_cmd` command it killed, could end the process first. Returns at once otherwise.
+pub(crate) fn yield_to_ending() {
+    while ENDING_NOW.load(Ordering::SeqCst) {
+        std::thread::park();
+    }
 }
 
 /// From now on a first signal is only recorded, for [`stop_requested`] to report.
